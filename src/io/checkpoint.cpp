@@ -1,0 +1,124 @@
+#include "io/checkpoint.h"
+
+#include <algorithm>
+#include <fmt/format.h>
+
+#include "io/safetensors.h"
+#include "util/error.h"
+#include "util/files.h"
+
+namespace xsa {
+namespace {
+
+constexpr const char* kPrefix = "ckpt_";
+
+std::string checkpoint_name(int64_t step) { return fmt::format("{}{:06d}", kPrefix, step); }
+
+bool is_checkpoint_name(const std::string& name) {
+  if (name.rfind(kPrefix, 0) != 0 || name.size() <= 5) return false;
+  return std::all_of(name.begin() + 5, name.end(), [](char c) { return c >= '0' && c <= '9'; });
+}
+
+nlohmann::json parse_json_file(const fs::path& path) {
+  std::string text = read_file(path);
+  try {
+    return nlohmann::json::parse(text);
+  } catch (const nlohmann::json::exception& e) {
+    fail("{}: not valid JSON ({})", path.string(), e.what());
+  }
+}
+
+std::vector<TensorRef> tensor_refs(const std::vector<TensorInfo>& layout, const float* base,
+                                   const std::string& suffix) {
+  std::vector<TensorRef> refs;
+  for (const TensorInfo& t : layout) refs.push_back({t.name + suffix, t.shape, base + t.offset});
+  return refs;
+}
+
+void read_tensors(const SafetensorsFile& file, const std::vector<TensorInfo>& layout, float* base,
+                  const std::string& suffix) {
+  for (const TensorInfo& t : layout) file.read(t.name + suffix, t.shape, base + t.offset);
+}
+
+}  // namespace
+
+fs::path save_checkpoint(const fs::path& run_dir, int64_t step, const ModelConfig& cfg,
+                         const ParamArena<float>& arena, const nlohmann::json& trainer_state,
+                         bool replace) {
+  std::error_code ec;
+  fs::create_directories(run_dir, ec);
+  if (ec) fail("{}: cannot create the run folder: {}", run_dir.string(), ec.message());
+  const fs::path final_dir = run_dir / checkpoint_name(step);
+  if (fs::exists(final_dir) && !replace)
+    fail("{}: a checkpoint of this step already exists; not overwriting it", final_dir.string());
+  const fs::path tmp_dir = run_dir / (".tmp_" + checkpoint_name(step));
+  fs::remove_all(tmp_dir, ec);
+  fs::create_directory(tmp_dir, ec);
+  if (ec) fail("{}: cannot create: {}", tmp_dir.string(), ec.message());
+
+  nlohmann::json config_json = cfg;
+  write_file_atomic(tmp_dir / "config.json", config_json.dump(2) + "\n");
+  write_file_atomic(tmp_dir / "model.safetensors",
+                    encode_safetensors(tensor_refs(arena.layout, arena.params.data(), ""),
+                                       {{"format", "pt"}, {"step", std::to_string(step)}}));
+  std::vector<TensorRef> moments = tensor_refs(arena.layout, arena.adam_m.data(), ".exp_avg");
+  for (TensorRef& r : tensor_refs(arena.layout, arena.adam_v.data(), ".exp_avg_sq")) moments.push_back(r);
+  write_file_atomic(tmp_dir / "optimizer.safetensors", encode_safetensors(moments));
+  write_file_atomic(tmp_dir / "trainer.json", trainer_state.dump(2) + "\n");
+
+  // Swap into place: an existing checkpoint of the same step (only when replace) moves aside
+  // first and is deleted after the new one is in place.
+  const fs::path old_dir = run_dir / (".old_" + checkpoint_name(step));
+  if (fs::exists(final_dir)) fs::rename(final_dir, old_dir);
+  fs::rename(tmp_dir, final_dir, ec);
+  if (ec) fail("{}: cannot move the checkpoint into place: {}", final_dir.string(), ec.message());
+  sync_directory(run_dir);
+  fs::remove_all(old_dir, ec);
+  return final_dir;
+}
+
+std::vector<fs::path> list_checkpoints(const fs::path& run_dir) {
+  std::vector<fs::path> out;
+  std::error_code ec;
+  if (!fs::is_directory(run_dir, ec)) return out;
+  for (const auto& entry : fs::directory_iterator(run_dir, ec))
+    if (entry.is_directory() && is_checkpoint_name(entry.path().filename().string())) out.push_back(entry.path());
+  std::sort(out.begin(), out.end());  // zero-padded names sort by step
+  return out;
+}
+
+std::optional<fs::path> latest_checkpoint(const fs::path& run_dir) {
+  auto all = list_checkpoints(run_dir);
+  if (all.empty()) return std::nullopt;
+  return all.back();
+}
+
+fs::path resolve_checkpoint(const fs::path& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) fail("{}: no such run or checkpoint folder", path.string());
+  if (fs::exists(path / "config.json", ec) && fs::exists(path / "model.safetensors", ec)) return path;
+  if (auto latest = latest_checkpoint(path)) return *latest;
+  fail("{}: holds no checkpoint (no ckpt_* folder with config.json and model.safetensors)", path.string());
+}
+
+ModelConfig load_checkpoint_config(const fs::path& ckpt_dir) {
+  const fs::path path = ckpt_dir / "config.json";
+  return model_config_from_json(parse_json_file(path), path.string());
+}
+
+void load_checkpoint_weights(const fs::path& ckpt_dir, ParamArena<float>& arena, bool with_optimizer) {
+  const fs::path model_path = ckpt_dir / "model.safetensors";
+  SafetensorsFile model(model_path.string(), read_file(model_path));
+  read_tensors(model, arena.layout, arena.params.data(), "");
+  if (!with_optimizer) return;
+  const fs::path opt_path = ckpt_dir / "optimizer.safetensors";
+  SafetensorsFile opt(opt_path.string(), read_file(opt_path));
+  read_tensors(opt, arena.layout, arena.adam_m.data(), ".exp_avg");
+  read_tensors(opt, arena.layout, arena.adam_v.data(), ".exp_avg_sq");
+}
+
+nlohmann::json load_trainer_state(const fs::path& ckpt_dir) {
+  return parse_json_file(ckpt_dir / "trainer.json");
+}
+
+}  // namespace xsa

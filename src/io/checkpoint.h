@@ -1,0 +1,36 @@
+// Checkpoints (shared/SPEC.md §3): a directory run/ckpt_NNNNNN/ holding config.json,
+// model.safetensors (nanoGPT names, [out, in] layouts), and for resuming optimizer.safetensors
+// (AdamW moments) and trainer.json (step, data position, RNG state, run settings).
+// A checkpoint is written into a temporary directory and renamed into place when complete, so
+// a run killed at any moment leaves every earlier checkpoint intact; the latest checkpoint of a
+// run is the complete ckpt_* directory with the highest step.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <optional>
+
+#include "model/config.h"
+#include "model/params.h"
+
+namespace xsa {
+
+namespace fs = std::filesystem;
+
+// Writes run_dir/ckpt_<step> atomically; fails if it already exists unless replace is set.
+fs::path save_checkpoint(const fs::path& run_dir, int64_t step, const ModelConfig& cfg,
+                         const ParamArena<float>& arena, const nlohmann::json& trainer_state,
+                         bool replace);
+
+// A run folder (its latest ckpt_*) or a checkpoint folder itself. Throws Error when neither.
+fs::path resolve_checkpoint(const fs::path& path);
+std::optional<fs::path> latest_checkpoint(const fs::path& run_dir);
+std::vector<fs::path> list_checkpoints(const fs::path& run_dir);  // ascending by step
+
+ModelConfig load_checkpoint_config(const fs::path& ckpt_dir);
+// Loads parameters (and, with_optimizer, the AdamW moments) checking every name and shape.
+void load_checkpoint_weights(const fs::path& ckpt_dir, ParamArena<float>& arena, bool with_optimizer);
+nlohmann::json load_trainer_state(const fs::path& ckpt_dir);
+
+}  // namespace xsa

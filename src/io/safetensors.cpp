@@ -1,0 +1,110 @@
+#include "io/safetensors.h"
+
+#include <bit>
+#include <cstring>
+#include <nlohmann/json.hpp>
+
+#include "util/error.h"
+
+namespace xsa {
+
+static_assert(std::endian::native == std::endian::little, "safetensors I/O assumes a little-endian host");
+
+std::string shape_string(const std::vector<int64_t>& shape) {
+  std::string s = "[";
+  for (size_t i = 0; i < shape.size(); i++) s += (i ? ", " : "") + std::to_string(shape[i]);
+  return s + "]";
+}
+
+static size_t numel_of(const std::vector<int64_t>& shape) {
+  size_t n = 1;
+  for (int64_t d : shape) n *= (size_t)d;
+  return n;
+}
+
+std::string encode_safetensors(const std::vector<TensorRef>& tensors,
+                               const std::map<std::string, std::string>& metadata) {
+  nlohmann::ordered_json header;
+  if (!metadata.empty()) header["__metadata__"] = metadata;
+  size_t offset = 0;
+  for (const TensorRef& t : tensors) {
+    size_t bytes = numel_of(t.shape) * sizeof(float);
+    header[t.name] = {{"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
+    offset += bytes;
+  }
+  std::string json = header.dump();
+  json.append((8 - json.size() % 8) % 8, ' ');  // align the data section to 8 bytes
+  uint64_t header_len = json.size();
+  std::string out(8, '\0');
+  std::memcpy(out.data(), &header_len, 8);
+  out += json;
+  out.reserve(out.size() + offset);
+  for (const TensorRef& t : tensors)
+    out.append(reinterpret_cast<const char*>(t.data), numel_of(t.shape) * sizeof(float));
+  return out;
+}
+
+SafetensorsFile::SafetensorsFile(std::string path, std::string bytes)
+    : path_(std::move(path)), bytes_(std::move(bytes)) {
+  if (bytes_.size() < 8) fail("{}: truncated: {} bytes, too short for a safetensors header", path_, bytes_.size());
+  uint64_t header_len;
+  std::memcpy(&header_len, bytes_.data(), 8);
+  if (header_len > bytes_.size() - 8)
+    fail("{}: truncated: header claims {} bytes but the file has {}", path_, header_len, bytes_.size());
+  data_start_ = 8 + header_len;
+  nlohmann::json header;
+  try {
+    header = nlohmann::json::parse(bytes_.begin() + 8, bytes_.begin() + data_start_);
+  } catch (const nlohmann::json::exception& e) {
+    fail("{}: header is not valid JSON ({})", path_, e.what());
+  }
+  if (!header.is_object()) fail("{}: header is not a JSON object", path_);
+  const size_t data_size = bytes_.size() - data_start_;
+  for (auto& [name, info] : header.items()) {
+    if (name == "__metadata__") {
+      if (info.is_object())
+        for (auto& [k, v] : info.items())
+          if (v.is_string()) metadata_[k] = v.get<std::string>();
+      continue;
+    }
+    if (!info.is_object() || !info.contains("dtype") || !info.contains("shape") || !info.contains("data_offsets"))
+      fail("{}: tensor '{}' lacks dtype, shape or data_offsets", path_, name);
+    if (info["dtype"] != "F32")
+      fail("{}: tensor '{}' has dtype {}, only F32 is supported", path_, name, info["dtype"].dump());
+    Entry e;
+    try {
+      e.shape = info["shape"].get<std::vector<int64_t>>();
+      auto offsets = info["data_offsets"].get<std::vector<uint64_t>>();
+      if (offsets.size() != 2) throw std::runtime_error("data_offsets");
+      e.begin = offsets[0], e.end = offsets[1];
+    } catch (const std::exception&) {
+      fail("{}: tensor '{}' has a malformed shape or data_offsets", path_, name);
+    }
+    for (int64_t d : e.shape)
+      if (d < 0) fail("{}: tensor '{}' has a negative dimension", path_, name);
+    if (e.end < e.begin || e.end - e.begin != numel_of(e.shape) * sizeof(float))
+      fail("{}: tensor '{}' has {} data bytes, its shape {} needs {}", path_, name, e.end - e.begin,
+           shape_string(e.shape), numel_of(e.shape) * sizeof(float));
+    if (e.end > data_size)
+      fail("{}: truncated: tensor '{}' ends at data byte {} but the file holds only {}", path_, name,
+           e.end, data_size);
+    entries_[name] = std::move(e);
+  }
+}
+
+void SafetensorsFile::read(const std::string& name, const std::vector<int64_t>& shape, float* out) const {
+  auto it = entries_.find(name);
+  if (it == entries_.end()) fail("{}: tensor '{}' is missing", path_, name);
+  if (it->second.shape != shape)
+    fail("{}: tensor '{}' has shape {}, the model needs {}", path_, name, shape_string(it->second.shape),
+         shape_string(shape));
+  std::memcpy(out, bytes_.data() + data_start_ + it->second.begin, it->second.end - it->second.begin);
+}
+
+std::vector<std::string> SafetensorsFile::names() const {
+  std::vector<std::string> out;
+  for (const auto& [name, _] : entries_) out.push_back(name);
+  return out;
+}
+
+}  // namespace xsa

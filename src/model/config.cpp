@@ -1,0 +1,134 @@
+#include "model/config.h"
+
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "model/params.h"
+#include "util/error.h"
+
+namespace xsa {
+
+void ModelConfig::validate() const {
+  if (vocab_size <= 0) fail("vocab_size {} must be positive", vocab_size);
+  if (padded_vocab < vocab_size || padded_vocab % 64 != 0)
+    fail("padded_vocab {} must be a multiple of 64 and at least vocab_size {}", padded_vocab,
+         vocab_size);
+  if (n_layer <= 0 || n_layer > kMaxLayers)
+    fail("--layers {} must be between 1 and {}", n_layer, kMaxLayers);
+  if (n_head <= 0) fail("--heads {} must be positive", n_head);
+  if (n_embd <= 0) fail("--embd {} must be positive", n_embd);
+  if (n_embd % n_head != 0)
+    fail("--embd {} is not divisible by --heads {}: the head dimension must be a whole number",
+         n_embd, n_head);
+  if (head_dim() % 2 != 0)
+    fail("head dimension {} (--embd {} / --heads {}) is odd: RoPE rotates pairs and needs it even",
+         head_dim(), n_embd, n_head);
+  if (seq_len <= 0) fail("--seq-len {} must be positive", seq_len);
+  if (!(rope_theta > 0)) fail("rope_theta {} must be positive", rope_theta);
+}
+
+int pad_vocab(int vocab_size) { return (vocab_size + 63) / 64 * 64; }
+
+int vocab_size_of(TokenizerKind kind) { return kind == TokenizerKind::byte ? 256 : 50257; }
+
+const char* to_string(AttnKind kind) { return kind == AttnKind::sa ? "sa" : "xsa"; }
+const char* to_string(TokenizerKind kind) { return kind == TokenizerKind::byte ? "byte" : "gpt2"; }
+
+TokenizerKind parse_tokenizer(const std::string& name) {
+  if (name == "byte") return TokenizerKind::byte;
+  if (name == "gpt2") return TokenizerKind::gpt2;
+  fail("--tokenizer '{}' is not known (expected byte or gpt2)", name);
+}
+
+namespace {
+AttnKind parse_attn(const std::string& word) {
+  if (word == "sa") return AttnKind::sa;
+  if (word == "xsa") return AttnKind::xsa;
+  fail("--attn '{}' is not known (expected sa, xsa, or a comma list of them, one per layer)", word);
+}
+}  // namespace
+
+void set_layer_attn(ModelConfig& cfg, const std::string& spec) {
+  if (spec.find(',') == std::string::npos) {
+    AttnKind kind = parse_attn(spec);
+    for (auto& a : cfg.layer_attn) a = kind;
+    return;
+  }
+  std::stringstream ss(spec);
+  std::string word;
+  int n = 0;
+  while (std::getline(ss, word, ',')) {
+    if (n >= kMaxLayers) fail("--attn lists more than {} layers", kMaxLayers);
+    cfg.layer_attn[n++] = parse_attn(word);
+  }
+  if (n != cfg.n_layer)
+    fail("--attn lists {} layers but the model has {} (--layers)", n, cfg.n_layer);
+}
+
+std::string layer_attn_string(const ModelConfig& cfg) {
+  bool uniform = true;
+  for (int l = 1; l < cfg.n_layer; l++) uniform &= cfg.layer_attn[l] == cfg.layer_attn[0];
+  if (uniform) return to_string(cfg.layer_attn[0]);
+  std::string s;
+  for (int l = 0; l < cfg.n_layer; l++) s += (l ? "," : "") + std::string(to_string(cfg.layer_attn[l]));
+  return s;
+}
+
+int64_t parameter_count(const ModelConfig& cfg) {
+  int64_t n = 0;
+  for (const auto& t : param_layout(cfg)) n += t.numel;
+  return n;
+}
+
+void to_json(nlohmann::json& j, const ModelConfig& cfg) {
+  std::vector<std::string> attn;
+  for (int l = 0; l < cfg.n_layer; l++) attn.push_back(to_string(cfg.layer_attn[l]));
+  j = nlohmann::json{{"format", "xsa-gpt"},
+                     {"version", 1},
+                     {"tokenizer", to_string(cfg.tokenizer)},
+                     {"vocab_size", cfg.vocab_size},
+                     {"padded_vocab_size", cfg.padded_vocab},
+                     {"n_layer", cfg.n_layer},
+                     {"n_head", cfg.n_head},
+                     {"n_embd", cfg.n_embd},
+                     {"seq_len", cfg.seq_len},
+                     {"rope_theta", cfg.rope_theta},
+                     {"layer_attn", attn}};
+}
+
+ModelConfig model_config_from_json(const nlohmann::json& j, const std::string& source) {
+  ModelConfig cfg;
+  auto get_int = [&](const char* key) -> int {
+    if (!j.contains(key) || !j[key].is_number_integer()) fail("{}: '{}' is missing or not an integer", source, key);
+    return j[key].get<int>();
+  };
+  if (!j.is_object()) fail("{}: not a JSON object", source);
+  if (j.value("format", "") != "xsa-gpt") fail("{}: 'format' is not \"xsa-gpt\"", source);
+  if (j.value("version", 0) != 1) fail("{}: unsupported version {}", source, j.value("version", 0));
+  if (!j.contains("tokenizer") || !j["tokenizer"].is_string()) fail("{}: 'tokenizer' is missing", source);
+  cfg.tokenizer = parse_tokenizer(j["tokenizer"].get<std::string>());
+  cfg.vocab_size = get_int("vocab_size");
+  cfg.padded_vocab = get_int("padded_vocab_size");
+  cfg.n_layer = get_int("n_layer");
+  cfg.n_head = get_int("n_head");
+  cfg.n_embd = get_int("n_embd");
+  cfg.seq_len = get_int("seq_len");
+  if (!j.contains("rope_theta") || !j["rope_theta"].is_number()) fail("{}: 'rope_theta' is missing", source);
+  cfg.rope_theta = j["rope_theta"].get<double>();
+  try {
+    cfg.validate();
+  } catch (const Error& e) {
+    fail("{}: {}", source, e.what());
+  }
+  const auto& attn = j.contains("layer_attn") ? j["layer_attn"] : nlohmann::json();
+  if (!attn.is_array() || (int)attn.size() != cfg.n_layer)
+    fail("{}: 'layer_attn' must list one of \"sa\"/\"xsa\" per layer ({} layers)", source, cfg.n_layer);
+  for (int l = 0; l < cfg.n_layer; l++) {
+    std::string a = attn[l].is_string() ? attn[l].get<std::string>() : "";
+    if (a != "sa" && a != "xsa") fail("{}: layer_attn[{}] is not \"sa\" or \"xsa\"", source, l);
+    cfg.layer_attn[l] = a == "sa" ? AttnKind::sa : AttnKind::xsa;
+  }
+  return cfg;
+}
+
+}  // namespace xsa

@@ -1,0 +1,54 @@
+// The model's shape and attention per layer: a plain, trivially copyable struct, written into
+// every checkpoint (config.json). An SA model and an XSA model differ only in layer_attn.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <type_traits>
+
+#include <nlohmann/json_fwd.hpp>
+
+namespace xsa {
+
+enum class AttnKind : uint8_t { sa, xsa };
+enum class TokenizerKind : uint8_t { byte, gpt2 };
+
+inline constexpr int kMaxLayers = 256;
+
+struct ModelConfig {
+  TokenizerKind tokenizer = TokenizerKind::byte;
+  int vocab_size = 256;    // V: real tokens
+  int padded_vocab = 256;  // V_pad: V rounded up to a multiple of 64 (rows of wte)
+  int n_layer = 4;
+  int n_head = 4;
+  int n_embd = 128;
+  int seq_len = 256;       // context length T (RoPE table size; no learned positions)
+  double rope_theta = 10000.0;
+  std::array<AttnKind, kMaxLayers> layer_attn{};  // first n_layer entries used
+
+  int head_dim() const { return n_embd / n_head; }
+  // Throws Error naming the first impossible value (C % H, odd head dim, non-positive sizes, ...).
+  void validate() const;
+};
+static_assert(std::is_trivially_copyable_v<ModelConfig>);
+
+int pad_vocab(int vocab_size);  // multiple of 64
+int vocab_size_of(TokenizerKind kind);
+const char* to_string(AttnKind kind);
+const char* to_string(TokenizerKind kind);
+TokenizerKind parse_tokenizer(const std::string& name);  // throws Error
+
+// "sa", "xsa" (every layer), or a comma list with one entry per layer ("sa,sa,xsa,xsa").
+void set_layer_attn(ModelConfig& cfg, const std::string& spec);
+// Inverse of set_layer_attn: "sa" or "xsa" when uniform, else the per-layer list.
+std::string layer_attn_string(const ModelConfig& cfg);
+
+// Parameter count of the model (padded vocabulary rows included, as stored).
+int64_t parameter_count(const ModelConfig& cfg);
+
+void to_json(nlohmann::json& j, const ModelConfig& cfg);
+// Reads config.json; `source` names the file in errors.
+ModelConfig model_config_from_json(const nlohmann::json& j, const std::string& source);
+
+}  // namespace xsa

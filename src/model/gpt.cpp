@@ -1,0 +1,190 @@
+#include "model/gpt.h"
+
+#include <algorithm>
+#include <cstring>
+
+#include "ops/ops.h"
+#include "util/error.h"
+
+namespace xsa {
+namespace {
+
+// The tied head is computed in chunks of rows so that the logits (and their gradient) never
+// exist for all B×T×V at once: about 8 M elements per chunk.
+int head_rows_for(const ModelConfig& cfg, int N) {
+  int rows = std::max(1, (1 << 23) / cfg.padded_vocab);
+  return std::min(rows, N);
+}
+
+// Lays the activations out in one buffer. Called once with base = nullptr to measure, once to
+// point the views; the same code does both, so sizes and views cannot disagree.
+template <typename Real>
+size_t carve_activations(Activations<Real>& a, Real* base, const ModelConfig& cfg, int B, int T,
+                         int head_rows) {
+  const size_t N = (size_t)B * T, C = cfg.n_embd, H = cfg.n_head, D = cfg.head_dim();
+  size_t offset = 0;
+  auto take = [&](Real*& view, size_t n) {
+    view = base ? base + offset : nullptr;
+    offset += align_elements<Real>(n);
+  };
+  a.layers.resize(cfg.n_layer);
+  a.resid.resize(cfg.n_layer + 1);
+  for (Real*& r : a.resid) take(r, N * C);
+  for (auto& L : a.layers) {
+    take(L.ln1, N * C), take(L.ln1_mean, N), take(L.ln1_rstd, N);
+    take(L.qkv, N * 3 * C), take(L.att_y, N * C), take(L.att_lse, (size_t)B * H * T);
+    take(L.resid_mid, N * C);
+    take(L.ln2, N * C), take(L.ln2_mean, N), take(L.ln2_rstd, N);
+    take(L.fc, N * 4 * C), take(L.fc_gelu, N * 4 * C);
+  }
+  take(a.lnf, N * C), take(a.lnf_mean, N), take(a.lnf_rstd, N);
+  take(a.losses, N);
+  take(a.rope_cos, (size_t)T * D / 2), take(a.rope_sin, (size_t)T * D / 2);
+  take(a.att_z, N * C);
+  take(a.logits, (size_t)head_rows * cfg.padded_vocab);
+  take(a.d_resid, N * C), take(a.d_buf, N * C), take(a.d_buf2, N * C);
+  take(a.d_qkv, N * 3 * C), take(a.d_fc, N * 4 * C);
+  return offset;
+}
+
+}  // namespace
+
+template <typename Real>
+Gpt<Real>::Gpt(const ModelConfig& cfg, int B, int T) : cfg_(cfg), B_(B), T_(T), params_(cfg) {
+  cfg_.validate();
+  if (B <= 0) fail("--batch {} must be positive", B);
+  if (T <= 0 || T > cfg.seq_len) fail("sequence length {} must be between 1 and the model's {}", T, cfg.seq_len);
+  head_rows_ = head_rows_for(cfg_, B * T);
+  act_memory_.reset(carve_activations<Real>(acts_, nullptr, cfg_, B, T, head_rows_));
+  carve_activations<Real>(acts_, act_memory_.data(), cfg_, B, T, head_rows_);
+  ops::rope_table(acts_.rope_cos, acts_.rope_sin, T, cfg_.head_dim(), cfg_.rope_theta);
+}
+
+template <typename Real>
+double Gpt<Real>::forward(const int32_t* inputs, const int32_t* targets) {
+  return run_forward(inputs, targets, false);
+}
+
+template <typename Real>
+double Gpt<Real>::forward_backward(const int32_t* inputs, const int32_t* targets) {
+  params_.grads.zero();
+  double loss = run_forward(inputs, targets, true);
+  backward(inputs);
+  return loss;
+}
+
+template <typename Real>
+double Gpt<Real>::run_forward(const int32_t* inputs, const int32_t* targets, bool need_grad) {
+  const int B = B_, T = T_, N = B * T, C = cfg_.n_embd, H = cfg_.n_head;
+  const int V = cfg_.vocab_size, Vp = cfg_.padded_vocab;
+  Weights<Real>& w = params_.w;
+  Activations<Real>& a = acts_;
+  for (int n = 0; n < N; n++) {
+    XSA_CHECK(inputs[n] >= 0 && inputs[n] < V, "input token {} at position {} outside [0, {})", inputs[n], n, V);
+    XSA_CHECK(targets[n] >= -1 && targets[n] < V, "target {} at position {} outside [-1, {})", targets[n], n, V);
+  }
+
+  ops::encoder_forward(a.resid[0], inputs, w.wte, N, C);
+  for (int l = 0; l < cfg_.n_layer; l++) {
+    const LayerWeights<Real>& W = w.layers[l];
+    LayerActivations<Real>& L = a.layers[l];
+    const Real* x = a.resid[l];
+    // x_mid = x + attn(LN1(x))
+    ops::layernorm_forward(L.ln1, L.ln1_mean, L.ln1_rstd, x, W.ln1_w, W.ln1_b, N, C);
+    ops::matmul_forward(L.qkv, L.ln1, W.qkv_w, N, C, 3 * C);
+    ops::rope_forward(L.qkv, a.rope_cos, a.rope_sin, B, T, C, H);
+    ops::attention_forward(L.att_y, L.att_lse, L.qkv, B, T, C, H);
+    const Real* z = L.att_y;
+    if (cfg_.layer_attn[l] == AttnKind::xsa) {
+      ops::xsa_forward(a.att_z, L.att_y, L.qkv, B, T, C, H);
+      z = a.att_z;
+    }
+    std::memcpy(L.resid_mid, x, sizeof(Real) * N * C);
+    ops::matmul_forward(L.resid_mid, z, W.attn_proj_w, N, C, C, /*accumulate=*/true);
+    // x_out = x_mid + mlp(LN2(x_mid))
+    ops::layernorm_forward(L.ln2, L.ln2_mean, L.ln2_rstd, L.resid_mid, W.ln2_w, W.ln2_b, N, C);
+    ops::matmul_forward(L.fc, L.ln2, W.fc_w, N, C, 4 * C);
+    ops::gelu_forward(L.fc_gelu, L.fc, (size_t)N * 4 * C);
+    std::memcpy(a.resid[l + 1], L.resid_mid, sizeof(Real) * N * C);
+    ops::matmul_forward(a.resid[l + 1], L.fc_gelu, W.mlp_proj_w, N, 4 * C, C, /*accumulate=*/true);
+  }
+  ops::layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, a.resid[cfg_.n_layer], w.lnf_w, w.lnf_b, N, C);
+
+  target_count_ = 0;
+  for (int n = 0; n < N; n++) target_count_ += targets[n] >= 0;
+  if (target_count_ == 0) return 0.0;
+
+  // Tied head with fused softmax-cross-entropy, chunk by chunk. With need_grad the head's backward
+  // runs here too (dlnf into d_buf, dwte accumulated), so a chunk's logits are used and dropped.
+  const Real dloss = need_grad ? Real(1.0 / target_count_) : Real(0);
+  for (int r0 = 0; r0 < N; r0 += head_rows_) {
+    int rows = std::min(head_rows_, N - r0);
+    const Real* lnf_rows = a.lnf + (size_t)r0 * C;
+    ops::matmul_forward(a.logits, lnf_rows, w.wte, rows, C, Vp);
+    ops::crossentropy_forward_backward(a.logits, a.losses + r0, targets + r0, rows, V, Vp, dloss);
+    if (need_grad) {
+      ops::matmul_backward(a.d_buf + (size_t)r0 * C, params_.dw.wte, a.logits, lnf_rows, w.wte, rows, C, Vp);
+    }
+  }
+  double total = 0;  // in order, so the loss does not depend on the thread count
+  for (int n = 0; n < N; n++) total += a.losses[n];
+  return total / target_count_;
+}
+
+template <typename Real>
+void Gpt<Real>::backward(const int32_t* inputs) {
+  const int B = B_, T = T_, N = B * T, C = cfg_.n_embd, H = cfg_.n_head;
+  Weights<Real>& w = params_.w;
+  Weights<Real>& dw = params_.dw;
+  Activations<Real>& a = acts_;
+  const size_t NC = (size_t)N * C;
+
+  // d_buf holds ∂L/∂lnf from the fused head.
+  std::memset(a.d_resid, 0, sizeof(Real) * NC);
+  ops::layernorm_backward(a.d_resid, dw.lnf_w, dw.lnf_b, a.d_buf, a.resid[cfg_.n_layer], w.lnf_w,
+                          a.lnf_mean, a.lnf_rstd, N, C);
+  for (int l = cfg_.n_layer - 1; l >= 0; l--) {
+    const LayerWeights<Real>& W = w.layers[l];
+    LayerWeights<Real>& dW = dw.layers[l];
+    LayerActivations<Real>& L = a.layers[l];
+    // MLP block: x_out = x_mid + fc_gelu · W_projᵀ, fc_gelu = gelu(LN2(x_mid) · W_fcᵀ).
+    // d_resid holds ∂L/∂x_out and becomes ∂L/∂x_mid.
+    ops::matmul_backward(a.d_fc, dW.mlp_proj_w, a.d_resid, L.fc_gelu, W.mlp_proj_w, N, 4 * C, C);
+    ops::gelu_backward(a.d_fc, L.fc, a.d_fc, (size_t)N * 4 * C);
+    ops::matmul_backward(a.d_buf, dW.fc_w, a.d_fc, L.ln2, W.fc_w, N, C, 4 * C);
+    ops::layernorm_backward(a.d_resid, dW.ln2_w, dW.ln2_b, a.d_buf, L.resid_mid, W.ln2_w, L.ln2_mean,
+                            L.ln2_rstd, N, C);
+    // Attention block: x_mid = x + z · W_oᵀ. z is recomputed from y (not stored) for XSA.
+    const bool exclusive = cfg_.layer_attn[l] == AttnKind::xsa;
+    const Real* z = L.att_y;
+    if (exclusive) {
+      ops::xsa_forward(a.att_z, L.att_y, L.qkv, B, T, C, H);
+      z = a.att_z;
+    }
+    ops::matmul_backward(a.d_buf, dW.attn_proj_w, a.d_resid, z, W.attn_proj_w, N, C, C);  // d_buf = ∂L/∂z
+    std::memset(a.d_qkv, 0, sizeof(Real) * 3 * NC);
+    Real* dy = a.d_buf;
+    if (exclusive) {
+      ops::xsa_backward(a.d_buf2, a.d_qkv, a.d_buf, L.att_y, L.qkv, B, T, C, H);  // + own-value grad
+      dy = a.d_buf2;
+    }
+    ops::attention_backward(a.d_qkv, dy, L.qkv, L.att_y, L.att_lse, B, T, C, H);
+    ops::rope_backward(a.d_qkv, a.rope_cos, a.rope_sin, B, T, C, H);
+    ops::matmul_backward(a.d_buf, dW.qkv_w, a.d_qkv, L.ln1, W.qkv_w, N, C, 3 * C);
+    ops::layernorm_backward(a.d_resid, dW.ln1_w, dW.ln1_b, a.d_buf, a.resid[l], W.ln1_w, L.ln1_mean,
+                            L.ln1_rstd, N, C);
+  }
+  ops::encoder_backward(dw.wte, a.d_resid, inputs, N, C);
+}
+
+template <typename Real>
+void Gpt<Real>::logits_row(int n, Real* out) const {
+  XSA_CHECK(n >= 0 && n < B_ * T_, "row {} outside the batch", n);
+  ops::matmul_forward(out, acts_.lnf + (size_t)n * cfg_.n_embd, params_.w.wte, 1, cfg_.n_embd,
+                      cfg_.padded_vocab);
+}
+
+template class Gpt<float>;
+template class Gpt<double>;
+
+}  // namespace xsa

@@ -1,0 +1,88 @@
+// xsa-gpt (shared/SPEC.md §1): nanoGPT with RoPE, LayerNorm, tied head, and per layer either
+// standard (SA) or exclusive (XSA) self attention. Templated on the scalar type: float for
+// training, double for the finite-difference gradient checks of the very same code.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "model/config.h"
+#include "model/params.h"
+#include "util/arena.h"
+
+namespace xsa {
+
+// Views into the activation arena, sized once from (B, T). N = B*T.
+template <typename Real>
+struct LayerActivations {
+  Real* ln1;       // [N, C]
+  Real* ln1_mean;  // [N]
+  Real* ln1_rstd;  // [N]
+  Real* qkv;       // [N, 3C] after RoPE on q and k
+  Real* att_y;     // [N, C] attention output y, before the exclusive step (z is recomputed)
+  Real* att_lse;   // [B, H, T] row log-sum-exp of the scores
+  Real* resid_mid; // [N, C] residual stream after the attention block
+  Real* ln2;       // [N, C]
+  Real* ln2_mean;  // [N]
+  Real* ln2_rstd;  // [N]
+  Real* fc;        // [N, 4C] before GELU
+  Real* fc_gelu;   // [N, 4C]
+};
+
+template <typename Real>
+struct Activations {
+  std::vector<LayerActivations<Real>> layers;
+  std::vector<Real*> resid;  // L+1 views [N, C]: resid[0] = embeddings, resid[l+1] = layer l output
+  Real* lnf;                 // [N, C]
+  Real* lnf_mean;            // [N]
+  Real* lnf_rstd;            // [N]
+  Real* losses;              // [N] per-position loss
+  Real* rope_cos;            // [T, D/2]
+  Real* rope_sin;            // [T, D/2]
+  // Scratch, reused across layers.
+  Real* att_z;               // [N, C] exclusive output z (SA: unused)
+  Real* logits;              // [head_rows, V_pad] one chunk of the tied head
+  Real* d_resid;             // [N, C] gradient of the residual stream
+  Real* d_buf;               // [N, C]
+  Real* d_buf2;              // [N, C]
+  Real* d_qkv;               // [N, 3C]
+  Real* d_fc;                // [N, 4C]
+};
+
+template <typename Real>
+class Gpt {
+ public:
+  // Allocates parameters, gradients, AdamW moments and activations for batches of B × T.
+  Gpt(const ModelConfig& cfg, int B, int T);
+
+  const ModelConfig& config() const { return cfg_; }
+  int batch_size() const { return B_; }
+  int seq_len() const { return T_; }
+  ParamArena<Real>& params() { return params_; }
+  const ParamArena<Real>& params() const { return params_; }
+  const Activations<Real>& activations() const { return acts_; }
+
+  // Mean cross-entropy over positions whose target is not −1; inputs and targets are [B, T].
+  // Returns NaN-free loss or whatever the arithmetic gave (the trainer checks finiteness).
+  double forward(const int32_t* inputs, const int32_t* targets);
+  // Zeroes the gradients, runs forward, then backward: gradients of the mean loss.
+  double forward_backward(const int32_t* inputs, const int32_t* targets);
+  // Logits [V_pad] of row n (= b*T + t) from the last forward.
+  void logits_row(int n, Real* out) const;
+  // Number of positions that counted in the last loss.
+  int64_t target_count() const { return target_count_; }
+
+ private:
+  double run_forward(const int32_t* inputs, const int32_t* targets, bool need_grad);
+  void backward(const int32_t* inputs);
+
+  ModelConfig cfg_;
+  int B_, T_;
+  int head_rows_;  // rows of the tied head computed at once (bounds the logits buffer)
+  ParamArena<Real> params_;
+  AlignedBuffer<Real> act_memory_;
+  Activations<Real> acts_;
+  int64_t target_count_ = 0;
+};
+
+}  // namespace xsa

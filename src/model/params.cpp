@@ -1,0 +1,62 @@
+#include "model/params.h"
+
+#include <cmath>
+
+#include "util/rng.h"
+
+namespace xsa {
+
+std::vector<TensorInfo> param_layout(const ModelConfig& cfg) {
+  std::vector<TensorInfo> layout;
+  Weights<float> unused;
+  size_t offset = 0;
+  for_each_tensor(cfg, unused, [&](const std::string& name, const std::vector<int64_t>& shape, bool decay,
+                                   Init init, float*&) {
+    TensorInfo t{name, shape, offset, 1, decay, init};
+    for (int64_t d : shape) t.numel *= d;
+    offset += align_elements<float>(t.numel);
+    layout.push_back(std::move(t));
+  });
+  return layout;
+}
+
+size_t param_arena_size(const std::vector<TensorInfo>& layout) {
+  if (layout.empty()) return 0;
+  return layout.back().offset + align_elements<float>(layout.back().numel);
+}
+
+template <typename Real>
+ParamArena<Real>::ParamArena(const ModelConfig& cfg) : layout(param_layout(cfg)) {
+  size_t n = param_arena_size(layout);
+  params.reset(n);
+  grads.reset(n);
+  adam_m.reset(n);
+  adam_v.reset(n);
+  w = point_weights(cfg, params.data());
+  dw = point_weights(cfg, grads.data());
+}
+
+template <typename Real>
+void ParamArena<Real>::init(const ModelConfig& cfg, uint64_t seed) {
+  const double std_normal = 0.02;
+  const double std_residual = 0.02 / std::sqrt(2.0 * cfg.n_layer);
+  for (const TensorInfo& t : layout) {
+    Real* p = params.data() + t.offset;
+    Rng rng(hash_name(t.name, seed));
+    size_t rows_real = t.numel;
+    if (t.name == "transformer.wte.weight") rows_real = (size_t)cfg.vocab_size * cfg.n_embd;
+    for (size_t i = 0; i < t.numel; i++) {
+      switch (t.init) {
+        case Init::normal: p[i] = i < rows_real ? Real(std_normal * rng.normal()) : Real(0); break;
+        case Init::normal_residual: p[i] = Real(std_residual * rng.normal()); break;
+        case Init::ones: p[i] = 1; break;
+        case Init::zeros: p[i] = 0; break;
+      }
+    }
+  }
+}
+
+template struct ParamArena<float>;
+template struct ParamArena<double>;
+
+}  // namespace xsa

@@ -1,0 +1,40 @@
+// Token embedding: forward gathers rows of wte, backward scatters gradients back.
+#include <cstring>
+
+#include "ops/ops.h"
+
+namespace xsa::ops {
+
+template <typename Real>
+void encoder_forward(Real* out, const int32_t* tokens, const Real* wte, int N, int C) {
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; n++) {
+    std::memcpy(out + (size_t)n * C, wte + (size_t)tokens[n] * C, sizeof(Real) * C);
+  }
+}
+
+template <typename Real>
+void encoder_backward(Real* dwte, const Real* dout, const int32_t* tokens, int N, int C) {
+  // forward: out[n] = wte[tokens[n]]  =>  dwte[tokens[n]] += dout[n].
+  // Threads split the channels, not the rows, so two rows of one token never race and the
+  // summation order is fixed (deterministic whatever the thread count).
+  constexpr int kChunk = 16;
+  int n_chunks = (C + kChunk - 1) / kChunk;
+#pragma omp parallel for schedule(static)
+  for (int chunk = 0; chunk < n_chunks; chunk++) {
+    int c0 = chunk * kChunk, c1 = c0 + kChunk < C ? c0 + kChunk : C;
+    for (int n = 0; n < N; n++) {
+      Real* dst = dwte + (size_t)tokens[n] * C;
+      const Real* src = dout + (size_t)n * C;
+      for (int c = c0; c < c1; c++) dst[c] += src[c];
+    }
+  }
+}
+
+#define XSA_INSTANTIATE(Real)                                                            \
+  template void encoder_forward<Real>(Real*, const int32_t*, const Real*, int, int); \
+  template void encoder_backward<Real>(Real*, const Real*, const int32_t*, int, int);
+XSA_INSTANTIATE(float)
+XSA_INSTANTIATE(double)
+
+}  // namespace xsa::ops

@@ -1,0 +1,74 @@
+// LayerNorm with weight and bias, eps 1e-5. Statistics in double for stability in fp32.
+#include <cmath>
+
+#include "ops/ops.h"
+
+namespace xsa::ops {
+
+template <typename Real>
+void layernorm_forward(Real* out, Real* mean, Real* rstd, const Real* inp, const Real* weight,
+                       const Real* bias, int N, int C) {
+  constexpr double kEps = 1e-5;
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; n++) {
+    const Real* x = inp + (size_t)n * C;
+    double sum = 0;
+    for (int c = 0; c < C; c++) sum += x[c];
+    double m = sum / C;
+    double var = 0;
+    for (int c = 0; c < C; c++) var += (x[c] - m) * (x[c] - m);
+    double s = 1.0 / std::sqrt(var / C + kEps);
+    Real* o = out + (size_t)n * C;
+    for (int c = 0; c < C; c++) o[c] = Real((x[c] - m) * s) * weight[c] + bias[c];
+    mean[n] = Real(m);
+    rstd[n] = Real(s);
+  }
+}
+
+template <typename Real>
+void layernorm_backward(Real* dinp, Real* dweight, Real* dbias, const Real* dout, const Real* inp,
+                        const Real* weight, const Real* mean, const Real* rstd, int N, int C) {
+  // forward: xhat = (x − mean)·rstd, out = xhat·w + b.
+  // dxhat = dout·w; dx = rstd·(dxhat − mean(dxhat) − xhat·mean(dxhat·xhat)).
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; n++) {
+    const Real* x = inp + (size_t)n * C;
+    const Real* g = dout + (size_t)n * C;
+    double m = mean[n], s = rstd[n];
+    double sum_dxhat = 0, sum_dxhat_xhat = 0;
+    for (int c = 0; c < C; c++) {
+      double dxhat = (double)g[c] * weight[c];
+      sum_dxhat += dxhat;
+      sum_dxhat_xhat += dxhat * (x[c] - m) * s;
+    }
+    double mean_dxhat = sum_dxhat / C, mean_dxhat_xhat = sum_dxhat_xhat / C;
+    Real* dx = dinp + (size_t)n * C;
+    for (int c = 0; c < C; c++) {
+      double xhat = (x[c] - m) * s;
+      double dxhat = (double)g[c] * weight[c];
+      dx[c] += Real(s * (dxhat - mean_dxhat - xhat * mean_dxhat_xhat));
+    }
+  }
+  // Parameter gradients reduce over rows; threads split the channels so the sum order is fixed.
+#pragma omp parallel for schedule(static)
+  for (int c = 0; c < C; c++) {
+    double dw = 0, db = 0;
+    for (int n = 0; n < N; n++) {
+      double g = dout[(size_t)n * C + c];
+      dw += g * (inp[(size_t)n * C + c] - mean[n]) * rstd[n];
+      db += g;
+    }
+    dweight[c] += Real(dw);
+    dbias[c] += Real(db);
+  }
+}
+
+#define XSA_INSTANTIATE(Real)                                                                   \
+  template void layernorm_forward<Real>(Real*, Real*, Real*, const Real*, const Real*,         \
+                                        const Real*, int, int);                                \
+  template void layernorm_backward<Real>(Real*, Real*, Real*, const Real*, const Real*,        \
+                                         const Real*, const Real*, const Real*, int, int);
+XSA_INSTANTIATE(float)
+XSA_INSTANTIATE(double)
+
+}  // namespace xsa::ops

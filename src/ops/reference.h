@@ -1,0 +1,287 @@
+// Plain, obviously-correct twins of the kernels in ops/ops.h, templated on the scalar type. They
+// run in double as the oracle the fast kernels are tested against, and are written from the math
+// independently of the fast code: full T×T probability matrices, explicit Jacobians, textbook
+// formulas, no threads, no tricks. Same argument order as the fast kernels; the tests check these
+// references themselves against finite differences.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+#include <vector>
+
+namespace xsa::ref {
+
+template <typename Real>
+void matmul_forward(Real* out, const Real* inp, const Real* weight, int N, int in_dim, int out_dim) {
+  for (int n = 0; n < N; n++)
+    for (int o = 0; o < out_dim; o++) {
+      Real s = 0;
+      for (int i = 0; i < in_dim; i++) s += inp[n * in_dim + i] * weight[o * in_dim + i];
+      out[n * out_dim + o] = s;
+    }
+}
+
+template <typename Real>
+void matmul_backward(Real* dinp, Real* dweight, const Real* dout, const Real* inp,
+                     const Real* weight, int N, int in_dim, int out_dim) {
+  for (int n = 0; n < N; n++)
+    for (int i = 0; i < in_dim; i++) {
+      Real s = 0;
+      for (int o = 0; o < out_dim; o++) s += dout[n * out_dim + o] * weight[o * in_dim + i];
+      dinp[n * in_dim + i] = s;
+    }
+  for (int o = 0; o < out_dim; o++)
+    for (int i = 0; i < in_dim; i++) {
+      Real s = 0;
+      for (int n = 0; n < N; n++) s += dout[n * out_dim + o] * inp[n * in_dim + i];
+      dweight[o * in_dim + i] += s;
+    }
+}
+
+template <typename Real>
+void encoder_forward(Real* out, const int32_t* tokens, const Real* wte, int N, int C) {
+  for (int n = 0; n < N; n++)
+    for (int c = 0; c < C; c++) out[n * C + c] = wte[tokens[n] * C + c];
+}
+
+template <typename Real>
+void encoder_backward(Real* dwte, const Real* dout, const int32_t* tokens, int N, int C) {
+  for (int n = 0; n < N; n++)
+    for (int c = 0; c < C; c++) dwte[tokens[n] * C + c] += dout[n * C + c];
+}
+
+template <typename Real>
+void layernorm_forward(Real* out, Real* mean, Real* rstd, const Real* inp, const Real* weight,
+                       const Real* bias, int N, int C) {
+  for (int n = 0; n < N; n++) {
+    const Real* x = inp + n * C;
+    Real mu = 0, var = 0;
+    for (int c = 0; c < C; c++) mu += x[c] / C;
+    for (int c = 0; c < C; c++) var += (x[c] - mu) * (x[c] - mu) / C;
+    Real r = 1 / std::sqrt(var + Real(1e-5));
+    for (int c = 0; c < C; c++) out[n * C + c] = (x[c] - mu) * r * weight[c] + bias[c];
+    mean[n] = mu;
+    rstd[n] = r;
+  }
+}
+
+// Backward through the explicit Jacobian ∂xhat_c/∂x_k = rstd (δ_ck − 1/C − xhat_c xhat_k / C).
+template <typename Real>
+void layernorm_backward(Real* dinp, Real* dweight, Real* dbias, const Real* dout, const Real* inp,
+                        const Real* weight, const Real* mean, const Real* rstd, int N, int C) {
+  std::vector<Real> xhat(C);
+  for (int n = 0; n < N; n++) {
+    for (int c = 0; c < C; c++) xhat[c] = (inp[n * C + c] - mean[n]) * rstd[n];
+    for (int k = 0; k < C; k++) {
+      Real s = 0;
+      for (int c = 0; c < C; c++) {
+        Real jac = rstd[n] * ((c == k ? 1 : 0) - Real(1) / C - xhat[c] * xhat[k] / C);
+        s += dout[n * C + c] * weight[c] * jac;
+      }
+      dinp[n * C + k] += s;
+    }
+    for (int c = 0; c < C; c++) {
+      dweight[c] += dout[n * C + c] * xhat[c];
+      dbias[c] += dout[n * C + c];
+    }
+  }
+}
+
+// RoPE on q and k of qkv [B, T, 3C]; sign +1 rotates by +angle, −1 applies the transpose.
+template <typename Real>
+void rope_rotate(Real* qkv, int B, int T, int C, int H, double theta, int sign) {
+  int D = C / H;
+  for (int b = 0; b < B; b++)
+    for (int t = 0; t < T; t++)
+      for (int part = 0; part < 2; part++)
+        for (int h = 0; h < H; h++) {
+          Real* x = qkv + ((b * T + t) * 3 * C) + part * C + h * D;
+          for (int j = 0; j < D / 2; j++) {
+            double angle = sign * t / std::pow(theta, 2.0 * j / D);
+            Real c = Real(std::cos(angle)), s = Real(std::sin(angle));
+            Real a = x[j], bb = x[j + D / 2];
+            x[j] = c * a - s * bb;
+            x[j + D / 2] = s * a + c * bb;
+          }
+        }
+}
+
+// Full-matrix causal attention: P = softmax(mask(Q Kᵀ / sqrt(D))), Y = P V, per (b, h).
+// Also returns the row log-sum-exp for comparison with the fast kernel.
+template <typename Real>
+void attention_forward(Real* y, Real* lse, const Real* qkv, int B, int T, int C, int H) {
+  int D = C / H;
+  auto at = [&](int b, int t, int part, int h, int d) { return qkv[(b * T + t) * 3 * C + part * C + h * D + d]; };
+  std::vector<Real> scores(T);
+  for (int b = 0; b < B; b++)
+    for (int h = 0; h < H; h++)
+      for (int i = 0; i < T; i++) {
+        Real mx = -INFINITY;
+        for (int j = 0; j <= i; j++) {
+          Real s = 0;
+          for (int d = 0; d < D; d++) s += at(b, i, 0, h, d) * at(b, j, 1, h, d);
+          scores[j] = s / std::sqrt(Real(D));
+          mx = std::max(mx, scores[j]);
+        }
+        Real z = 0;
+        for (int j = 0; j <= i; j++) z += std::exp(scores[j] - mx);
+        for (int d = 0; d < D; d++) {
+          Real acc = 0;
+          for (int j = 0; j <= i; j++) acc += std::exp(scores[j] - mx) / z * at(b, j, 2, h, d);
+          y[(b * T + i) * C + h * D + d] = acc;
+        }
+        lse[(b * H + h) * T + i] = mx + std::log(z);
+      }
+}
+
+// Backward through the stored probability matrix: dP = dY Vᵀ, dS = P ⊙ (dP − rowsum(dP ⊙ P)),
+// dQ = dS K / sqrt(D), dK = dSᵀ Q / sqrt(D), dV = Pᵀ dY. dqkv accumulates.
+template <typename Real>
+void attention_backward(Real* dqkv, const Real* dy, const Real* qkv, int B, int T, int C, int H) {
+  int D = C / H;
+  auto idx = [&](int b, int t, int part, int h, int d) { return (b * T + t) * 3 * C + part * C + h * D + d; };
+  std::vector<Real> P(T * T), dP(T * T);
+  Real scale = 1 / std::sqrt(Real(D));
+  for (int b = 0; b < B; b++)
+    for (int h = 0; h < H; h++) {
+      for (int i = 0; i < T; i++) {
+        Real mx = -INFINITY;
+        for (int j = 0; j < T; j++) {
+          Real s = 0;
+          for (int d = 0; d < D; d++) s += qkv[idx(b, i, 0, h, d)] * qkv[idx(b, j, 1, h, d)];
+          P[i * T + j] = j <= i ? s * scale : -INFINITY;
+          mx = std::max(mx, P[i * T + j]);
+        }
+        Real z = 0;
+        for (int j = 0; j < T; j++) z += (P[i * T + j] = std::exp(P[i * T + j] - mx));
+        for (int j = 0; j < T; j++) P[i * T + j] /= z;
+      }
+      for (int i = 0; i < T; i++)
+        for (int j = 0; j < T; j++) {
+          Real s = 0;
+          for (int d = 0; d < D; d++) s += dy[(b * T + i) * C + h * D + d] * qkv[idx(b, j, 2, h, d)];
+          dP[i * T + j] = s;
+        }
+      for (int i = 0; i < T; i++) {
+        Real row = 0;
+        for (int j = 0; j < T; j++) row += dP[i * T + j] * P[i * T + j];
+        for (int j = 0; j < T; j++) dP[i * T + j] = P[i * T + j] * (dP[i * T + j] - row);  // dS
+      }
+      for (int i = 0; i < T; i++)
+        for (int d = 0; d < D; d++) {
+          Real dq = 0, dk = 0, dv = 0;
+          for (int j = 0; j < T; j++) {
+            dq += dP[i * T + j] * qkv[idx(b, j, 1, h, d)] * scale;
+            dk += dP[j * T + i] * qkv[idx(b, j, 0, h, d)] * scale;
+            dv += P[j * T + i] * dy[(b * T + j) * C + h * D + d];
+          }
+          dqkv[idx(b, i, 0, h, d)] += dq;
+          dqkv[idx(b, i, 1, h, d)] += dk;
+          dqkv[idx(b, i, 2, h, d)] += dv;
+        }
+    }
+}
+
+// XSA written without the unit vector: z = y − (y·v) v / (v·v), with v·v floored at (1e-6)².
+template <typename Real>
+void xsa_forward(Real* z, const Real* y, const Real* qkv, int B, int T, int C, int H) {
+  int D = C / H;
+  for (int n = 0; n < B * T; n++)
+    for (int h = 0; h < H; h++) {
+      const Real* v = qkv + n * 3 * C + 2 * C + h * D;
+      const Real* yy = y + n * C + h * D;
+      Real vv = 0, yv = 0;
+      for (int d = 0; d < D; d++) vv += v[d] * v[d], yv += yy[d] * v[d];
+      vv = std::max(vv, Real(1e-12));
+      for (int d = 0; d < D; d++) z[n * C + h * D + d] = yy[d] - yv * v[d] / vv;
+    }
+}
+
+// Differentiating z_a = y_a − (y·v) v_a / (v·v) directly:
+//   ∂L/∂y = g − (g·v) v / (v·v)
+//   ∂L/∂v = −[(g·v) y + (y·v) g − 2 (y·v)(g·v) v / (v·v)] / (v·v)   (last term absent when floored)
+// dy overwrites, the v part of dqkv accumulates.
+template <typename Real>
+void xsa_backward(Real* dy, Real* dqkv, const Real* dz, const Real* y, const Real* qkv, int B,
+                  int T, int C, int H) {
+  int D = C / H;
+  for (int n = 0; n < B * T; n++)
+    for (int h = 0; h < H; h++) {
+      const Real* v = qkv + n * 3 * C + 2 * C + h * D;
+      const Real* yy = y + n * C + h * D;
+      const Real* g = dz + n * C + h * D;
+      Real vv = 0, yv = 0, gv = 0;
+      for (int d = 0; d < D; d++) vv += v[d] * v[d], yv += yy[d] * v[d], gv += g[d] * v[d];
+      bool floored = !(vv > Real(1e-12));
+      if (floored) vv = Real(1e-12);
+      for (int d = 0; d < D; d++) {
+        dy[n * C + h * D + d] = g[d] - gv * v[d] / vv;
+        Real dv = gv * yy[d] + yv * g[d] - (floored ? 0 : 2 * yv * gv * v[d] / vv);
+        dqkv[n * 3 * C + 2 * C + h * D + d] += -dv / vv;
+      }
+    }
+}
+
+template <typename Real>
+void gelu_forward(Real* out, const Real* inp, size_t n) {
+  const Real pi = Real(3.14159265358979323846);
+  for (size_t i = 0; i < n; i++) {
+    Real x = inp[i];
+    out[i] = x / 2 * (1 + std::tanh(std::sqrt(2 / pi) * (x + Real(0.044715) * x * x * x)));
+  }
+}
+
+template <typename Real>
+void gelu_backward(Real* dinp, const Real* inp, const Real* dout, size_t n) {
+  const Real pi = Real(3.14159265358979323846);
+  for (size_t i = 0; i < n; i++) {
+    Real x = inp[i];
+    Real u = std::sqrt(2 / pi) * (x + Real(0.044715) * x * x * x);
+    Real du = std::sqrt(2 / pi) * (1 + 3 * Real(0.044715) * x * x);
+    Real ch = std::cosh(u);
+    dinp[i] = dout[i] * ((1 + std::tanh(u)) / 2 + x / 2 * du / (ch * ch));
+  }
+}
+
+// Cross-entropy over the first V columns; loss and gradient in separate passes.
+template <typename Real>
+void crossentropy_forward_backward(Real* logits, Real* losses, const int32_t* targets, int N, int V,
+                                   int Vp, Real dloss) {
+  for (int n = 0; n < N; n++) {
+    Real* row = logits + n * Vp;
+    if (targets[n] < 0) {
+      losses[n] = 0;
+      if (dloss != 0)
+        for (int j = 0; j < Vp; j++) row[j] = 0;
+      continue;
+    }
+    Real mx = row[0];
+    for (int j = 0; j < V; j++) mx = std::max(mx, row[j]);
+    Real z = 0;
+    for (int j = 0; j < V; j++) z += std::exp(row[j] - mx);
+    losses[n] = -(row[targets[n]] - mx - std::log(z));
+    if (dloss == 0) continue;
+    for (int j = 0; j < Vp; j++)
+      row[j] = j < V ? (std::exp(row[j] - mx) / z - (j == targets[n])) * dloss : 0;
+  }
+}
+
+// torch.optim.AdamW, step by step as its documentation writes it.
+template <typename Real>
+void adamw_update(Real* param, const Real* grad, Real* m, Real* v, size_t n, double lr,
+                  double beta1, double beta2, double eps, double weight_decay, double grad_scale,
+                  long step) {
+  for (size_t i = 0; i < n; i++) {
+    double g = grad[i] * grad_scale;
+    double p = param[i] * (1 - lr * weight_decay);
+    double mi = beta1 * m[i] + (1 - beta1) * g;
+    double vi = beta2 * v[i] + (1 - beta2) * g * g;
+    double m_hat = mi / (1 - std::pow(beta1, step));
+    double v_hat = vi / (1 - std::pow(beta2, step));
+    param[i] = Real(p - lr * m_hat / (std::sqrt(v_hat) + eps));
+    m[i] = Real(mi);
+    v[i] = Real(vi);
+  }
+}
+
+}  // namespace xsa::ref

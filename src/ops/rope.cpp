@@ -1,0 +1,68 @@
+// Rotary position embedding, rotate-half pairing: element j pairs with j + D/2 (j < D/2),
+//   q'_j       = q_j cos − q_{j+D/2} sin
+//   q'_{j+D/2} = q_{j+D/2} cos + q_j sin
+// with angle(t, j) = t · theta^(−2j/D). Applied to q and k of every head, in place.
+#include <cmath>
+
+#include "ops/ops.h"
+
+namespace xsa::ops {
+
+template <typename Real>
+void rope_table(Real* cos, Real* sin, int T, int D, double theta) {
+  int half = D / 2;
+  for (int t = 0; t < T; t++) {
+    for (int j = 0; j < half; j++) {
+      double angle = t * std::pow(theta, -2.0 * j / D);
+      cos[(size_t)t * half + j] = Real(std::cos(angle));
+      sin[(size_t)t * half + j] = Real(std::sin(angle));
+    }
+  }
+}
+
+namespace {
+// Rotates both q and k of every (b, t, head) by +angle (forward) or −angle (backward: the transpose).
+template <typename Real>
+void rotate_qk(Real* qkv, const Real* cos, const Real* sin, int B, int T, int C, int H,
+               Real direction) {
+  int D = C / H, half = D / 2;
+#pragma omp parallel for collapse(2) schedule(static)
+  for (int b = 0; b < B; b++) {
+    for (int t = 0; t < T; t++) {
+      const Real* c_row = cos + (size_t)t * half;
+      const Real* s_row = sin + (size_t)t * half;
+      Real* row = qkv + ((size_t)b * T + t) * 3 * C;
+      for (int part = 0; part < 2; part++) {  // q, then k
+        for (int h = 0; h < H; h++) {
+          Real* x = row + part * C + h * D;
+          for (int j = 0; j < half; j++) {
+            Real lo = x[j], hi = x[j + half], s = direction * s_row[j];
+            x[j] = lo * c_row[j] - hi * s;
+            x[j + half] = hi * c_row[j] + lo * s;
+          }
+        }
+      }
+    }
+  }
+}
+}  // namespace
+
+template <typename Real>
+void rope_forward(Real* qkv, const Real* cos, const Real* sin, int B, int T, int C, int H) {
+  rotate_qk(qkv, cos, sin, B, T, C, H, Real(1));
+}
+
+template <typename Real>
+void rope_backward(Real* dqkv, const Real* cos, const Real* sin, int B, int T, int C, int H) {
+  // The rotation is orthogonal, so its backward is the rotation by −angle.
+  rotate_qk(dqkv, cos, sin, B, T, C, H, Real(-1));
+}
+
+#define XSA_INSTANTIATE(Real)                                                                 \
+  template void rope_table<Real>(Real*, Real*, int, int, double);                           \
+  template void rope_forward<Real>(Real*, const Real*, const Real*, int, int, int, int);    \
+  template void rope_backward<Real>(Real*, const Real*, const Real*, int, int, int, int);
+XSA_INSTANTIATE(float)
+XSA_INSTANTIATE(double)
+
+}  // namespace xsa::ops

@@ -1,0 +1,41 @@
+// xsa info RUN: what a run or checkpoint holds.
+#include <cstdio>
+
+#include "io/checkpoint.h"
+#include "model/params.h"
+#include "tools/commands.h"
+
+namespace xsa::cli {
+
+void add_info_command(CLI::App& root) {
+  auto* cmd = root.add_subcommand("info", "Print a checkpoint's model config, parameter count and step");
+  auto path = std::make_shared<std::string>();
+  cmd->add_option("path", *path, "A run folder (its latest checkpoint) or a checkpoint folder")->required();
+  cmd->callback([path] {
+    fs::path ckpt = resolve_checkpoint(*path);
+    ModelConfig cfg = load_checkpoint_config(ckpt);
+    std::printf("checkpoint:  %s\n", ckpt.string().c_str());
+    std::error_code ec;
+    if (fs::exists(ckpt / "trainer.json", ec)) {
+      nlohmann::json state = load_trainer_state(ckpt);
+      std::printf("step:        %lld", (long long)state.value("step", (int64_t)0));
+      if (state.contains("run")) std::printf(" of %lld", (long long)state["run"].value("steps", (int64_t)0));
+      std::printf(" (%lld tokens seen)\n", (long long)state.value("tokens_seen", (int64_t)0));
+      if (state.contains("data")) std::printf("data:        %s\n", state["data"].value("source", "?").c_str());
+    } else {
+      std::printf("step:        (no trainer.json: weights only)\n");
+    }
+    std::printf("attention:   %s\n", layer_attn_string(cfg).c_str());
+    std::printf("tokenizer:   %s (vocab %d, padded %d)\n", to_string(cfg.tokenizer), cfg.vocab_size, cfg.padded_vocab);
+    std::printf("layers:      %d\nheads:       %d (head dim %d)\nembd:        %d\nseq_len:     %d\n", cfg.n_layer,
+                cfg.n_head, cfg.head_dim(), cfg.n_embd, cfg.seq_len);
+    std::printf("rope_theta:  %g\nparameters:  %lld\n", cfg.rope_theta, (long long)parameter_count(cfg));
+    if (auto runs = list_checkpoints(ckpt.parent_path()); runs.size() > 1) {
+      std::printf("checkpoints:");
+      for (const auto& p : runs) std::printf(" %s", p.filename().string().c_str());
+      std::printf("\n");
+    }
+  });
+}
+
+}  // namespace xsa::cli

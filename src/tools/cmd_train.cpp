@@ -1,0 +1,123 @@
+// xsa train: options bind straight to ModelConfig and RunConfig; a config file (--config, TOML or
+// INI: `layers = 4`) can set any of them, the command line wins.
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+
+#include "io/checkpoint.h"
+#include "tools/commands.h"
+#include "train/trainer.h"
+#include "util/error.h"
+
+namespace xsa::cli {
+namespace {
+
+struct TrainArgs {
+  ModelConfig model;
+  RunConfig run;
+  std::string attn = "xsa";
+  std::string tokenizer = "byte";
+  std::string resume;
+};
+
+// A model option given on the command line (or config file) must agree with the checkpoint.
+void check_agrees(const CLI::App& cmd, const char* flag, long long given, long long stored,
+                  const fs::path& ckpt) {
+  if (cmd.count(flag) > 0 && given != stored)
+    fail("{} {} contradicts the checkpoint {} ({}); drop it to resume", flag, given,
+         (ckpt / "config.json").string(), stored);
+}
+
+}  // namespace
+
+void add_train_command(CLI::App& root) {
+  auto* cmd = root.add_subcommand("train", "Train an xsa-gpt model (SA or XSA) on a text file");
+  cmd->set_config("--config", "", "Read options from a TOML/INI file (key = value, e.g. layers = 4)");
+  auto a = std::make_shared<TrainArgs>();
+  ModelConfig& m = a->model;
+  RunConfig& r = a->run;
+
+  cmd->add_option("--data", r.data, "Training text (read as bytes with --tokenizer byte)");
+  cmd->add_option("--tokenizer", a->tokenizer, "Tokenizer: byte")->capture_default_str();
+  cmd->add_option("--attn", a->attn, "Attention: sa, xsa, or one per layer (sa,sa,xsa,xsa)")->capture_default_str();
+  cmd->add_option("--layers", m.n_layer, "Transformer blocks (L)")->capture_default_str();
+  cmd->add_option("--heads", m.n_head, "Attention heads (H)")->capture_default_str();
+  cmd->add_option("--embd", m.n_embd, "Embedding width (C)")->capture_default_str();
+  cmd->add_option("--seq-len", m.seq_len, "Context length (T)")->capture_default_str();
+  cmd->add_option("--rope-theta", m.rope_theta, "RoPE base")->capture_default_str();
+  cmd->add_option("--batch", r.batch, "Sequences per step (B)")->capture_default_str();
+  cmd->add_option("--steps", r.steps, "Optimizer steps in total")->capture_default_str();
+  cmd->add_option("--lr", r.lr, "Peak learning rate")->capture_default_str();
+  cmd->add_option("--min-lr-fraction", r.min_lr_fraction, "Final learning rate as a fraction of the peak")->capture_default_str();
+  cmd->add_option("--warmup", r.warmup, "Linear warm-up steps (-1: 5% of --steps)")->capture_default_str();
+  cmd->add_option("--weight-decay", r.weight_decay, "AdamW decoupled weight decay (2-D weights only)")->capture_default_str();
+  cmd->add_option("--beta1", r.beta1, "AdamW beta1")->capture_default_str();
+  cmd->add_option("--beta2", r.beta2, "AdamW beta2")->capture_default_str();
+  cmd->add_option("--grad-clip", r.grad_clip, "Global gradient-norm clip (0: off)")->capture_default_str();
+  cmd->add_option("--seed", r.seed, "Seed of the initial weights")->capture_default_str();
+  cmd->add_option("--threads", r.threads, "Threads (0: every core)")->capture_default_str();
+  cmd->add_option("--val-fraction", r.val_fraction, "Share of the data held out (its tail) for validation")->capture_default_str();
+  cmd->add_option("--val-every", r.val_every, "Steps between validation passes (0: only at the end)")->capture_default_str();
+  cmd->add_option("--val-batches", r.val_batches, "Batches per validation pass")->capture_default_str();
+  cmd->add_option("--ckpt-every", r.ckpt_every, "Steps between checkpoints (0: only at the end)")->capture_default_str();
+  cmd->add_option("--log-every", r.log_every, "Steps between progress lines when output is not a terminal")->capture_default_str();
+  cmd->add_option("--out", r.out, "Run folder: checkpoints and metrics.jsonl")->capture_default_str();
+  cmd->add_option("--resume", a->resume, "Continue a run (its folder, or one checkpoint folder)");
+  cmd->add_flag("--force", r.force, "Start over in a folder that holds a run, or resume over later checkpoints");
+  cmd->add_flag("--quiet", r.quiet, "No progress output");
+
+  cmd->callback([a, cmd] {
+    ModelConfig model = a->model;
+    RunConfig run = a->run;
+    if (a->resume.empty()) {
+      model.tokenizer = parse_tokenizer(a->tokenizer);
+      model.vocab_size = vocab_size_of(model.tokenizer);
+      model.padded_vocab = pad_vocab(model.vocab_size);
+      set_layer_attn(model, a->attn);
+      train(model, run);
+      return;
+    }
+    // Resume: the model comes from the checkpoint; run settings too, unless given again.
+    fs::path ckpt = resolve_checkpoint(a->resume);
+    ModelConfig stored = load_checkpoint_config(ckpt);
+    check_agrees(*cmd, "--layers", model.n_layer, stored.n_layer, ckpt);
+    check_agrees(*cmd, "--heads", model.n_head, stored.n_head, ckpt);
+    check_agrees(*cmd, "--embd", model.n_embd, stored.n_embd, ckpt);
+    check_agrees(*cmd, "--seq-len", model.seq_len, stored.seq_len, ckpt);
+    if (cmd->count("--rope-theta") && model.rope_theta != stored.rope_theta)
+      fail("--rope-theta {} contradicts the checkpoint {} ({})", model.rope_theta, (ckpt / "config.json").string(),
+           stored.rope_theta);
+    if (cmd->count("--tokenizer") && parse_tokenizer(a->tokenizer) != stored.tokenizer)
+      fail("--tokenizer {} contradicts the checkpoint {} ({})", a->tokenizer, (ckpt / "config.json").string(),
+           to_string(stored.tokenizer));
+    if (cmd->count("--attn")) {
+      ModelConfig wanted = stored;
+      set_layer_attn(wanted, a->attn);
+      if (layer_attn_string(wanted) != layer_attn_string(stored))
+        fail("--attn {} contradicts the checkpoint {} ({})", a->attn, (ckpt / "config.json").string(),
+             layer_attn_string(stored));
+    }
+    nlohmann::json state = load_trainer_state(ckpt);
+    const std::string state_path = (ckpt / "trainer.json").string();
+    nlohmann::json stored_run = state.value("run", nlohmann::json::object());
+    if (cmd->count("--seed") && stored_run.contains("seed") && stored_run["seed"] != run.seed)
+      fail("--seed {} contradicts the checkpoint {} (seed {})", run.seed, state_path, stored_run["seed"].dump());
+    // Run options given again override the stored ones: --min-lr-fraction is key min_lr_fraction.
+    const nlohmann::json given = run_config_to_json(run);
+    for (CLI::Option* opt : cmd->get_options()) {
+      std::string key = opt->get_name();
+      if (opt->count() == 0 || key.rfind("--", 0) != 0 || key == "--out") continue;
+      key = key.substr(2);
+      std::replace(key.begin(), key.end(), '-', '_');
+      if (given.contains(key)) stored_run[key] = given[key];
+    }
+    RunConfig resumed;
+    run_config_update_from_json(resumed, stored_run, state_path);
+    resumed.force = run.force;
+    resumed.quiet = run.quiet;
+    resumed.out = ckpt.parent_path().string();
+    train(stored, resumed, ckpt.string());
+  });
+}
+
+}  // namespace xsa::cli

@@ -1,0 +1,12 @@
+// The `xsa` subcommands. Each registers its options on the root app (declared once: name,
+// default, help) and runs from its callback; xsa::Error escapes to main, which prints one line.
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+namespace xsa::cli {
+
+void add_train_command(CLI::App& root);
+void add_info_command(CLI::App& root);
+
+}  // namespace xsa::cli
