@@ -1,0 +1,449 @@
+// Every kernel, forward and backward, against its float64 reference (src/ops/reference.h):
+//  - the fast kernel in float32 within 1e-5 norm-relative error (max |a − b| / max |b|);
+//  - the fast kernel in float64 within 1e-12;
+//  - the reference backward itself against central finite differences of the reference forward
+//    (step 1e-6, within 1e-6), so the oracle is checked independently of the code it judges.
+// Shapes include T = 1, odd sizes and sizes that are no multiple of any SIMD width or tile.
+#include <gtest/gtest.h>
+
+#include <functional>
+
+#include "ops/ops.h"
+#include "ops/reference.h"
+#include "test_util.h"
+
+namespace xsa {
+namespace {
+
+using test::cast_vector;
+using test::max_rel_error;
+using test::random_vector;
+using Vec = std::vector<double>;
+
+constexpr double kTolF32 = 1e-5;
+constexpr double kTolF64 = 1e-12;
+constexpr double kTolFiniteDiff = 1e-6;
+
+// ∂/∂x_i of f by central differences, at every coordinate.
+Vec numeric_grad(const std::function<double(const Vec&)>& f, Vec x, double h = 1e-6) {
+  Vec g(x.size());
+  for (size_t i = 0; i < x.size(); i++) {
+    double keep = x[i];
+    x[i] = keep + h;
+    double up = f(x);
+    x[i] = keep - h;
+    double down = f(x);
+    x[i] = keep;
+    g[i] = (up - down) / (2 * h);
+  }
+  return g;
+}
+
+double dot(const Vec& a, const Vec& b) {
+  double s = 0;
+  for (size_t i = 0; i < a.size(); i++) s += a[i] * b[i];
+  return s;
+}
+
+struct AttnShape {
+  int B, T, C, H;
+};
+const AttnShape kAttnShapes[] = {{1, 1, 8, 2}, {2, 7, 12, 3}, {1, 33, 16, 2}, {3, 17, 20, 5}, {2, 64, 32, 4}};
+
+// ---------------------------------------------------------------- matmul
+TEST(Matmul, ForwardBackwardMatchReference) {
+  struct Shape { int N, in, out; };
+  for (Shape s : {Shape{1, 1, 1}, Shape{1, 5, 3}, Shape{5, 7, 3}, Shape{33, 17, 65}, Shape{64, 48, 144}}) {
+    SCOPED_TRACE(testing::Message() << "N=" << s.N << " in=" << s.in << " out=" << s.out);
+    Vec x = random_vector(s.N * s.in, 1), w = random_vector(s.out * s.in, 2), dout = random_vector(s.N * s.out, 3);
+    Vec dw0 = random_vector(s.out * s.in, 4);  // gradients accumulate into what is there
+    Vec y_ref(s.N * s.out), dx_ref(s.N * s.in), dw_ref = dw0;
+    ref::matmul_forward(y_ref.data(), x.data(), w.data(), s.N, s.in, s.out);
+    ref::matmul_backward(dx_ref.data(), dw_ref.data(), dout.data(), x.data(), w.data(), s.N, s.in, s.out);
+
+    auto xf = cast_vector<float>(x), wf = cast_vector<float>(w), doutf = cast_vector<float>(dout);
+    std::vector<float> yf(s.N * s.out), dxf(s.N * s.in), dwf = cast_vector<float>(dw0);
+    ops::matmul_forward(yf.data(), xf.data(), wf.data(), s.N, s.in, s.out);
+    ops::matmul_backward(dxf.data(), dwf.data(), doutf.data(), xf.data(), wf.data(), s.N, s.in, s.out);
+    EXPECT_LE(max_rel_error(yf, y_ref), kTolF32);
+    EXPECT_LE(max_rel_error(dxf, dx_ref), kTolF32);
+    EXPECT_LE(max_rel_error(dwf, dw_ref), kTolF32);
+
+    // accumulate = true adds onto the output
+    std::vector<float> acc = cast_vector<float>(dout);
+    ops::matmul_forward(acc.data(), xf.data(), wf.data(), s.N, s.in, s.out, true);
+    Vec acc_ref(s.N * s.out);
+    for (size_t i = 0; i < acc_ref.size(); i++) acc_ref[i] = y_ref[i] + dout[i];
+    EXPECT_LE(max_rel_error(acc, acc_ref), kTolF32);
+
+    Vec y64(s.N * s.out);
+    ops::matmul_forward(y64.data(), x.data(), w.data(), s.N, s.in, s.out);
+    EXPECT_LE(max_rel_error(y64, y_ref), kTolF64);
+  }
+}
+
+TEST(Matmul, ReferenceBackwardMatchesFiniteDifferences) {
+  const int N = 3, in = 4, out = 5;
+  Vec x = random_vector(N * in, 1), w = random_vector(out * in, 2), probe = random_vector(N * out, 3);
+  auto loss = [&](const Vec& xx, const Vec& ww) {
+    Vec y(N * out);
+    ref::matmul_forward(y.data(), xx.data(), ww.data(), N, in, out);
+    return dot(y, probe);
+  };
+  Vec dx(N * in), dw(out * in, 0.0);
+  ref::matmul_backward(dx.data(), dw.data(), probe.data(), x.data(), w.data(), N, in, out);
+  EXPECT_LE(max_rel_error(dx, numeric_grad([&](const Vec& v) { return loss(v, w); }, x)), kTolFiniteDiff);
+  EXPECT_LE(max_rel_error(dw, numeric_grad([&](const Vec& v) { return loss(x, v); }, w)), kTolFiniteDiff);
+}
+
+// ---------------------------------------------------------------- encoder
+TEST(Encoder, ForwardBackwardMatchReference) {
+  const int V = 11, C = 19, N = 37;
+  std::vector<int32_t> tokens(N);
+  for (int n = 0; n < N; n++) tokens[n] = (n * 7 + n / 3) % V;  // repeats, to test accumulation
+  Vec wte = random_vector(V * C, 1), dout = random_vector(N * C, 2), dwte0 = random_vector(V * C, 3);
+  Vec out_ref(N * C), dwte_ref = dwte0;
+  ref::encoder_forward(out_ref.data(), tokens.data(), wte.data(), N, C);
+  ref::encoder_backward(dwte_ref.data(), dout.data(), tokens.data(), N, C);
+  auto wtef = cast_vector<float>(wte), doutf = cast_vector<float>(dout);
+  std::vector<float> outf(N * C), dwtef = cast_vector<float>(dwte0);
+  ops::encoder_forward(outf.data(), tokens.data(), wtef.data(), N, C);
+  ops::encoder_backward(dwtef.data(), doutf.data(), tokens.data(), N, C);
+  EXPECT_LE(max_rel_error(outf, out_ref), kTolF32);
+  EXPECT_LE(max_rel_error(dwtef, dwte_ref), kTolF32);
+}
+
+// ---------------------------------------------------------------- layernorm
+TEST(LayerNorm, ForwardBackwardMatchReference) {
+  struct Shape { int N, C; };
+  for (Shape s : {Shape{1, 2}, Shape{3, 7}, Shape{17, 64}, Shape{5, 129}}) {
+    SCOPED_TRACE(testing::Message() << "N=" << s.N << " C=" << s.C);
+    Vec x = random_vector(s.N * s.C, 1, 2.0), w = random_vector(s.C, 2), b = random_vector(s.C, 3);
+    for (double& v : x) v += 0.5;  // a mean away from zero
+    Vec dout = random_vector(s.N * s.C, 4), dx0 = random_vector(s.N * s.C, 5);
+    Vec dw0 = random_vector(s.C, 6), db0 = random_vector(s.C, 7);
+    Vec y_ref(s.N * s.C), mean_ref(s.N), rstd_ref(s.N), dx_ref = dx0, dw_ref = dw0, db_ref = db0;
+    ref::layernorm_forward(y_ref.data(), mean_ref.data(), rstd_ref.data(), x.data(), w.data(), b.data(), s.N, s.C);
+    ref::layernorm_backward(dx_ref.data(), dw_ref.data(), db_ref.data(), dout.data(), x.data(), w.data(),
+                            mean_ref.data(), rstd_ref.data(), s.N, s.C);
+
+    auto xf = cast_vector<float>(x), wf = cast_vector<float>(w), bf = cast_vector<float>(b), doutf = cast_vector<float>(dout);
+    std::vector<float> yf(s.N * s.C), mf(s.N), rf(s.N);
+    auto dxf = cast_vector<float>(dx0), dwf = cast_vector<float>(dw0), dbf = cast_vector<float>(db0);
+    ops::layernorm_forward(yf.data(), mf.data(), rf.data(), xf.data(), wf.data(), bf.data(), s.N, s.C);
+    ops::layernorm_backward(dxf.data(), dwf.data(), dbf.data(), doutf.data(), xf.data(), wf.data(), mf.data(),
+                            rf.data(), s.N, s.C);
+    EXPECT_LE(max_rel_error(yf, y_ref), kTolF32);
+    EXPECT_LE(max_rel_error(mf, mean_ref), kTolF32);
+    EXPECT_LE(max_rel_error(rf, rstd_ref), kTolF32);
+    EXPECT_LE(max_rel_error(dxf, dx_ref), kTolF32);
+    EXPECT_LE(max_rel_error(dwf, dw_ref), kTolF32);
+    EXPECT_LE(max_rel_error(dbf, db_ref), kTolF32);
+  }
+}
+
+TEST(LayerNorm, ReferenceBackwardMatchesFiniteDifferences) {
+  const int N = 3, C = 6;
+  Vec x = random_vector(N * C, 1), w = random_vector(C, 2), b = random_vector(C, 3), probe = random_vector(N * C, 4);
+  auto loss = [&](const Vec& xx, const Vec& ww, const Vec& bb) {
+    Vec y(N * C), m(N), r(N);
+    ref::layernorm_forward(y.data(), m.data(), r.data(), xx.data(), ww.data(), bb.data(), N, C);
+    return dot(y, probe);
+  };
+  Vec y(N * C), m(N), r(N), dx(N * C, 0.0), dw(C, 0.0), db(C, 0.0);
+  ref::layernorm_forward(y.data(), m.data(), r.data(), x.data(), w.data(), b.data(), N, C);
+  ref::layernorm_backward(dx.data(), dw.data(), db.data(), probe.data(), x.data(), w.data(), m.data(), r.data(), N, C);
+  EXPECT_LE(max_rel_error(dx, numeric_grad([&](const Vec& v) { return loss(v, w, b); }, x)), kTolFiniteDiff);
+  EXPECT_LE(max_rel_error(dw, numeric_grad([&](const Vec& v) { return loss(x, v, b); }, w)), kTolFiniteDiff);
+  EXPECT_LE(max_rel_error(db, numeric_grad([&](const Vec& v) { return loss(x, w, v); }, b)), kTolFiniteDiff);
+}
+
+// ---------------------------------------------------------------- rope
+TEST(Rope, ForwardBackwardMatchReference) {
+  for (AttnShape s : kAttnShapes) {
+    SCOPED_TRACE(testing::Message() << "B=" << s.B << " T=" << s.T << " C=" << s.C << " H=" << s.H);
+    const int D = s.C / s.H, n = s.B * s.T * 3 * s.C;
+    Vec qkv = random_vector(n, 1), grad = random_vector(n, 2);
+    Vec fwd_ref = qkv, bwd_ref = grad;
+    ref::rope_rotate(fwd_ref.data(), s.B, s.T, s.C, s.H, 10000.0, +1);
+    ref::rope_rotate(bwd_ref.data(), s.B, s.T, s.C, s.H, 10000.0, -1);
+    std::vector<float> cosf(s.T * D / 2), sinf(s.T * D / 2);
+    ops::rope_table(cosf.data(), sinf.data(), s.T, D, 10000.0);
+    auto fwd = cast_vector<float>(qkv), bwd = cast_vector<float>(grad);
+    ops::rope_forward(fwd.data(), cosf.data(), sinf.data(), s.B, s.T, s.C, s.H);
+    ops::rope_backward(bwd.data(), cosf.data(), sinf.data(), s.B, s.T, s.C, s.H);
+    EXPECT_LE(max_rel_error(fwd, fwd_ref), kTolF32);
+    EXPECT_LE(max_rel_error(bwd, bwd_ref), kTolF32);
+    // v is never rotated
+    for (int r = 0; r < s.B * s.T; r++)
+      for (int c = 2 * s.C; c < 3 * s.C; c++) ASSERT_EQ(fwd[r * 3 * s.C + c], (float)qkv[r * 3 * s.C + c]);
+  }
+}
+
+TEST(Rope, ReferenceBackwardMatchesFiniteDifferences) {
+  const int B = 1, T = 5, C = 8, H = 2, n = B * T * 3 * C;
+  Vec qkv = random_vector(n, 1), probe = random_vector(n, 2);
+  auto loss = [&](const Vec& x) {
+    Vec y = x;
+    ref::rope_rotate(y.data(), B, T, C, H, 10000.0, +1);
+    return dot(y, probe);
+  };
+  Vec grad = probe;
+  ref::rope_rotate(grad.data(), B, T, C, H, 10000.0, -1);
+  EXPECT_LE(max_rel_error(grad, numeric_grad(loss, qkv)), kTolFiniteDiff);
+}
+
+// ---------------------------------------------------------------- attention
+TEST(Attention, ForwardBackwardMatchReference) {
+  for (AttnShape s : kAttnShapes) {
+    SCOPED_TRACE(testing::Message() << "B=" << s.B << " T=" << s.T << " C=" << s.C << " H=" << s.H);
+    const int N = s.B * s.T;
+    Vec qkv = random_vector(N * 3 * s.C, 1), dy = random_vector(N * s.C, 2), dqkv0 = random_vector(N * 3 * s.C, 3);
+    Vec y_ref(N * s.C), lse_ref(s.B * s.H * s.T), dqkv_ref = dqkv0;
+    ref::attention_forward(y_ref.data(), lse_ref.data(), qkv.data(), s.B, s.T, s.C, s.H);
+    ref::attention_backward(dqkv_ref.data(), dy.data(), qkv.data(), s.B, s.T, s.C, s.H);
+
+    auto qkvf = cast_vector<float>(qkv), dyf = cast_vector<float>(dy), dqkvf = cast_vector<float>(dqkv0);
+    std::vector<float> yf(N * s.C), lsef(s.B * s.H * s.T);
+    ops::attention_forward(yf.data(), lsef.data(), qkvf.data(), s.B, s.T, s.C, s.H);
+    ops::attention_backward(dqkvf.data(), dyf.data(), qkvf.data(), yf.data(), lsef.data(), s.B, s.T, s.C, s.H);
+    EXPECT_LE(max_rel_error(yf, y_ref), kTolF32);
+    EXPECT_LE(max_rel_error(lsef, lse_ref), kTolF32);
+    EXPECT_LE(max_rel_error(dqkvf, dqkv_ref), kTolF32);
+
+    Vec y64(N * s.C), lse64(s.B * s.H * s.T), dqkv64 = dqkv0;
+    ops::attention_forward(y64.data(), lse64.data(), qkv.data(), s.B, s.T, s.C, s.H);
+    ops::attention_backward(dqkv64.data(), dy.data(), qkv.data(), y64.data(), lse64.data(), s.B, s.T, s.C, s.H);
+    EXPECT_LE(max_rel_error(y64, y_ref), kTolF64);
+    EXPECT_LE(max_rel_error(dqkv64, dqkv_ref), kTolF64);
+  }
+}
+
+TEST(Attention, ReferenceBackwardMatchesFiniteDifferences) {
+  const int B = 2, T = 5, C = 8, H = 2, N = B * T;
+  Vec qkv = random_vector(N * 3 * C, 1), probe = random_vector(N * C, 2);
+  auto loss = [&](const Vec& x) {
+    Vec y(N * C), lse(B * H * T);
+    ref::attention_forward(y.data(), lse.data(), x.data(), B, T, C, H);
+    return dot(y, probe);
+  };
+  Vec grad(N * 3 * C, 0.0);
+  ref::attention_backward(grad.data(), probe.data(), qkv.data(), B, T, C, H);
+  EXPECT_LE(max_rel_error(grad, numeric_grad(loss, qkv)), kTolFiniteDiff);
+}
+
+// A large score spread: the online softmax must stay exact where naive exp would overflow.
+TEST(Attention, StableForLargeScores) {
+  const int B = 1, T = 9, C = 8, H = 1, N = B * T;
+  Vec qkv = random_vector(N * 3 * C, 5, 30.0);
+  Vec y_ref(N * C), lse_ref(T);
+  ref::attention_forward(y_ref.data(), lse_ref.data(), qkv.data(), B, T, C, H);
+  auto qkvf = cast_vector<float>(qkv);
+  std::vector<float> yf(N * C), lsef(T);
+  ops::attention_forward(yf.data(), lsef.data(), qkvf.data(), B, T, C, H);
+  for (float v : yf) ASSERT_TRUE(std::isfinite(v));
+  EXPECT_LE(max_rel_error(yf, y_ref), 1e-4);  // scores ~1e3: float32 rounding of q·k dominates
+}
+
+// ---------------------------------------------------------------- xsa
+TEST(Xsa, ForwardBackwardMatchReference) {
+  for (AttnShape s : kAttnShapes) {
+    SCOPED_TRACE(testing::Message() << "B=" << s.B << " T=" << s.T << " C=" << s.C << " H=" << s.H);
+    const int N = s.B * s.T, D = s.C / s.H;
+    Vec qkv = random_vector(N * 3 * s.C, 1), y = random_vector(N * s.C, 2), dz = random_vector(N * s.C, 3);
+    for (int d = 0; d < D; d++) qkv[2 * s.C + d] = 0;  // token 0, head 0: a zero value vector
+    Vec dqkv0 = random_vector(N * 3 * s.C, 4);
+    Vec z_ref(N * s.C), dy_ref(N * s.C), dqkv_ref = dqkv0;
+    ref::xsa_forward(z_ref.data(), y.data(), qkv.data(), s.B, s.T, s.C, s.H);
+    ref::xsa_backward(dy_ref.data(), dqkv_ref.data(), dz.data(), y.data(), qkv.data(), s.B, s.T, s.C, s.H);
+
+    auto qkvf = cast_vector<float>(qkv), yf = cast_vector<float>(y), dzf = cast_vector<float>(dz);
+    std::vector<float> zf(N * s.C), dyf(N * s.C);
+    auto dqkvf = cast_vector<float>(dqkv0);
+    ops::xsa_forward(zf.data(), yf.data(), qkvf.data(), s.B, s.T, s.C, s.H);
+    ops::xsa_backward(dyf.data(), dqkvf.data(), dzf.data(), yf.data(), qkvf.data(), s.B, s.T, s.C, s.H);
+    EXPECT_LE(max_rel_error(zf, z_ref), kTolF32);
+    EXPECT_LE(max_rel_error(dyf, dy_ref), kTolF32);
+    EXPECT_LE(max_rel_error(dqkvf, dqkv_ref), kTolF32);
+
+    Vec z64(N * s.C), dy64(N * s.C), dqkv64 = dqkv0;
+    ops::xsa_forward(z64.data(), y.data(), qkv.data(), s.B, s.T, s.C, s.H);
+    ops::xsa_backward(dy64.data(), dqkv64.data(), dz.data(), y.data(), qkv.data(), s.B, s.T, s.C, s.H);
+    EXPECT_LE(max_rel_error(z64, z_ref), kTolF64);
+    EXPECT_LE(max_rel_error(dy64, dy_ref), kTolF64);
+    EXPECT_LE(max_rel_error(dqkv64, dqkv_ref), kTolF64);
+  }
+}
+
+TEST(Xsa, ReferenceBackwardMatchesFiniteDifferences) {
+  const int B = 1, T = 4, C = 8, H = 2, N = B * T;
+  Vec qkv = random_vector(N * 3 * C, 1), y = random_vector(N * C, 2), probe = random_vector(N * C, 3);
+  auto loss = [&](const Vec& yy, const Vec& x) {
+    Vec z(N * C);
+    ref::xsa_forward(z.data(), yy.data(), x.data(), B, T, C, H);
+    return dot(z, probe);
+  };
+  Vec dy(N * C), dqkv(N * 3 * C, 0.0);
+  ref::xsa_backward(dy.data(), dqkv.data(), probe.data(), y.data(), qkv.data(), B, T, C, H);
+  EXPECT_LE(max_rel_error(dy, numeric_grad([&](const Vec& v) { return loss(v, qkv); }, y)), kTolFiniteDiff);
+  EXPECT_LE(max_rel_error(dqkv, numeric_grad([&](const Vec& v) { return loss(y, v); }, qkv)), kTolFiniteDiff);
+}
+
+// z ⟂ v: |cos(z_i, v_i)| ≤ 1e-5 in float32 for every token and head with ‖v‖ > 1e-6.
+TEST(Xsa, OutputIsOrthogonalToOwnValue) {
+  const int B = 2, T = 50, C = 64, H = 4, D = C / H, N = B * T;
+  auto qkv = cast_vector<float>(random_vector(N * 3 * C, 7));
+  auto y = cast_vector<float>(random_vector(N * C, 8));
+  for (int n = 0; n < N; n++)  // make y lean hard on v, as trained models do
+    for (int c = 0; c < C; c++) y[n * C + c] += 3 * qkv[n * 3 * C + 2 * C + c];
+  std::vector<float> z(N * C);
+  ops::xsa_forward(z.data(), y.data(), qkv.data(), B, T, C, H);
+  double worst = 0;
+  for (int n = 0; n < N; n++)
+    for (int h = 0; h < H; h++) {
+      double zv = 0, zz = 0, vv = 0;
+      for (int d = 0; d < D; d++) {
+        double zd = z[n * C + h * D + d], vd = qkv[n * 3 * C + 2 * C + h * D + d];
+        zv += zd * vd, zz += zd * zd, vv += vd * vd;
+      }
+      worst = std::max(worst, std::fabs(zv) / std::sqrt(zz * vv));
+    }
+  EXPECT_LE(worst, 1e-5);
+}
+
+// A zero value vector: u = 0, so z = y, ∂L/∂y = g and the own-value gradient is 0 (SPEC §2).
+TEST(Xsa, ZeroValueVectorHandledAsSpecified) {
+  const int B = 1, T = 1, C = 4, H = 1;
+  std::vector<float> qkv(3 * C, 0.f), y = {1, -2, 3, 0.5f}, dz = {0.3f, 0.1f, -0.2f, 0.7f};
+  for (int c = 0; c < 2 * C; c++) qkv[c] = 0.1f * (c + 1);
+  std::vector<float> z(C), dy(C), dqkv(3 * C, 0.f);
+  ops::xsa_forward(z.data(), y.data(), qkv.data(), B, T, C, H);
+  ops::xsa_backward(dy.data(), dqkv.data(), dz.data(), y.data(), qkv.data(), B, T, C, H);
+  for (int c = 0; c < C; c++) {
+    EXPECT_EQ(z[c], y[c]);
+    EXPECT_EQ(dy[c], dz[c]);
+    EXPECT_EQ(dqkv[2 * C + c], 0.f);
+    EXPECT_TRUE(std::isfinite(dqkv[2 * C + c]));
+  }
+  // A tiny but non-zero v (below the 1e-6 floor) stays finite too.
+  for (int c = 0; c < C; c++) qkv[2 * C + c] = 1e-9f;
+  ops::xsa_forward(z.data(), y.data(), qkv.data(), B, T, C, H);
+  ops::xsa_backward(dy.data(), dqkv.data(), dz.data(), y.data(), qkv.data(), B, T, C, H);
+  for (int c = 0; c < C; c++) EXPECT_TRUE(std::isfinite(z[c]) && std::isfinite(dy[c]) && std::isfinite(dqkv[2 * C + c]));
+}
+
+// Under the causal mask position 0 attends only to itself: y_0 = v_0 and z_0 = 0 exactly.
+TEST(Xsa, FirstPositionOutputIsZero) {
+  const int B = 2, T = 6, C = 12, H = 3;
+  auto qkv = cast_vector<float>(random_vector(B * T * 3 * C, 9));
+  std::vector<float> y(B * T * C), lse(B * H * T), z(B * T * C);
+  ops::attention_forward(y.data(), lse.data(), qkv.data(), B, T, C, H);
+  ops::xsa_forward(z.data(), y.data(), qkv.data(), B, T, C, H);
+  for (int b = 0; b < B; b++)
+    for (int c = 0; c < C; c++) {
+      EXPECT_EQ(y[b * T * C + c], qkv[b * T * 3 * C + 2 * C + c]);
+      EXPECT_NEAR(z[b * T * C + c], 0.f, 1e-7);
+    }
+}
+
+// ---------------------------------------------------------------- gelu
+TEST(Gelu, ForwardBackwardMatchReference) {
+  for (int n : {1, 7, 1000}) {
+    Vec x = random_vector(n, 1, 3.0), dout = random_vector(n, 2);
+    Vec y_ref(n), dx_ref(n);
+    ref::gelu_forward(y_ref.data(), x.data(), n);
+    ref::gelu_backward(dx_ref.data(), x.data(), dout.data(), n);
+    auto xf = cast_vector<float>(x), doutf = cast_vector<float>(dout);
+    std::vector<float> yf(n), dxf(n);
+    ops::gelu_forward(yf.data(), xf.data(), n);
+    ops::gelu_backward(dxf.data(), xf.data(), doutf.data(), n);
+    EXPECT_LE(max_rel_error(yf, y_ref), kTolF32);
+    EXPECT_LE(max_rel_error(dxf, dx_ref), kTolF32);
+  }
+}
+
+TEST(Gelu, ReferenceBackwardMatchesFiniteDifferences) {
+  const int n = 50;
+  Vec x = random_vector(n, 1, 3.0), probe = random_vector(n, 2);
+  auto loss = [&](const Vec& v) {
+    Vec y(n);
+    ref::gelu_forward(y.data(), v.data(), n);
+    return dot(y, probe);
+  };
+  Vec dx(n);
+  ref::gelu_backward(dx.data(), x.data(), probe.data(), n);
+  EXPECT_LE(max_rel_error(dx, numeric_grad(loss, x)), kTolFiniteDiff);
+}
+
+// ---------------------------------------------------------------- cross-entropy
+TEST(CrossEntropy, ForwardBackwardMatchReference) {
+  struct Shape { int N, V, Vp; };
+  for (Shape s : {Shape{1, 5, 64}, Shape{9, 50, 64}, Shape{16, 256, 256}, Shape{7, 100, 128}}) {
+    SCOPED_TRACE(testing::Message() << "N=" << s.N << " V=" << s.V << " Vp=" << s.Vp);
+    Vec logits = random_vector(s.N * s.Vp, 1, 3.0);
+    std::vector<int32_t> targets(s.N);
+    for (int n = 0; n < s.N; n++) targets[n] = n % 4 == 3 ? -1 : (n * 13) % s.V;  // some ignored
+    const double dloss = 0.37;
+    Vec g_ref = logits, loss_ref(s.N);
+    ref::crossentropy_forward_backward(g_ref.data(), loss_ref.data(), targets.data(), s.N, s.V, s.Vp, dloss);
+    auto gf = cast_vector<float>(logits);
+    std::vector<float> lossf(s.N);
+    ops::crossentropy_forward_backward(gf.data(), lossf.data(), targets.data(), s.N, s.V, s.Vp, (float)dloss);
+    EXPECT_LE(max_rel_error(lossf, loss_ref), kTolF32);
+    EXPECT_LE(max_rel_error(gf, g_ref), kTolF32);
+    for (int n = 0; n < s.N; n++) {
+      for (int j = s.V; j < s.Vp; j++) ASSERT_EQ(gf[n * s.Vp + j], 0.f) << "padded column gets no gradient";
+      if (targets[n] < 0) EXPECT_EQ(lossf[n], 0.f);
+    }
+    // Without a gradient the logits stay as they were.
+    auto kept = cast_vector<float>(logits);
+    ops::crossentropy_forward_backward(kept.data(), lossf.data(), targets.data(), s.N, s.V, s.Vp, 0.f);
+    EXPECT_EQ(kept, cast_vector<float>(logits));
+  }
+}
+
+TEST(CrossEntropy, ReferenceBackwardMatchesFiniteDifferences) {
+  const int N = 4, V = 7, Vp = 8;
+  Vec logits = random_vector(N * Vp, 1);
+  std::vector<int32_t> targets = {2, -1, 6, 0};
+  auto loss = [&](const Vec& x) {
+    Vec l = x, losses(N);
+    ref::crossentropy_forward_backward(l.data(), losses.data(), targets.data(), N, V, Vp, 0.0);
+    double s = 0;
+    for (double v : losses) s += v;
+    return s;
+  };
+  Vec g = logits, losses(N);
+  ref::crossentropy_forward_backward(g.data(), losses.data(), targets.data(), N, V, Vp, 1.0);
+  EXPECT_LE(max_rel_error(g, numeric_grad(loss, logits)), kTolFiniteDiff);
+}
+
+// ---------------------------------------------------------------- adamw
+TEST(AdamW, MatchesReferenceOverSteps) {
+  const size_t n = 1001;
+  Vec p = random_vector(n, 1), m(n, 0.0), v(n, 0.0);
+  auto pf = cast_vector<float>(p);
+  std::vector<float> mf(n, 0.f), vf(n, 0.f);
+  for (int step = 1; step <= 5; step++) {
+    Vec g = random_vector(n, 10 + step, 0.1);
+    auto gf = cast_vector<float>(g);
+    ref::adamw_update(p.data(), g.data(), m.data(), v.data(), n, 3e-3, 0.9, 0.95, 1e-8, 0.1, 0.5, step);
+    ops::AdamWSettings s{3e-3, 0.9, 0.95, 1e-8, 0.1, 0.5, step};
+    ops::adamw_update(pf.data(), gf.data(), mf.data(), vf.data(), n, s);
+  }
+  EXPECT_LE(max_rel_error(pf, p), kTolF32);
+  EXPECT_LE(max_rel_error(mf, m), kTolF32);
+  EXPECT_LE(max_rel_error(vf, v), kTolF32);
+}
+
+TEST(AdamW, SumOfSquaresIsExactAndThreadIndependent) {
+  for (size_t n : {size_t(0), size_t(1), size_t(255), size_t(257), size_t(100003)}) {
+    Vec x = random_vector(n, 3);
+    double want = 0;
+    for (double v : x) want += v * v;
+    EXPECT_NEAR(ops::sum_of_squares(x.data(), n), want, 1e-12 * std::max(1.0, want));
+  }
+}
+
+}  // namespace
+}  // namespace xsa
