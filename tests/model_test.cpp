@@ -1,0 +1,151 @@
+// The whole model's gradient, in double precision through the same code that trains in float,
+// against central finite differences of its loss; SA, XSA and a per-layer mix. And the twin
+// property: SA and XSA from one seed start from identical weights.
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "model/gpt.h"
+#include "test_util.h"
+
+namespace xsa {
+namespace {
+
+ModelConfig small_config(const std::string& attn) {
+  ModelConfig cfg;
+  cfg.vocab_size = 50;  // padded to 64: padded rows must stay out of the loss
+  cfg.padded_vocab = pad_vocab(cfg.vocab_size);
+  cfg.n_layer = 2, cfg.n_head = 2, cfg.n_embd = 16, cfg.seq_len = 8;
+  set_layer_attn(cfg, attn);
+  return cfg;
+}
+
+void fill_batch(std::vector<int32_t>& inputs, std::vector<int32_t>& targets, int B, int T, int V) {
+  Rng rng(42);
+  inputs.resize(B * T), targets.resize(B * T);
+  for (int i = 0; i < B * T; i++) inputs[i] = rng.next_u64() % V, targets[i] = rng.next_u64() % V;
+  targets[3] = -1;  // an ignored position
+}
+
+class GradCheck : public ::testing::TestWithParam<std::string> {};
+
+// Central differences with step 1e-5 in double: truncation ~1e-10, rounding ~1e-11, so a
+// relative agreement of 1e-6 cannot happen by accident and cannot be missed by a correct gradient.
+TEST_P(GradCheck, WholeModelGradientMatchesFiniteDifferences) {
+  const ModelConfig cfg = small_config(GetParam());
+  const int B = 2, T = 7;
+  Gpt<double> model(cfg, B, T);
+  ParamArena<double>& arena = model.params();
+  arena.init(cfg, 7);
+  // Perturb LayerNorm parameters away from 1/0 so their gradients are exercised generically.
+  Rng rng(3);
+  for (const TensorInfo& t : arena.layout)
+    if (t.init == Init::ones || t.init == Init::zeros)
+      for (size_t i = 0; i < t.numel; i++) arena.params[t.offset + i] += 0.1 * rng.normal();
+  // Larger weights than at init, so attention is not uniform and XSA's projection matters.
+  for (size_t i = 0; i < arena.params.size(); i++) arena.params[i] *= 5;
+  std::vector<int32_t> inputs, targets;
+  fill_batch(inputs, targets, B, T, cfg.vocab_size);
+
+  model.forward_backward(inputs.data(), targets.data());
+  std::vector<double> grad(arena.grads.data(), arena.grads.data() + arena.grads.size());
+  auto loss_at = [&](size_t i, double value) {
+    double keep = arena.params[i];
+    arena.params[i] = value;
+    double loss = model.forward(inputs.data(), targets.data());
+    arena.params[i] = keep;
+    return loss;
+  };
+  const double h = 1e-5;
+  for (const TensorInfo& t : arena.layout) {
+    double scale = 0;
+    for (size_t i = 0; i < t.numel; i++) scale = std::max(scale, std::fabs(grad[t.offset + i]));
+    // 12 coordinates per tensor, spread over it, plus the first and the last.
+    for (int k = 0; k < 14; k++) {
+      size_t i = k == 0 ? 0 : k == 13 ? t.numel - 1 : (size_t)(rng.next_u64() % t.numel);
+      if (t.name == "transformer.wte.weight") i %= (size_t)cfg.vocab_size * cfg.n_embd;  // real rows
+      size_t at = t.offset + i;
+      double numeric = (loss_at(at, arena.params[at] + h) - loss_at(at, arena.params[at] - h)) / (2 * h);
+      EXPECT_NEAR(grad[at], numeric, 1e-6 * scale + 1e-10) << t.name << "[" << i << "]";
+    }
+  }
+  // All coordinates at once: the directional derivative along a random direction.
+  std::vector<double> dir = test::random_vector(arena.params.size(), 11);
+  double dir_norm = 0;
+  for (double d : dir) dir_norm += d * d;
+  for (double& d : dir) d /= std::sqrt(dir_norm);  // a unit step, so h bounds the perturbation
+  std::vector<double> base(arena.params.data(), arena.params.data() + arena.params.size());
+  auto loss_along = [&](double s) {
+    for (size_t i = 0; i < base.size(); i++) arena.params[i] = base[i] + s * dir[i];
+    return model.forward(inputs.data(), targets.data());
+  };
+  double numeric = (loss_along(h) - loss_along(-h)) / (2 * h);
+  double analytic = 0;
+  for (const TensorInfo& t : arena.layout)
+    for (size_t i = 0; i < t.numel; i++) analytic += grad[t.offset + i] * dir[t.offset + i];
+  EXPECT_NEAR(analytic, numeric, 1e-6 * std::fabs(numeric));
+  // Padded vocabulary rows never receive gradient.
+  const TensorInfo& wte = arena.layout[0];
+  for (size_t i = (size_t)cfg.vocab_size * cfg.n_embd; i < wte.numel; i++) ASSERT_EQ(grad[wte.offset + i], 0.0);
+}
+
+INSTANTIATE_TEST_SUITE_P(Attention, GradCheck, ::testing::Values("sa", "xsa", "sa,xsa"),
+                         [](const auto& info) {
+                           std::string s = info.param;
+                           for (char& c : s) c = c == ',' ? '_' : c;
+                           return s;
+                         });
+
+TEST(Twins, SaAndXsaFromOneSeedStartIdentical) {
+  const ModelConfig sa = small_config("sa"), xsa = small_config("xsa");
+  Gpt<float> a(sa, 2, 8), b(xsa, 2, 8);
+  a.params().init(sa, 1234);
+  b.params().init(xsa, 1234);
+  ASSERT_EQ(a.params().params.size(), b.params().params.size());
+  EXPECT_EQ(0, std::memcmp(a.params().params.data(), b.params().params.data(), sizeof(float) * a.params().params.size()));
+  // ... and they are different models: the same batch gives different losses.
+  std::vector<int32_t> inputs, targets;
+  fill_batch(inputs, targets, 2, 8, sa.vocab_size);
+  EXPECT_NE(a.forward(inputs.data(), targets.data()), b.forward(inputs.data(), targets.data()));
+  // Another seed gives other weights.
+  b.params().init(xsa, 1235);
+  EXPECT_NE(0, std::memcmp(a.params().params.data(), b.params().params.data(), sizeof(float) * a.params().params.size()));
+}
+
+TEST(Model, InitMatchesSpec) {
+  const ModelConfig cfg = small_config("xsa");
+  ParamArena<double> arena(cfg);
+  arena.init(cfg, 5);
+  for (const TensorInfo& t : arena.layout) {
+    const double* p = arena.params.data() + t.offset;
+    size_t n = t.name == "transformer.wte.weight" ? (size_t)cfg.vocab_size * cfg.n_embd : t.numel;
+    double sum = 0, sq = 0;
+    for (size_t i = 0; i < n; i++) sum += p[i], sq += p[i] * p[i];
+    double mean = sum / n, sd = std::sqrt(sq / n - mean * mean);
+    switch (t.init) {
+      case Init::ones: EXPECT_EQ(mean, 1.0) << t.name; break;
+      case Init::zeros: EXPECT_EQ(sq, 0.0) << t.name; break;
+      case Init::normal: EXPECT_NEAR(sd, 0.02, 0.002) << t.name; break;
+      case Init::normal_residual: EXPECT_NEAR(sd, 0.02 / std::sqrt(2.0 * cfg.n_layer), 0.001) << t.name; break;
+    }
+    EXPECT_EQ(t.decay, t.shape.size() == 2) << t.name << ": weight decay on 2-D matrices only";
+  }
+  for (size_t i = (size_t)cfg.vocab_size * cfg.n_embd; i < arena.layout[0].numel; i++)
+    ASSERT_EQ(arena.params[i], 0.0) << "padded vocabulary rows start at zero";
+}
+
+TEST(Model, ForwardIsDeterministic) {
+  const ModelConfig cfg = small_config("xsa");
+  Gpt<float> model(cfg, 2, 8);
+  model.params().init(cfg, 9);
+  std::vector<int32_t> inputs, targets;
+  fill_batch(inputs, targets, 2, 8, cfg.vocab_size);
+  double l1 = model.forward_backward(inputs.data(), targets.data());
+  std::vector<float> g1(model.params().grads.data(), model.params().grads.data() + model.params().grads.size());
+  double l2 = model.forward_backward(inputs.data(), targets.data());
+  EXPECT_EQ(l1, l2);
+  EXPECT_EQ(0, std::memcmp(g1.data(), model.params().grads.data(), sizeof(float) * g1.size()));
+}
+
+}  // namespace
+}  // namespace xsa
