@@ -201,7 +201,10 @@ TrainResult train(const ModelConfig& model_cfg, const RunConfig& run, const std:
   fs::create_directories(run_dir, ec);
   if (ec) fail("{}: cannot create the run folder: {}", run_dir.string(), ec.message());
   const fs::path metrics_path = run_dir / "metrics.jsonl";
-  if (!resume_ckpt.empty()) truncate_metrics(metrics_path, step);
+  if (!resume_ckpt.empty())
+    truncate_metrics(metrics_path, step);
+  else
+    write_file_atomic(metrics_path, "");  // a fresh run: records of an earlier attempt without checkpoints go
   MetricsLog metrics(metrics_path);
 
   LrSchedule schedule{run.lr, run.min_lr_fraction, run.warmup_steps(), run.steps};
@@ -248,8 +251,9 @@ TrainResult train(const ModelConfig& model_cfg, const RunConfig& run, const std:
     double grad_norm = std::sqrt(ops::sum_of_squares(arena.grads.data(), arena.grads.size()));
     if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
       auto last = latest_checkpoint(run_dir);
+      double bad = std::isfinite(loss) ? grad_norm : loss;
       fail("{} became {} at step {} (lr {:.3g}); stopped without saving{}",
-           std::isfinite(loss) ? "gradient norm" : "loss", std::isfinite(loss) ? grad_norm : loss, step + 1,
+           std::isfinite(loss) ? "gradient norm" : "loss", std::isnan(bad) ? "NaN" : "infinite", step + 1,
            schedule.at(step), last ? "; last checkpoint " + last->string() + " is intact" : "");
     }
     const double lr = schedule.at(step);
