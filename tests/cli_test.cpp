@@ -33,24 +33,28 @@ fs::path work_dir() {
 // Runs `xsa ARGS` in the work folder, one thread (ctest runs tests side by side).
 Result xsa(const std::string& args) {
   fs::path out = work_dir() / "stdout.txt", err = work_dir() / "stderr.txt";
-  std::string cmd = "cd " + work_dir().string() + " && " + XSA_BINARY + " " + args + " >" + out.string() + " 2>" +
-                    err.string() + " </dev/null";
+  std::string cmd = "cd " + work_dir().string() + " && " + XSA_BINARY + " " + args + " >" +
+                    out.string() + " 2>" + err.string() + " </dev/null";
   int raw = std::system(cmd.c_str());
   Result r{WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, read_file(out), read_file(err)};
   return r;
 }
 
-void write(const fs::path& path, const std::string& text) { std::ofstream(work_dir() / path) << text; }
+void write(const fs::path& path, const std::string& text) {
+  std::ofstream(work_dir() / path) << text;
+}
 
 std::string text_of(size_t n) {
   std::string s;
-  const char* line = "It was the best of times, it was the worst of times, it was the age of wisdom.\n";
+  const char* line =
+      "It was the best of times, it was the worst of times, it was the age of wisdom.\n";
   while (s.size() < n) s += line;
   s.resize(n);
   return s;
 }
 
-const std::string kSmall = "--layers 2 --heads 4 --embd 32 --seq-len 16 --batch 4 --threads 1 --quiet";
+const std::string kSmall =
+    "--layers 2 --heads 4 --embd 32 --seq-len 16 --batch 4 --threads 1 --quiet";
 
 std::vector<nlohmann::json> metrics(const fs::path& run) {
   std::vector<nlohmann::json> out;
@@ -76,7 +80,8 @@ TEST_F(Cli, HelpForEveryCommand) {
 }
 
 TEST_F(Cli, TrainWritesMetricsAndCheckpointsThatInfoReads) {
-  Result r = xsa("train --data data.txt --attn xsa " + kSmall + " --steps 12 --val-every 5 --ckpt-every 5 --out run_a");
+  Result r = xsa("train --data data.txt --attn xsa " + kSmall +
+                 " --steps 12 --val-every 5 --ckpt-every 5 --out run_a");
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_TRUE(fs::exists(work_dir() / "run_a/ckpt_000005/model.safetensors"));
   EXPECT_TRUE(fs::exists(work_dir() / "run_a/ckpt_000010/optimizer.safetensors"));
@@ -89,7 +94,8 @@ TEST_F(Cli, TrainWritesMetricsAndCheckpointsThatInfoReads) {
       EXPECT_TRUE(rec.contains("step") && rec.contains("loss"));
       val_records++;
     } else {
-      for (const char* key : {"step", "loss", "lr", "grad_norm", "ms", "tokens_per_s"}) EXPECT_TRUE(rec.contains(key)) << key;
+      for (const char* key : {"step", "loss", "lr", "grad_norm", "ms", "tokens_per_s"})
+        EXPECT_TRUE(rec.contains(key)) << key;
       train_records++;
     }
   }
@@ -102,13 +108,16 @@ TEST_F(Cli, TrainWritesMetricsAndCheckpointsThatInfoReads) {
   EXPECT_NE(info.out.find("step:        12 of 12"), std::string::npos) << info.out;
   EXPECT_NE(info.out.find("attention:   xsa"), std::string::npos) << info.out;
   // 2 layers of 12·C² + 4·C, wte 256·C, ln_f 2·C, with C = 32
-  EXPECT_NE(info.out.find("parameters:  " + std::to_string(2 * (12 * 32 * 32 + 4 * 32) + 256 * 32 + 2 * 32)),
+  EXPECT_NE(info.out.find("parameters:  " +
+                          std::to_string(2 * (12 * 32 * 32 + 4 * 32) + 256 * 32 + 2 * 32)),
             std::string::npos)
       << info.out;
 }
 
 TEST_F(Cli, ConfigFileSetsOptionsAndTheCommandLineWins) {
-  write("run.toml", "layers = 3\nheads = 2\nembd = 16\nseq-len = 16\nbatch = 2\nsteps = 3\nattn = \"sa\"\nthreads = 1\n");
+  write("run.toml",
+        "layers = 3\nheads = 2\nembd = 16\nseq-len = 16\nbatch = 2\nsteps = 3\nattn = "
+        "\"sa\"\nthreads = 1\n");
   Result r = xsa("train --config run.toml --data data.txt --heads 4 --quiet --out run_cfg");
   ASSERT_EQ(r.status, 0) << r.err;
   Result info = xsa("info run_cfg");
@@ -120,7 +129,8 @@ TEST_F(Cli, ConfigFileSetsOptionsAndTheCommandLineWins) {
 // With a constant learning rate the schedule does not depend on --steps, so a run stopped at step
 // 10 and resumed to 20 must reproduce the uninterrupted 20-step run exactly.
 TEST_F(Cli, ResumeReproducesTheUninterruptedCurve) {
-  const std::string flags = "--data data.txt " + kSmall + " --min-lr-fraction 1 --warmup 0 --val-every 0";
+  const std::string flags =
+      "--data data.txt " + kSmall + " --min-lr-fraction 1 --warmup 0 --val-every 0";
   ASSERT_EQ(xsa("train " + flags + " --steps 20 --out whole").status, 0);
   ASSERT_EQ(xsa("train " + flags + " --steps 10 --out split").status, 0);
   Result r = xsa("train --resume split --steps 20 --quiet");
@@ -147,7 +157,8 @@ TEST_F(Cli, BadInputGivesOneLineAndKeepsCheckpoints) {
   // A good run whose checkpoint must survive every failure below.
   ASSERT_EQ(xsa("train --data data.txt " + kSmall + " --steps 4 --out good").status, 0);
   const fs::path ckpt = work_dir() / "good/ckpt_000004";
-  const std::string before = read_file(ckpt / "model.safetensors") + read_file(ckpt / "optimizer.safetensors") +
+  const std::string before = read_file(ckpt / "model.safetensors") +
+                             read_file(ckpt / "optimizer.safetensors") +
                              read_file(ckpt / "trainer.json");
   write("short.txt", text_of(40));
   fs::create_directories(work_dir() / "adir");
@@ -166,19 +177,28 @@ TEST_F(Cli, BadInputGivesOneLineAndKeepsCheckpoints) {
     write_file_atomic(p, b);
   }
   const std::vector<BadInput> cases = {
-      {"missing data file", "train --data nothere.txt " + kSmall + " --out x1", "nothere.txt: no such file"},
+      {"missing data file", "train --data nothere.txt " + kSmall + " --out x1",
+       "nothere.txt: no such file"},
       {"data is a folder", "train --data adir " + kSmall + " --out x1", "adir: is a directory"},
-      {"data shorter than a batch", "train --data short.txt " + kSmall + " --out x1", "short.txt: 40 bytes"},
-      {"C not divisible by H", "train --data data.txt --embd 30 --heads 4 --out x1", "--embd 30 is not divisible by --heads 4"},
+      {"data shorter than a batch", "train --data short.txt " + kSmall + " --out x1",
+       "short.txt: 40 bytes"},
+      {"C not divisible by H", "train --data data.txt --embd 30 --heads 4 --out x1",
+       "--embd 30 is not divisible by --heads 4"},
       {"odd head dim", "train --data data.txt --embd 36 --heads 4 --out x1", "head dimension 9"},
       {"zero layers", "train --data data.txt --layers 0 --out x1", "--layers 0"},
       {"unknown attention", "train --data data.txt --attn gated --out x1", "--attn 'gated'"},
-      {"layer list of the wrong length", "train --data data.txt --layers 2 --attn sa,xsa,xsa --out x1", "lists 3 layers"},
-      {"existing run without --resume", "train --data data.txt " + kSmall + " --steps 4 --out good", "already holds a run"},
-      {"config contradicts the checkpoint", "train --resume good --layers 3 --steps 8", "--layers 3 contradicts"},
-      {"attention contradicts the checkpoint", "train --resume good --attn sa --steps 8", "--attn sa contradicts"},
-      {"truncated checkpoint", "train --resume truncated --steps 8", "model.safetensors: truncated"},
-      {"checkpoint lacks a tensor", "train --resume missing --steps 8", "'transformer.ln_f.bias' is missing"},
+      {"layer list of the wrong length",
+       "train --data data.txt --layers 2 --attn sa,xsa,xsa --out x1", "lists 3 layers"},
+      {"existing run without --resume", "train --data data.txt " + kSmall + " --steps 4 --out good",
+       "already holds a run"},
+      {"config contradicts the checkpoint", "train --resume good --layers 3 --steps 8",
+       "--layers 3 contradicts"},
+      {"attention contradicts the checkpoint", "train --resume good --attn sa --steps 8",
+       "--attn sa contradicts"},
+      {"truncated checkpoint", "train --resume truncated --steps 8",
+       "model.safetensors: truncated"},
+      {"checkpoint lacks a tensor", "train --resume missing --steps 8",
+       "'transformer.ln_f.bias' is missing"},
       {"no checkpoint there", "info adir", "adir: holds no checkpoint"},
       {"loss becomes NaN", "train --resume good --steps 8 --lr 1e30 --quiet", "became NaN"},
       {"resume on other data", "train --resume good --data short.txt --steps 8", "short.txt"},
@@ -191,7 +211,8 @@ TEST_F(Cli, BadInputGivesOneLineAndKeepsCheckpoints) {
     EXPECT_EQ(r.err.rfind("xsa: error: ", 0), 0u) << r.err;
     EXPECT_NE(r.err.find(c.expected), std::string::npos) << r.err;
   }
-  EXPECT_EQ(before, read_file(ckpt / "model.safetensors") + read_file(ckpt / "optimizer.safetensors") +
+  EXPECT_EQ(before, read_file(ckpt / "model.safetensors") +
+                        read_file(ckpt / "optimizer.safetensors") +
                         read_file(ckpt / "trainer.json"))
       << "a failed command changed the existing checkpoint";
   EXPECT_FALSE(fs::exists(work_dir() / "good/ckpt_000005")) << "the NaN run saved a checkpoint";

@@ -29,7 +29,8 @@ uint32_t lowbias32(uint32_t x) {
   return x;
 }
 
-// Golden names ("h.0.attn.W_qkv", layout [in, out]) to ours ("transformer.h.0.attn.c_attn.weight", [out, in]).
+// Golden names ("h.0.attn.W_qkv", layout [in, out]) to ours ("transformer.h.0.attn.c_attn.weight",
+// [out, in]).
 std::string our_name(const std::string& g) {
   std::string s = g;
   auto replace = [&](const std::string& from, const std::string& to) {
@@ -42,7 +43,9 @@ std::string our_name(const std::string& g) {
   if (s == "wte") s = "wte.weight";
   return "transformer." + s;
 }
-bool is_transposed(const std::string& g) { return g.find(".W_") != std::string::npos; }
+bool is_transposed(const std::string& g) {
+  return g.find(".W_") != std::string::npos;
+}
 
 template <typename Real>
 struct GoldenModel {
@@ -98,8 +101,12 @@ struct GoldenModel {
     (void)in;
     return c * t->shape[1] + r;
   }
-  const Real* grad(const std::string& g) const { return model->params().grads.data() + info.at(g)->offset; }
-  const Real* param(const std::string& g) const { return model->params().params.data() + info.at(g)->offset; }
+  const Real* grad(const std::string& g) const {
+    return model->params().grads.data() + info.at(g)->offset;
+  }
+  const Real* param(const std::string& g) const {
+    return model->params().params.data() + info.at(g)->offset;
+  }
 };
 
 struct Case {
@@ -114,17 +121,23 @@ template <typename Real>
 void run_golden(const json& golden, const Case& tc, double tol) {
   const json& ref = golden[tc.key];
   GoldenModel<Real> gm(golden, tc.attn);
-  for (int i = 0; i < 16; i++) ASSERT_EQ(gm.inputs[i], golden["batch_x_row0_first16"][i].template get<int>()) << "batch hash";
+  for (int i = 0; i < 16; i++)
+    ASSERT_EQ(gm.inputs[i], golden["batch_x_row0_first16"][i].template get<int>()) << "batch hash";
 
   double loss = gm.model->forward_backward(gm.inputs.data(), gm.targets.data());
-  EXPECT_NEAR(loss, ref["loss_init"].template get<double>(), tol * std::fabs(ref["loss_init"].template get<double>())) << "loss at init";
+  EXPECT_NEAR(loss, ref["loss_init"].template get<double>(),
+              tol * std::fabs(ref["loss_init"].template get<double>()))
+      << "loss at init";
 
   std::vector<Real> logits(gm.cfg.padded_vocab);
   gm.model->logits_row(0, logits.data());
   const auto& ref_logits = ref["logits_init_b0_t0_first8"];
   double logit_scale = 0;
-  for (const auto& x : ref_logits) logit_scale = std::max(logit_scale, std::fabs(x.template get<double>()));
-  for (int i = 0; i < 8; i++) EXPECT_NEAR(logits[i], ref_logits[i].template get<double>(), tol * logit_scale) << "logit " << i;
+  for (const auto& x : ref_logits)
+    logit_scale = std::max(logit_scale, std::fabs(x.template get<double>()));
+  for (int i = 0; i < 8; i++)
+    EXPECT_NEAR(logits[i], ref_logits[i].template get<double>(), tol * logit_scale)
+        << "logit " << i;
 
   double total_sq = 0;
   for (auto& [g, expected_norm] : ref["grad_norms"].items()) {
@@ -137,22 +150,26 @@ void run_golden(const json& golden, const Case& tc, double tol) {
     // First elements: each within tol of the tensor's gradient norm.
     const auto& first = ref["grad_first4"][g];
     for (int j = 0; j < 4; j++)
-      EXPECT_NEAR(gm.grad(g)[gm.our_index(g, j)], first[j].template get<double>(), tol * want) << g << "[" << j << "]";
+      EXPECT_NEAR(gm.grad(g)[gm.our_index(g, j)], first[j].template get<double>(), tol * want)
+          << g << "[" << j << "]";
   }
-  EXPECT_NEAR(std::sqrt(total_sq), ref["grad_norm_total"].template get<double>(), tol * ref["grad_norm_total"].template get<double>());
+  EXPECT_NEAR(std::sqrt(total_sq), ref["grad_norm_total"].template get<double>(),
+              tol * ref["grad_norm_total"].template get<double>());
 
-  // Five AdamW steps on the same batch: lr 1e-3 constant, weight decay 0.1 on matrices, no clipping.
+  // Five AdamW steps on the same batch: lr 1e-3 constant, weight decay 0.1 on matrices, no
+  // clipping.
   ParamArena<Real>& arena = gm.model->params();
   const auto& losses = ref["losses"];
   for (int step = 1; step <= 5; step++) {
     ops::AdamWSettings s{1e-3, 0.9, 0.95, 1e-8, 0.0, 1.0, step};
     for (const TensorInfo& t : arena.layout) {
       s.weight_decay = t.decay ? 0.1 : 0.0;
-      ops::adamw_update(arena.params.data() + t.offset, arena.grads.data() + t.offset, arena.adam_m.data() + t.offset,
-                        arena.adam_v.data() + t.offset, t.numel, s);
+      ops::adamw_update(arena.params.data() + t.offset, arena.grads.data() + t.offset,
+                        arena.adam_m.data() + t.offset, arena.adam_v.data() + t.offset, t.numel, s);
     }
     double l = gm.model->forward_backward(gm.inputs.data(), gm.targets.data());
-    EXPECT_NEAR(l, losses[step].template get<double>(), tol * losses[step].template get<double>()) << "loss after step " << step;
+    EXPECT_NEAR(l, losses[step].template get<double>(), tol * losses[step].template get<double>())
+        << "loss after step " << step;
   }
   for (auto& [g, first] : ref["param_first4_after_5_steps"].items()) {
     for (int j = 0; j < 4; j++) {
@@ -176,8 +193,10 @@ TEST_P(GoldenTest, MatchesPyTorch) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Tiny, GoldenTest,
-                         ::testing::Values(Case{"sa_float32", AttnKind::sa, false}, Case{"xsa_float32", AttnKind::xsa, false},
-                                           Case{"sa_float64", AttnKind::sa, true}, Case{"xsa_float64", AttnKind::xsa, true}),
+                         ::testing::Values(Case{"sa_float32", AttnKind::sa, false},
+                                           Case{"xsa_float32", AttnKind::xsa, false},
+                                           Case{"sa_float64", AttnKind::sa, true},
+                                           Case{"xsa_float64", AttnKind::xsa, true}),
                          [](const auto& info) { return std::string(info.param.key); });
 
 }  // namespace

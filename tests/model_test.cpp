@@ -63,9 +63,11 @@ TEST_P(GradCheck, WholeModelGradientMatchesFiniteDifferences) {
     // 12 coordinates per tensor, spread over it, plus the first and the last.
     for (int k = 0; k < 14; k++) {
       size_t i = k == 0 ? 0 : k == 13 ? t.numel - 1 : (size_t)(rng.next_u64() % t.numel);
-      if (t.name == "transformer.wte.weight") i %= (size_t)cfg.vocab_size * cfg.n_embd;  // real rows
+      if (t.name == "transformer.wte.weight")
+        i %= (size_t)cfg.vocab_size * cfg.n_embd;  // real rows
       size_t at = t.offset + i;
-      double numeric = (loss_at(at, arena.params[at] + h) - loss_at(at, arena.params[at] - h)) / (2 * h);
+      double numeric =
+          (loss_at(at, arena.params[at] + h) - loss_at(at, arena.params[at] - h)) / (2 * h);
       EXPECT_NEAR(grad[at], numeric, 1e-6 * scale + 1e-10) << t.name << "[" << i << "]";
     }
   }
@@ -86,7 +88,8 @@ TEST_P(GradCheck, WholeModelGradientMatchesFiniteDifferences) {
   EXPECT_NEAR(analytic, numeric, 1e-6 * std::fabs(numeric));
   // Padded vocabulary rows never receive gradient.
   const TensorInfo& wte = arena.layout[0];
-  for (size_t i = (size_t)cfg.vocab_size * cfg.n_embd; i < wte.numel; i++) ASSERT_EQ(grad[wte.offset + i], 0.0);
+  for (size_t i = (size_t)cfg.vocab_size * cfg.n_embd; i < wte.numel; i++)
+    ASSERT_EQ(grad[wte.offset + i], 0.0);
 }
 
 INSTANTIATE_TEST_SUITE_P(Attention, GradCheck, ::testing::Values("sa", "xsa", "sa,xsa"),
@@ -102,14 +105,16 @@ TEST(Twins, SaAndXsaFromOneSeedStartIdentical) {
   a.params().init(sa, 1234);
   b.params().init(xsa, 1234);
   ASSERT_EQ(a.params().params.size(), b.params().params.size());
-  EXPECT_EQ(0, std::memcmp(a.params().params.data(), b.params().params.data(), sizeof(float) * a.params().params.size()));
+  EXPECT_EQ(0, std::memcmp(a.params().params.data(), b.params().params.data(),
+                           sizeof(float) * a.params().params.size()));
   // ... and they are different models: the same batch gives different losses.
   std::vector<int32_t> inputs, targets;
   fill_batch(inputs, targets, 2, 8, sa.vocab_size);
   EXPECT_NE(a.forward(inputs.data(), targets.data()), b.forward(inputs.data(), targets.data()));
   // Another seed gives other weights.
   b.params().init(xsa, 1235);
-  EXPECT_NE(0, std::memcmp(a.params().params.data(), b.params().params.data(), sizeof(float) * a.params().params.size()));
+  EXPECT_NE(0, std::memcmp(a.params().params.data(), b.params().params.data(),
+                           sizeof(float) * a.params().params.size()));
 }
 
 TEST(Model, InitMatchesSpec) {
@@ -123,10 +128,18 @@ TEST(Model, InitMatchesSpec) {
     for (size_t i = 0; i < n; i++) sum += p[i], sq += p[i] * p[i];
     double mean = sum / n, sd = std::sqrt(sq / n - mean * mean);
     switch (t.init) {
-      case Init::ones: EXPECT_EQ(mean, 1.0) << t.name; break;
-      case Init::zeros: EXPECT_EQ(sq, 0.0) << t.name; break;
-      case Init::normal: EXPECT_NEAR(sd, 0.02, 0.002) << t.name; break;
-      case Init::normal_residual: EXPECT_NEAR(sd, 0.02 / std::sqrt(2.0 * cfg.n_layer), 0.001) << t.name; break;
+      case Init::ones:
+        EXPECT_EQ(mean, 1.0) << t.name;
+        break;
+      case Init::zeros:
+        EXPECT_EQ(sq, 0.0) << t.name;
+        break;
+      case Init::normal:
+        EXPECT_NEAR(sd, 0.02, 0.002) << t.name;
+        break;
+      case Init::normal_residual:
+        EXPECT_NEAR(sd, 0.02 / std::sqrt(2.0 * cfg.n_layer), 0.001) << t.name;
+        break;
     }
     EXPECT_EQ(t.decay, t.shape.size() == 2) << t.name << ": weight decay on 2-D matrices only";
   }
@@ -141,7 +154,8 @@ TEST(Model, ForwardIsDeterministic) {
   std::vector<int32_t> inputs, targets;
   fill_batch(inputs, targets, 2, 8, cfg.vocab_size);
   double l1 = model.forward_backward(inputs.data(), targets.data());
-  std::vector<float> g1(model.params().grads.data(), model.params().grads.data() + model.params().grads.size());
+  std::vector<float> g1(model.params().grads.data(),
+                        model.params().grads.data() + model.params().grads.size());
   double l2 = model.forward_backward(inputs.data(), targets.data());
   EXPECT_EQ(l1, l2);
   EXPECT_EQ(0, std::memcmp(g1.data(), model.params().grads.data(), sizeof(float) * g1.size()));

@@ -4,11 +4,12 @@
 //  - the reference backward itself against central finite differences of the reference forward
 //    (step 1e-6, within 1e-6), so the oracle is checked independently of the code it judges.
 // Shapes include T = 1, odd sizes and sizes that are no multiple of any SIMD width or tile.
+#include "ops/ops.h"
+
 #include <gtest/gtest.h>
 
 #include <functional>
 
-#include "ops/ops.h"
 #include "ops/reference.h"
 #include "test_util.h"
 
@@ -48,23 +49,30 @@ double dot(const Vec& a, const Vec& b) {
 struct AttnShape {
   int B, T, C, H;
 };
-const AttnShape kAttnShapes[] = {{1, 1, 8, 2}, {2, 7, 12, 3}, {1, 33, 16, 2}, {3, 17, 20, 5}, {2, 64, 32, 4}};
+const AttnShape kAttnShapes[] = {
+    {1, 1, 8, 2}, {2, 7, 12, 3}, {1, 33, 16, 2}, {3, 17, 20, 5}, {2, 64, 32, 4}};
 
 // ---------------------------------------------------------------- matmul
 TEST(Matmul, ForwardBackwardMatchReference) {
-  struct Shape { int N, in, out; };
-  for (Shape s : {Shape{1, 1, 1}, Shape{1, 5, 3}, Shape{5, 7, 3}, Shape{33, 17, 65}, Shape{64, 48, 144}}) {
+  struct Shape {
+    int N, in, out;
+  };
+  for (Shape s :
+       {Shape{1, 1, 1}, Shape{1, 5, 3}, Shape{5, 7, 3}, Shape{33, 17, 65}, Shape{64, 48, 144}}) {
     SCOPED_TRACE(testing::Message() << "N=" << s.N << " in=" << s.in << " out=" << s.out);
-    Vec x = random_vector(s.N * s.in, 1), w = random_vector(s.out * s.in, 2), dout = random_vector(s.N * s.out, 3);
+    Vec x = random_vector(s.N * s.in, 1), w = random_vector(s.out * s.in, 2),
+        dout = random_vector(s.N * s.out, 3);
     Vec dw0 = random_vector(s.out * s.in, 4);  // gradients accumulate into what is there
     Vec y_ref(s.N * s.out), dx_ref(s.N * s.in), dw_ref = dw0;
     ref::matmul_forward(y_ref.data(), x.data(), w.data(), s.N, s.in, s.out);
-    ref::matmul_backward(dx_ref.data(), dw_ref.data(), dout.data(), x.data(), w.data(), s.N, s.in, s.out);
+    ref::matmul_backward(dx_ref.data(), dw_ref.data(), dout.data(), x.data(), w.data(), s.N, s.in,
+                         s.out);
 
     auto xf = cast_vector<float>(x), wf = cast_vector<float>(w), doutf = cast_vector<float>(dout);
     std::vector<float> yf(s.N * s.out), dxf(s.N * s.in), dwf = cast_vector<float>(dw0);
     ops::matmul_forward(yf.data(), xf.data(), wf.data(), s.N, s.in, s.out);
-    ops::matmul_backward(dxf.data(), dwf.data(), doutf.data(), xf.data(), wf.data(), s.N, s.in, s.out);
+    ops::matmul_backward(dxf.data(), dwf.data(), doutf.data(), xf.data(), wf.data(), s.N, s.in,
+                         s.out);
     EXPECT_LE(max_rel_error(yf, y_ref), kTolF32);
     EXPECT_LE(max_rel_error(dxf, dx_ref), kTolF32);
     EXPECT_LE(max_rel_error(dwf, dw_ref), kTolF32);
@@ -84,7 +92,8 @@ TEST(Matmul, ForwardBackwardMatchReference) {
 
 TEST(Matmul, ReferenceBackwardMatchesFiniteDifferences) {
   const int N = 3, in = 4, out = 5;
-  Vec x = random_vector(N * in, 1), w = random_vector(out * in, 2), probe = random_vector(N * out, 3);
+  Vec x = random_vector(N * in, 1), w = random_vector(out * in, 2),
+      probe = random_vector(N * out, 3);
   auto loss = [&](const Vec& xx, const Vec& ww) {
     Vec y(N * out);
     ref::matmul_forward(y.data(), xx.data(), ww.data(), N, in, out);
@@ -92,8 +101,10 @@ TEST(Matmul, ReferenceBackwardMatchesFiniteDifferences) {
   };
   Vec dx(N * in), dw(out * in, 0.0);
   ref::matmul_backward(dx.data(), dw.data(), probe.data(), x.data(), w.data(), N, in, out);
-  EXPECT_LE(max_rel_error(dx, numeric_grad([&](const Vec& v) { return loss(v, w); }, x)), kTolFiniteDiff);
-  EXPECT_LE(max_rel_error(dw, numeric_grad([&](const Vec& v) { return loss(x, v); }, w)), kTolFiniteDiff);
+  EXPECT_LE(max_rel_error(dx, numeric_grad([&](const Vec& v) { return loss(v, w); }, x)),
+            kTolFiniteDiff);
+  EXPECT_LE(max_rel_error(dw, numeric_grad([&](const Vec& v) { return loss(x, v); }, w)),
+            kTolFiniteDiff);
 }
 
 // ---------------------------------------------------------------- encoder
@@ -101,7 +112,8 @@ TEST(Encoder, ForwardBackwardMatchReference) {
   const int V = 11, C = 19, N = 37;
   std::vector<int32_t> tokens(N);
   for (int n = 0; n < N; n++) tokens[n] = (n * 7 + n / 3) % V;  // repeats, to test accumulation
-  Vec wte = random_vector(V * C, 1), dout = random_vector(N * C, 2), dwte0 = random_vector(V * C, 3);
+  Vec wte = random_vector(V * C, 1), dout = random_vector(N * C, 2),
+      dwte0 = random_vector(V * C, 3);
   Vec out_ref(N * C), dwte_ref = dwte0;
   ref::encoder_forward(out_ref.data(), tokens.data(), wte.data(), N, C);
   ref::encoder_backward(dwte_ref.data(), dout.data(), tokens.data(), N, C);
@@ -115,7 +127,9 @@ TEST(Encoder, ForwardBackwardMatchReference) {
 
 // ---------------------------------------------------------------- layernorm
 TEST(LayerNorm, ForwardBackwardMatchReference) {
-  struct Shape { int N, C; };
+  struct Shape {
+    int N, C;
+  };
   for (Shape s : {Shape{1, 2}, Shape{3, 7}, Shape{17, 64}, Shape{5, 129}}) {
     SCOPED_TRACE(testing::Message() << "N=" << s.N << " C=" << s.C);
     Vec x = random_vector(s.N * s.C, 1, 2.0), w = random_vector(s.C, 2), b = random_vector(s.C, 3);
@@ -123,16 +137,20 @@ TEST(LayerNorm, ForwardBackwardMatchReference) {
     Vec dout = random_vector(s.N * s.C, 4), dx0 = random_vector(s.N * s.C, 5);
     Vec dw0 = random_vector(s.C, 6), db0 = random_vector(s.C, 7);
     Vec y_ref(s.N * s.C), mean_ref(s.N), rstd_ref(s.N), dx_ref = dx0, dw_ref = dw0, db_ref = db0;
-    ref::layernorm_forward(y_ref.data(), mean_ref.data(), rstd_ref.data(), x.data(), w.data(), b.data(), s.N, s.C);
-    ref::layernorm_backward(dx_ref.data(), dw_ref.data(), db_ref.data(), dout.data(), x.data(), w.data(),
-                            mean_ref.data(), rstd_ref.data(), s.N, s.C);
+    ref::layernorm_forward(y_ref.data(), mean_ref.data(), rstd_ref.data(), x.data(), w.data(),
+                           b.data(), s.N, s.C);
+    ref::layernorm_backward(dx_ref.data(), dw_ref.data(), db_ref.data(), dout.data(), x.data(),
+                            w.data(), mean_ref.data(), rstd_ref.data(), s.N, s.C);
 
-    auto xf = cast_vector<float>(x), wf = cast_vector<float>(w), bf = cast_vector<float>(b), doutf = cast_vector<float>(dout);
+    auto xf = cast_vector<float>(x), wf = cast_vector<float>(w), bf = cast_vector<float>(b),
+         doutf = cast_vector<float>(dout);
     std::vector<float> yf(s.N * s.C), mf(s.N), rf(s.N);
-    auto dxf = cast_vector<float>(dx0), dwf = cast_vector<float>(dw0), dbf = cast_vector<float>(db0);
-    ops::layernorm_forward(yf.data(), mf.data(), rf.data(), xf.data(), wf.data(), bf.data(), s.N, s.C);
-    ops::layernorm_backward(dxf.data(), dwf.data(), dbf.data(), doutf.data(), xf.data(), wf.data(), mf.data(),
-                            rf.data(), s.N, s.C);
+    auto dxf = cast_vector<float>(dx0), dwf = cast_vector<float>(dw0),
+         dbf = cast_vector<float>(db0);
+    ops::layernorm_forward(yf.data(), mf.data(), rf.data(), xf.data(), wf.data(), bf.data(), s.N,
+                           s.C);
+    ops::layernorm_backward(dxf.data(), dwf.data(), dbf.data(), doutf.data(), xf.data(), wf.data(),
+                            mf.data(), rf.data(), s.N, s.C);
     EXPECT_LE(max_rel_error(yf, y_ref), kTolF32);
     EXPECT_LE(max_rel_error(mf, mean_ref), kTolF32);
     EXPECT_LE(max_rel_error(rf, rstd_ref), kTolF32);
@@ -144,7 +162,8 @@ TEST(LayerNorm, ForwardBackwardMatchReference) {
 
 TEST(LayerNorm, ReferenceBackwardMatchesFiniteDifferences) {
   const int N = 3, C = 6;
-  Vec x = random_vector(N * C, 1), w = random_vector(C, 2), b = random_vector(C, 3), probe = random_vector(N * C, 4);
+  Vec x = random_vector(N * C, 1), w = random_vector(C, 2), b = random_vector(C, 3),
+      probe = random_vector(N * C, 4);
   auto loss = [&](const Vec& xx, const Vec& ww, const Vec& bb) {
     Vec y(N * C), m(N), r(N);
     ref::layernorm_forward(y.data(), m.data(), r.data(), xx.data(), ww.data(), bb.data(), N, C);
@@ -152,10 +171,14 @@ TEST(LayerNorm, ReferenceBackwardMatchesFiniteDifferences) {
   };
   Vec y(N * C), m(N), r(N), dx(N * C, 0.0), dw(C, 0.0), db(C, 0.0);
   ref::layernorm_forward(y.data(), m.data(), r.data(), x.data(), w.data(), b.data(), N, C);
-  ref::layernorm_backward(dx.data(), dw.data(), db.data(), probe.data(), x.data(), w.data(), m.data(), r.data(), N, C);
-  EXPECT_LE(max_rel_error(dx, numeric_grad([&](const Vec& v) { return loss(v, w, b); }, x)), kTolFiniteDiff);
-  EXPECT_LE(max_rel_error(dw, numeric_grad([&](const Vec& v) { return loss(x, v, b); }, w)), kTolFiniteDiff);
-  EXPECT_LE(max_rel_error(db, numeric_grad([&](const Vec& v) { return loss(x, w, v); }, b)), kTolFiniteDiff);
+  ref::layernorm_backward(dx.data(), dw.data(), db.data(), probe.data(), x.data(), w.data(),
+                          m.data(), r.data(), N, C);
+  EXPECT_LE(max_rel_error(dx, numeric_grad([&](const Vec& v) { return loss(v, w, b); }, x)),
+            kTolFiniteDiff);
+  EXPECT_LE(max_rel_error(dw, numeric_grad([&](const Vec& v) { return loss(x, v, b); }, w)),
+            kTolFiniteDiff);
+  EXPECT_LE(max_rel_error(db, numeric_grad([&](const Vec& v) { return loss(x, w, v); }, b)),
+            kTolFiniteDiff);
 }
 
 // ---------------------------------------------------------------- rope
@@ -176,7 +199,8 @@ TEST(Rope, ForwardBackwardMatchReference) {
     EXPECT_LE(max_rel_error(bwd, bwd_ref), kTolF32);
     // v is never rotated
     for (int r = 0; r < s.B * s.T; r++)
-      for (int c = 2 * s.C; c < 3 * s.C; c++) ASSERT_EQ(fwd[r * 3 * s.C + c], (float)qkv[r * 3 * s.C + c]);
+      for (int c = 2 * s.C; c < 3 * s.C; c++)
+        ASSERT_EQ(fwd[r * 3 * s.C + c], (float)qkv[r * 3 * s.C + c]);
   }
 }
 
@@ -198,22 +222,26 @@ TEST(Attention, ForwardBackwardMatchReference) {
   for (AttnShape s : kAttnShapes) {
     SCOPED_TRACE(testing::Message() << "B=" << s.B << " T=" << s.T << " C=" << s.C << " H=" << s.H);
     const int N = s.B * s.T;
-    Vec qkv = random_vector(N * 3 * s.C, 1), dy = random_vector(N * s.C, 2), dqkv0 = random_vector(N * 3 * s.C, 3);
+    Vec qkv = random_vector(N * 3 * s.C, 1), dy = random_vector(N * s.C, 2),
+        dqkv0 = random_vector(N * 3 * s.C, 3);
     Vec y_ref(N * s.C), lse_ref(s.B * s.H * s.T), dqkv_ref = dqkv0;
     ref::attention_forward(y_ref.data(), lse_ref.data(), qkv.data(), s.B, s.T, s.C, s.H);
     ref::attention_backward(dqkv_ref.data(), dy.data(), qkv.data(), s.B, s.T, s.C, s.H);
 
-    auto qkvf = cast_vector<float>(qkv), dyf = cast_vector<float>(dy), dqkvf = cast_vector<float>(dqkv0);
+    auto qkvf = cast_vector<float>(qkv), dyf = cast_vector<float>(dy),
+         dqkvf = cast_vector<float>(dqkv0);
     std::vector<float> yf(N * s.C), lsef(s.B * s.H * s.T);
     ops::attention_forward(yf.data(), lsef.data(), qkvf.data(), s.B, s.T, s.C, s.H);
-    ops::attention_backward(dqkvf.data(), dyf.data(), qkvf.data(), yf.data(), lsef.data(), s.B, s.T, s.C, s.H);
+    ops::attention_backward(dqkvf.data(), dyf.data(), qkvf.data(), yf.data(), lsef.data(), s.B, s.T,
+                            s.C, s.H);
     EXPECT_LE(max_rel_error(yf, y_ref), kTolF32);
     EXPECT_LE(max_rel_error(lsef, lse_ref), kTolF32);
     EXPECT_LE(max_rel_error(dqkvf, dqkv_ref), kTolF32);
 
     Vec y64(N * s.C), lse64(s.B * s.H * s.T), dqkv64 = dqkv0;
     ops::attention_forward(y64.data(), lse64.data(), qkv.data(), s.B, s.T, s.C, s.H);
-    ops::attention_backward(dqkv64.data(), dy.data(), qkv.data(), y64.data(), lse64.data(), s.B, s.T, s.C, s.H);
+    ops::attention_backward(dqkv64.data(), dy.data(), qkv.data(), y64.data(), lse64.data(), s.B,
+                            s.T, s.C, s.H);
     EXPECT_LE(max_rel_error(y64, y_ref), kTolF64);
     EXPECT_LE(max_rel_error(dqkv64, dqkv_ref), kTolF64);
   }
@@ -250,25 +278,29 @@ TEST(Xsa, ForwardBackwardMatchReference) {
   for (AttnShape s : kAttnShapes) {
     SCOPED_TRACE(testing::Message() << "B=" << s.B << " T=" << s.T << " C=" << s.C << " H=" << s.H);
     const int N = s.B * s.T, D = s.C / s.H;
-    Vec qkv = random_vector(N * 3 * s.C, 1), y = random_vector(N * s.C, 2), dz = random_vector(N * s.C, 3);
+    Vec qkv = random_vector(N * 3 * s.C, 1), y = random_vector(N * s.C, 2),
+        dz = random_vector(N * s.C, 3);
     for (int d = 0; d < D; d++) qkv[2 * s.C + d] = 0;  // token 0, head 0: a zero value vector
     Vec dqkv0 = random_vector(N * 3 * s.C, 4);
     Vec z_ref(N * s.C), dy_ref(N * s.C), dqkv_ref = dqkv0;
     ref::xsa_forward(z_ref.data(), y.data(), qkv.data(), s.B, s.T, s.C, s.H);
-    ref::xsa_backward(dy_ref.data(), dqkv_ref.data(), dz.data(), y.data(), qkv.data(), s.B, s.T, s.C, s.H);
+    ref::xsa_backward(dy_ref.data(), dqkv_ref.data(), dz.data(), y.data(), qkv.data(), s.B, s.T,
+                      s.C, s.H);
 
     auto qkvf = cast_vector<float>(qkv), yf = cast_vector<float>(y), dzf = cast_vector<float>(dz);
     std::vector<float> zf(N * s.C), dyf(N * s.C);
     auto dqkvf = cast_vector<float>(dqkv0);
     ops::xsa_forward(zf.data(), yf.data(), qkvf.data(), s.B, s.T, s.C, s.H);
-    ops::xsa_backward(dyf.data(), dqkvf.data(), dzf.data(), yf.data(), qkvf.data(), s.B, s.T, s.C, s.H);
+    ops::xsa_backward(dyf.data(), dqkvf.data(), dzf.data(), yf.data(), qkvf.data(), s.B, s.T, s.C,
+                      s.H);
     EXPECT_LE(max_rel_error(zf, z_ref), kTolF32);
     EXPECT_LE(max_rel_error(dyf, dy_ref), kTolF32);
     EXPECT_LE(max_rel_error(dqkvf, dqkv_ref), kTolF32);
 
     Vec z64(N * s.C), dy64(N * s.C), dqkv64 = dqkv0;
     ops::xsa_forward(z64.data(), y.data(), qkv.data(), s.B, s.T, s.C, s.H);
-    ops::xsa_backward(dy64.data(), dqkv64.data(), dz.data(), y.data(), qkv.data(), s.B, s.T, s.C, s.H);
+    ops::xsa_backward(dy64.data(), dqkv64.data(), dz.data(), y.data(), qkv.data(), s.B, s.T, s.C,
+                      s.H);
     EXPECT_LE(max_rel_error(z64, z_ref), kTolF64);
     EXPECT_LE(max_rel_error(dy64, dy_ref), kTolF64);
     EXPECT_LE(max_rel_error(dqkv64, dqkv_ref), kTolF64);
@@ -277,7 +309,8 @@ TEST(Xsa, ForwardBackwardMatchReference) {
 
 TEST(Xsa, ReferenceBackwardMatchesFiniteDifferences) {
   const int B = 1, T = 4, C = 8, H = 2, N = B * T;
-  Vec qkv = random_vector(N * 3 * C, 1), y = random_vector(N * C, 2), probe = random_vector(N * C, 3);
+  Vec qkv = random_vector(N * 3 * C, 1), y = random_vector(N * C, 2),
+      probe = random_vector(N * C, 3);
   auto loss = [&](const Vec& yy, const Vec& x) {
     Vec z(N * C);
     ref::xsa_forward(z.data(), yy.data(), x.data(), B, T, C, H);
@@ -285,8 +318,10 @@ TEST(Xsa, ReferenceBackwardMatchesFiniteDifferences) {
   };
   Vec dy(N * C), dqkv(N * 3 * C, 0.0);
   ref::xsa_backward(dy.data(), dqkv.data(), probe.data(), y.data(), qkv.data(), B, T, C, H);
-  EXPECT_LE(max_rel_error(dy, numeric_grad([&](const Vec& v) { return loss(v, qkv); }, y)), kTolFiniteDiff);
-  EXPECT_LE(max_rel_error(dqkv, numeric_grad([&](const Vec& v) { return loss(y, v); }, qkv)), kTolFiniteDiff);
+  EXPECT_LE(max_rel_error(dy, numeric_grad([&](const Vec& v) { return loss(v, qkv); }, y)),
+            kTolFiniteDiff);
+  EXPECT_LE(max_rel_error(dqkv, numeric_grad([&](const Vec& v) { return loss(y, v); }, qkv)),
+            kTolFiniteDiff);
 }
 
 // z ⟂ v: |cos(z_i, v_i)| ≤ 1e-5 in float32 for every token and head with ‖v‖ > 1e-6.
@@ -329,7 +364,8 @@ TEST(Xsa, ZeroValueVectorHandledAsSpecified) {
   for (int c = 0; c < C; c++) qkv[2 * C + c] = 1e-9f;
   ops::xsa_forward(z.data(), y.data(), qkv.data(), B, T, C, H);
   ops::xsa_backward(dy.data(), dqkv.data(), dz.data(), y.data(), qkv.data(), B, T, C, H);
-  for (int c = 0; c < C; c++) EXPECT_TRUE(std::isfinite(z[c]) && std::isfinite(dy[c]) && std::isfinite(dqkv[2 * C + c]));
+  for (int c = 0; c < C; c++)
+    EXPECT_TRUE(std::isfinite(z[c]) && std::isfinite(dy[c]) && std::isfinite(dqkv[2 * C + c]));
 }
 
 // Under the causal mask position 0 attends only to itself: y_0 = v_0 and z_0 = 0 exactly.
@@ -377,7 +413,9 @@ TEST(Gelu, ReferenceBackwardMatchesFiniteDifferences) {
 
 // ---------------------------------------------------------------- cross-entropy
 TEST(CrossEntropy, ForwardBackwardMatchReference) {
-  struct Shape { int N, V, Vp; };
+  struct Shape {
+    int N, V, Vp;
+  };
   for (Shape s : {Shape{1, 5, 64}, Shape{9, 50, 64}, Shape{16, 256, 256}, Shape{7, 100, 128}}) {
     SCOPED_TRACE(testing::Message() << "N=" << s.N << " V=" << s.V << " Vp=" << s.Vp);
     Vec logits = random_vector(s.N * s.Vp, 1, 3.0);
@@ -385,19 +423,23 @@ TEST(CrossEntropy, ForwardBackwardMatchReference) {
     for (int n = 0; n < s.N; n++) targets[n] = n % 4 == 3 ? -1 : (n * 13) % s.V;  // some ignored
     const double dloss = 0.37;
     Vec g_ref = logits, loss_ref(s.N);
-    ref::crossentropy_forward_backward(g_ref.data(), loss_ref.data(), targets.data(), s.N, s.V, s.Vp, dloss);
+    ref::crossentropy_forward_backward(g_ref.data(), loss_ref.data(), targets.data(), s.N, s.V,
+                                       s.Vp, dloss);
     auto gf = cast_vector<float>(logits);
     std::vector<float> lossf(s.N);
-    ops::crossentropy_forward_backward(gf.data(), lossf.data(), targets.data(), s.N, s.V, s.Vp, (float)dloss);
+    ops::crossentropy_forward_backward(gf.data(), lossf.data(), targets.data(), s.N, s.V, s.Vp,
+                                       (float)dloss);
     EXPECT_LE(max_rel_error(lossf, loss_ref), kTolF32);
     EXPECT_LE(max_rel_error(gf, g_ref), kTolF32);
     for (int n = 0; n < s.N; n++) {
-      for (int j = s.V; j < s.Vp; j++) ASSERT_EQ(gf[n * s.Vp + j], 0.f) << "padded column gets no gradient";
+      for (int j = s.V; j < s.Vp; j++)
+        ASSERT_EQ(gf[n * s.Vp + j], 0.f) << "padded column gets no gradient";
       if (targets[n] < 0) EXPECT_EQ(lossf[n], 0.f);
     }
     // Without a gradient the logits stay as they were.
     auto kept = cast_vector<float>(logits);
-    ops::crossentropy_forward_backward(kept.data(), lossf.data(), targets.data(), s.N, s.V, s.Vp, 0.f);
+    ops::crossentropy_forward_backward(kept.data(), lossf.data(), targets.data(), s.N, s.V, s.Vp,
+                                       0.f);
     EXPECT_EQ(kept, cast_vector<float>(logits));
   }
 }
@@ -427,7 +469,8 @@ TEST(AdamW, MatchesReferenceOverSteps) {
   for (int step = 1; step <= 5; step++) {
     Vec g = random_vector(n, 10 + step, 0.1);
     auto gf = cast_vector<float>(g);
-    ref::adamw_update(p.data(), g.data(), m.data(), v.data(), n, 3e-3, 0.9, 0.95, 1e-8, 0.1, 0.5, step);
+    ref::adamw_update(p.data(), g.data(), m.data(), v.data(), n, 3e-3, 0.9, 0.95, 1e-8, 0.1, 0.5,
+                      step);
     ops::AdamWSettings s{3e-3, 0.9, 0.95, 1e-8, 0.1, 0.5, step};
     ops::adamw_update(pf.data(), gf.data(), mf.data(), vf.data(), n, s);
   }

@@ -17,17 +17,21 @@ namespace {
 
 // A fresh folder per test under the build's temporary directory.
 fs::path temp_dir(const std::string& name) {
-  fs::path dir = fs::temp_directory_path() / ("xsa_train_test_" + name + "_" + std::to_string(::getpid()));
+  fs::path dir =
+      fs::temp_directory_path() / ("xsa_train_test_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;
 }
 
 std::string sample_text(size_t n) {
-  static const char* words[] = {"the ", "cat ", "sat ", "on ", "a ", "mat ", "and ", "then ", "it ", "ran ", "far. "};
+  static const char* words[] = {"the ", "cat ",  "sat ", "on ",  "a ",   "mat ",
+                                "and ", "then ", "it ",  "ran ", "far. "};
   std::string s;
   uint64_t x = 1;
-  while (s.size() < n) s += words[(x = x * 6364136223846793005ull + 1442695040888963407ull) >> 60 & 7 ? (x >> 33) % 11 : 0];
+  while (s.size() < n)
+    s += words[(x = x * 6364136223846793005ull + 1442695040888963407ull) >> 60 & 7 ? (x >> 33) % 11
+                                                                                   : 0];
   s.resize(n);
   return s;
 }
@@ -88,11 +92,13 @@ TEST(Train, ResumeIsBitIdentical) {
   fs::path data = write_text(dir, 20000);
   RunConfig run = tiny_run(data, dir / "full");
   run.ckpt_every = 20;
+  run.threads = 2;  // with threads, as users train
   train(tiny_model(), run);
 
   // A second run continues from the first one's step-20 checkpoint, as after a crash there.
   fs::create_directories(dir / "resumed");
-  fs::copy(dir / "full" / "ckpt_000020", dir / "resumed" / "ckpt_000020", fs::copy_options::recursive);
+  fs::copy(dir / "full" / "ckpt_000020", dir / "resumed" / "ckpt_000020",
+           fs::copy_options::recursive);
   RunConfig again = run;
   again.out = (dir / "resumed").string();
   train(tiny_model(), again, (dir / "resumed").string());
@@ -103,7 +109,7 @@ TEST(Train, ResumeIsBitIdentical) {
   for (auto& m : full)
     if (m["step"].get<int>() > 20) full_losses.push_back(m["loss"]);
   for (auto& m : resumed) resumed_losses.push_back(m["loss"]);
-  ASSERT_EQ(full_losses.size(), 22u);  // 20 train records and val at steps 30 and 40
+  ASSERT_EQ(full_losses.size(), 22u);      // 20 train records and val at steps 30 and 40
   EXPECT_EQ(full_losses, resumed_losses);  // exact equality of every double
   EXPECT_EQ(read_file(dir / "full" / "ckpt_000040" / "model.safetensors"),
             read_file(dir / "resumed" / "ckpt_000040" / "model.safetensors"));
@@ -130,7 +136,8 @@ TEST(Checkpoint, RoundTripIsExact) {
   cfg.n_embd = 16;
   ParamArena<float> a(cfg);
   a.init(cfg, 3);
-  for (size_t i = 0; i < a.params.size(); i++) a.adam_m[i] = 0.5f * a.params[i], a.adam_v[i] = a.params[i] * a.params[i];
+  for (size_t i = 0; i < a.params.size(); i++)
+    a.adam_m[i] = 0.5f * a.params[i], a.adam_v[i] = a.params[i] * a.params[i];
   nlohmann::json state = {{"step", 17}, {"data_position", 12345}};
   fs::path ckpt = save_checkpoint(dir, 17, cfg, a, state, false);
   EXPECT_EQ(ckpt.filename(), "ckpt_000017");
@@ -146,13 +153,33 @@ TEST(Checkpoint, RoundTripIsExact) {
   EXPECT_EQ(load_trainer_state(ckpt), state);
 
   // nanoGPT names and [out, in] layouts.
-  SafetensorsFile file((ckpt / "model.safetensors").string(), read_file(ckpt / "model.safetensors"));
+  SafetensorsFile file((ckpt / "model.safetensors").string(),
+                       read_file(ckpt / "model.safetensors"));
   std::vector<float> qkv(3 * 16 * 16);
   EXPECT_NO_THROW(file.read("transformer.h.1.attn.c_attn.weight", {48, 16}, qkv.data()));
-  EXPECT_NO_THROW(file.read("transformer.wte.weight", {50304, 16}, std::vector<float>(50304 * 16).data()));
+  EXPECT_NO_THROW(
+      file.read("transformer.wte.weight", {50304, 16}, std::vector<float>(50304 * 16).data()));
 
   // The same step is never overwritten silently.
   EXPECT_THROW(save_checkpoint(dir, 17, cfg, a, state, false), Error);
+  fs::remove_all(dir);
+}
+
+// A run killed while writing a checkpoint leaves a temporary folder; it never counts as a
+// checkpoint, and the next save of that step replaces it.
+TEST(Checkpoint, HalfWrittenCheckpointIsIgnored) {
+  fs::path dir = temp_dir("halfwritten");
+  ModelConfig cfg = tiny_model();
+  ParamArena<float> a(cfg);
+  a.init(cfg, 1);
+  fs::path good = save_checkpoint(dir, 10, cfg, a, {{"step", 10}}, false);
+  fs::create_directories(dir / ".tmp_ckpt_000020");
+  write_file_atomic(dir / ".tmp_ckpt_000020" / "config.json", "{");
+  EXPECT_EQ(resolve_checkpoint(dir), good);
+  EXPECT_EQ(list_checkpoints(dir).size(), 1u);
+  fs::path next = save_checkpoint(dir, 20, cfg, a, {{"step", 20}}, false);
+  EXPECT_EQ(resolve_checkpoint(dir), next);
+  EXPECT_FALSE(fs::exists(dir / ".tmp_ckpt_000020"));
   fs::remove_all(dir);
 }
 

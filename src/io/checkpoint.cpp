@@ -1,7 +1,8 @@
 #include "io/checkpoint.h"
 
-#include <algorithm>
 #include <fmt/format.h>
+
+#include <algorithm>
 
 #include "io/safetensors.h"
 #include "util/error.h"
@@ -12,7 +13,9 @@ namespace {
 
 constexpr const char* kPrefix = "ckpt_";
 
-std::string checkpoint_name(int64_t step) { return fmt::format("{}{:06d}", kPrefix, step); }
+std::string checkpoint_name(int64_t step) {
+  return fmt::format("{}{:06d}", kPrefix, step);
+}
 
 bool is_checkpoint_name(const std::string& name) {
   if (name.rfind(kPrefix, 0) != 0 || name.size() <= 5) return false;
@@ -62,7 +65,8 @@ fs::path save_checkpoint(const fs::path& run_dir, int64_t step, const ModelConfi
                     encode_safetensors(tensor_refs(arena.layout, arena.params.data(), ""),
                                        {{"format", "pt"}, {"step", std::to_string(step)}}));
   std::vector<TensorRef> moments = tensor_refs(arena.layout, arena.adam_m.data(), ".exp_avg");
-  for (TensorRef& r : tensor_refs(arena.layout, arena.adam_v.data(), ".exp_avg_sq")) moments.push_back(r);
+  for (TensorRef& r : tensor_refs(arena.layout, arena.adam_v.data(), ".exp_avg_sq"))
+    moments.push_back(r);
   write_file_atomic(tmp_dir / "optimizer.safetensors", encode_safetensors(moments));
   write_file_atomic(tmp_dir / "trainer.json", trainer_state.dump(2) + "\n");
 
@@ -82,7 +86,8 @@ std::vector<fs::path> list_checkpoints(const fs::path& run_dir) {
   std::error_code ec;
   if (!fs::is_directory(run_dir, ec)) return out;
   for (const auto& entry : fs::directory_iterator(run_dir, ec))
-    if (entry.is_directory() && is_checkpoint_name(entry.path().filename().string())) out.push_back(entry.path());
+    if (entry.is_directory() && is_checkpoint_name(entry.path().filename().string()))
+      out.push_back(entry.path());
   std::sort(out.begin(), out.end());  // zero-padded names sort by step
   return out;
 }
@@ -96,9 +101,11 @@ std::optional<fs::path> latest_checkpoint(const fs::path& run_dir) {
 fs::path resolve_checkpoint(const fs::path& path) {
   std::error_code ec;
   if (!fs::exists(path, ec)) fail("{}: no such run or checkpoint folder", path.string());
-  if (fs::exists(path / "config.json", ec) && fs::exists(path / "model.safetensors", ec)) return path;
+  if (fs::exists(path / "config.json", ec) && fs::exists(path / "model.safetensors", ec))
+    return path;
   if (auto latest = latest_checkpoint(path)) return *latest;
-  fail("{}: holds no checkpoint (no ckpt_* folder with config.json and model.safetensors)", path.string());
+  fail("{}: holds no checkpoint (no ckpt_* folder with config.json and model.safetensors)",
+       path.string());
 }
 
 ModelConfig load_checkpoint_config(const fs::path& ckpt_dir) {
@@ -106,7 +113,8 @@ ModelConfig load_checkpoint_config(const fs::path& ckpt_dir) {
   return model_config_from_json(parse_json_file(path), path.string());
 }
 
-void load_checkpoint_weights(const fs::path& ckpt_dir, ParamArena<float>& arena, bool with_optimizer) {
+void load_checkpoint_weights(const fs::path& ckpt_dir, ParamArena<float>& arena,
+                             bool with_optimizer) {
   const fs::path model_path = ckpt_dir / "model.safetensors";
   SafetensorsFile model(model_path.string(), read_file(model_path));
   read_tensors(model, arena.layout, arena.params.data(), "");

@@ -30,7 +30,8 @@ std::vector<fs::path> list_checkpoints(const fs::path& run_dir);  // ascending b
 
 ModelConfig load_checkpoint_config(const fs::path& ckpt_dir);
 // Loads parameters (and, with_optimizer, the AdamW moments) checking every name and shape.
-void load_checkpoint_weights(const fs::path& ckpt_dir, ParamArena<float>& arena, bool with_optimizer);
+void load_checkpoint_weights(const fs::path& ckpt_dir, ParamArena<float>& arena,
+                             bool with_optimizer);
 nlohmann::json load_trainer_state(const fs::path& ckpt_dir);
 
 }  // namespace xsa

@@ -8,7 +8,8 @@
 
 namespace xsa {
 
-static_assert(std::endian::native == std::endian::little, "safetensors I/O assumes a little-endian host");
+static_assert(std::endian::native == std::endian::little,
+              "safetensors I/O assumes a little-endian host");
 
 std::string shape_string(const std::vector<int64_t>& shape) {
   std::string s = "[";
@@ -29,7 +30,8 @@ std::string encode_safetensors(const std::vector<TensorRef>& tensors,
   size_t offset = 0;
   for (const TensorRef& t : tensors) {
     size_t bytes = numel_of(t.shape) * sizeof(float);
-    header[t.name] = {{"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
+    header[t.name] = {
+        {"dtype", "F32"}, {"shape", t.shape}, {"data_offsets", {offset, offset + bytes}}};
     offset += bytes;
   }
   std::string json = header.dump();
@@ -46,11 +48,13 @@ std::string encode_safetensors(const std::vector<TensorRef>& tensors,
 
 SafetensorsFile::SafetensorsFile(std::string path, std::string bytes)
     : path_(std::move(path)), bytes_(std::move(bytes)) {
-  if (bytes_.size() < 8) fail("{}: truncated: {} bytes, too short for a safetensors header", path_, bytes_.size());
+  if (bytes_.size() < 8)
+    fail("{}: truncated: {} bytes, too short for a safetensors header", path_, bytes_.size());
   uint64_t header_len;
   std::memcpy(&header_len, bytes_.data(), 8);
   if (header_len > bytes_.size() - 8)
-    fail("{}: truncated: header claims {} bytes but the file has {}", path_, header_len, bytes_.size());
+    fail("{}: truncated: header claims {} bytes but the file has {}", path_, header_len,
+         bytes_.size());
   data_start_ = 8 + header_len;
   nlohmann::json header;
   try {
@@ -67,10 +71,12 @@ SafetensorsFile::SafetensorsFile(std::string path, std::string bytes)
           if (v.is_string()) metadata_[k] = v.get<std::string>();
       continue;
     }
-    if (!info.is_object() || !info.contains("dtype") || !info.contains("shape") || !info.contains("data_offsets"))
+    if (!info.is_object() || !info.contains("dtype") || !info.contains("shape") ||
+        !info.contains("data_offsets"))
       fail("{}: tensor '{}' lacks dtype, shape or data_offsets", path_, name);
     if (info["dtype"] != "F32")
-      fail("{}: tensor '{}' has dtype {}, only F32 is supported", path_, name, info["dtype"].dump());
+      fail("{}: tensor '{}' has dtype {}, only F32 is supported", path_, name,
+           info["dtype"].dump());
     Entry e;
     try {
       e.shape = info["shape"].get<std::vector<int64_t>>();
@@ -86,19 +92,21 @@ SafetensorsFile::SafetensorsFile(std::string path, std::string bytes)
       fail("{}: tensor '{}' has {} data bytes, its shape {} needs {}", path_, name, e.end - e.begin,
            shape_string(e.shape), numel_of(e.shape) * sizeof(float));
     if (e.end > data_size)
-      fail("{}: truncated: tensor '{}' ends at data byte {} but the file holds only {}", path_, name,
-           e.end, data_size);
+      fail("{}: truncated: tensor '{}' ends at data byte {} but the file holds only {}", path_,
+           name, e.end, data_size);
     entries_[name] = std::move(e);
   }
 }
 
-void SafetensorsFile::read(const std::string& name, const std::vector<int64_t>& shape, float* out) const {
+void SafetensorsFile::read(const std::string& name, const std::vector<int64_t>& shape,
+                           float* out) const {
   auto it = entries_.find(name);
   if (it == entries_.end()) fail("{}: tensor '{}' is missing", path_, name);
   if (it->second.shape != shape)
-    fail("{}: tensor '{}' has shape {}, the model needs {}", path_, name, shape_string(it->second.shape),
-         shape_string(shape));
-  std::memcpy(out, bytes_.data() + data_start_ + it->second.begin, it->second.end - it->second.begin);
+    fail("{}: tensor '{}' has shape {}, the model needs {}", path_, name,
+         shape_string(it->second.shape), shape_string(shape));
+  std::memcpy(out, bytes_.data() + data_start_ + it->second.begin,
+              it->second.end - it->second.begin);
 }
 
 std::vector<std::string> SafetensorsFile::names() const {

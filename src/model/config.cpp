@@ -27,12 +27,20 @@ void ModelConfig::validate() const {
   if (!(rope_theta > 0)) fail("rope_theta {} must be positive", rope_theta);
 }
 
-int pad_vocab(int vocab_size) { return (vocab_size + 63) / 64 * 64; }
+int pad_vocab(int vocab_size) {
+  return (vocab_size + 63) / 64 * 64;
+}
 
-int vocab_size_of(TokenizerKind kind) { return kind == TokenizerKind::byte ? 256 : 50257; }
+int vocab_size_of(TokenizerKind kind) {
+  return kind == TokenizerKind::byte ? 256 : 50257;
+}
 
-const char* to_string(AttnKind kind) { return kind == AttnKind::sa ? "sa" : "xsa"; }
-const char* to_string(TokenizerKind kind) { return kind == TokenizerKind::byte ? "byte" : "gpt2"; }
+const char* to_string(AttnKind kind) {
+  return kind == AttnKind::sa ? "sa" : "xsa";
+}
+const char* to_string(TokenizerKind kind) {
+  return kind == TokenizerKind::byte ? "byte" : "gpt2";
+}
 
 TokenizerKind parse_tokenizer(const std::string& name) {
   if (name == "byte") return TokenizerKind::byte;
@@ -70,7 +78,8 @@ std::string layer_attn_string(const ModelConfig& cfg) {
   for (int l = 1; l < cfg.n_layer; l++) uniform &= cfg.layer_attn[l] == cfg.layer_attn[0];
   if (uniform) return to_string(cfg.layer_attn[0]);
   std::string s;
-  for (int l = 0; l < cfg.n_layer; l++) s += (l ? "," : "") + std::string(to_string(cfg.layer_attn[l]));
+  for (int l = 0; l < cfg.n_layer; l++)
+    s += (l ? "," : "") + std::string(to_string(cfg.layer_attn[l]));
   return s;
 }
 
@@ -99,13 +108,15 @@ void to_json(nlohmann::json& j, const ModelConfig& cfg) {
 ModelConfig model_config_from_json(const nlohmann::json& j, const std::string& source) {
   ModelConfig cfg;
   auto get_int = [&](const char* key) -> int {
-    if (!j.contains(key) || !j[key].is_number_integer()) fail("{}: '{}' is missing or not an integer", source, key);
+    if (!j.contains(key) || !j[key].is_number_integer())
+      fail("{}: '{}' is missing or not an integer", source, key);
     return j[key].get<int>();
   };
   if (!j.is_object()) fail("{}: not a JSON object", source);
   if (j.value("format", "") != "xsa-gpt") fail("{}: 'format' is not \"xsa-gpt\"", source);
   if (j.value("version", 0) != 1) fail("{}: unsupported version {}", source, j.value("version", 0));
-  if (!j.contains("tokenizer") || !j["tokenizer"].is_string()) fail("{}: 'tokenizer' is missing", source);
+  if (!j.contains("tokenizer") || !j["tokenizer"].is_string())
+    fail("{}: 'tokenizer' is missing", source);
   cfg.tokenizer = parse_tokenizer(j["tokenizer"].get<std::string>());
   cfg.vocab_size = get_int("vocab_size");
   cfg.padded_vocab = get_int("padded_vocab_size");
@@ -113,7 +124,8 @@ ModelConfig model_config_from_json(const nlohmann::json& j, const std::string& s
   cfg.n_head = get_int("n_head");
   cfg.n_embd = get_int("n_embd");
   cfg.seq_len = get_int("seq_len");
-  if (!j.contains("rope_theta") || !j["rope_theta"].is_number()) fail("{}: 'rope_theta' is missing", source);
+  if (!j.contains("rope_theta") || !j["rope_theta"].is_number())
+    fail("{}: 'rope_theta' is missing", source);
   cfg.rope_theta = j["rope_theta"].get<double>();
   try {
     cfg.validate();
@@ -122,7 +134,8 @@ ModelConfig model_config_from_json(const nlohmann::json& j, const std::string& s
   }
   const auto& attn = j.contains("layer_attn") ? j["layer_attn"] : nlohmann::json();
   if (!attn.is_array() || (int)attn.size() != cfg.n_layer)
-    fail("{}: 'layer_attn' must list one of \"sa\"/\"xsa\" per layer ({} layers)", source, cfg.n_layer);
+    fail("{}: 'layer_attn' must list one of \"sa\"/\"xsa\" per layer ({} layers)", source,
+         cfg.n_layer);
   for (int l = 0; l < cfg.n_layer; l++) {
     std::string a = attn[l].is_string() ? attn[l].get<std::string>() : "";
     if (a != "sa" && a != "xsa") fail("{}: layer_attn[{}] is not \"sa\" or \"xsa\"", source, l);

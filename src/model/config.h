@@ -4,10 +4,9 @@
 
 #include <array>
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <type_traits>
-
-#include <nlohmann/json_fwd.hpp>
 
 namespace xsa {
 
@@ -23,7 +22,7 @@ struct ModelConfig {
   int n_layer = 4;
   int n_head = 4;
   int n_embd = 128;
-  int seq_len = 256;       // context length T (RoPE table size; no learned positions)
+  int seq_len = 256;  // context length T (RoPE table size; no learned positions)
   double rope_theta = 10000.0;
   std::array<AttnKind, kMaxLayers> layer_attn{};  // first n_layer entries used
 

@@ -53,7 +53,8 @@ template <typename Real>
 Gpt<Real>::Gpt(const ModelConfig& cfg, int B, int T) : cfg_(cfg), B_(B), T_(T), params_(cfg) {
   cfg_.validate();
   if (B <= 0) fail("--batch {} must be positive", B);
-  if (T <= 0 || T > cfg.seq_len) fail("sequence length {} must be between 1 and the model's {}", T, cfg.seq_len);
+  if (T <= 0 || T > cfg.seq_len)
+    fail("sequence length {} must be between 1 and the model's {}", T, cfg.seq_len);
   head_rows_ = head_rows_for(cfg_, B * T);
   act_memory_.reset(carve_activations<Real>(acts_, nullptr, cfg_, B, T, head_rows_));
   carve_activations<Real>(acts_, act_memory_.data(), cfg_, B, T, head_rows_);
@@ -80,8 +81,10 @@ double Gpt<Real>::run_forward(const int32_t* inputs, const int32_t* targets, boo
   Weights<Real>& w = params_.w;
   Activations<Real>& a = acts_;
   for (int n = 0; n < N; n++) {
-    XSA_CHECK(inputs[n] >= 0 && inputs[n] < V, "input token {} at position {} outside [0, {})", inputs[n], n, V);
-    XSA_CHECK(targets[n] >= -1 && targets[n] < V, "target {} at position {} outside [-1, {})", targets[n], n, V);
+    XSA_CHECK(inputs[n] >= 0 && inputs[n] < V, "input token {} at position {} outside [0, {})",
+              inputs[n], n, V);
+    XSA_CHECK(targets[n] >= -1 && targets[n] < V, "target {} at position {} outside [-1, {})",
+              targets[n], n, V);
   }
 
   ops::encoder_forward(a.resid[0], inputs, w.wte, N, C);
@@ -108,7 +111,8 @@ double Gpt<Real>::run_forward(const int32_t* inputs, const int32_t* targets, boo
     std::memcpy(a.resid[l + 1], L.resid_mid, sizeof(Real) * N * C);
     ops::matmul_forward(a.resid[l + 1], L.fc_gelu, W.mlp_proj_w, N, 4 * C, C, /*accumulate=*/true);
   }
-  ops::layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, a.resid[cfg_.n_layer], w.lnf_w, w.lnf_b, N, C);
+  ops::layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, a.resid[cfg_.n_layer], w.lnf_w, w.lnf_b, N,
+                         C);
 
   target_count_ = 0;
   for (int n = 0; n < N; n++) target_count_ += targets[n] >= 0;
@@ -123,7 +127,8 @@ double Gpt<Real>::run_forward(const int32_t* inputs, const int32_t* targets, boo
     ops::matmul_forward(a.logits, lnf_rows, w.wte, rows, C, Vp);
     ops::crossentropy_forward_backward(a.logits, a.losses + r0, targets + r0, rows, V, Vp, dloss);
     if (need_grad) {
-      ops::matmul_backward(a.d_buf + (size_t)r0 * C, params_.dw.wte, a.logits, lnf_rows, w.wte, rows, C, Vp);
+      ops::matmul_backward(a.d_buf + (size_t)r0 * C, params_.dw.wte, a.logits, lnf_rows, w.wte,
+                           rows, C, Vp);
     }
   }
   double total = 0;  // in order, so the loss does not depend on the thread count
@@ -152,8 +157,8 @@ void Gpt<Real>::backward(const int32_t* inputs) {
     ops::matmul_backward(a.d_fc, dW.mlp_proj_w, a.d_resid, L.fc_gelu, W.mlp_proj_w, N, 4 * C, C);
     ops::gelu_backward(a.d_fc, L.fc, a.d_fc, (size_t)N * 4 * C);
     ops::matmul_backward(a.d_buf, dW.fc_w, a.d_fc, L.ln2, W.fc_w, N, C, 4 * C);
-    ops::layernorm_backward(a.d_resid, dW.ln2_w, dW.ln2_b, a.d_buf, L.resid_mid, W.ln2_w, L.ln2_mean,
-                            L.ln2_rstd, N, C);
+    ops::layernorm_backward(a.d_resid, dW.ln2_w, dW.ln2_b, a.d_buf, L.resid_mid, W.ln2_w,
+                            L.ln2_mean, L.ln2_rstd, N, C);
     // Attention block: x_mid = x + z · W_oᵀ. z is recomputed from y (not stored) for XSA.
     const bool exclusive = cfg_.layer_attn[l] == AttnKind::xsa;
     const Real* z = L.att_y;
@@ -161,11 +166,13 @@ void Gpt<Real>::backward(const int32_t* inputs) {
       ops::xsa_forward(a.att_z, L.att_y, L.qkv, B, T, C, H);
       z = a.att_z;
     }
-    ops::matmul_backward(a.d_buf, dW.attn_proj_w, a.d_resid, z, W.attn_proj_w, N, C, C);  // d_buf = ∂L/∂z
+    ops::matmul_backward(a.d_buf, dW.attn_proj_w, a.d_resid, z, W.attn_proj_w, N, C,
+                         C);  // d_buf = ∂L/∂z
     std::memset(a.d_qkv, 0, sizeof(Real) * 3 * NC);
     Real* dy = a.d_buf;
     if (exclusive) {
-      ops::xsa_backward(a.d_buf2, a.d_qkv, a.d_buf, L.att_y, L.qkv, B, T, C, H);  // + own-value grad
+      ops::xsa_backward(a.d_buf2, a.d_qkv, a.d_buf, L.att_y, L.qkv, B, T, C,
+                        H);  // + own-value grad
       dy = a.d_buf2;
     }
     ops::attention_backward(a.d_qkv, dy, L.qkv, L.att_y, L.att_lse, B, T, C, H);

@@ -15,18 +15,18 @@ namespace xsa {
 // Views into the activation arena, sized once from (B, T). N = B*T.
 template <typename Real>
 struct LayerActivations {
-  Real* ln1;       // [N, C]
-  Real* ln1_mean;  // [N]
-  Real* ln1_rstd;  // [N]
-  Real* qkv;       // [N, 3C] after RoPE on q and k
-  Real* att_y;     // [N, C] attention output y, before the exclusive step (z is recomputed)
-  Real* att_lse;   // [B, H, T] row log-sum-exp of the scores
-  Real* resid_mid; // [N, C] residual stream after the attention block
-  Real* ln2;       // [N, C]
-  Real* ln2_mean;  // [N]
-  Real* ln2_rstd;  // [N]
-  Real* fc;        // [N, 4C] before GELU
-  Real* fc_gelu;   // [N, 4C]
+  Real* ln1;        // [N, C]
+  Real* ln1_mean;   // [N]
+  Real* ln1_rstd;   // [N]
+  Real* qkv;        // [N, 3C] after RoPE on q and k
+  Real* att_y;      // [N, C] attention output y, before the exclusive step (z is recomputed)
+  Real* att_lse;    // [B, H, T] row log-sum-exp of the scores
+  Real* resid_mid;  // [N, C] residual stream after the attention block
+  Real* ln2;        // [N, C]
+  Real* ln2_mean;   // [N]
+  Real* ln2_rstd;   // [N]
+  Real* fc;         // [N, 4C] before GELU
+  Real* fc_gelu;    // [N, 4C]
 };
 
 template <typename Real>
@@ -40,13 +40,13 @@ struct Activations {
   Real* rope_cos;            // [T, D/2]
   Real* rope_sin;            // [T, D/2]
   // Scratch, reused across layers.
-  Real* att_z;               // [N, C] exclusive output z (SA: unused)
-  Real* logits;              // [head_rows, V_pad] one chunk of the tied head
-  Real* d_resid;             // [N, C] gradient of the residual stream
-  Real* d_buf;               // [N, C]
-  Real* d_buf2;              // [N, C]
-  Real* d_qkv;               // [N, 3C]
-  Real* d_fc;                // [N, 4C]
+  Real* att_z;    // [N, C] exclusive output z (SA: unused)
+  Real* logits;   // [head_rows, V_pad] one chunk of the tied head
+  Real* d_resid;  // [N, C] gradient of the residual stream
+  Real* d_buf;    // [N, C]
+  Real* d_buf2;   // [N, C]
+  Real* d_qkv;    // [N, 3C]
+  Real* d_fc;     // [N, 4C]
 };
 
 template <typename Real>

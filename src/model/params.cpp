@@ -10,13 +10,14 @@ std::vector<TensorInfo> param_layout(const ModelConfig& cfg) {
   std::vector<TensorInfo> layout;
   Weights<float> unused;
   size_t offset = 0;
-  for_each_tensor(cfg, unused, [&](const std::string& name, const std::vector<int64_t>& shape, bool decay,
-                                   Init init, float*&) {
-    TensorInfo t{name, shape, offset, 1, decay, init};
-    for (int64_t d : shape) t.numel *= d;
-    offset += align_elements<float>(t.numel);
-    layout.push_back(std::move(t));
-  });
+  for_each_tensor(cfg, unused,
+                  [&](const std::string& name, const std::vector<int64_t>& shape, bool decay,
+                      Init init, float*&) {
+                    TensorInfo t{name, shape, offset, 1, decay, init};
+                    for (int64_t d : shape) t.numel *= d;
+                    offset += align_elements<float>(t.numel);
+                    layout.push_back(std::move(t));
+                  });
   return layout;
 }
 
@@ -47,10 +48,18 @@ void ParamArena<Real>::init(const ModelConfig& cfg, uint64_t seed) {
     if (t.name == "transformer.wte.weight") rows_real = (size_t)cfg.vocab_size * cfg.n_embd;
     for (size_t i = 0; i < t.numel; i++) {
       switch (t.init) {
-        case Init::normal: p[i] = i < rows_real ? Real(std_normal * rng.normal()) : Real(0); break;
-        case Init::normal_residual: p[i] = Real(std_residual * rng.normal()); break;
-        case Init::ones: p[i] = 1; break;
-        case Init::zeros: p[i] = 0; break;
+        case Init::normal:
+          p[i] = i < rows_real ? Real(std_normal * rng.normal()) : Real(0);
+          break;
+        case Init::normal_residual:
+          p[i] = Real(std_residual * rng.normal());
+          break;
+        case Init::ones:
+          p[i] = 1;
+          break;
+        case Init::zeros:
+          p[i] = 0;
+          break;
       }
     }
   }

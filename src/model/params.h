@@ -20,7 +20,7 @@ struct TensorInfo {
   std::vector<int64_t> shape;  // [out, in] for linear weights
   size_t offset = 0;           // in elements, into each arena buffer (64-byte aligned)
   size_t numel = 0;
-  bool decay = false;          // AdamW weight decay (2-D matrices only)
+  bool decay = false;  // AdamW weight decay (2-D matrices only)
   Init init = Init::zeros;
 };
 
@@ -50,18 +50,21 @@ template <typename Real, typename Fn>
 void for_each_tensor(const ModelConfig& cfg, Weights<Real>& w, Fn&& fn) {
   const int64_t C = cfg.n_embd;
   w.layers.resize(cfg.n_layer);
-  fn("transformer.wte.weight", std::vector<int64_t>{cfg.padded_vocab, C}, true, Init::normal, w.wte);
+  fn("transformer.wte.weight", std::vector<int64_t>{cfg.padded_vocab, C}, true, Init::normal,
+     w.wte);
   for (int l = 0; l < cfg.n_layer; l++) {
     LayerWeights<Real>& L = w.layers[l];
     const std::string p = "transformer.h." + std::to_string(l) + ".";
     fn(p + "ln_1.weight", std::vector<int64_t>{C}, false, Init::ones, L.ln1_w);
     fn(p + "ln_1.bias", std::vector<int64_t>{C}, false, Init::zeros, L.ln1_b);
     fn(p + "attn.c_attn.weight", std::vector<int64_t>{3 * C, C}, true, Init::normal, L.qkv_w);
-    fn(p + "attn.c_proj.weight", std::vector<int64_t>{C, C}, true, Init::normal_residual, L.attn_proj_w);
+    fn(p + "attn.c_proj.weight", std::vector<int64_t>{C, C}, true, Init::normal_residual,
+       L.attn_proj_w);
     fn(p + "ln_2.weight", std::vector<int64_t>{C}, false, Init::ones, L.ln2_w);
     fn(p + "ln_2.bias", std::vector<int64_t>{C}, false, Init::zeros, L.ln2_b);
     fn(p + "mlp.c_fc.weight", std::vector<int64_t>{4 * C, C}, true, Init::normal, L.fc_w);
-    fn(p + "mlp.c_proj.weight", std::vector<int64_t>{C, 4 * C}, true, Init::normal_residual, L.mlp_proj_w);
+    fn(p + "mlp.c_proj.weight", std::vector<int64_t>{C, 4 * C}, true, Init::normal_residual,
+       L.mlp_proj_w);
   }
   fn("transformer.ln_f.weight", std::vector<int64_t>{C}, false, Init::ones, w.lnf_w);
   fn("transformer.ln_f.bias", std::vector<int64_t>{C}, false, Init::zeros, w.lnf_b);
@@ -76,12 +79,13 @@ template <typename Real>
 Weights<Real> point_weights(const ModelConfig& cfg, Real* base) {
   Weights<Real> w;
   size_t offset = 0;
-  for_each_tensor(cfg, w, [&](const std::string&, const std::vector<int64_t>& shape, bool, Init, Real*& slot) {
-    size_t n = 1;
-    for (int64_t d : shape) n *= d;
-    slot = base + offset;
-    offset += align_elements<float>(n);
-  });
+  for_each_tensor(
+      cfg, w, [&](const std::string&, const std::vector<int64_t>& shape, bool, Init, Real*& slot) {
+        size_t n = 1;
+        for (int64_t d : shape) n *= d;
+        slot = base + offset;
+        offset += align_elements<float>(n);
+      });
   return w;
 }
 

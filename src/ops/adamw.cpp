@@ -45,9 +45,9 @@ double sum_of_squares(const Real* x, size_t n) {
   return total;
 }
 
-#define XSA_INSTANTIATE(Real)                                                             \
-  template void adamw_update<Real>(Real*, const Real*, Real*, Real*, size_t,            \
-                                   const AdamWSettings&);                               \
+#define XSA_INSTANTIATE(Real)                                                \
+  template void adamw_update<Real>(Real*, const Real*, Real*, Real*, size_t, \
+                                   const AdamWSettings&);                    \
   template double sum_of_squares<Real>(const Real*, size_t);
 XSA_INSTANTIATE(float)
 XSA_INSTANTIATE(double)

@@ -93,9 +93,9 @@ void attention_backward(Real* dqkv, const Real* dy, const Real* qkv, const Real*
   }
 }
 
-#define XSA_INSTANTIATE(Real)                                                                 \
-  template void attention_forward<Real>(Real*, Real*, const Real*, int, int, int, int);     \
-  template void attention_backward<Real>(Real*, const Real*, const Real*, const Real*,      \
+#define XSA_INSTANTIATE(Real)                                                           \
+  template void attention_forward<Real>(Real*, Real*, const Real*, int, int, int, int); \
+  template void attention_backward<Real>(Real*, const Real*, const Real*, const Real*,  \
                                          const Real*, int, int, int, int);
 XSA_INSTANTIATE(float)
 XSA_INSTANTIATE(double)

@@ -39,7 +39,7 @@ void crossentropy_forward_backward(Real* logits, Real* losses, const int32_t* ta
 
 template void crossentropy_forward_backward<float>(float*, float*, const int32_t*, int, int, int,
                                                    float);
-template void crossentropy_forward_backward<double>(double*, double*, const int32_t*, int, int,
-                                                    int, double);
+template void crossentropy_forward_backward<double>(double*, double*, const int32_t*, int, int, int,
+                                                    double);
 
 }  // namespace xsa::ops

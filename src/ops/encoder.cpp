@@ -31,7 +31,7 @@ void encoder_backward(Real* dwte, const Real* dout, const int32_t* tokens, int N
   }
 }
 
-#define XSA_INSTANTIATE(Real)                                                            \
+#define XSA_INSTANTIATE(Real)                                                        \
   template void encoder_forward<Real>(Real*, const int32_t*, const Real*, int, int); \
   template void encoder_backward<Real>(Real*, const Real*, const int32_t*, int, int);
 XSA_INSTANTIATE(float)

@@ -20,7 +20,8 @@ void gelu_forward(Real* out, const Real* inp, size_t n) {
 
 template <typename Real>
 void gelu_backward(Real* dinp, const Real* inp, const Real* dout, size_t n) {
-  // d/dx = 0.5 (1 + tanh(u)) + 0.5 x sech²(u) · √(2/π)(1 + 3·0.044715 x²), u = √(2/π)(x + 0.044715 x³)
+  // d/dx = 0.5 (1 + tanh(u)) + 0.5 x sech²(u) · √(2/π)(1 + 3·0.044715 x²), u = √(2/π)(x + 0.044715
+  // x³)
   const Real k = Real(kSqrt2OverPi);
 #pragma omp parallel for schedule(static)
   for (size_t i = 0; i < n; i++) {
@@ -33,7 +34,7 @@ void gelu_backward(Real* dinp, const Real* inp, const Real* dout, size_t n) {
   }
 }
 
-#define XSA_INSTANTIATE(Real)                                        \
+#define XSA_INSTANTIATE(Real)                                   \
   template void gelu_forward<Real>(Real*, const Real*, size_t); \
   template void gelu_backward<Real>(Real*, const Real*, const Real*, size_t);
 XSA_INSTANTIATE(float)

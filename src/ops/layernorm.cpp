@@ -63,10 +63,10 @@ void layernorm_backward(Real* dinp, Real* dweight, Real* dbias, const Real* dout
   }
 }
 
-#define XSA_INSTANTIATE(Real)                                                                   \
-  template void layernorm_forward<Real>(Real*, Real*, Real*, const Real*, const Real*,         \
-                                        const Real*, int, int);                                \
-  template void layernorm_backward<Real>(Real*, Real*, Real*, const Real*, const Real*,        \
+#define XSA_INSTANTIATE(Real)                                                           \
+  template void layernorm_forward<Real>(Real*, Real*, Real*, const Real*, const Real*,  \
+                                        const Real*, int, int);                         \
+  template void layernorm_backward<Real>(Real*, Real*, Real*, const Real*, const Real*, \
                                          const Real*, const Real*, const Real*, int, int);
 XSA_INSTANTIATE(float)
 XSA_INSTANTIATE(double)

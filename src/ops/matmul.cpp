@@ -9,13 +9,13 @@ namespace {
 // C [M, N] = alpha · op(A) · op(B) + beta · C, row-major.
 void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
           const float* B, int ldb, float beta, float* C, int ldc) {
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
-              M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+              trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 void gemm(bool trans_a, bool trans_b, int M, int N, int K, double alpha, const double* A, int lda,
           const double* B, int ldb, double beta, double* C, int ldc) {
-  cblas_dgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans, trans_b ? CblasTrans : CblasNoTrans,
-              M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+  cblas_dgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
+              trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
 }  // namespace
@@ -33,12 +33,15 @@ void matmul_backward(Real* dinp, Real* dweight, const Real* dout, const Real* in
                      const Real* weight, int N, int in_dim, int out_dim) {
   if (N == 0) return;
   // forward: out = inp · Wᵀ  =>  dinp = dout · W,  dW += doutᵀ · inp
-  if (dinp) gemm(false, false, N, in_dim, out_dim, Real(1), dout, out_dim, weight, in_dim, Real(0), dinp, in_dim);
-  gemm(true, false, out_dim, in_dim, N, Real(1), dout, out_dim, inp, in_dim, Real(1), dweight, in_dim);
+  if (dinp)
+    gemm(false, false, N, in_dim, out_dim, Real(1), dout, out_dim, weight, in_dim, Real(0), dinp,
+         in_dim);
+  gemm(true, false, out_dim, in_dim, N, Real(1), dout, out_dim, inp, in_dim, Real(1), dweight,
+       in_dim);
 }
 
-#define XSA_INSTANTIATE(Real)                                                                  \
-  template void matmul_forward<Real>(Real*, const Real*, const Real*, int, int, int, bool); \
+#define XSA_INSTANTIATE(Real)                                                                   \
+  template void matmul_forward<Real>(Real*, const Real*, const Real*, int, int, int, bool);     \
   template void matmul_backward<Real>(Real*, Real*, const Real*, const Real*, const Real*, int, \
                                       int, int);
 XSA_INSTANTIATE(float)

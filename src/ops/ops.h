@@ -102,7 +102,8 @@ struct AdamWSettings {
 };
 // Decoupled AdamW as torch.optim.AdamW: p *= 1 − lr·wd; m, v moments; bias-corrected update.
 template <typename Real>
-void adamw_update(Real* param, const Real* grad, Real* m, Real* v, size_t n, const AdamWSettings& s);
+void adamw_update(Real* param, const Real* grad, Real* m, Real* v, size_t n,
+                  const AdamWSettings& s);
 // Σ g² in double, summed in fixed chunks so the result does not depend on the thread count.
 template <typename Real>
 double sum_of_squares(const Real* x, size_t n);

@@ -12,7 +12,8 @@
 namespace xsa::ref {
 
 template <typename Real>
-void matmul_forward(Real* out, const Real* inp, const Real* weight, int N, int in_dim, int out_dim) {
+void matmul_forward(Real* out, const Real* inp, const Real* weight, int N, int in_dim,
+                    int out_dim) {
   for (int n = 0; n < N; n++)
     for (int o = 0; o < out_dim; o++) {
       Real s = 0;
@@ -111,7 +112,9 @@ void rope_rotate(Real* qkv, int B, int T, int C, int H, double theta, int sign) 
 template <typename Real>
 void attention_forward(Real* y, Real* lse, const Real* qkv, int B, int T, int C, int H) {
   int D = C / H;
-  auto at = [&](int b, int t, int part, int h, int d) { return qkv[(b * T + t) * 3 * C + part * C + h * D + d]; };
+  auto at = [&](int b, int t, int part, int h, int d) {
+    return qkv[(b * T + t) * 3 * C + part * C + h * D + d];
+  };
   std::vector<Real> scores(T);
   for (int b = 0; b < B; b++)
     for (int h = 0; h < H; h++)
@@ -139,7 +142,9 @@ void attention_forward(Real* y, Real* lse, const Real* qkv, int B, int T, int C,
 template <typename Real>
 void attention_backward(Real* dqkv, const Real* dy, const Real* qkv, int B, int T, int C, int H) {
   int D = C / H;
-  auto idx = [&](int b, int t, int part, int h, int d) { return (b * T + t) * 3 * C + part * C + h * D + d; };
+  auto idx = [&](int b, int t, int part, int h, int d) {
+    return (b * T + t) * 3 * C + part * C + h * D + d;
+  };
   std::vector<Real> P(T * T), dP(T * T);
   Real scale = 1 / std::sqrt(Real(D));
   for (int b = 0; b < B; b++)
@@ -159,7 +164,8 @@ void attention_backward(Real* dqkv, const Real* dy, const Real* qkv, int B, int 
       for (int i = 0; i < T; i++)
         for (int j = 0; j < T; j++) {
           Real s = 0;
-          for (int d = 0; d < D; d++) s += dy[(b * T + i) * C + h * D + d] * qkv[idx(b, j, 2, h, d)];
+          for (int d = 0; d < D; d++)
+            s += dy[(b * T + i) * C + h * D + d] * qkv[idx(b, j, 2, h, d)];
           dP[i * T + j] = s;
         }
       for (int i = 0; i < T; i++) {

@@ -21,7 +21,8 @@ void rope_table(Real* cos, Real* sin, int T, int D, double theta) {
 }
 
 namespace {
-// Rotates both q and k of every (b, t, head) by +angle (forward) or −angle (backward: the transpose).
+// Rotates both q and k of every (b, t, head) by +angle (forward) or −angle (backward: the
+// transpose).
 template <typename Real>
 void rotate_qk(Real* qkv, const Real* cos, const Real* sin, int B, int T, int C, int H,
                Real direction) {
@@ -58,9 +59,9 @@ void rope_backward(Real* dqkv, const Real* cos, const Real* sin, int B, int T, i
   rotate_qk(dqkv, cos, sin, B, T, C, H, Real(-1));
 }
 
-#define XSA_INSTANTIATE(Real)                                                                 \
-  template void rope_table<Real>(Real*, Real*, int, int, double);                           \
-  template void rope_forward<Real>(Real*, const Real*, const Real*, int, int, int, int);    \
+#define XSA_INSTANTIATE(Real)                                                            \
+  template void rope_table<Real>(Real*, Real*, int, int, double);                        \
+  template void rope_forward<Real>(Real*, const Real*, const Real*, int, int, int, int); \
   template void rope_backward<Real>(Real*, const Real*, const Real*, int, int, int, int);
 XSA_INSTANTIATE(float)
 XSA_INSTANTIATE(double)

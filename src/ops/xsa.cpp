@@ -71,10 +71,10 @@ void xsa_backward(Real* dy, Real* dqkv, const Real* dz, const Real* y, const Rea
   }
 }
 
-#define XSA_INSTANTIATE(Real)                                                                  \
-  template void xsa_forward<Real>(Real*, const Real*, const Real*, int, int, int, int);      \
-  template void xsa_backward<Real>(Real*, Real*, const Real*, const Real*, const Real*, int, \
-                                   int, int, int);
+#define XSA_INSTANTIATE(Real)                                                                     \
+  template void xsa_forward<Real>(Real*, const Real*, const Real*, int, int, int, int);           \
+  template void xsa_backward<Real>(Real*, Real*, const Real*, const Real*, const Real*, int, int, \
+                                   int, int);
 XSA_INSTANTIATE(float)
 XSA_INSTANTIATE(double)
 

@@ -1,5 +1,6 @@
 // xsa info RUN: what a run or checkpoint holds.
 #include <cstdio>
+#include <fstream>
 
 #include "io/checkpoint.h"
 #include "model/params.h"
@@ -8,9 +9,11 @@
 namespace xsa::cli {
 
 void add_info_command(CLI::App& root) {
-  auto* cmd = root.add_subcommand("info", "Print a checkpoint's model config, parameter count and step");
+  auto* cmd =
+      root.add_subcommand("info", "Print a checkpoint's model config, parameter count and step");
   auto path = std::make_shared<std::string>();
-  cmd->add_option("path", *path, "A run folder (its latest checkpoint) or a checkpoint folder")->required();
+  cmd->add_option("path", *path, "A run folder (its latest checkpoint) or a checkpoint folder")
+      ->required();
   cmd->callback([path] {
     fs::path ckpt = resolve_checkpoint(*path);
     ModelConfig cfg = load_checkpoint_config(ckpt);
@@ -19,17 +22,36 @@ void add_info_command(CLI::App& root) {
     if (fs::exists(ckpt / "trainer.json", ec)) {
       nlohmann::json state = load_trainer_state(ckpt);
       std::printf("step:        %lld", (long long)state.value("step", (int64_t)0));
-      if (state.contains("run")) std::printf(" of %lld", (long long)state["run"].value("steps", (int64_t)0));
+      if (state.contains("run"))
+        std::printf(" of %lld", (long long)state["run"].value("steps", (int64_t)0));
       std::printf(" (%lld tokens seen)\n", (long long)state.value("tokens_seen", (int64_t)0));
-      if (state.contains("data")) std::printf("data:        %s\n", state["data"].value("source", "?").c_str());
+      if (state.contains("data"))
+        std::printf("data:        %s\n", state["data"].value("source", "?").c_str());
     } else {
       std::printf("step:        (no trainer.json: weights only)\n");
     }
     std::printf("attention:   %s\n", layer_attn_string(cfg).c_str());
-    std::printf("tokenizer:   %s (vocab %d, padded %d)\n", to_string(cfg.tokenizer), cfg.vocab_size, cfg.padded_vocab);
-    std::printf("layers:      %d\nheads:       %d (head dim %d)\nembd:        %d\nseq_len:     %d\n", cfg.n_layer,
-                cfg.n_head, cfg.head_dim(), cfg.n_embd, cfg.seq_len);
-    std::printf("rope_theta:  %g\nparameters:  %lld\n", cfg.rope_theta, (long long)parameter_count(cfg));
+    std::printf("tokenizer:   %s (vocab %d, padded %d)\n", to_string(cfg.tokenizer), cfg.vocab_size,
+                cfg.padded_vocab);
+    std::printf(
+        "layers:      %d\nheads:       %d (head dim %d)\nembd:        %d\nseq_len:     %d\n",
+        cfg.n_layer, cfg.n_head, cfg.head_dim(), cfg.n_embd, cfg.seq_len);
+    std::printf("rope_theta:  %g\nparameters:  %lld\n", cfg.rope_theta,
+                (long long)parameter_count(cfg));
+    // The run's last losses, from metrics.jsonl beside the checkpoints.
+    std::ifstream metrics(ckpt.parent_path() / "metrics.jsonl");
+    nlohmann::json last_train, last_val;
+    for (std::string line; std::getline(metrics, line);) {
+      auto rec = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
+      if (!rec.is_object() || !rec.contains("loss")) continue;
+      (rec.contains("split") ? last_val : last_train) = rec;
+    }
+    if (!last_train.is_null())
+      std::printf("train loss:  %.4f (step %lld)\n", last_train["loss"].get<double>(),
+                  (long long)last_train.value("step", 0));
+    if (!last_val.is_null())
+      std::printf("val loss:    %.4f (step %lld)\n", last_val["loss"].get<double>(),
+                  (long long)last_val.value("step", 0));
     if (auto runs = list_checkpoints(ckpt.parent_path()); runs.size() > 1) {
       std::printf("checkpoints:");
       for (const auto& p : runs) std::printf(" %s", p.filename().string().c_str());

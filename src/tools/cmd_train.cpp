@@ -34,14 +34,17 @@ void add_train_command(CLI::App& root) {
   auto* cmd = root.add_subcommand("train", "Train an xsa-gpt model (SA or XSA) on a text file");
   auto a = std::make_shared<TrainArgs>();
   // Read in main (expand_config_file) before parsing; declared here for --help.
-  cmd->add_option("--config", "Read options from a TOML/INI file (key = value, e.g. layers = 4); the command line wins");
+  cmd->add_option(
+      "--config",
+      "Read options from a TOML/INI file (key = value, e.g. layers = 4); the command line wins");
   cmd->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   ModelConfig& m = a->model;
   RunConfig& r = a->run;
 
   cmd->add_option("--data", r.data, "Training text (read as bytes with --tokenizer byte)");
   cmd->add_option("--tokenizer", a->tokenizer, "Tokenizer: byte")->capture_default_str();
-  cmd->add_option("--attn", a->attn, "Attention: sa, xsa, or one per layer (sa,sa,xsa,xsa)")->capture_default_str();
+  cmd->add_option("--attn", a->attn, "Attention: sa, xsa, or one per layer (sa,sa,xsa,xsa)")
+      ->capture_default_str();
   cmd->add_option("--layers", m.n_layer, "Transformer blocks (L)")->capture_default_str();
   cmd->add_option("--heads", m.n_head, "Attention heads (H)")->capture_default_str();
   cmd->add_option("--embd", m.n_embd, "Embedding width (C)")->capture_default_str();
@@ -50,22 +53,38 @@ void add_train_command(CLI::App& root) {
   cmd->add_option("--batch", r.batch, "Sequences per step (B)")->capture_default_str();
   cmd->add_option("--steps", r.steps, "Optimizer steps in total")->capture_default_str();
   cmd->add_option("--lr", r.lr, "Peak learning rate")->capture_default_str();
-  cmd->add_option("--min-lr-fraction", r.min_lr_fraction, "Final learning rate as a fraction of the peak")->capture_default_str();
-  cmd->add_option("--warmup", r.warmup, "Linear warm-up steps (-1: 5% of --steps)")->capture_default_str();
-  cmd->add_option("--weight-decay", r.weight_decay, "AdamW decoupled weight decay (2-D weights only)")->capture_default_str();
+  cmd->add_option("--min-lr-fraction", r.min_lr_fraction,
+                  "Final learning rate as a fraction of the peak")
+      ->capture_default_str();
+  cmd->add_option("--warmup", r.warmup, "Linear warm-up steps (-1: 5% of --steps)")
+      ->capture_default_str();
+  cmd->add_option("--weight-decay", r.weight_decay,
+                  "AdamW decoupled weight decay (2-D weights only)")
+      ->capture_default_str();
   cmd->add_option("--beta1", r.beta1, "AdamW beta1")->capture_default_str();
   cmd->add_option("--beta2", r.beta2, "AdamW beta2")->capture_default_str();
-  cmd->add_option("--grad-clip", r.grad_clip, "Global gradient-norm clip (0: off)")->capture_default_str();
+  cmd->add_option("--grad-clip", r.grad_clip, "Global gradient-norm clip (0: off)")
+      ->capture_default_str();
   cmd->add_option("--seed", r.seed, "Seed of the initial weights")->capture_default_str();
   cmd->add_option("--threads", r.threads, "Threads (0: every core)")->capture_default_str();
-  cmd->add_option("--val-fraction", r.val_fraction, "Share of the data held out (its tail) for validation")->capture_default_str();
-  cmd->add_option("--val-every", r.val_every, "Steps between validation passes (0: only at the end)")->capture_default_str();
-  cmd->add_option("--val-batches", r.val_batches, "Batches per validation pass")->capture_default_str();
-  cmd->add_option("--ckpt-every", r.ckpt_every, "Steps between checkpoints (0: only at the end)")->capture_default_str();
-  cmd->add_option("--log-every", r.log_every, "Steps between progress lines when output is not a terminal")->capture_default_str();
-  cmd->add_option("--out", r.out, "Run folder: checkpoints and metrics.jsonl")->capture_default_str();
+  cmd->add_option("--val-fraction", r.val_fraction,
+                  "Share of the data held out (its tail) for validation")
+      ->capture_default_str();
+  cmd->add_option("--val-every", r.val_every,
+                  "Steps between validation passes (0: only at the end)")
+      ->capture_default_str();
+  cmd->add_option("--val-batches", r.val_batches, "Batches per validation pass")
+      ->capture_default_str();
+  cmd->add_option("--ckpt-every", r.ckpt_every, "Steps between checkpoints (0: only at the end)")
+      ->capture_default_str();
+  cmd->add_option("--log-every", r.log_every,
+                  "Steps between progress lines when output is not a terminal")
+      ->capture_default_str();
+  cmd->add_option("--out", r.out, "Run folder: checkpoints and metrics.jsonl")
+      ->capture_default_str();
   cmd->add_option("--resume", a->resume, "Continue a run (its folder, or one checkpoint folder)");
-  cmd->add_flag("--force", r.force, "Start over in a folder that holds a run, or resume over later checkpoints");
+  cmd->add_flag("--force", r.force,
+                "Start over in a folder that holds a run, or resume over later checkpoints");
   cmd->add_flag("--quiet", r.quiet, "No progress output");
 
   cmd->callback([a, cmd] {
@@ -87,23 +106,24 @@ void add_train_command(CLI::App& root) {
     check_agrees(*cmd, "--embd", model.n_embd, stored.n_embd, ckpt);
     check_agrees(*cmd, "--seq-len", model.seq_len, stored.seq_len, ckpt);
     if (cmd->count("--rope-theta") && model.rope_theta != stored.rope_theta)
-      fail("--rope-theta {} contradicts the checkpoint {} ({})", model.rope_theta, (ckpt / "config.json").string(),
-           stored.rope_theta);
+      fail("--rope-theta {} contradicts the checkpoint {} ({})", model.rope_theta,
+           (ckpt / "config.json").string(), stored.rope_theta);
     if (cmd->count("--tokenizer") && parse_tokenizer(a->tokenizer) != stored.tokenizer)
-      fail("--tokenizer {} contradicts the checkpoint {} ({})", a->tokenizer, (ckpt / "config.json").string(),
-           to_string(stored.tokenizer));
+      fail("--tokenizer {} contradicts the checkpoint {} ({})", a->tokenizer,
+           (ckpt / "config.json").string(), to_string(stored.tokenizer));
     if (cmd->count("--attn")) {
       ModelConfig wanted = stored;
       set_layer_attn(wanted, a->attn);
       if (layer_attn_string(wanted) != layer_attn_string(stored))
-        fail("--attn {} contradicts the checkpoint {} ({})", a->attn, (ckpt / "config.json").string(),
-             layer_attn_string(stored));
+        fail("--attn {} contradicts the checkpoint {} ({})", a->attn,
+             (ckpt / "config.json").string(), layer_attn_string(stored));
     }
     nlohmann::json state = load_trainer_state(ckpt);
     const std::string state_path = (ckpt / "trainer.json").string();
     nlohmann::json stored_run = state.value("run", nlohmann::json::object());
     if (cmd->count("--seed") && stored_run.contains("seed") && stored_run["seed"] != run.seed)
-      fail("--seed {} contradicts the checkpoint {} (seed {})", run.seed, state_path, stored_run["seed"].dump());
+      fail("--seed {} contradicts the checkpoint {} (seed {})", run.seed, state_path,
+           stored_run["seed"].dump());
     // Run options given again override the stored ones: --min-lr-fraction is key min_lr_fraction.
     const nlohmann::json given = run_config_to_json(run);
     for (CLI::Option* opt : cmd->get_options()) {

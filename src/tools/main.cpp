@@ -19,8 +19,10 @@ std::vector<std::string> expand_config_file(std::vector<std::string> args) {
   for (size_t i = 1; i < args.size(); i++) {
     std::string path;
     size_t erase = 0;
-    if (args[i] == "--config" && i + 1 < args.size()) path = args[i + 1], erase = 2;
-    else if (args[i].rfind("--config=", 0) == 0) path = args[i].substr(9), erase = 1;
+    if (args[i] == "--config" && i + 1 < args.size())
+      path = args[i + 1], erase = 2;
+    else if (args[i].rfind("--config=", 0) == 0)
+      path = args[i].substr(9), erase = 1;
     if (path.empty()) continue;
     std::error_code ec;
     if (!std::filesystem::is_regular_file(path, ec)) xsa::fail("--config {}: no such file", path);
@@ -32,7 +34,8 @@ std::vector<std::string> expand_config_file(std::vector<std::string> args) {
     }
     std::vector<std::string> from_file;
     for (const CLI::ConfigItem& item : items) {
-      if (item.name == "++" || item.name == "--" || item.inputs.empty()) continue;  // section markers
+      if (item.name == "++" || item.name == "--" || item.inputs.empty())
+        continue;  // section markers
       if (item.inputs.size() == 1 && (item.inputs[0] == "true" || item.inputs[0] == "false")) {
         if (item.inputs[0] == "true") from_file.push_back("--" + item.name);
         continue;
@@ -50,7 +53,8 @@ std::vector<std::string> expand_config_file(std::vector<std::string> args) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"xsa: GPT models with exclusive self attention (XSA) vs standard attention (SA)", "xsa"};
+  CLI::App app{"xsa: GPT models with exclusive self attention (XSA) vs standard attention (SA)",
+               "xsa"};
   app.set_version_flag("--version", "xsa 0.1.0");
   app.require_subcommand(1);
   xsa::cli::add_train_command(app);

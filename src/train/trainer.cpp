@@ -28,10 +28,13 @@ void RunConfig::validate() const {
   if (batch <= 0) fail("--batch {} must be positive", batch);
   if (steps <= 0) fail("--steps {} must be positive", steps);
   if (!(lr > 0) || !std::isfinite(lr)) fail("--lr {} must be a positive number", lr);
-  if (!(min_lr_fraction >= 0 && min_lr_fraction <= 1)) fail("--min-lr-fraction {} must be in [0, 1]", min_lr_fraction);
-  if (warmup < -1 || warmup > steps) fail("--warmup {} must be between 0 and --steps {}", warmup, steps);
+  if (!(min_lr_fraction >= 0 && min_lr_fraction <= 1))
+    fail("--min-lr-fraction {} must be in [0, 1]", min_lr_fraction);
+  if (warmup < -1 || warmup > steps)
+    fail("--warmup {} must be between 0 and --steps {}", warmup, steps);
   if (!(weight_decay >= 0)) fail("--weight-decay {} must be non-negative", weight_decay);
-  if (!(beta1 >= 0 && beta1 < 1) || !(beta2 >= 0 && beta2 < 1)) fail("--beta1/--beta2 must be in [0, 1)");
+  if (!(beta1 >= 0 && beta1 < 1) || !(beta2 >= 0 && beta2 < 1))
+    fail("--beta1/--beta2 must be in [0, 1)");
   if (!(grad_clip >= 0)) fail("--grad-clip {} must be non-negative", grad_clip);
   if (threads < 0) fail("--threads {} must be 0 (every core) or positive", threads);
   if (ckpt_every < 0) fail("--ckpt-every {} must be non-negative", ckpt_every);
@@ -41,15 +44,24 @@ void RunConfig::validate() const {
 }
 
 nlohmann::json run_config_to_json(const RunConfig& r) {
-  return {{"data", r.data},           {"out", r.out},
-          {"batch", r.batch},         {"steps", r.steps},
-          {"lr", r.lr},               {"min_lr_fraction", r.min_lr_fraction},
-          {"warmup", r.warmup_steps()}, {"weight_decay", r.weight_decay},
-          {"beta1", r.beta1},         {"beta2", r.beta2},
-          {"adam_eps", r.adam_eps},   {"grad_clip", r.grad_clip},
-          {"seed", r.seed},           {"threads", r.threads},
-          {"ckpt_every", r.ckpt_every}, {"val_every", r.val_every},
-          {"val_batches", r.val_batches}, {"val_fraction", r.val_fraction},
+  return {{"data", r.data},
+          {"out", r.out},
+          {"batch", r.batch},
+          {"steps", r.steps},
+          {"lr", r.lr},
+          {"min_lr_fraction", r.min_lr_fraction},
+          {"warmup", r.warmup_steps()},
+          {"weight_decay", r.weight_decay},
+          {"beta1", r.beta1},
+          {"beta2", r.beta2},
+          {"adam_eps", r.adam_eps},
+          {"grad_clip", r.grad_clip},
+          {"seed", r.seed},
+          {"threads", r.threads},
+          {"ckpt_every", r.ckpt_every},
+          {"val_every", r.val_every},
+          {"val_batches", r.val_batches},
+          {"val_fraction", r.val_fraction},
           {"log_every", r.log_every}};
 }
 
@@ -64,7 +76,8 @@ void run_config_update_from_json(RunConfig& r, const nlohmann::json& j, const st
     set("weight_decay", r.weight_decay), set("beta1", r.beta1), set("beta2", r.beta2);
     set("adam_eps", r.adam_eps), set("grad_clip", r.grad_clip), set("seed", r.seed);
     set("threads", r.threads), set("ckpt_every", r.ckpt_every), set("val_every", r.val_every);
-    set("val_batches", r.val_batches), set("val_fraction", r.val_fraction), set("log_every", r.log_every);
+    set("val_batches", r.val_batches), set("val_fraction", r.val_fraction),
+        set("log_every", r.log_every);
   } catch (const nlohmann::json::exception& e) {
     fail("{}: a run setting has the wrong type ({})", source, e.what());
   }
@@ -139,7 +152,8 @@ double validation_loss(Gpt<float>& model, const std::vector<int32_t>& val, int n
 
 }  // namespace
 
-TrainResult train(const ModelConfig& model_cfg, const RunConfig& run, const std::string& resume_from) {
+TrainResult train(const ModelConfig& model_cfg, const RunConfig& run,
+                  const std::string& resume_from) {
   model_cfg.validate();
   run.validate();
   if (model_cfg.tokenizer != TokenizerKind::byte)
@@ -151,7 +165,8 @@ TrainResult train(const ModelConfig& model_cfg, const RunConfig& run, const std:
 
   // Everything that can fail on bad input is checked before anything is written.
   TokenSplit data = load_byte_text(run.data, run.val_fraction, B, T);
-  const int n_val_batches = run.val_batches > 0 ? val_batch_count(data.val, B, T, run.val_batches) : 0;
+  const int n_val_batches =
+      run.val_batches > 0 ? val_batch_count(data.val, B, T, run.val_batches) : 0;
 
   fs::path run_dir = run.out;
   fs::path resume_ckpt;
@@ -166,8 +181,11 @@ TrainResult train(const ModelConfig& model_cfg, const RunConfig& run, const std:
            run_dir.string(), resume_ckpt.filename().string(), latest->filename().string());
     auto tokens = state.value("/data/train_tokens"_json_pointer, (int64_t)-1);
     if (tokens != (int64_t)data.train.size())
-      fail("{}: {} training tokens, but the checkpoint was trained on {} (from {}); resume needs the same data",
-           run.data, data.train.size(), tokens, state.value("/data/source"_json_pointer, std::string("?")));
+      fail(
+          "{}: {} training tokens, but the checkpoint was trained on {} (from {}); resume needs "
+          "the same data",
+          run.data, data.train.size(), tokens,
+          state.value("/data/source"_json_pointer, std::string("?")));
   } else if (auto existing = latest_checkpoint(run_dir)) {
     if (!run.force)
       fail("{}: already holds a run ({}); use --resume {} to continue it, or --force to start over",
@@ -190,7 +208,8 @@ TrainResult train(const ModelConfig& model_cfg, const RunConfig& run, const std:
       rng.state = state.at("rng_state").get<uint64_t>();
       elapsed_before = state.value("elapsed_s", 0.0);
     } catch (const nlohmann::json::exception& e) {
-      fail("{}: trainer state is incomplete ({})", (resume_ckpt / "trainer.json").string(), e.what());
+      fail("{}: trainer state is incomplete ({})", (resume_ckpt / "trainer.json").string(),
+           e.what());
     }
     if (step > run.steps) fail("--steps {} is below the checkpoint's step {}", run.steps, step);
   } else {
@@ -204,7 +223,8 @@ TrainResult train(const ModelConfig& model_cfg, const RunConfig& run, const std:
   if (!resume_ckpt.empty())
     truncate_metrics(metrics_path, step);
   else
-    write_file_atomic(metrics_path, "");  // a fresh run: records of an earlier attempt without checkpoints go
+    write_file_atomic(metrics_path,
+                      "");  // a fresh run: records of an earlier attempt without checkpoints go
   MetricsLog metrics(metrics_path);
 
   LrSchedule schedule{run.lr, run.min_lr_fraction, run.warmup_steps(), run.steps};
@@ -217,28 +237,38 @@ TrainResult train(const ModelConfig& model_cfg, const RunConfig& run, const std:
                          {"rng_state", rng.state},
                          {"elapsed_s", elapsed},
                          {"tokens_seen", at_step * (int64_t)B * T},
-                         {"data", {{"source", data.source}, {"train_tokens", data.train.size()}, {"val_tokens", data.val.size()}}},
+                         {"data",
+                          {{"source", data.source},
+                           {"train_tokens", data.train.size()},
+                           {"val_tokens", data.val.size()}}},
                          {"run", run_config_to_json(run)}};
-    result.last_checkpoint = save_checkpoint(run_dir, at_step, model_cfg, arena, st, run.force).string();
+    result.last_checkpoint =
+        save_checkpoint(run_dir, at_step, model_cfg, arena, st, run.force).string();
   };
   auto validate_now = [&](int64_t at_step) {
     if (n_val_batches == 0) return;
     double val = validation_loss(model, data.val, n_val_batches, inputs, targets);
     metrics.write({{"split", "val"}, {"step", at_step}, {"loss", val}});
     result.final_val_loss = val;
-    if (!run.quiet) std::printf("%sstep %lld | val loss %.4f\n", tty ? "\r\033[K" : "", (long long)at_step, val);
+    if (!run.quiet)
+      std::printf("%sstep %lld | val loss %.4f\n", tty ? "\r\033[K" : "", (long long)at_step, val);
   };
 
   if (!run.quiet) {
-    std::printf("xsa train: %s attention, %d layers, %d heads, %d embd, seq %d, batch %d, %lld params, %d threads\n",
-                layer_attn_string(model_cfg).c_str(), model_cfg.n_layer, model_cfg.n_head, model_cfg.n_embd,
-                T, B, (long long)parameter_count(model_cfg), threads);
-    std::printf("data: %s (%zu train / %zu val tokens); run folder %s%s\n", data.source.c_str(), data.train.size(),
-                data.val.size(), run_dir.string().c_str(),
+    std::printf(
+        "xsa train: %s attention, %d layers, %d heads, %d embd, seq %d, batch %d, %lld params, %d "
+        "threads\n",
+        layer_attn_string(model_cfg).c_str(), model_cfg.n_layer, model_cfg.n_head, model_cfg.n_embd,
+        T, B, (long long)parameter_count(model_cfg), threads);
+    std::printf("data: %s (%zu train / %zu val tokens); run folder %s%s\n", data.source.c_str(),
+                data.train.size(), data.val.size(), run_dir.string().c_str(),
                 resume_ckpt.empty() ? "" : fmt::format(" (resuming at step {})", step).c_str());
     std::fflush(stdout);
   }
   if (step == 0) validate_now(0);
+  if (step >= run.steps && !run.quiet)
+    std::printf("nothing to train: the run is at step %lld of --steps %lld\n", (long long)step,
+                (long long)run.steps);
 
   using clock = std::chrono::steady_clock;
   const auto start = clock::now();
@@ -253,8 +283,9 @@ TrainResult train(const ModelConfig& model_cfg, const RunConfig& run, const std:
       auto last = latest_checkpoint(run_dir);
       double bad = std::isfinite(loss) ? grad_norm : loss;
       fail("{} became {} at step {} (lr {:.3g}); stopped without saving{}",
-           std::isfinite(loss) ? "gradient norm" : "loss", std::isnan(bad) ? "NaN" : "infinite", step + 1,
-           schedule.at(step), last ? "; last checkpoint " + last->string() + " is intact" : "");
+           std::isfinite(loss) ? "gradient norm" : "loss", std::isnan(bad) ? "NaN" : "infinite",
+           step + 1, schedule.at(step),
+           last ? "; last checkpoint " + last->string() + " is intact" : "");
     }
     const double lr = schedule.at(step);
     ops::AdamWSettings adam{lr, run.beta1, run.beta2, run.adam_eps, 0.0, 1.0, step + 1};
@@ -262,19 +293,26 @@ TrainResult train(const ModelConfig& model_cfg, const RunConfig& run, const std:
     for (const TensorInfo& t : arena.layout) {
       adam.weight_decay = t.decay ? run.weight_decay : 0.0;
       ops::adamw_update(arena.params.data() + t.offset, arena.grads.data() + t.offset,
-                        arena.adam_m.data() + t.offset, arena.adam_v.data() + t.offset, t.numel, adam);
+                        arena.adam_m.data() + t.offset, arena.adam_v.data() + t.offset, t.numel,
+                        adam);
     }
     const double ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
     const double tok_s = B * T / (ms / 1000.0);
     const int64_t done = step + 1;
-    metrics.write({{"step", done}, {"loss", loss}, {"lr", lr}, {"grad_norm", grad_norm}, {"ms", ms}, {"tokens_per_s", tok_s}});
+    metrics.write({{"step", done},
+                   {"loss", loss},
+                   {"lr", lr},
+                   {"grad_norm", grad_norm},
+                   {"ms", ms},
+                   {"tokens_per_s", tok_s}});
 
     if (!run.quiet && (tty || done % run.log_every == 0 || done == run.steps)) {
       double spent = std::chrono::duration<double>(clock::now() - start).count();
       double eta = spent / (done - first_step) * (run.steps - done);
-      std::printf("%sstep %lld/%lld | loss %.4f | lr %.2e | norm %.3f | %.1f ms | %.0f tok/s | ETA %s%s",
-                  tty ? "\r\033[K" : "", (long long)done, (long long)run.steps, loss, lr, grad_norm, ms, tok_s,
-                  format_duration(eta).c_str(), tty ? "" : "\n");
+      std::printf(
+          "%sstep %lld/%lld | loss %.4f | lr %.2e | norm %.3f | %.1f ms | %.0f tok/s | ETA %s%s",
+          tty ? "\r\033[K" : "", (long long)done, (long long)run.steps, loss, lr, grad_norm, ms,
+          tok_s, format_duration(eta).c_str(), tty ? "" : "\n");
       std::fflush(stdout);
     }
     if ((run.val_every > 0 && done % run.val_every == 0) || done == run.steps) validate_now(done);
@@ -284,7 +322,8 @@ TrainResult train(const ModelConfig& model_cfg, const RunConfig& run, const std:
     }
   }
   if (tty) std::printf("\n");
-  if (!run.quiet && !result.last_checkpoint.empty()) std::printf("checkpoint: %s\n", result.last_checkpoint.c_str());
+  if (!run.quiet && !result.last_checkpoint.empty())
+    std::printf("checkpoint: %s\n", result.last_checkpoint.c_str());
   result.steps_done = step;
   result.final_loss = loss;
   return result;

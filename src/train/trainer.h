@@ -13,35 +13,36 @@ namespace xsa {
 
 // Run settings, kept apart from the model's shape (ModelConfig). Stored in trainer.json.
 struct RunConfig {
-  std::string data;            // text file (byte tokenizer)
+  std::string data;  // text file (byte tokenizer)
   std::string out = "runs/run";
-  int batch = 16;              // B
+  int batch = 16;  // B
   int64_t steps = 500;
-  double lr = 1e-3;            // peak learning rate
+  double lr = 1e-3;  // peak learning rate
   double min_lr_fraction = 0.1;
-  int64_t warmup = -1;         // steps; −1: 5 % of steps
+  int64_t warmup = -1;  // steps; −1: 5 % of steps
   double weight_decay = 0.1;
   double beta1 = 0.9;
   double beta2 = 0.95;
   double adam_eps = 1e-8;
-  double grad_clip = 1.0;      // global norm; 0 disables
+  double grad_clip = 1.0;  // global norm; 0 disables
   uint64_t seed = 1;
-  int threads = 0;             // 0: every core
-  int64_t ckpt_every = 0;      // steps between checkpoints; 0: only at the end
-  int64_t val_every = 100;     // steps between validation passes; 0: only at the end
+  int threads = 0;          // 0: every core
+  int64_t ckpt_every = 0;   // steps between checkpoints; 0: only at the end
+  int64_t val_every = 100;  // steps between validation passes; 0: only at the end
   int val_batches = 8;
   double val_fraction = 0.1;
-  int64_t log_every = 10;      // progress lines when stdout is not a terminal
-  bool force = false;          // start over in (or resume into) a folder with later checkpoints
-  bool quiet = false;          // no progress output (tests)
+  int64_t log_every = 10;  // progress lines when stdout is not a terminal
+  bool force = false;      // start over in (or resume into) a folder with later checkpoints
+  bool quiet = false;      // no progress output (tests)
 
   int64_t warmup_steps() const { return warmup >= 0 ? warmup : steps / 20; }
-  void validate() const;       // throws Error naming the bad value
+  void validate() const;  // throws Error naming the bad value
 };
 
 nlohmann::json run_config_to_json(const RunConfig& run);
 // Overlays the keys present in j onto `run`; `source` names the file in errors.
-void run_config_update_from_json(RunConfig& run, const nlohmann::json& j, const std::string& source);
+void run_config_update_from_json(RunConfig& run, const nlohmann::json& j,
+                                 const std::string& source);
 
 struct TrainResult {
   int64_t steps_done = 0;
@@ -51,7 +52,8 @@ struct TrainResult {
 };
 
 // Trains from scratch (resume_from empty) or continues the checkpoint at resume_from.
-TrainResult train(const ModelConfig& model, const RunConfig& run, const std::string& resume_from = "");
+TrainResult train(const ModelConfig& model, const RunConfig& run,
+                  const std::string& resume_from = "");
 
 // Sets the thread count of OpenMP and OpenBLAS (0: every core) and returns it.
 int set_thread_count(int threads);

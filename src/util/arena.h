@@ -25,7 +25,9 @@ class AlignedBuffer {
   explicit AlignedBuffer(size_t n) { reset(n); }
   AlignedBuffer(const AlignedBuffer&) = delete;
   AlignedBuffer& operator=(const AlignedBuffer&) = delete;
-  AlignedBuffer(AlignedBuffer&& o) noexcept : data_(o.data_), size_(o.size_) { o.data_ = nullptr, o.size_ = 0; }
+  AlignedBuffer(AlignedBuffer&& o) noexcept : data_(o.data_), size_(o.size_) {
+    o.data_ = nullptr, o.size_ = 0;
+  }
   AlignedBuffer& operator=(AlignedBuffer&& o) noexcept {
     std::swap(data_, o.data_);
     std::swap(size_, o.size_);
@@ -44,7 +46,9 @@ class AlignedBuffer {
     if (!data_) throw std::bad_alloc();
     std::memset(data_, 0, bytes);
   }
-  void zero() { if (data_) std::memset(data_, 0, size_ * sizeof(Real)); }
+  void zero() {
+    if (data_) std::memset(data_, 0, size_ * sizeof(Real));
+  }
 
   Real* data() { return data_; }
   const Real* data() const { return data_; }

@@ -14,7 +14,8 @@ namespace xsa {
 std::string read_file(const std::filesystem::path& path) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec)) fail("{}: no such file", path.string());
-  if (std::filesystem::is_directory(path, ec)) fail("{}: is a directory, expected a file", path.string());
+  if (std::filesystem::is_directory(path, ec))
+    fail("{}: is a directory, expected a file", path.string());
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("{}: cannot open for reading: {}", path.string(), std::strerror(errno));
   std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
