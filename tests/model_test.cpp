@@ -7,6 +7,7 @@
 
 #include "model/gpt.h"
 #include "test_util.h"
+#include "util/error.h"
 
 namespace xsa {
 namespace {
@@ -145,6 +146,16 @@ TEST(Model, InitMatchesSpec) {
   }
   for (size_t i = (size_t)cfg.vocab_size * cfg.n_embd; i < arena.layout[0].numel; i++)
     ASSERT_EQ(arena.params[i], 0.0) << "padded vocabulary rows start at zero";
+}
+
+TEST(Model, ImpossibleConfigIsAnErrorNotACrash) {
+  ModelConfig cfg = small_config("sa");
+  cfg.n_layer = -1;
+  EXPECT_THROW(Gpt<float>(cfg, 1, 4), Error);
+  cfg = small_config("sa");
+  cfg.n_head = 3;  // 16 % 3 != 0
+  EXPECT_THROW(Gpt<float>(cfg, 1, 4), Error);
+  EXPECT_THROW(Gpt<float>(small_config("sa"), 1, 9), Error);  // T above the model's context
 }
 
 TEST(Model, ForwardIsDeterministic) {

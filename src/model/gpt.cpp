@@ -47,11 +47,17 @@ size_t carve_activations(Activations<Real>& a, Real* base, const ModelConfig& cf
   return offset;
 }
 
+// Validates before any member is built from the config (the parameter table sizes come from it).
+const ModelConfig& validated(const ModelConfig& cfg) {
+  cfg.validate();
+  return cfg;
+}
+
 }  // namespace
 
 template <typename Real>
-Gpt<Real>::Gpt(const ModelConfig& cfg, int B, int T) : cfg_(cfg), B_(B), T_(T), params_(cfg) {
-  cfg_.validate();
+Gpt<Real>::Gpt(const ModelConfig& cfg, int B, int T)
+    : cfg_(validated(cfg)), B_(B), T_(T), params_(cfg_) {
   if (B <= 0) fail("--batch {} must be positive", B);
   if (T <= 0 || T > cfg.seq_len)
     fail("sequence length {} must be between 1 and the model's {}", T, cfg.seq_len);
