@@ -179,9 +179,9 @@ TEST_F(Cli, BadInputGivesOneLineAndKeepsCheckpoints) {
   const std::vector<BadInput> cases = {
       {"missing data file", "train --data nothere.txt " + kSmall + " --out x1",
        "nothere.txt: no such file"},
-      {"data is a folder", "train --data adir " + kSmall + " --out x1", "adir: is a directory"},
+      {"data is a folder without shards", "train --data adir " + kSmall + " --out x1", "adir: holds no token shards"},
       {"data shorter than a batch", "train --data short.txt " + kSmall + " --out x1",
-       "short.txt: 40 bytes"},
+       "short.txt: 40 tokens leave 23 for training"},
       {"C not divisible by H", "train --data data.txt --embd 30 --heads 4 --out x1",
        "--embd 30 is not divisible by --heads 4"},
       {"odd head dim", "train --data data.txt --embd 36 --heads 4 --out x1", "head dimension 9"},

@@ -16,7 +16,7 @@ struct TrainArgs {
   ModelConfig model;
   RunConfig run;
   std::string attn = "xsa";
-  std::string tokenizer = "byte";
+  std::string tokenizer;
   std::string resume;
 };
 
@@ -41,8 +41,12 @@ void add_train_command(CLI::App& root) {
   ModelConfig& m = a->model;
   RunConfig& r = a->run;
 
-  cmd->add_option("--data", r.data, "Training text (read as bytes with --tokenizer byte)");
-  cmd->add_option("--tokenizer", a->tokenizer, "Tokenizer: byte")->capture_default_str();
+  cmd->add_option("--data", r.data,
+                  "A text file, a folder of token shards (xsa prepare, llm.c), or a glob of shard files");
+  cmd->add_option("--tokenizer", a->tokenizer,
+                  "byte or gpt2 (default: byte for a text file, the shards' meta.json, else gpt2)");
+  cmd->add_option("--vocab-dir", r.vocab_dir, "Folder with GPT-2's encoder.json and vocab.bpe (default: data/gpt2)");
+  cmd->add_flag("--shuffle,!--no-shuffle", r.shuffle, "Visit training windows in a seeded random order (default) or in order");
   cmd->add_option("--attn", a->attn, "Attention: sa, xsa, or one per layer (sa,sa,xsa,xsa)")
       ->capture_default_str();
   cmd->add_option("--layers", m.n_layer, "Transformer blocks (L)")->capture_default_str();
@@ -91,9 +95,8 @@ void add_train_command(CLI::App& root) {
     ModelConfig model = a->model;
     RunConfig run = a->run;
     if (a->resume.empty()) {
-      model.tokenizer = parse_tokenizer(a->tokenizer);
-      model.vocab_size = vocab_size_of(model.tokenizer);
-      model.padded_vocab = pad_vocab(model.vocab_size);
+      if (!a->tokenizer.empty()) parse_tokenizer(a->tokenizer);  // reject a bad name before anything else
+      run.tokenizer = a->tokenizer;
       set_layer_attn(model, a->attn);
       train(model, run);
       return;
@@ -135,6 +138,8 @@ void add_train_command(CLI::App& root) {
     }
     RunConfig resumed;
     run_config_update_from_json(resumed, stored_run, state_path);
+    resumed.tokenizer = to_string(stored.tokenizer);  // a text file is tokenized as before
+    resumed.vocab_dir = run.vocab_dir;
     resumed.force = run.force;
     resumed.quiet = run.quiet;
     resumed.out = ckpt.parent_path().string();

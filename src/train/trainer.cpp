@@ -10,7 +10,7 @@
 #include <sstream>
 #include <vector>
 
-#include "data/text_data.h"
+#include "data/dataset.h"
 #include "io/checkpoint.h"
 #include "model/gpt.h"
 #include "ops/ops.h"
@@ -72,6 +72,7 @@ void run_config_update_from_json(RunConfig& r, const nlohmann::json& j, const st
       if (j.contains(key)) field = j[key].get<std::decay_t<decltype(field)>>();
     };
     set("data", r.data), set("out", r.out), set("batch", r.batch), set("steps", r.steps);
+    set("tokenizer", r.tokenizer), set("shuffle", r.shuffle);
     set("lr", r.lr), set("min_lr_fraction", r.min_lr_fraction), set("warmup", r.warmup);
     set("weight_decay", r.weight_decay), set("beta1", r.beta1), set("beta2", r.beta2);
     set("adam_eps", r.adam_eps), set("grad_clip", r.grad_clip), set("seed", r.seed);
@@ -136,7 +137,7 @@ class MetricsLog {
   std::ofstream out_;
 };
 
-double validation_loss(Gpt<float>& model, const std::vector<int32_t>& val, int n_batches,
+double validation_loss(Gpt<float>& model, const TokenStream& val, int n_batches,
                        std::vector<int32_t>& inputs, std::vector<int32_t>& targets) {
   const int B = model.batch_size(), T = model.seq_len();
   double weighted = 0;
@@ -152,21 +153,22 @@ double validation_loss(Gpt<float>& model, const std::vector<int32_t>& val, int n
 
 }  // namespace
 
-TrainResult train(const ModelConfig& model_cfg, const RunConfig& run,
-                  const std::string& resume_from) {
-  model_cfg.validate();
+TrainResult train(const ModelConfig& requested_model, const RunConfig& run, const std::string& resume_from) {
+  requested_model.validate();
   run.validate();
-  if (model_cfg.tokenizer != TokenizerKind::byte)
-    fail("--tokenizer {} needs token shards; this build trains on text files with --tokenizer byte",
-         to_string(model_cfg.tokenizer));
-  const int B = run.batch, T = model_cfg.seq_len;
+  const int B = run.batch, T = requested_model.seq_len;
   const int threads = set_thread_count(run.threads);
   const bool tty = !run.quiet && isatty(STDOUT_FILENO);
 
   // Everything that can fail on bad input is checked before anything is written.
-  TokenSplit data = load_byte_text(run.data, run.val_fraction, B, T);
-  const int n_val_batches =
-      run.val_batches > 0 ? val_batch_count(data.val, B, T, run.val_batches) : 0;
+  std::optional<TokenizerKind> tokenizer;
+  if (!run.tokenizer.empty()) tokenizer = parse_tokenizer(run.tokenizer);
+  Dataset data = open_dataset(run.data, tokenizer, run.val_fraction, B, T, run.vocab_dir);
+  ModelConfig model_cfg = requested_model;  // the vocabulary is the data's
+  model_cfg.tokenizer = data.tokenizer;
+  model_cfg.vocab_size = vocab_size_of(data.tokenizer);
+  model_cfg.padded_vocab = pad_vocab(model_cfg.vocab_size);
+  const int n_val_batches = run.val_batches > 0 ? val_batch_count(data.val, B, T, run.val_batches) : 0;
 
   fs::path run_dir = run.out;
   fs::path resume_ckpt;
@@ -196,7 +198,7 @@ TrainResult train(const ModelConfig& model_cfg, const RunConfig& run,
 
   Gpt<float> model(model_cfg, B, T);
   ParamArena<float>& arena = model.params();
-  BatchLoader loader(data.train, B, T);
+  BatchLoader loader(data.train, B, T, run.shuffle, run.seed);
   Rng rng(run.seed);
   int64_t step = 0;
   double elapsed_before = 0;
@@ -204,7 +206,8 @@ TrainResult train(const ModelConfig& model_cfg, const RunConfig& run,
     load_checkpoint_weights(resume_ckpt, arena, /*with_optimizer=*/true);
     try {
       step = state.at("step").get<int64_t>();
-      loader.set_position(state.at("data_position").get<uint64_t>());
+      loader.set_position({state.at("/data_position/epoch"_json_pointer).get<uint64_t>(),
+                           state.at("/data_position/cursor"_json_pointer).get<uint64_t>()});
       rng.state = state.at("rng_state").get<uint64_t>();
       elapsed_before = state.value("elapsed_s", 0.0);
     } catch (const nlohmann::json::exception& e) {
@@ -233,12 +236,12 @@ TrainResult train(const ModelConfig& model_cfg, const RunConfig& run,
 
   auto save = [&](int64_t at_step, double elapsed) {
     nlohmann::json st = {{"step", at_step},
-                         {"data_position", loader.position()},
+                         {"data_position", {{"epoch", loader.position().epoch}, {"cursor", loader.position().cursor}}},
                          {"rng_state", rng.state},
                          {"elapsed_s", elapsed},
                          {"tokens_seen", at_step * (int64_t)B * T},
                          {"data",
-                          {{"source", data.source},
+                          {{"source", run.data},
                            {"train_tokens", data.train.size()},
                            {"val_tokens", data.val.size()}}},
                          {"run", run_config_to_json(run)}};
@@ -256,11 +259,11 @@ TrainResult train(const ModelConfig& model_cfg, const RunConfig& run,
 
   if (!run.quiet) {
     std::printf(
-        "xsa train: %s attention, %d layers, %d heads, %d embd, seq %d, batch %d, %lld params, %d "
-        "threads\n",
+        "xsa train: %s attention, %d layers, %d heads, %d embd, seq %d, batch %d, %s tokenizer, %lld "
+        "params, %d threads\n",
         layer_attn_string(model_cfg).c_str(), model_cfg.n_layer, model_cfg.n_head, model_cfg.n_embd,
-        T, B, (long long)parameter_count(model_cfg), threads);
-    std::printf("data: %s (%zu train / %zu val tokens); run folder %s%s\n", data.source.c_str(),
+        T, B, to_string(model_cfg.tokenizer), (long long)parameter_count(model_cfg), threads);
+    std::printf("data: %s: %zu train / %zu val tokens; run folder %s%s\n", data.description.c_str(),
                 data.train.size(), data.val.size(), run_dir.string().c_str(),
                 resume_ckpt.empty() ? "" : fmt::format(" (resuming at step {})", step).c_str());
     std::fflush(stdout);

@@ -13,7 +13,10 @@ namespace xsa {
 
 // Run settings, kept apart from the model's shape (ModelConfig). Stored in trainer.json.
 struct RunConfig {
-  std::string data;  // text file (byte tokenizer)
+  std::string data;       // text file, shard folder or glob (see open_dataset)
+  std::string tokenizer;  // "byte" or "gpt2"; empty: from the data (text: byte, shards: meta.json)
+  std::string vocab_dir;  // GPT-2 vocabulary folder; empty: the default places
+  bool shuffle = true;    // visit windows in a seeded random order each epoch
   std::string out = "runs/run";
   int batch = 16;  // B
   int64_t steps = 500;

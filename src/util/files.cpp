@@ -1,6 +1,8 @@
 #include "util/files.h"
 
 #include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -57,6 +59,31 @@ void sync_directory(const std::filesystem::path& dir) {
   if (fd < 0) return;  // best effort: some filesystems do not allow opening directories
   ::fsync(fd);
   ::close(fd);
+}
+
+MappedFile::MappedFile(const std::filesystem::path& path) : path_(path) {
+  int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) fail("{}: cannot open: {}", path.string(), std::strerror(errno));
+  struct stat st;
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    fail("{}: not a regular file", path.string());
+  }
+  size_ = (size_t)st.st_size;
+  if (size_ > 0) {
+    void* p = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fd, 0);
+    if (p == MAP_FAILED) {
+      int err = errno;
+      ::close(fd);
+      fail("{}: cannot map: {}", path.string(), std::strerror(err));
+    }
+    data_ = static_cast<const unsigned char*>(p);
+  }
+  ::close(fd);
+}
+
+MappedFile::~MappedFile() {
+  if (data_) ::munmap(const_cast<unsigned char*>(data_), size_);
 }
 
 }  // namespace xsa

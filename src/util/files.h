@@ -16,3 +16,24 @@ void write_file_atomic(const std::filesystem::path& path, std::string_view bytes
 void sync_directory(const std::filesystem::path& dir);
 
 }  // namespace xsa
+
+namespace xsa {
+
+// A read-only memory map of a whole file (empty files map to nothing). Errors name the path.
+class MappedFile {
+ public:
+  explicit MappedFile(const std::filesystem::path& path);
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  const unsigned char* data() const { return data_; }
+  size_t size() const { return size_; }
+  const std::filesystem::path& path() const { return path_; }
+
+ private:
+  std::filesystem::path path_;
+  const unsigned char* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+}  // namespace xsa

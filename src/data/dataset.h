@@ -1,0 +1,93 @@
+// Training data: a text file (tokenized on load) or token shards (memory-mapped), as one stream
+// of tokens per split, and the loader that cuts B×T windows out of it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "data/shards.h"
+#include "model/config.h"
+
+namespace xsa {
+
+// Several shards (or one in-memory array) read as one stream; windows may cross shard borders.
+class TokenStream {
+ public:
+  void add(std::shared_ptr<const Shard> shard);
+  void add(std::vector<uint16_t> tokens, std::string source);
+  size_t size() const { return size_; }
+  void copy(size_t pos, size_t n, int32_t* out) const;  // tokens [pos, pos+n) as int32
+  // Throws Error naming the file and position of the first id ≥ vocab_size.
+  void check_vocabulary(int vocab_size, const char* tokenizer) const;
+  std::vector<std::string> sources() const;
+
+ private:
+  struct Segment {
+    const uint16_t* data;
+    size_t n, start;
+    std::string source;
+  };
+  std::vector<Segment> segments_;
+  std::vector<std::shared_ptr<const Shard>> shards_;
+  std::vector<std::shared_ptr<const std::vector<uint16_t>>> owned_;
+  size_t size_ = 0;
+};
+
+struct Dataset {
+  TokenStream train, val;
+  TokenizerKind tokenizer = TokenizerKind::byte;
+  std::string description;  // what was loaded, for the progress header
+};
+
+// `path` is one of:
+//  - a text file: tokenized on load (byte tokenizer unless --tokenizer gpt2); its last
+//    val_fraction is held out for validation;
+//  - a folder of shards: every *train*.bin for training, every *val*.bin for validation, and the
+//    tokenizer from meta.json (GPT-2 when there is none, as for llm.c's shards);
+//  - a glob of shard files (data/fineweb/*train*.bin); validation from the same glob with "train"
+//    replaced by "val".
+// `tokenizer` is the --tokenizer option when given; it must agree with meta.json.
+// Errors name the path: missing, unreadable, fewer tokens than one batch of B×T (+1) needs, shards
+// with a bad header or ids outside the vocabulary.
+Dataset open_dataset(const std::string& path, std::optional<TokenizerKind> tokenizer, double val_fraction, int B, int T,
+                     const std::string& vocab_dir = "");
+
+// Where the loader stands: epoch and the next window of that epoch's order. Saved in trainer.json.
+struct LoaderPosition {
+  uint64_t epoch = 0;
+  uint64_t cursor = 0;
+  bool operator==(const LoaderPosition&) const = default;
+};
+
+// Cuts the stream into windows of T+1 tokens at stride T (inputs and the targets shifted by one)
+// and hands out B per call. Each epoch visits windows in order, or in a permutation drawn from
+// (seed, epoch) when shuffling. With `world` processes, one step takes world·B consecutive windows
+// of the order and rank r gets the r-th B of them, so all ranks together cover each window of an
+// epoch once (the last world·B − 1 windows of an epoch may be skipped).
+class BatchLoader {
+ public:
+  BatchLoader(const TokenStream& tokens, int B, int T, bool shuffle, uint64_t seed, int rank = 0, int world = 1);
+  void next(int32_t* inputs, int32_t* targets);  // [B, T] each
+  LoaderPosition position() const { return pos_; }
+  void set_position(LoaderPosition pos);  // throws Error when outside the data
+  uint64_t windows() const { return windows_; }
+  uint64_t window_at(uint64_t epoch, uint64_t index) const;  // the order, for tests
+
+ private:
+  const TokenStream& tokens_;
+  int B_, T_, rank_, world_;
+  bool shuffle_;
+  uint64_t seed_;
+  uint64_t windows_;
+  LoaderPosition pos_;
+};
+
+// Validation: the first windows of the stream in order, B per batch, always the same; rows past
+// the last window get target −1 and do not count.
+int val_batch_count(const TokenStream& val, int B, int T, int max_batches);
+void val_batch(const TokenStream& val, int index, int B, int T, int32_t* inputs, int32_t* targets);
+
+}  // namespace xsa
