@@ -41,6 +41,7 @@ Result xsa(const std::string& args) {
 }
 
 void write(const fs::path& path, const std::string& text) {
+  fs::create_directories((work_dir() / path).parent_path());
   std::ofstream(work_dir() / path) << text;
 }
 
@@ -69,7 +70,8 @@ class Cli : public ::testing::Test {
 };
 
 TEST_F(Cli, HelpForEveryCommand) {
-  for (const char* args : {"--help", "train --help", "info --help"}) {
+  for (const char* args :
+       {"--help", "train --help", "info --help", "prepare --help", "tokenize --help"}) {
     Result r = xsa(args);
     EXPECT_EQ(r.status, 0) << args;
     EXPECT_NE(r.out.find("Usage"), std::string::npos) << args;
@@ -147,6 +149,60 @@ TEST_F(Cli, ResumeReproducesTheUninterruptedCurve) {
             read_file(work_dir() / "split/ckpt_000020/model.safetensors"));
 }
 
+TEST_F(Cli, TokenizeEncodesAndDecodes) {
+  const std::string vocab = std::string(" --vocab-dir ") + XSA_VOCAB_DIR;
+  Result r = xsa("tokenize" + vocab + " \"Hello, world\"");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out, "15496 11 995\n");
+  r = xsa("tokenize" + vocab + " --decode 15496 11 995");
+  EXPECT_EQ(r.out, "Hello, world\n");
+  r = xsa("tokenize --tokenizer byte AB");
+  EXPECT_EQ(r.out, "65 66\n");
+  r = xsa("tokenize" + vocab + " --decode 15496 x1");
+  EXPECT_NE(r.status, 0);
+  EXPECT_EQ(r.err,
+            "xsa: error: --decode: 'x1' is not a token id of the gpt2 vocabulary (0..50256)\n");
+}
+
+// Text → xsa prepare → shards → xsa train with the GPT-2 tokenizer → a checkpoint that says so.
+TEST_F(Cli, PrepareThenTrainOnShards) {
+  const std::string vocab = std::string(" --vocab-dir ") + XSA_VOCAB_DIR;
+  fs::create_directories(work_dir() / "corpus");
+  for (int i = 0; i < 40; i++)
+    write("corpus/doc" + std::to_string(i) + ".txt", text_of(300 + 10 * i));
+  Result r = xsa("prepare --input corpus --tokenizer gpt2 --out shards --val-fraction 0.2 --quiet" +
+                 vocab);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(fs::exists(work_dir() / "shards/train_000000.bin"));
+  EXPECT_TRUE(fs::exists(work_dir() / "shards/val_000000.bin"));
+  r =
+      xsa("train --data shards --layers 1 --heads 2 --embd 16 --seq-len 16 --batch 2 --steps 3 "
+          "--threads 1 --quiet "
+          "--out run_gpt2" +
+          vocab);
+  ASSERT_EQ(r.status, 0) << r.err;
+  Result info = xsa("info run_gpt2");
+  EXPECT_NE(info.out.find("tokenizer:   gpt2 (vocab 50257, padded 50304)"), std::string::npos)
+      << info.out;
+  EXPECT_NE(info.out.find("val loss:"), std::string::npos) << info.out;
+
+  // Bad data: one line each, naming the file.
+  write("broken/x_train_000000.bin", "not a shard at all, just some bytes that are far too short");
+  r = xsa("train --data broken " + kSmall + " --out x2");
+  EXPECT_NE(r.status, 0);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find("x_train_000000.bin: "), std::string::npos) << r.err;
+  write("bad.jsonl", "{\"text\": \"ok\"}\n[1, 2]\n");
+  r = xsa("prepare --input bad.jsonl --out x3 --tokenizer byte --quiet");
+  EXPECT_EQ(r.err, "xsa: error: bad.jsonl:2: has no \"text\" field holding a string\n");
+  r = xsa("prepare --input corpus --out shards --tokenizer byte --quiet");
+  EXPECT_EQ(r.err, "xsa: error: shards: already exists; pass --force to replace it\n");
+  r = xsa("prepare --input corpus --out x4 --vocab-dir novocab --quiet");
+  EXPECT_NE(r.err.find("scripts/get_data.sh"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(work_dir() / "x3"));
+  EXPECT_FALSE(fs::exists(work_dir() / "x4"));
+}
+
 struct BadInput {
   const char* name;
   std::string args;
@@ -179,7 +235,8 @@ TEST_F(Cli, BadInputGivesOneLineAndKeepsCheckpoints) {
   const std::vector<BadInput> cases = {
       {"missing data file", "train --data nothere.txt " + kSmall + " --out x1",
        "nothere.txt: no such file"},
-      {"data is a folder without shards", "train --data adir " + kSmall + " --out x1", "adir: holds no token shards"},
+      {"data is a folder without shards", "train --data adir " + kSmall + " --out x1",
+       "adir: holds no token shards"},
       {"data shorter than a batch", "train --data short.txt " + kSmall + " --out x1",
        "short.txt: 40 tokens leave 23 for training"},
       {"C not divisible by H", "train --data data.txt --embd 30 --heads 4 --out x1",

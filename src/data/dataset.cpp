@@ -45,8 +45,8 @@ void TokenStream::check_vocabulary(int vocab_size, const char* tokenizer) const 
   for (const Segment& s : segments_) {
     for (size_t i = 0; i < s.n; i++)
       if (s.data[i] >= vocab_size)
-        fail("{}: token id {} at position {} is outside the {} vocabulary ({} ids)", s.source, s.data[i], i, tokenizer,
-             vocab_size);
+        fail("{}: token id {} at position {} is outside the {} vocabulary ({} ids)", s.source,
+             s.data[i], i, tokenizer, vocab_size);
   }
 }
 
@@ -77,7 +77,8 @@ std::string replace_last(std::string s, const std::string& from, const std::stri
 TokenizerKind tokenizer_of_shards(const fs::path& dir, std::optional<TokenizerKind> flag) {
   std::error_code ec;
   const fs::path meta_path = dir / "meta.json";
-  if (!fs::exists(meta_path, ec)) return flag.value_or(TokenizerKind::gpt2);  // llm.c's shards are GPT-2
+  if (!fs::exists(meta_path, ec))
+    return flag.value_or(TokenizerKind::gpt2);  // llm.c's shards are GPT-2
   nlohmann::json meta;
   try {
     meta = nlohmann::json::parse(read_file(meta_path));
@@ -86,7 +87,8 @@ TokenizerKind tokenizer_of_shards(const fs::path& dir, std::optional<TokenizerKi
   }
   TokenizerKind kind = parse_tokenizer(meta.value("tokenizer", std::string("gpt2")));
   if (flag && *flag != kind)
-    fail("--tokenizer {} contradicts {} (tokenizer {})", to_string(*flag), meta_path.string(), to_string(kind));
+    fail("--tokenizer {} contradicts {} (tokenizer {})", to_string(*flag), meta_path.string(),
+         to_string(kind));
   return kind;
 }
 
@@ -96,9 +98,10 @@ void add_shards(TokenStream& stream, const std::vector<std::string>& files) {
 
 }  // namespace
 
-Dataset open_dataset(const std::string& path, std::optional<TokenizerKind> tokenizer, double val_fraction, int B, int T,
-                     const std::string& vocab_dir) {
-  if (!(val_fraction >= 0 && val_fraction < 1)) fail("--val-fraction {} must be in [0, 1)", val_fraction);
+Dataset open_dataset(const std::string& path, std::optional<TokenizerKind> tokenizer,
+                     double val_fraction, int B, int T, const std::string& vocab_dir) {
+  if (!(val_fraction >= 0 && val_fraction < 1))
+    fail("--val-fraction {} must be in [0, 1)", val_fraction);
   Dataset d;
   std::error_code ec;
   const bool is_glob = path.find_first_of("*?[") != std::string::npos;
@@ -112,14 +115,18 @@ Dataset open_dataset(const std::string& path, std::optional<TokenizerKind> token
     auto tok = make_tokenizer(d.tokenizer, vocab_dir);
     std::vector<int32_t> ids = tok->encode(text);
     size_t n = ids.size(), n_val = 0;
-    if (val_fraction > 0) n_val = std::max<size_t>((size_t)std::llround(n * val_fraction), (size_t)T + 1);
+    if (val_fraction > 0)
+      n_val = std::max<size_t>((size_t)std::llround(n * val_fraction), (size_t)T + 1);
     if (n_val >= n || n - n_val < need)
-      fail("{}: {} tokens leave {} for training after the validation tail of {}; one batch needs --batch {} x "
-           "--seq-len {} + 1 = {}",
-           path, n, n_val >= n ? 0 : n - n_val, n_val, B, T, need);
+      fail(
+          "{}: {} tokens leave {} for training after the validation tail of {}; one batch needs "
+          "--batch {} x "
+          "--seq-len {} + 1 = {}",
+          path, n, n_val >= n ? 0 : n - n_val, n_val, B, T, need);
     d.train.add(std::vector<uint16_t>(ids.begin(), ids.end() - n_val), path);
     d.val.add(std::vector<uint16_t>(ids.end() - n_val, ids.end()), path + " (validation tail)");
-    d.description = fmt::format("{} ({} tokenizer, last {:.0f}% held out)", path, to_string(d.tokenizer), val_fraction * 100);
+    d.description = fmt::format("{} ({} tokenizer, last {:.0f}% held out)", path,
+                                to_string(d.tokenizer), val_fraction * 100);
     return d;
   }
 
@@ -128,15 +135,20 @@ Dataset open_dataset(const std::string& path, std::optional<TokenizerKind> token
   if (is_glob) {
     train_files = glob_files(path);
     if (train_files.empty()) fail("{}: matches no files", path);
-    if (path.find("train") != std::string::npos) val_files = glob_files(replace_last(path, "train", "val"));
+    if (path.find("train") != std::string::npos)
+      val_files = glob_files(replace_last(path, "train", "val"));
     meta_dir = fs::path(train_files[0]).parent_path();
   } else if (fs::is_directory(path, ec)) {
     train_files = glob_files((fs::path(path) / "*train*.bin").string());
     val_files = glob_files((fs::path(path) / "*val*.bin").string());
     if (train_files.empty())
-      fail("{}: holds no token shards (*train*.bin); make them with xsa prepare, or give a text file", path);
+      fail(
+          "{}: holds no token shards (*train*.bin); make them with xsa prepare, or give a text "
+          "file",
+          path);
     meta_dir = path;
-  } else {  // one .bin file; its validation twin when there is one (TinyStories_train.bin → _val.bin)
+  } else {  // one .bin file; its validation twin when there is one (TinyStories_train.bin →
+            // _val.bin)
     train_files = {path};
     std::string twin = replace_last(path, "train", "val");
     if (twin != path && fs::exists(twin, ec)) val_files = {twin};
@@ -149,9 +161,10 @@ Dataset open_dataset(const std::string& path, std::optional<TokenizerKind> token
   d.train.check_vocabulary(V, to_string(d.tokenizer));
   d.val.check_vocabulary(V, to_string(d.tokenizer));
   if (d.train.size() < need)
-    fail("{}: {} training tokens; one batch needs --batch {} x --seq-len {} + 1 = {}", path, d.train.size(), B, T, need);
-  d.description = fmt::format("{} ({} train / {} val shards, {} tokenizer)", path, train_files.size(), val_files.size(),
-                              to_string(d.tokenizer));
+    fail("{}: {} training tokens; one batch needs --batch {} x --seq-len {} + 1 = {}", path,
+         d.train.size(), B, T, need);
+  d.description = fmt::format("{} ({} train / {} val shards, {} tokenizer)", path,
+                              train_files.size(), val_files.size(), to_string(d.tokenizer));
   return d;
 }
 
@@ -185,13 +198,16 @@ uint64_t permute(uint64_t i, uint64_t n, uint64_t key) {
 
 }  // namespace
 
-BatchLoader::BatchLoader(const TokenStream& tokens, int B, int T, bool shuffle, uint64_t seed, int rank, int world)
+BatchLoader::BatchLoader(const TokenStream& tokens, int B, int T, bool shuffle, uint64_t seed,
+                         int rank, int world)
     : tokens_(tokens), B_(B), T_(T), rank_(rank), world_(world), shuffle_(shuffle), seed_(seed) {
   XSA_CHECK(world >= 1 && rank >= 0 && rank < world, "rank {} of world {}", rank, world);
   windows_ = tokens.size() > 0 ? (tokens.size() - 1) / T : 0;
   if (windows_ < (uint64_t)B * world)
-    fail("{} training tokens make {} windows of --seq-len {} + 1, fewer than one batch of {} per step", tokens.size(),
-         windows_, T, (uint64_t)B * world);
+    fail(
+        "{} training tokens make {} windows of --seq-len {} + 1, fewer than one batch of {} per "
+        "step",
+        tokens.size(), windows_, T, (uint64_t)B * world);
 }
 
 uint64_t BatchLoader::window_at(uint64_t epoch, uint64_t index) const {

@@ -52,8 +52,8 @@ struct Dataset {
 // `tokenizer` is the --tokenizer option when given; it must agree with meta.json.
 // Errors name the path: missing, unreadable, fewer tokens than one batch of B×T (+1) needs, shards
 // with a bad header or ids outside the vocabulary.
-Dataset open_dataset(const std::string& path, std::optional<TokenizerKind> tokenizer, double val_fraction, int B, int T,
-                     const std::string& vocab_dir = "");
+Dataset open_dataset(const std::string& path, std::optional<TokenizerKind> tokenizer,
+                     double val_fraction, int B, int T, const std::string& vocab_dir = "");
 
 // Where the loader stands: epoch and the next window of that epoch's order. Saved in trainer.json.
 struct LoaderPosition {
@@ -69,7 +69,8 @@ struct LoaderPosition {
 // epoch once (the last world·B − 1 windows of an epoch may be skipped).
 class BatchLoader {
  public:
-  BatchLoader(const TokenStream& tokens, int B, int T, bool shuffle, uint64_t seed, int rank = 0, int world = 1);
+  BatchLoader(const TokenStream& tokens, int B, int T, bool shuffle, uint64_t seed, int rank = 0,
+              int world = 1);
   void next(int32_t* inputs, int32_t* targets);  // [B, T] each
   LoaderPosition position() const { return pos_; }
   void set_position(LoaderPosition pos);  // throws Error when outside the data

@@ -26,8 +26,10 @@ Shard::Shard(const std::filesystem::path& path) : file_(path) {
     fail("{}: {} bytes, too short for the 1024-byte shard header", name, file_.size());
   int32_t header[3];
   std::memcpy(header, file_.data(), sizeof header);
-  if (header[0] != kShardMagic) fail("{}: magic number {} is not a token shard's ({})", name, header[0], kShardMagic);
-  if (header[1] != kShardVersion) fail("{}: shard version {} is not supported (only {})", name, header[1], kShardVersion);
+  if (header[0] != kShardMagic)
+    fail("{}: magic number {} is not a token shard's ({})", name, header[0], kShardMagic);
+  if (header[1] != kShardVersion)
+    fail("{}: shard version {} is not supported (only {})", name, header[1], kShardVersion);
   if (header[2] < 0) fail("{}: negative token count {} in the header", name, header[2]);
   count_ = (size_t)header[2];
   const size_t expected = kShardHeaderInts * 4 + count_ * 2;

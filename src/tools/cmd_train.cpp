@@ -41,12 +41,15 @@ void add_train_command(CLI::App& root) {
   ModelConfig& m = a->model;
   RunConfig& r = a->run;
 
-  cmd->add_option("--data", r.data,
-                  "A text file, a folder of token shards (xsa prepare, llm.c), or a glob of shard files");
+  cmd->add_option(
+      "--data", r.data,
+      "A text file, a folder of token shards (xsa prepare, llm.c), or a glob of shard files");
   cmd->add_option("--tokenizer", a->tokenizer,
                   "byte or gpt2 (default: byte for a text file, the shards' meta.json, else gpt2)");
-  cmd->add_option("--vocab-dir", r.vocab_dir, "Folder with GPT-2's encoder.json and vocab.bpe (default: data/gpt2)");
-  cmd->add_flag("--shuffle,!--no-shuffle", r.shuffle, "Visit training windows in a seeded random order (default) or in order");
+  cmd->add_option("--vocab-dir", r.vocab_dir,
+                  "Folder with GPT-2's encoder.json and vocab.bpe (default: data/gpt2)");
+  cmd->add_flag("--shuffle,!--no-shuffle", r.shuffle,
+                "Visit training windows in a seeded random order (default) or in order");
   cmd->add_option("--attn", a->attn, "Attention: sa, xsa, or one per layer (sa,sa,xsa,xsa)")
       ->capture_default_str();
   cmd->add_option("--layers", m.n_layer, "Transformer blocks (L)")->capture_default_str();
@@ -95,7 +98,8 @@ void add_train_command(CLI::App& root) {
     ModelConfig model = a->model;
     RunConfig run = a->run;
     if (a->resume.empty()) {
-      if (!a->tokenizer.empty()) parse_tokenizer(a->tokenizer);  // reject a bad name before anything else
+      if (!a->tokenizer.empty())
+        parse_tokenizer(a->tokenizer);  // reject a bad name before anything else
       run.tokenizer = a->tokenizer;
       set_layer_attn(model, a->attn);
       train(model, run);

@@ -9,5 +9,6 @@ namespace xsa::cli {
 void add_train_command(CLI::App& root);
 void add_info_command(CLI::App& root);
 void add_tokenize_command(CLI::App& root);
+void add_prepare_command(CLI::App& root);
 
 }  // namespace xsa::cli

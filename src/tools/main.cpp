@@ -59,6 +59,7 @@ int main(int argc, char** argv) {
   app.require_subcommand(1);
   xsa::cli::add_train_command(app);
   xsa::cli::add_info_command(app);
+  xsa::cli::add_prepare_command(app);
   xsa::cli::add_tokenize_command(app);
   try {
     std::vector<std::string> args = expand_config_file(std::vector<std::string>(argv, argv + argc));

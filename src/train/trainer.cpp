@@ -153,7 +153,8 @@ double validation_loss(Gpt<float>& model, const TokenStream& val, int n_batches,
 
 }  // namespace
 
-TrainResult train(const ModelConfig& requested_model, const RunConfig& run, const std::string& resume_from) {
+TrainResult train(const ModelConfig& requested_model, const RunConfig& run,
+                  const std::string& resume_from) {
   requested_model.validate();
   run.validate();
   const int B = run.batch, T = requested_model.seq_len;
@@ -168,7 +169,8 @@ TrainResult train(const ModelConfig& requested_model, const RunConfig& run, cons
   model_cfg.tokenizer = data.tokenizer;
   model_cfg.vocab_size = vocab_size_of(data.tokenizer);
   model_cfg.padded_vocab = pad_vocab(model_cfg.vocab_size);
-  const int n_val_batches = run.val_batches > 0 ? val_batch_count(data.val, B, T, run.val_batches) : 0;
+  const int n_val_batches =
+      run.val_batches > 0 ? val_batch_count(data.val, B, T, run.val_batches) : 0;
 
   fs::path run_dir = run.out;
   fs::path resume_ckpt;
@@ -235,16 +237,18 @@ TrainResult train(const ModelConfig& requested_model, const RunConfig& run, cons
   TrainResult result;
 
   auto save = [&](int64_t at_step, double elapsed) {
-    nlohmann::json st = {{"step", at_step},
-                         {"data_position", {{"epoch", loader.position().epoch}, {"cursor", loader.position().cursor}}},
-                         {"rng_state", rng.state},
-                         {"elapsed_s", elapsed},
-                         {"tokens_seen", at_step * (int64_t)B * T},
-                         {"data",
-                          {{"source", run.data},
-                           {"train_tokens", data.train.size()},
-                           {"val_tokens", data.val.size()}}},
-                         {"run", run_config_to_json(run)}};
+    nlohmann::json st = {
+        {"step", at_step},
+        {"data_position",
+         {{"epoch", loader.position().epoch}, {"cursor", loader.position().cursor}}},
+        {"rng_state", rng.state},
+        {"elapsed_s", elapsed},
+        {"tokens_seen", at_step * (int64_t)B * T},
+        {"data",
+         {{"source", run.data},
+          {"train_tokens", data.train.size()},
+          {"val_tokens", data.val.size()}}},
+        {"run", run_config_to_json(run)}};
     result.last_checkpoint =
         save_checkpoint(run_dir, at_step, model_cfg, arena, st, run.force).string();
   };
@@ -259,7 +263,8 @@ TrainResult train(const ModelConfig& requested_model, const RunConfig& run, cons
 
   if (!run.quiet) {
     std::printf(
-        "xsa train: %s attention, %d layers, %d heads, %d embd, seq %d, batch %d, %s tokenizer, %lld "
+        "xsa train: %s attention, %d layers, %d heads, %d embd, seq %d, batch %d, %s tokenizer, "
+        "%lld "
         "params, %d threads\n",
         layer_attn_string(model_cfg).c_str(), model_cfg.n_layer, model_cfg.n_head, model_cfg.n_embd,
         T, B, to_string(model_cfg.tokenizer), (long long)parameter_count(model_cfg), threads);

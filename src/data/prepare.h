@@ -1,0 +1,50 @@
+// xsa prepare: text in (plain files, folders of them, JSON-lines with a `text` field, JSON arrays
+// of strings, the POS-tagged Brown corpus), token shards out: train_NNNNNN.bin, val_NNNNNN.bin and
+// meta.json in one folder. Documents are tokenized in parallel; validation documents are drawn
+// deterministically at random (by seed) from all inputs, never the tail of the concatenation.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+
+namespace xsa {
+
+struct PrepareInput {
+  std::string path;  // a file or a folder (searched recursively, hidden files skipped)
+  std::string format =
+      "auto";  // auto (by extension: .jsonl, .json, else text), text, jsonl, json, brown
+};
+
+struct PrepareConfig {
+  std::vector<PrepareInput> inputs;
+  TokenizerKind tokenizer = TokenizerKind::gpt2;
+  std::string vocab_dir;
+  std::string out;
+  double val_fraction = 0.02;  // share of documents held out
+  uint64_t seed = 1;           // draws the validation documents
+  size_t shard_tokens = 100'000'000;
+  int threads = 0;     // 0: every core
+  bool force = false;  // replace an existing output folder
+  bool quiet = false;
+};
+
+struct PrepareResult {
+  size_t train_tokens = 0, val_tokens = 0, train_documents = 0, val_documents = 0, bytes = 0;
+  int shards = 0;
+  double seconds = 0;
+};
+
+// Writes into a temporary folder beside `out` and renames it into place when complete; on any
+// error the partial output is removed and an existing `out` is left as it was.
+PrepareResult prepare(const PrepareConfig& cfg);
+
+// Inputs and output of `xsa prepare --default`: the npm corpora fetched by scripts/get_data.sh.
+PrepareConfig default_corpus_config(TokenizerKind tokenizer);
+
+// The Brown corpus's "word/tag word/tag" lines back to plain text.
+std::string strip_brown_tags(const std::string& tagged);
+
+}  // namespace xsa

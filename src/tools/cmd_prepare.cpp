@@ -1,0 +1,58 @@
+// xsa prepare: text → token shards (see data/prepare.h).
+#include "data/prepare.h"
+#include "tools/commands.h"
+#include "util/error.h"
+
+namespace xsa::cli {
+
+void add_prepare_command(CLI::App& root) {
+  auto* cmd = root.add_subcommand("prepare",
+                                  "Tokenize text files, folders or JSON lines into token shards");
+  struct Args {
+    PrepareConfig cfg;
+    std::vector<std::string> inputs;
+    std::string format = "auto", tokenizer = "gpt2";
+    bool use_default = false;
+  };
+  auto a = std::make_shared<Args>();
+  PrepareConfig& c = a->cfg;
+  cmd->add_option("--input", a->inputs,
+                  "Text files or folders (recursively); .jsonl: a \"text\" field per line; "
+                  ".json: an array of strings")
+      ->expected(1, -1);
+  cmd->add_option("--format", a->format,
+                  "auto, text, jsonl, json or brown (POS-tagged Brown corpus)")
+      ->capture_default_str();
+  cmd->add_option("--tokenizer", a->tokenizer, "gpt2 or byte")->capture_default_str();
+  cmd->add_option("--vocab-dir", c.vocab_dir,
+                  "Folder with GPT-2's encoder.json and vocab.bpe (default: data/gpt2)");
+  cmd->add_option("--out", c.out, "Output folder for train_*.bin, val_*.bin and meta.json");
+  cmd->add_option("--val-fraction", c.val_fraction, "Share of documents held out for validation")
+      ->capture_default_str();
+  cmd->add_option("--seed", c.seed, "Seed that draws the validation documents")
+      ->capture_default_str();
+  cmd->add_option("--shard-tokens", c.shard_tokens, "Tokens per shard file")->capture_default_str();
+  cmd->add_option("--threads", c.threads, "Threads (0: every core)")->capture_default_str();
+  cmd->add_flag("--force", c.force, "Replace an existing output folder");
+  cmd->add_flag("--quiet", c.quiet, "No progress output");
+  cmd->add_flag("--default", a->use_default,
+                "Prepare the default corpus (nlp-corpus and the Brown corpus, installed by "
+                "scripts/get_data.sh) "
+                "into data/default (gpt2) or data/default-byte");
+  cmd->callback([a, cmd] {
+    PrepareConfig cfg = a->cfg;
+    cfg.tokenizer = parse_tokenizer(a->tokenizer);
+    if (a->use_default) {
+      if (!a->inputs.empty())
+        fail("--default takes no --input: it prepares the installed default corpus");
+      PrepareConfig d = default_corpus_config(cfg.tokenizer);
+      cfg.inputs = d.inputs;
+      if (cmd->count("--out") == 0) cfg.out = d.out;
+    } else {
+      for (const std::string& path : a->inputs) cfg.inputs.push_back({path, a->format});
+    }
+    prepare(cfg);
+  });
+}
+
+}  // namespace xsa::cli

@@ -1,0 +1,405 @@
+// Data pipeline: shard write/read and header validation, streams across shards, the batch loader
+// (windows, shuffling, rank splitting, resume position), datasets from folders, globs and text, and
+// xsa prepare with each bad input.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <set>
+
+#include "data/dataset.h"
+#include "data/prepare.h"
+#include "data/shards.h"
+#include "tokenizer/tokenizer.h"
+#include "util/error.h"
+#include "util/files.h"
+
+namespace xsa {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path temp_dir(const std::string& name) {
+  fs::path dir =
+      fs::temp_directory_path() / ("xsa_data_test_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
+}
+
+std::vector<uint16_t> iota_tokens(size_t n, uint16_t start = 0) {
+  std::vector<uint16_t> v(n);
+  for (size_t i = 0; i < n; i++) v[i] = (uint16_t)((start + i) % 50000);
+  return v;
+}
+
+void write_shard(const fs::path& path, const std::vector<uint16_t>& tokens) {
+  write_file_atomic(path, encode_shard(tokens.data(), tokens.size()));
+}
+
+std::string error_of(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "";
+}
+
+TEST(Shards, RoundTripAndLayout) {
+  fs::path dir = temp_dir("shard");
+  auto tokens = iota_tokens(1000);
+  tokens[0] = 65000;  // the top of uint16's range survives
+  write_shard(dir / "a.bin", tokens);
+  EXPECT_EQ(fs::file_size(dir / "a.bin"), 1024u + 2000u);
+  Shard s(dir / "a.bin");
+  ASSERT_EQ(s.size(), 1000u);
+  EXPECT_TRUE(std::equal(tokens.begin(), tokens.end(), s.tokens()));
+  // Byte-level layout: llm.c's header and little-endian uint16 tokens.
+  std::string bytes = read_file(dir / "a.bin");
+  int32_t header[3];
+  std::memcpy(header, bytes.data(), 12);
+  EXPECT_EQ(header[0], 20240520);
+  EXPECT_EQ(header[1], 1);
+  EXPECT_EQ(header[2], 1000);
+  EXPECT_EQ((unsigned char)bytes[1024], 65000 & 0xFF);
+  EXPECT_EQ((unsigned char)bytes[1025], 65000 >> 8);
+  fs::remove_all(dir);
+}
+
+TEST(Shards, HeaderIsValidated) {
+  fs::path dir = temp_dir("header");
+  std::string good = encode_shard(iota_tokens(10).data(), 10);
+  auto check = [&](const std::string& name, std::string bytes, const std::string& expected) {
+    write_file_atomic(dir / name, bytes);
+    std::string err = error_of([&] { Shard s(dir / name); });
+    EXPECT_NE(err.find((dir / name).string()), std::string::npos) << err;
+    EXPECT_NE(err.find(expected), std::string::npos) << err;
+  };
+  std::string bad_magic = good;
+  bad_magic[0] ^= 1;
+  check("magic.bin", bad_magic, "magic number");
+  std::string bad_version = good;
+  bad_version[4] = 7;
+  check("version.bin", bad_version, "shard version 7");
+  check("truncated.bin", good.substr(0, good.size() - 2), "header's 10 tokens need 1044");
+  check("longer.bin", good + "x", "1045 bytes, but its header's 10 tokens need 1044");
+  check("short.bin", good.substr(0, 100), "too short");
+  fs::remove_all(dir);
+}
+
+TEST(TokenStream, CopiesAcrossShardBorders) {
+  fs::path dir = temp_dir("stream");
+  TokenStream stream;
+  std::vector<uint16_t> all;
+  int k = 0;
+  for (size_t n : {5u, 0u, 3u, 17u}) {  // an empty shard in the middle too
+    auto t = iota_tokens(n, (uint16_t)all.size());
+    all.insert(all.end(), t.begin(), t.end());
+    fs::path p = dir / ("s" + std::to_string(k++) + ".bin");
+    write_shard(p, t);
+    stream.add(std::make_shared<const Shard>(p));
+  }
+  ASSERT_EQ(stream.size(), all.size());
+  for (size_t pos = 0; pos < all.size(); pos++)
+    for (size_t n = 0; pos + n <= all.size(); n += 3) {
+      std::vector<int32_t> out(n);
+      stream.copy(pos, n, out.data());
+      for (size_t i = 0; i < n; i++) ASSERT_EQ(out[i], all[pos + i]) << pos << "+" << i;
+    }
+  fs::remove_all(dir);
+}
+
+TEST(TokenStream, TokenOutsideVocabularyNamesFileAndPosition) {
+  fs::path dir = temp_dir("vocab");
+  auto t = iota_tokens(100);
+  t[42] = 300;
+  write_shard(dir / "x_train.bin", t);
+  TokenStream s;
+  s.add(std::make_shared<const Shard>(dir / "x_train.bin"));
+  std::string err = error_of([&] { s.check_vocabulary(256, "byte"); });
+  EXPECT_NE(err.find("x_train.bin: token id 300 at position 42 is outside the byte vocabulary"),
+            std::string::npos)
+      << err;
+  EXPECT_NO_THROW(s.check_vocabulary(50257, "gpt2"));
+  fs::remove_all(dir);
+}
+
+class Loader : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    tokens.add(iota_tokens(1001), "memory");  // 1000 windows of T = 1 ... or 100 of T = 10
+  }
+  TokenStream tokens;
+};
+
+TEST_F(Loader, WindowsAreShiftedPairsInOrder) {
+  const int B = 3, T = 10;
+  BatchLoader loader(tokens, B, T, /*shuffle=*/false, 0);
+  EXPECT_EQ(loader.windows(), 100u);
+  std::vector<int32_t> in(B * T), tg(B * T);
+  for (int step = 0; step < 5; step++) {
+    loader.next(in.data(), tg.data());
+    for (int b = 0; b < B; b++)
+      for (int t = 0; t < T; t++) {
+        int window = step * B + b;
+        ASSERT_EQ(in[b * T + t], window * T + t);
+        ASSERT_EQ(tg[b * T + t], window * T + t + 1);
+      }
+  }
+}
+
+TEST_F(Loader, ShuffleVisitsEveryWindowOncePerEpoch) {
+  const int B = 4, T = 10;
+  BatchLoader a(tokens, B, T, true, 7), b(tokens, B, T, true, 7), c(tokens, B, T, true, 8);
+  std::vector<uint64_t> order0, order1, other;
+  for (uint64_t i = 0; i < a.windows(); i++) {
+    order0.push_back(a.window_at(0, i));
+    order1.push_back(a.window_at(1, i));
+    other.push_back(c.window_at(0, i));
+    EXPECT_EQ(a.window_at(0, i), b.window_at(0, i));  // same seed, same order
+  }
+  EXPECT_EQ(std::set<uint64_t>(order0.begin(), order0.end()).size(), 100u);
+  EXPECT_EQ(*std::max_element(order0.begin(), order0.end()), 99u);
+  EXPECT_NE(order0, order1);  // a new order each epoch
+  EXPECT_NE(order0, other);   // and per seed
+  std::vector<uint64_t> sorted = order0;
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_NE(order0, sorted);  // really shuffled
+}
+
+TEST_F(Loader, RanksTogetherCoverTheStreamOnce) {
+  for (bool shuffle : {false, true}) {
+    SCOPED_TRACE(shuffle ? "shuffled" : "in order");
+    const int B = 2, T = 10, world = 3;
+    std::vector<BatchLoader> ranks;
+    for (int r = 0; r < world; r++) ranks.emplace_back(tokens, B, T, shuffle, 5, r, world);
+    std::multiset<int32_t> starts;
+    std::vector<int32_t> in(B * T), tg(B * T);
+    const int steps = 100 / (B * world);  // one epoch: 16 steps, 96 of 100 windows
+    for (int s = 0; s < steps; s++)
+      for (auto& r : ranks) {
+        r.next(in.data(), tg.data());
+        for (int b = 0; b < B; b++) starts.insert(in[b * T]);
+      }
+    EXPECT_EQ(starts.size(), 96u);
+    EXPECT_EQ(std::set<int32_t>(starts.begin(), starts.end()).size(), 96u)
+        << "a window was read twice";
+    for (int32_t s : starts) EXPECT_EQ(s % T, 0);
+  }
+}
+
+TEST_F(Loader, ResumeContinuesWithTheNextBatch) {
+  const int B = 3, T = 10;
+  BatchLoader a(tokens, B, T, true, 11);
+  std::vector<int32_t> in(B * T), tg(B * T), in2(B * T), tg2(B * T);
+  for (int i = 0; i < 40; i++) a.next(in.data(), tg.data());  // past an epoch boundary (33 steps)
+  LoaderPosition pos = a.position();
+  EXPECT_EQ(pos.epoch, 1u);
+  BatchLoader b(tokens, B, T, true, 11);
+  b.set_position(pos);
+  for (int i = 0; i < 10; i++) {
+    a.next(in.data(), tg.data());
+    b.next(in2.data(), tg2.data());
+    ASSERT_EQ(in, in2);
+    ASSERT_EQ(tg, tg2);
+  }
+  EXPECT_THROW(b.set_position({0, 1000}), Error);
+}
+
+TEST_F(Loader, TooLittleDataIsAnError) {
+  EXPECT_THROW(BatchLoader(tokens, 20, 100, false, 0), Error);
+}
+
+TEST(Dataset, FolderGlobAndSingleFile) {
+  fs::path dir = temp_dir("dataset");
+  write_shard(dir / "c_train_000001.bin", iota_tokens(300, 0));
+  write_shard(dir / "c_train_000002.bin", iota_tokens(300, 300));
+  write_shard(dir / "c_val_000000.bin", iota_tokens(100, 1000));
+  write_file_atomic(dir / "meta.json", R"({"tokenizer": "gpt2"})");
+  Dataset d = open_dataset(dir.string(), std::nullopt, 0.1, 2, 16);
+  EXPECT_EQ(d.train.size(), 600u);
+  EXPECT_EQ(d.val.size(), 100u);
+  EXPECT_EQ(d.tokenizer, TokenizerKind::gpt2);
+  Dataset g = open_dataset((dir / "c_train_*.bin").string(), std::nullopt, 0.1, 2, 16);
+  EXPECT_EQ(g.train.size(), 600u);
+  EXPECT_EQ(g.val.size(), 100u);
+  Dataset one = open_dataset((dir / "c_train_000002.bin").string(), std::nullopt, 0.1, 2, 16);
+  EXPECT_EQ(one.train.size(), 300u);
+  std::vector<int32_t> first(1);
+  one.train.copy(0, 1, first.data());
+  EXPECT_EQ(first[0], 300);
+  // Errors: a contradicting tokenizer, a folder without shards, too little data.
+  EXPECT_NE(error_of([&] {
+              open_dataset(dir.string(), TokenizerKind::byte, 0.1, 2, 16);
+            }).find("contradicts"),
+            std::string::npos);
+  fs::create_directories(dir / "empty");
+  EXPECT_NE(error_of([&] {
+              open_dataset((dir / "empty").string(), std::nullopt, 0.1, 2, 16);
+            }).find("no token shards"),
+            std::string::npos);
+  EXPECT_NE(error_of([&] {
+              open_dataset(dir.string(), std::nullopt, 0.1, 8, 256);
+            }).find("600 training tokens"),
+            std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST(Dataset, TextFileWithValidationTail) {
+  fs::path dir = temp_dir("text");
+  std::ofstream(dir / "t.txt") << std::string(1000, 'x');
+  Dataset d = open_dataset((dir / "t.txt").string(), std::nullopt, 0.1, 2, 16);
+  EXPECT_EQ(d.tokenizer, TokenizerKind::byte);
+  EXPECT_EQ(d.train.size(), 900u);
+  EXPECT_EQ(d.val.size(), 100u);
+  fs::remove_all(dir);
+}
+
+TEST(Prepare, StripsBrownTags) {
+  EXPECT_EQ(
+      strip_brown_tags("\tThe/at jury/nn said/vbd ``/`` no/at ''/'' ,/, it/pps ran/vbd ./.\n\n"),
+      "The jury said \"no\", it ran.\n");
+}
+
+// Documents "doc 0" ... "doc 199" in three formats; byte tokenizer (documents end in a newline).
+class PrepareTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir = temp_dir("prepare");
+    fs::create_directories(dir / "in/texts");
+    for (int i = 0; i < 50; i++)
+      std::ofstream(dir / "in/texts" / fmt::format("{:03d}.txt", i)) << "doc " << i << "\n";
+    std::ofstream jl(dir / "in/b.jsonl");
+    for (int i = 50; i < 150; i++)
+      jl << nlohmann::json{{"text", fmt::format("doc {}", i)}, {"id", i}}.dump() << "\n";
+    nlohmann::json arr = nlohmann::json::array();
+    for (int i = 150; i < 200; i++) arr.push_back(fmt::format("doc {}", i));
+    std::ofstream(dir / "in/c.json") << arr.dump();
+    cfg.inputs = {{(dir / "in/texts").string()},
+                  {(dir / "in/b.jsonl").string()},
+                  {(dir / "in/c.json").string()}};
+    cfg.tokenizer = TokenizerKind::byte;
+    cfg.out = (dir / "out").string();
+    cfg.val_fraction = 0.2;
+    cfg.shard_tokens = 1024;
+    cfg.quiet = true;
+    cfg.threads = 2;
+  }
+  void TearDown() override { fs::remove_all(dir); }
+  std::vector<std::string> documents(const std::string& glob) {
+    Dataset d = open_dataset(glob, std::nullopt, 0, 1, 1);
+    std::vector<int32_t> ids(d.train.size());
+    d.train.copy(0, ids.size(), ids.data());
+    std::string text(ids.begin(), ids.end());
+    std::vector<std::string> docs;
+    std::istringstream in(text);
+    for (std::string line; std::getline(in, line);) docs.push_back(line);
+    return docs;
+  }
+  fs::path dir;
+  PrepareConfig cfg;
+};
+
+TEST_F(PrepareTest, WritesShardsMetaAndARandomValidationShare) {
+  PrepareResult r = prepare(cfg);
+  EXPECT_EQ(r.train_documents + r.val_documents, 200u);
+  auto meta = nlohmann::json::parse(read_file(dir / "out/meta.json"));
+  EXPECT_EQ(meta["tokenizer"], "byte");
+  EXPECT_EQ(meta["train_documents"], r.train_documents);
+  EXPECT_GT(meta["train_shards"].size(), 1u);  // 1024-token shards
+  auto train = documents((dir / "out/train_*.bin").string());
+  auto val = documents((dir / "out/val_*.bin").string());
+  ASSERT_EQ(train.size() + val.size(), 200u);
+  EXPECT_GT(val.size(), 20u);
+  EXPECT_LT(val.size(), 60u);
+  // Every document exactly once, order kept within each split, validation drawn from all inputs.
+  std::set<std::string> all(train.begin(), train.end());
+  all.insert(val.begin(), val.end());
+  EXPECT_EQ(all.size(), 200u);
+  auto index = [](const std::string& d) { return std::stoi(d.substr(4)); };
+  for (size_t i = 1; i < val.size(); i++) EXPECT_LT(index(val[i - 1]), index(val[i]));
+  int from_texts = 0, from_jsonl = 0, from_json = 0;
+  for (auto& v : val) (index(v) < 50 ? from_texts : index(v) < 150 ? from_jsonl : from_json)++;
+  EXPECT_GT(from_texts, 0);
+  EXPECT_GT(from_jsonl, 0);
+  EXPECT_GT(from_json, 0);
+  // The same seed draws the same share; another seed another one.
+  cfg.out = (dir / "again").string();
+  prepare(cfg);
+  EXPECT_EQ(read_file(dir / "out/val_000000.bin"), read_file(dir / "again/val_000000.bin"));
+  cfg.out = (dir / "other").string(), cfg.seed = 2;
+  prepare(cfg);
+  EXPECT_NE(read_file(dir / "out/val_000000.bin"), read_file(dir / "other/val_000000.bin"));
+}
+
+TEST_F(PrepareTest, Gpt2DocumentsStartWithEndOfText) {
+  cfg.tokenizer = TokenizerKind::gpt2;
+  cfg.vocab_dir = XSA_VOCAB_DIR;
+  cfg.val_fraction = 0;
+  prepare(cfg);
+  Dataset d = open_dataset((dir / "out").string(), std::nullopt, 0, 1, 1);
+  std::vector<int32_t> ids(d.train.size());
+  d.train.copy(0, ids.size(), ids.data());
+  EXPECT_EQ(std::count(ids.begin(), ids.end(), 50256), 200);
+  EXPECT_EQ(ids[0], 50256);
+  auto tok = make_tokenizer(TokenizerKind::gpt2, XSA_VOCAB_DIR);
+  EXPECT_EQ(tok->decode(std::vector<int32_t>(ids.begin(), ids.begin() + 4)),
+            "<|endoftext|>doc 0\n");
+}
+
+TEST_F(PrepareTest, BadInputsFailCleanly) {
+  prepare(cfg);
+  const std::string before = read_file(dir / "out/meta.json");
+  auto expect_error = [&](PrepareConfig c, const std::string& expected) {
+    std::string err = error_of([&] { prepare(c); });
+    EXPECT_NE(err.find(expected), std::string::npos) << "got: " << err;
+    for (auto& e : fs::directory_iterator(dir))
+      EXPECT_EQ(e.path().filename().string().find(".partial"), std::string::npos)
+          << "partial output left behind";
+  };
+  expect_error(cfg, "out: already exists; pass --force");
+  EXPECT_EQ(read_file(dir / "out/meta.json"), before);
+
+  PrepareConfig c = cfg;
+  c.out = (dir / "o2").string();
+  std::ofstream(dir / "bad.jsonl") << R"({"text": "fine"})"
+                                   << "\n"
+                                   << R"({"text": "also fine"})"
+                                   << "\n{not json\n";
+  c.inputs = {{(dir / "bad.jsonl").string()}};
+  expect_error(c, "bad.jsonl:3: not valid JSON");
+  std::ofstream(dir / "notext.jsonl") << R"({"text": "fine"})"
+                                      << "\n"
+                                      << R"({"body": "no text"})"
+                                      << "\n";
+  c.inputs = {{(dir / "notext.jsonl").string()}};
+  expect_error(c, "notext.jsonl:2: has no \"text\" field");
+  std::ofstream(dir / "empty.txt") << "";
+  c.inputs = {{(dir / "empty.txt").string()}};
+  expect_error(c, "hold no documents");
+  c.inputs = {{(dir / "nothere").string()}};
+  expect_error(c, "nothere: no such file or folder");
+  c.inputs = cfg.inputs;
+  c.tokenizer = TokenizerKind::gpt2;
+  c.vocab_dir = (dir / "novocab").string();
+  expect_error(c, "scripts/get_data.sh");
+  EXPECT_FALSE(fs::exists(dir / "o2"));
+
+  // A failure with --force leaves the existing output as it was.
+  c = cfg;
+  c.force = true;
+  c.inputs.push_back({(dir / "bad.jsonl").string()});
+  expect_error(c, "bad.jsonl:3");
+  EXPECT_EQ(read_file(dir / "out/meta.json"), before);
+  // ... and a successful --force replaces it.
+  c = cfg;
+  c.force = true;
+  c.seed = 3;
+  prepare(c);
+  EXPECT_NE(read_file(dir / "out/meta.json"), before);
+}
+
+}  // namespace
+}  // namespace xsa
