@@ -171,11 +171,18 @@ void run_golden(const json& golden, const Case& tc, double tol) {
     EXPECT_NEAR(l, losses[step].template get<double>(), tol * losses[step].template get<double>())
         << "loss after step " << step;
   }
+  // Weights after 5 steps, against the float64 reference. Adam divides each gradient by its own
+  // running scale, so float32 rounding of tiny gradients shows up in the weights: in float32 we
+  // allow three times the reference's own float32 error on that weight, plus tol of the step scale
+  // (Adam moves a weight by about lr = 1e-3 per step).
+  std::string key64 = tc.key;  // sa_float32 → sa_float64
+  key64 = key64.substr(0, key64.find('_')) + "_float64";
+  const json& ref64 = golden[key64];
   for (auto& [g, first] : ref["param_first4_after_5_steps"].items()) {
     for (int j = 0; j < 4; j++) {
-      double want = first[j].template get<double>();
-      // Adam moves each weight by about lr per step, so compare against that scale.
-      EXPECT_NEAR(gm.param(g)[gm.our_index(g, j)], want, tol * std::max(std::fabs(want), 5e-3))
+      double want = ref64["param_first4_after_5_steps"][g][j].template get<double>();
+      double ref_error = std::fabs(first[j].template get<double>() - want);
+      EXPECT_NEAR(gm.param(g)[gm.our_index(g, j)], want, 3 * ref_error + tol * std::max(std::fabs(want), 5e-3))
           << g << "[" << j << "] after 5 steps";
     }
   }

@@ -218,32 +218,49 @@ TEST(Rope, ReferenceBackwardMatchesFiniteDifferences) {
 }
 
 // ---------------------------------------------------------------- attention
+// The tiled kernel against the full-matrix reference, SA and with XSA fused (against reference
+// attention followed by the reference exclusive step), over shapes that cut tiles unevenly.
 TEST(Attention, ForwardBackwardMatchReference) {
-  for (AttnShape s : kAttnShapes) {
-    SCOPED_TRACE(testing::Message() << "B=" << s.B << " T=" << s.T << " C=" << s.C << " H=" << s.H);
-    const int N = s.B * s.T;
-    Vec qkv = random_vector(N * 3 * s.C, 1), dy = random_vector(N * s.C, 2),
-        dqkv0 = random_vector(N * 3 * s.C, 3);
-    Vec y_ref(N * s.C), lse_ref(s.B * s.H * s.T), dqkv_ref = dqkv0;
-    ref::attention_forward(y_ref.data(), lse_ref.data(), qkv.data(), s.B, s.T, s.C, s.H);
-    ref::attention_backward(dqkv_ref.data(), dy.data(), qkv.data(), s.B, s.T, s.C, s.H);
+  std::vector<AttnShape> shapes(std::begin(kAttnShapes), std::end(kAttnShapes));
+  shapes.push_back({1, 130, 16, 2});   // three query tiles, the last of 2 rows
+  shapes.push_back({2, 200, 24, 3});   // head dim 8, T no multiple of 64
+  for (AttnShape s : shapes) {
+    for (bool exclusive : {false, true}) {
+      SCOPED_TRACE(testing::Message() << "B=" << s.B << " T=" << s.T << " C=" << s.C << " H=" << s.H
+                                      << (exclusive ? " XSA" : " SA"));
+      const int N = s.B * s.T;
+      Vec qkv = random_vector(N * 3 * s.C, 1), dout = random_vector(N * s.C, 2), dqkv0 = random_vector(N * 3 * s.C, 3);
+      // Reference: y = attention(qkv), z = xsa(y); backward: dy = xsa_backward(dz), then attention.
+      Vec y_ref(N * s.C), lse_ref(s.B * s.H * s.T), z_ref(N * s.C), dy_ref = dout, dqkv_ref = dqkv0;
+      ref::attention_forward(y_ref.data(), lse_ref.data(), qkv.data(), s.B, s.T, s.C, s.H);
+      if (exclusive) {
+        ref::xsa_forward(z_ref.data(), y_ref.data(), qkv.data(), s.B, s.T, s.C, s.H);
+        ref::xsa_backward(dy_ref.data(), dqkv_ref.data(), dout.data(), y_ref.data(), qkv.data(), s.B, s.T, s.C, s.H);
+      }
+      ref::attention_backward(dqkv_ref.data(), dy_ref.data(), qkv.data(), s.B, s.T, s.C, s.H);
 
-    auto qkvf = cast_vector<float>(qkv), dyf = cast_vector<float>(dy),
-         dqkvf = cast_vector<float>(dqkv0);
-    std::vector<float> yf(N * s.C), lsef(s.B * s.H * s.T);
-    ops::attention_forward(yf.data(), lsef.data(), qkvf.data(), s.B, s.T, s.C, s.H);
-    ops::attention_backward(dqkvf.data(), dyf.data(), qkvf.data(), yf.data(), lsef.data(), s.B, s.T,
-                            s.C, s.H);
-    EXPECT_LE(max_rel_error(yf, y_ref), kTolF32);
-    EXPECT_LE(max_rel_error(lsef, lse_ref), kTolF32);
-    EXPECT_LE(max_rel_error(dqkvf, dqkv_ref), kTolF32);
+      auto qkvf = cast_vector<float>(qkv), doutf = cast_vector<float>(dout), dqkvf = cast_vector<float>(dqkv0);
+      std::vector<float> yf(N * s.C), zf(N * s.C), lsef(s.B * s.H * s.T);
+      ops::attention_forward(yf.data(), exclusive ? zf.data() : nullptr, lsef.data(), qkvf.data(), s.B, s.T, s.C, s.H);
+      ops::attention_backward(dqkvf.data(), doutf.data(), qkvf.data(), yf.data(), lsef.data(), s.B, s.T, s.C, s.H,
+                              exclusive);
+      EXPECT_LE(max_rel_error(yf, y_ref), kTolF32);
+      EXPECT_LE(max_rel_error(lsef, lse_ref), kTolF32);
+      if (exclusive) {
+        EXPECT_LE(max_rel_error(zf, z_ref), kTolF32);
+      }
+      EXPECT_LE(max_rel_error(dqkvf, dqkv_ref), kTolF32);
 
-    Vec y64(N * s.C), lse64(s.B * s.H * s.T), dqkv64 = dqkv0;
-    ops::attention_forward(y64.data(), lse64.data(), qkv.data(), s.B, s.T, s.C, s.H);
-    ops::attention_backward(dqkv64.data(), dy.data(), qkv.data(), y64.data(), lse64.data(), s.B,
-                            s.T, s.C, s.H);
-    EXPECT_LE(max_rel_error(y64, y_ref), kTolF64);
-    EXPECT_LE(max_rel_error(dqkv64, dqkv_ref), kTolF64);
+      Vec y64(N * s.C), z64(N * s.C), lse64(s.B * s.H * s.T), dqkv64 = dqkv0, dout64 = dout;
+      ops::attention_forward(y64.data(), exclusive ? z64.data() : nullptr, lse64.data(), qkv.data(), s.B, s.T, s.C, s.H);
+      ops::attention_backward(dqkv64.data(), dout64.data(), qkv.data(), y64.data(), lse64.data(), s.B, s.T, s.C, s.H,
+                              exclusive);
+      EXPECT_LE(max_rel_error(y64, y_ref), kTolF64);
+      if (exclusive) {
+        EXPECT_LE(max_rel_error(z64, z_ref), kTolF64);
+      }
+      EXPECT_LE(max_rel_error(dqkv64, dqkv_ref), kTolF64);
+    }
   }
 }
 
@@ -268,7 +285,7 @@ TEST(Attention, StableForLargeScores) {
   ref::attention_forward(y_ref.data(), lse_ref.data(), qkv.data(), B, T, C, H);
   auto qkvf = cast_vector<float>(qkv);
   std::vector<float> yf(N * C), lsef(T);
-  ops::attention_forward(yf.data(), lsef.data(), qkvf.data(), B, T, C, H);
+  ops::attention_forward(yf.data(), (float*)nullptr, lsef.data(), qkvf.data(), B, T, C, H);
   for (float v : yf) ASSERT_TRUE(std::isfinite(v));
   EXPECT_LE(max_rel_error(yf, y_ref), 1e-4);  // scores ~1e3: float32 rounding of q·k dominates
 }
@@ -373,8 +390,7 @@ TEST(Xsa, FirstPositionOutputIsZero) {
   const int B = 2, T = 6, C = 12, H = 3;
   auto qkv = cast_vector<float>(random_vector(B * T * 3 * C, 9));
   std::vector<float> y(B * T * C), lse(B * H * T), z(B * T * C);
-  ops::attention_forward(y.data(), lse.data(), qkv.data(), B, T, C, H);
-  ops::xsa_forward(z.data(), y.data(), qkv.data(), B, T, C, H);
+  ops::attention_forward(y.data(), z.data(), lse.data(), qkv.data(), B, T, C, H);
   for (int b = 0; b < B; b++)
     for (int c = 0; c < C; c++) {
       EXPECT_EQ(y[b * T * C + c], qkv[b * T * 3 * C + 2 * C + c]);
@@ -434,7 +450,9 @@ TEST(CrossEntropy, ForwardBackwardMatchReference) {
     for (int n = 0; n < s.N; n++) {
       for (int j = s.V; j < s.Vp; j++)
         ASSERT_EQ(gf[n * s.Vp + j], 0.f) << "padded column gets no gradient";
-      if (targets[n] < 0) EXPECT_EQ(lossf[n], 0.f);
+      if (targets[n] < 0) {
+        EXPECT_EQ(lossf[n], 0.f);
+      }
     }
     // Without a gradient the logits stay as they were.
     auto kept = cast_vector<float>(logits);

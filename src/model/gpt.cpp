@@ -42,7 +42,7 @@ size_t carve_activations(Activations<Real>& a, Real* base, const ModelConfig& cf
   take(a.rope_cos, (size_t)T * D / 2), take(a.rope_sin, (size_t)T * D / 2);
   take(a.att_z, N * C);
   take(a.logits, (size_t)head_rows * cfg.padded_vocab);
-  take(a.d_resid, N * C), take(a.d_buf, N * C), take(a.d_buf2, N * C);
+  take(a.d_resid, N * C), take(a.d_buf, N * C);
   take(a.d_qkv, N * 3 * C), take(a.d_fc, N * 4 * C);
   return offset;
 }
@@ -102,12 +102,9 @@ double Gpt<Real>::run_forward(const int32_t* inputs, const int32_t* targets, boo
     ops::layernorm_forward(L.ln1, L.ln1_mean, L.ln1_rstd, x, W.ln1_w, W.ln1_b, N, C);
     ops::matmul_forward(L.qkv, L.ln1, W.qkv_w, N, C, 3 * C);
     ops::rope_forward(L.qkv, a.rope_cos, a.rope_sin, B, T, C, H);
-    ops::attention_forward(L.att_y, L.att_lse, L.qkv, B, T, C, H);
-    const Real* z = L.att_y;
-    if (cfg_.layer_attn[l] == AttnKind::xsa) {
-      ops::xsa_forward(a.att_z, L.att_y, L.qkv, B, T, C, H);
-      z = a.att_z;
-    }
+    const bool exclusive = cfg_.layer_attn[l] == AttnKind::xsa;
+    ops::attention_forward(L.att_y, exclusive ? a.att_z : nullptr, L.att_lse, L.qkv, B, T, C, H);
+    const Real* z = exclusive ? a.att_z : L.att_y;
     std::memcpy(L.resid_mid, x, sizeof(Real) * N * C);
     ops::matmul_forward(L.resid_mid, z, W.attn_proj_w, N, C, C, /*accumulate=*/true);
     // x_out = x_mid + mlp(LN2(x_mid))
@@ -172,16 +169,10 @@ void Gpt<Real>::backward(const int32_t* inputs) {
       ops::xsa_forward(a.att_z, L.att_y, L.qkv, B, T, C, H);
       z = a.att_z;
     }
-    ops::matmul_backward(a.d_buf, dW.attn_proj_w, a.d_resid, z, W.attn_proj_w, N, C,
-                         C);  // d_buf = ∂L/∂z
+    // d_buf = ∂L/∂z; the attention backward applies XSA's backward to it in place.
+    ops::matmul_backward(a.d_buf, dW.attn_proj_w, a.d_resid, z, W.attn_proj_w, N, C, C);
     std::memset(a.d_qkv, 0, sizeof(Real) * 3 * NC);
-    Real* dy = a.d_buf;
-    if (exclusive) {
-      ops::xsa_backward(a.d_buf2, a.d_qkv, a.d_buf, L.att_y, L.qkv, B, T, C,
-                        H);  // + own-value grad
-      dy = a.d_buf2;
-    }
-    ops::attention_backward(a.d_qkv, dy, L.qkv, L.att_y, L.att_lse, B, T, C, H);
+    ops::attention_backward(a.d_qkv, a.d_buf, L.qkv, L.att_y, L.att_lse, B, T, C, H, exclusive);
     ops::rope_backward(a.d_qkv, a.rope_cos, a.rope_sin, B, T, C, H);
     ops::matmul_backward(a.d_buf, dW.qkv_w, a.d_qkv, L.ln1, W.qkv_w, N, C, 3 * C);
     ops::layernorm_backward(a.d_resid, dW.ln1_w, dW.ln1_b, a.d_buf, a.resid[l], W.ln1_w, L.ln1_mean,

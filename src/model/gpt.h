@@ -44,7 +44,6 @@ struct Activations {
   Real* logits;   // [head_rows, V_pad] one chunk of the tied head
   Real* d_resid;  // [N, C] gradient of the residual stream
   Real* d_buf;    // [N, C]
-  Real* d_buf2;   // [N, C]
   Real* d_qkv;    // [N, 3C]
   Real* d_fc;     // [N, 4C]
 };

@@ -1,102 +1,166 @@
-// Causal multi-head attention in O(T) memory: the forward keeps y and the row log-sum-exp, the
-// backward recomputes each probability from q, k and the lse (flash-attention's scheme, here as
-// plain loops; the tiled kernels come with the speed work).
+// Causal multi-head attention, flash-attention style, in O(T) memory: tiles of queries against tiles
+// of keys, an online softmax over key tiles, the tile products through BLAS. The forward keeps y and
+// the row log-sum-exp; the backward recomputes each probability tile from q, k and the lse. XSA is
+// fused in: the forward epilogue writes z = y − (y·u)u beside y, and the backward prologue turns
+// ∂L/∂z into ∂L/∂y and adds the own-value gradient (shared/SPEC.md §2).
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <vector>
 
+#include "ops/gemm.h"
 #include "ops/ops.h"
+#include "ops/vmath.h"
+#include "ops/xsa_row.h"
 
 namespace xsa::ops {
 namespace {
+
+constexpr int kQueryTile = 64;
+constexpr int kKeyTile = 64;
+
+// Per-thread scratch, grown on first use and then reused: no allocation in steady state.
 template <typename Real>
-Real dot(const Real* a, const Real* b, int n) {
-  Real s = 0;
-  for (int i = 0; i < n; i++) s += a[i] * b[i];
-  return s;
+Real* scratch(size_t n, int slot) {
+  thread_local std::vector<Real> buffers[4];
+  if (buffers[slot].size() < n) buffers[slot].resize(n);
+  return buffers[slot].data();
 }
+
+// Probabilities of one tile in place: S[r][c] (scaled scores) → exp(S − row_max[r]) for keys c that
+// query r may see (causal: key j0 + c ≤ query i0 + r), 0 for the others.
+template <typename Real>
+void exp_tile(Real* S, int rows, int cols, int i0, int j0, const Real* row_max) {
+  for (int r = 0; r < rows; r++) {
+    Real* s = S + (size_t)r * kKeyTile;
+    const int visible = std::min(cols, i0 + r - j0 + 1);
+    const Real m = row_max[r];
+#pragma omp simd
+    for (int c = 0; c < cols; c++) s[c] = c < visible ? fast_exp(s[c] - m) : Real(0);
+  }
+}
+
 }  // namespace
 
 template <typename Real>
-void attention_forward(Real* y, Real* lse, const Real* qkv, int B, int T, int C, int H) {
-  int D = C / H;
-  Real scale = Real(1) / std::sqrt(Real(D));
-  size_t row_stride = 3 * (size_t)C;
-#pragma omp parallel for collapse(3) schedule(static)
-  for (int b = 0; b < B; b++) {
-    for (int h = 0; h < H; h++) {
-      for (int i = 0; i < T; i++) {
-        const Real* base = qkv + (size_t)b * T * row_stride;
-        const Real* q = base + i * row_stride + h * D;
-        Real* out = y + ((size_t)b * T + i) * C + h * D;
-        // Online softmax: running max m, running sum l, out holds Σ exp(s_j − m) v_j.
-        Real m = -std::numeric_limits<Real>::infinity(), l = 0;
-        for (int d = 0; d < D; d++) out[d] = 0;
-        for (int j = 0; j <= i; j++) {
-          const Real* k = base + j * row_stride + C + h * D;
-          const Real* v = base + j * row_stride + 2 * C + h * D;
-          Real s = dot(q, k, D) * scale;
-          if (s > m) {
-            Real correction = std::exp(m - s);
-            l *= correction;
-            for (int d = 0; d < D; d++) out[d] *= correction;
-            m = s;
-          }
-          Real p = std::exp(s - m);
-          l += p;
-          for (int d = 0; d < D; d++) out[d] += p * v[d];
-        }
-        Real inv_l = Real(1) / l;
-        for (int d = 0; d < D; d++) out[d] *= inv_l;
-        lse[((size_t)b * H + h) * T + i] = m + std::log(l);
+void attention_forward(Real* y, Real* z, Real* lse, const Real* qkv, int B, int T, int C, int H) {
+  const int D = C / H, ld = 3 * C;
+  const Real scale = Real(1) / std::sqrt(Real(D));
+  const int q_tiles = (T + kQueryTile - 1) / kQueryTile;
+  const int tasks = B * H * q_tiles;
+  // Later query tiles see more keys: hand them out first so the threads finish together.
+#pragma omp parallel for schedule(dynamic, 1)
+  for (int task = 0; task < tasks; task++) {
+    const int qt = q_tiles - 1 - task % q_tiles, bh = task / q_tiles, b = bh / H, h = bh % H;
+    const int i0 = qt * kQueryTile, rows = std::min(kQueryTile, T - i0);
+    const Real* base = qkv + (size_t)b * T * ld;
+    const Real* Q = base + (size_t)i0 * ld + h * D;
+    Real* S = scratch<Real>((size_t)kQueryTile * kKeyTile, 0);
+    Real* acc = scratch<Real>((size_t)kQueryTile * D, 1);
+    Real* m = scratch<Real>(2 * kQueryTile, 2);
+    Real* l = m + kQueryTile;
+    std::fill(acc, acc + (size_t)rows * D, Real(0));
+    std::fill(m, m + rows, -std::numeric_limits<Real>::infinity());
+    std::fill(l, l + rows, Real(0));
+    for (int j0 = 0; j0 < i0 + rows; j0 += kKeyTile) {
+      const int cols = std::min(kKeyTile, i0 + rows - j0);
+      const Real* K = base + (size_t)j0 * ld + C + h * D;
+      const Real* V = base + (size_t)j0 * ld + 2 * C + h * D;
+      gemm(false, true, rows, cols, D, scale, Q, ld, K, ld, Real(0), S, kKeyTile);  // S = Q Kᵀ / √D
+      // Online softmax: raise each row's running max, rescale what was accumulated under the old one.
+      Real new_max[kQueryTile];
+      for (int r = 0; r < rows; r++) {
+        const int visible = std::min(cols, i0 + r - j0 + 1);
+        Real mx = m[r];
+        for (int c = 0; c < visible; c++) mx = std::max(mx, S[(size_t)r * kKeyTile + c]);
+        new_max[r] = mx;
       }
+      exp_tile(S, rows, cols, i0, j0, new_max);
+      for (int r = 0; r < rows; r++) {
+        if (new_max[r] == -std::numeric_limits<Real>::infinity()) continue;  // no visible key yet
+        const Real correction = m[r] == new_max[r] ? Real(1) : fast_exp(m[r] - new_max[r]);
+        Real sum = 0;
+        for (int c = 0; c < cols; c++) sum += S[(size_t)r * kKeyTile + c];
+        l[r] = l[r] * correction + sum;
+        if (correction != Real(1))
+          for (int d = 0; d < D; d++) acc[(size_t)r * D + d] *= correction;
+        m[r] = new_max[r];
+      }
+      gemm(false, false, rows, D, cols, Real(1), S, kKeyTile, V, ld, Real(1), acc, D);  // acc += P V
+    }
+    for (int r = 0; r < rows; r++) {
+      const int i = i0 + r;
+      Real* yi = y + ((size_t)b * T + i) * C + h * D;
+      const Real inv_l = Real(1) / l[r];
+      for (int d = 0; d < D; d++) yi[d] = acc[(size_t)r * D + d] * inv_l;
+      lse[((size_t)b * H + h) * T + i] = m[r] + std::log(l[r]);
+      if (z) xsa_row_forward(z + ((size_t)b * T + i) * C + h * D, yi, base + (size_t)i * ld + 2 * C + h * D, D);
     }
   }
 }
 
 template <typename Real>
-void attention_backward(Real* dqkv, const Real* dy, const Real* qkv, const Real* y, const Real* lse,
-                        int B, int T, int C, int H) {
-  // forward: s_ij = q_i·k_j·scale, p_ij = exp(s_ij − lse_i), y_i = Σ_j p_ij v_j.
-  //   dv_j += p_ij dy_i;  dp_ij = dy_i·v_j;  ds_ij = p_ij (dp_ij − D_i) with D_i = dy_i·y_i
-  //   dq_i += ds_ij·scale·k_j;  dk_j += ds_ij·scale·q_i.
-  // One (b, h) per task: every write of a task stays inside its own head, so no races.
-  int D = C / H;
-  Real scale = Real(1) / std::sqrt(Real(D));
-  size_t row_stride = 3 * (size_t)C;
-#pragma omp parallel for collapse(2) schedule(static)
+void attention_backward(Real* dqkv, Real* d_out, const Real* qkv, const Real* y, const Real* lse, int B, int T, int C,
+                        int H, bool exclusive) {
+  // forward: s_ij = q_i·k_j/√D, p_ij = exp(s_ij − lse_i), y_i = Σ_j p_ij v_j.
+  //   dv_j += p_ij dy_i;  dp_ij = dy_i·v_j;  ds_ij = p_ij (dp_ij − D_i) with D_i = dy_i·y_i;
+  //   dq_i += ds_ij k_j/√D;  dk_j += ds_ij q_i/√D.
+  // One (b, h) per task: every write of a task stays inside its own head, so no races, and the
+  // summation order is fixed whatever the thread count.
+  const int D = C / H, ld = 3 * C;
+  const Real scale = Real(1) / std::sqrt(Real(D));
+#pragma omp parallel for collapse(2) schedule(dynamic, 1)
   for (int b = 0; b < B; b++) {
     for (int h = 0; h < H; h++) {
-      const Real* base = qkv + (size_t)b * T * row_stride;
-      Real* dbase = dqkv + (size_t)b * T * row_stride;
+      const Real* base = qkv + (size_t)b * T * ld;
+      Real* dbase = dqkv + (size_t)b * T * ld;
+      Real* Di = scratch<Real>((size_t)T, 0);
+      Real* P = scratch<Real>((size_t)kQueryTile * kKeyTile, 1);
+      Real* dS = scratch<Real>((size_t)kQueryTile * kKeyTile, 2);
       for (int i = 0; i < T; i++) {
-        const Real* q = base + i * row_stride + h * D;
-        Real* dq = dbase + i * row_stride + h * D;
-        const Real* dyi = dy + ((size_t)b * T + i) * C + h * D;
+        Real* dyi = d_out + ((size_t)b * T + i) * C + h * D;
         const Real* yi = y + ((size_t)b * T + i) * C + h * D;
-        Real Di = dot(dyi, yi, D);
-        Real row_lse = lse[((size_t)b * H + h) * T + i];
-        for (int j = 0; j <= i; j++) {
-          const Real* k = base + j * row_stride + C + h * D;
-          const Real* v = base + j * row_stride + 2 * C + h * D;
-          Real* dk = dbase + j * row_stride + C + h * D;
-          Real* dv = dbase + j * row_stride + 2 * C + h * D;
-          Real p = std::exp(dot(q, k, D) * scale - row_lse);
-          Real ds = p * (dot(dyi, v, D) - Di) * scale;
-          for (int d = 0; d < D; d++) {
-            dq[d] += ds * k[d];
-            dk[d] += ds * q[d];
-            dv[d] += p * dyi[d];
+        if (exclusive)  // ∂L/∂z → ∂L/∂y in place, plus the own-value gradient
+          xsa_row_backward(dyi, dbase + (size_t)i * ld + 2 * C + h * D, dyi, yi, base + (size_t)i * ld + 2 * C + h * D, D);
+        Real s = 0;
+        for (int d = 0; d < D; d++) s += dyi[d] * yi[d];
+        Di[i] = s;
+      }
+      const Real* row_lse = lse + ((size_t)b * H + h) * T;
+      for (int i0 = 0; i0 < T; i0 += kQueryTile) {
+        const int rows = std::min(kQueryTile, T - i0);
+        const Real* Q = base + (size_t)i0 * ld + h * D;
+        Real* dQ = dbase + (size_t)i0 * ld + h * D;
+        const Real* dY = d_out + ((size_t)b * T + i0) * C + h * D;
+        for (int j0 = 0; j0 < i0 + rows; j0 += kKeyTile) {
+          const int cols = std::min(kKeyTile, i0 + rows - j0);
+          const Real* K = base + (size_t)j0 * ld + C + h * D;
+          const Real* V = base + (size_t)j0 * ld + 2 * C + h * D;
+          Real* dK = dbase + (size_t)j0 * ld + C + h * D;
+          Real* dV = dbase + (size_t)j0 * ld + 2 * C + h * D;
+          gemm(false, true, rows, cols, D, scale, Q, ld, K, ld, Real(0), P, kKeyTile);
+          exp_tile(P, rows, cols, i0, j0, row_lse + i0);                                // P
+          gemm(true, false, cols, D, rows, Real(1), P, kKeyTile, dY, C, Real(1), dV, ld);  // dV += Pᵀ dY
+          gemm(false, true, rows, cols, D, Real(1), dY, C, V, ld, Real(0), dS, kKeyTile);  // dP = dY Vᵀ
+          for (int r = 0; r < rows; r++) {
+            const Real d_row = Di[i0 + r];
+            Real* ds = dS + (size_t)r * kKeyTile;
+            const Real* p = P + (size_t)r * kKeyTile;
+#pragma omp simd
+            for (int c = 0; c < cols; c++) ds[c] = p[c] * (ds[c] - d_row) * scale;
           }
+          gemm(false, false, rows, D, cols, Real(1), dS, kKeyTile, K, ld, Real(1), dQ, ld);  // dQ += dS K
+          gemm(true, false, cols, D, rows, Real(1), dS, kKeyTile, Q, ld, Real(1), dK, ld);   // dK += dSᵀ Q
         }
       }
     }
   }
 }
 
-#define XSA_INSTANTIATE(Real)                                                           \
-  template void attention_forward<Real>(Real*, Real*, const Real*, int, int, int, int); \
-  template void attention_backward<Real>(Real*, const Real*, const Real*, const Real*,  \
-                                         const Real*, int, int, int, int);
+#define XSA_INSTANTIATE(Real)                                                                               \
+  template void attention_forward<Real>(Real*, Real*, Real*, const Real*, int, int, int, int);             \
+  template void attention_backward<Real>(Real*, Real*, const Real*, const Real*, const Real*, int, int, int, \
+                                         int, bool);
 XSA_INSTANTIATE(float)
 XSA_INSTANTIATE(double)
 

@@ -1,24 +1,8 @@
 // Matrix products through OpenBLAS. Weights are [out, in] (nn.Linear), so the forward is x · Wᵀ.
-#include <cblas.h>
-
+#include "ops/gemm.h"
 #include "ops/ops.h"
 
 namespace xsa::ops {
-namespace {
-
-// C [M, N] = alpha · op(A) · op(B) + beta · C, row-major.
-void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A, int lda,
-          const float* B, int ldb, float beta, float* C, int ldc) {
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-              trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-}
-void gemm(bool trans_a, bool trans_b, int M, int N, int K, double alpha, const double* A, int lda,
-          const double* B, int ldb, double beta, double* C, int ldc) {
-  cblas_dgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-              trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
-}
-
-}  // namespace
 
 template <typename Real>
 void matmul_forward(Real* out, const Real* inp, const Real* weight, int N, int in_dim, int out_dim,

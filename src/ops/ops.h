@@ -53,19 +53,22 @@ void rope_forward(Real* qkv, const Real* cos, const Real* sin, int B, int T, int
 template <typename Real>
 void rope_backward(Real* dqkv, const Real* cos, const Real* sin, int B, int T, int C, int H);
 
-// ---- attention.cpp: causal softmax(q kᵀ/sqrt(D)) v, O(T) memory ----
-// y [B, T, C] (heads side by side, [B, T, H, D]), lse [B, H, T] the row log-sum-exp of the scaled
-// scores, from qkv [B, T, 3C] (q | k | v, head h at columns h*D of each). No T×T buffer is kept.
+// ---- attention.cpp: causal softmax(q kᵀ/sqrt(D)) v, flash-style tiles, O(T) memory ----
+// y [B, T, C] (heads side by side, [B, T, H, D]) and lse [B, H, T] (row log-sum-exp of the scaled
+// scores) from qkv [B, T, 3C] (q | k | v, head h at columns h*D of each). No T×T buffer exists.
+// When z is not null the exclusive step is fused in: z [B, T, C] = y − (y·u)u (XSA).
 template <typename Real>
-void attention_forward(Real* y, Real* lse, const Real* qkv, int B, int T, int C, int H);
-// dqkv [B, T, 3C] accumulates ∂L/∂q, ∂L/∂k, ∂L/∂v given dy [B, T, C]; probabilities are
-// recomputed from qkv and lse; y gives D_i = dy_i · y_i.
+void attention_forward(Real* y, Real* z, Real* lse, const Real* qkv, int B, int T, int C, int H);
+// dqkv [B, T, 3C] accumulates ∂L/∂q, ∂L/∂k, ∂L/∂v; probabilities are recomputed from qkv and lse.
+// d_out [B, T, C] is ∂L/∂y, or with exclusive (XSA) ∂L/∂z, which the fused XSA backward turns into
+// ∂L/∂y in place (d_out is overwritten) while adding the own-value gradient to dqkv.
 template <typename Real>
-void attention_backward(Real* dqkv, const Real* dy, const Real* qkv, const Real* y, const Real* lse,
-                        int B, int T, int C, int H);
+void attention_backward(Real* dqkv, Real* d_out, const Real* qkv, const Real* y, const Real* lse, int B, int T, int C,
+                        int H, bool exclusive);
 
 // ---- xsa.cpp: the exclusive step z = y − (y·u) u, u = v/max(‖v‖, 1e-6), per token and head ----
-inline constexpr double kXsaEps = 1e-6;
+// (row functions in ops/xsa_row.h; the attention kernels fuse them)
+
 // z [B, T, C] from y [B, T, C] and the v part of qkv [B, T, 3C]. z may alias y.
 template <typename Real>
 void xsa_forward(Real* z, const Real* y, const Real* qkv, int B, int T, int C, int H);
