@@ -182,7 +182,8 @@ void run_golden(const json& golden, const Case& tc, double tol) {
     for (int j = 0; j < 4; j++) {
       double want = ref64["param_first4_after_5_steps"][g][j].template get<double>();
       double ref_error = std::fabs(first[j].template get<double>() - want);
-      EXPECT_NEAR(gm.param(g)[gm.our_index(g, j)], want, 3 * ref_error + tol * std::max(std::fabs(want), 5e-3))
+      EXPECT_NEAR(gm.param(g)[gm.our_index(g, j)], want,
+                  3 * ref_error + tol * std::max(std::fabs(want), 5e-3))
           << g << "[" << j << "] after 5 steps";
     }
   }

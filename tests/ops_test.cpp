@@ -222,28 +222,32 @@ TEST(Rope, ReferenceBackwardMatchesFiniteDifferences) {
 // attention followed by the reference exclusive step), over shapes that cut tiles unevenly.
 TEST(Attention, ForwardBackwardMatchReference) {
   std::vector<AttnShape> shapes(std::begin(kAttnShapes), std::end(kAttnShapes));
-  shapes.push_back({1, 130, 16, 2});   // three query tiles, the last of 2 rows
-  shapes.push_back({2, 200, 24, 3});   // head dim 8, T no multiple of 64
+  shapes.push_back({1, 130, 16, 2});  // three query tiles, the last of 2 rows
+  shapes.push_back({2, 200, 24, 3});  // head dim 8, T no multiple of 64
   for (AttnShape s : shapes) {
     for (bool exclusive : {false, true}) {
       SCOPED_TRACE(testing::Message() << "B=" << s.B << " T=" << s.T << " C=" << s.C << " H=" << s.H
                                       << (exclusive ? " XSA" : " SA"));
       const int N = s.B * s.T;
-      Vec qkv = random_vector(N * 3 * s.C, 1), dout = random_vector(N * s.C, 2), dqkv0 = random_vector(N * 3 * s.C, 3);
+      Vec qkv = random_vector(N * 3 * s.C, 1), dout = random_vector(N * s.C, 2),
+          dqkv0 = random_vector(N * 3 * s.C, 3);
       // Reference: y = attention(qkv), z = xsa(y); backward: dy = xsa_backward(dz), then attention.
       Vec y_ref(N * s.C), lse_ref(s.B * s.H * s.T), z_ref(N * s.C), dy_ref = dout, dqkv_ref = dqkv0;
       ref::attention_forward(y_ref.data(), lse_ref.data(), qkv.data(), s.B, s.T, s.C, s.H);
       if (exclusive) {
         ref::xsa_forward(z_ref.data(), y_ref.data(), qkv.data(), s.B, s.T, s.C, s.H);
-        ref::xsa_backward(dy_ref.data(), dqkv_ref.data(), dout.data(), y_ref.data(), qkv.data(), s.B, s.T, s.C, s.H);
+        ref::xsa_backward(dy_ref.data(), dqkv_ref.data(), dout.data(), y_ref.data(), qkv.data(),
+                          s.B, s.T, s.C, s.H);
       }
       ref::attention_backward(dqkv_ref.data(), dy_ref.data(), qkv.data(), s.B, s.T, s.C, s.H);
 
-      auto qkvf = cast_vector<float>(qkv), doutf = cast_vector<float>(dout), dqkvf = cast_vector<float>(dqkv0);
+      auto qkvf = cast_vector<float>(qkv), doutf = cast_vector<float>(dout),
+           dqkvf = cast_vector<float>(dqkv0);
       std::vector<float> yf(N * s.C), zf(N * s.C), lsef(s.B * s.H * s.T);
-      ops::attention_forward(yf.data(), exclusive ? zf.data() : nullptr, lsef.data(), qkvf.data(), s.B, s.T, s.C, s.H);
-      ops::attention_backward(dqkvf.data(), doutf.data(), qkvf.data(), yf.data(), lsef.data(), s.B, s.T, s.C, s.H,
-                              exclusive);
+      ops::attention_forward(yf.data(), exclusive ? zf.data() : nullptr, lsef.data(), qkvf.data(),
+                             s.B, s.T, s.C, s.H);
+      ops::attention_backward(dqkvf.data(), doutf.data(), qkvf.data(), yf.data(), lsef.data(), s.B,
+                              s.T, s.C, s.H, exclusive);
       EXPECT_LE(max_rel_error(yf, y_ref), kTolF32);
       EXPECT_LE(max_rel_error(lsef, lse_ref), kTolF32);
       if (exclusive) {
@@ -252,9 +256,10 @@ TEST(Attention, ForwardBackwardMatchReference) {
       EXPECT_LE(max_rel_error(dqkvf, dqkv_ref), kTolF32);
 
       Vec y64(N * s.C), z64(N * s.C), lse64(s.B * s.H * s.T), dqkv64 = dqkv0, dout64 = dout;
-      ops::attention_forward(y64.data(), exclusive ? z64.data() : nullptr, lse64.data(), qkv.data(), s.B, s.T, s.C, s.H);
-      ops::attention_backward(dqkv64.data(), dout64.data(), qkv.data(), y64.data(), lse64.data(), s.B, s.T, s.C, s.H,
-                              exclusive);
+      ops::attention_forward(y64.data(), exclusive ? z64.data() : nullptr, lse64.data(), qkv.data(),
+                             s.B, s.T, s.C, s.H);
+      ops::attention_backward(dqkv64.data(), dout64.data(), qkv.data(), y64.data(), lse64.data(),
+                              s.B, s.T, s.C, s.H, exclusive);
       EXPECT_LE(max_rel_error(y64, y_ref), kTolF64);
       if (exclusive) {
         EXPECT_LE(max_rel_error(z64, z_ref), kTolF64);

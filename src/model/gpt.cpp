@@ -9,13 +9,6 @@
 namespace xsa {
 namespace {
 
-// The tied head is computed in chunks of rows so that the logits (and their gradient) never
-// exist for all B×T×V at once: about 8 M elements per chunk.
-int head_rows_for(const ModelConfig& cfg, int N) {
-  int rows = std::max(1, (1 << 23) / cfg.padded_vocab);
-  return std::min(rows, N);
-}
-
 // Lays the activations out in one buffer. Called once with base = nullptr to measure, once to
 // point the views; the same code does both, so sizes and views cannot disagree.
 template <typename Real>
@@ -61,10 +54,17 @@ Gpt<Real>::Gpt(const ModelConfig& cfg, int B, int T)
   if (B <= 0) fail("--batch {} must be positive", B);
   if (T <= 0 || T > cfg.seq_len)
     fail("sequence length {} must be between 1 and the model's {}", T, cfg.seq_len);
-  head_rows_ = head_rows_for(cfg_, B * T);
+  head_rows_ = head_chunk_rows(cfg_, B * T);
   act_memory_.reset(carve_activations<Real>(acts_, nullptr, cfg_, B, T, head_rows_));
   carve_activations<Real>(acts_, act_memory_.data(), cfg_, B, T, head_rows_);
   ops::rope_table(acts_.rope_cos, acts_.rope_sin, T, cfg_.head_dim(), cfg_.rope_theta);
+}
+
+template <typename Real>
+int Gpt<Real>::head_chunk_rows(const ModelConfig& cfg, int N) {
+  // Up to 32 M logits (128 MB in float) at once: large enough that the head's GEMMs run at full
+  // speed, small enough that B×T×V logits never exist together for large batches.
+  return std::min(N, std::max(64, (1 << 25) / cfg.padded_vocab));
 }
 
 template <typename Real>

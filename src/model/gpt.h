@@ -68,6 +68,8 @@ class Gpt {
   double forward_backward(const int32_t* inputs, const int32_t* targets);
   // Logits [V_pad] of row n (= b*T + t) from the last forward.
   void logits_row(int n, Real* out) const;
+  // Rows of the tied head computed at once for N = B·T rows (bounds the logits buffer).
+  static int head_chunk_rows(const ModelConfig& cfg, int N);
   // Number of positions that counted in the last loss.
   int64_t target_count() const { return target_count_; }
 

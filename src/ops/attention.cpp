@@ -1,8 +1,8 @@
-// Causal multi-head attention, flash-attention style, in O(T) memory: tiles of queries against tiles
-// of keys, an online softmax over key tiles, the tile products through BLAS. The forward keeps y and
-// the row log-sum-exp; the backward recomputes each probability tile from q, k and the lse. XSA is
-// fused in: the forward epilogue writes z = y − (y·u)u beside y, and the backward prologue turns
-// ∂L/∂z into ∂L/∂y and adds the own-value gradient (shared/SPEC.md §2).
+// Causal multi-head attention, flash-attention style, in O(T) memory: tiles of queries against
+// tiles of keys, an online softmax over key tiles, the tile products through BLAS. The forward
+// keeps y and the row log-sum-exp; the backward recomputes each probability tile from q, k and the
+// lse. XSA is fused in: the forward epilogue writes z = y − (y·u)u beside y, and the backward
+// prologue turns ∂L/∂z into ∂L/∂y and adds the own-value gradient (shared/SPEC.md §2).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -67,7 +67,8 @@ void attention_forward(Real* y, Real* z, Real* lse, const Real* qkv, int B, int 
       const Real* K = base + (size_t)j0 * ld + C + h * D;
       const Real* V = base + (size_t)j0 * ld + 2 * C + h * D;
       gemm(false, true, rows, cols, D, scale, Q, ld, K, ld, Real(0), S, kKeyTile);  // S = Q Kᵀ / √D
-      // Online softmax: raise each row's running max, rescale what was accumulated under the old one.
+      // Online softmax: raise each row's running max, rescale what was accumulated under the old
+      // one.
       Real new_max[kQueryTile];
       for (int r = 0; r < rows; r++) {
         const int visible = std::min(cols, i0 + r - j0 + 1);
@@ -86,7 +87,8 @@ void attention_forward(Real* y, Real* z, Real* lse, const Real* qkv, int B, int 
           for (int d = 0; d < D; d++) acc[(size_t)r * D + d] *= correction;
         m[r] = new_max[r];
       }
-      gemm(false, false, rows, D, cols, Real(1), S, kKeyTile, V, ld, Real(1), acc, D);  // acc += P V
+      gemm(false, false, rows, D, cols, Real(1), S, kKeyTile, V, ld, Real(1), acc,
+           D);  // acc += P V
     }
     for (int r = 0; r < rows; r++) {
       const int i = i0 + r;
@@ -94,14 +96,14 @@ void attention_forward(Real* y, Real* z, Real* lse, const Real* qkv, int B, int 
       const Real inv_l = Real(1) / l[r];
       for (int d = 0; d < D; d++) yi[d] = acc[(size_t)r * D + d] * inv_l;
       lse[((size_t)b * H + h) * T + i] = m[r] + std::log(l[r]);
-      if (z) xsa_row_forward(z + ((size_t)b * T + i) * C + h * D, yi, base + (size_t)i * ld + 2 * C + h * D, D);
     }
   }
+  if (z) xsa_forward(z, y, qkv, B, T, C, H);
 }
 
 template <typename Real>
-void attention_backward(Real* dqkv, Real* d_out, const Real* qkv, const Real* y, const Real* lse, int B, int T, int C,
-                        int H, bool exclusive) {
+void attention_backward(Real* dqkv, Real* d_out, const Real* qkv, const Real* y, const Real* lse,
+                        int B, int T, int C, int H, bool exclusive) {
   // forward: s_ij = q_i·k_j/√D, p_ij = exp(s_ij − lse_i), y_i = Σ_j p_ij v_j.
   //   dv_j += p_ij dy_i;  dp_ij = dy_i·v_j;  ds_ij = p_ij (dp_ij − D_i) with D_i = dy_i·y_i;
   //   dq_i += ds_ij k_j/√D;  dk_j += ds_ij q_i/√D.
@@ -109,6 +111,8 @@ void attention_backward(Real* dqkv, Real* d_out, const Real* qkv, const Real* y,
   // summation order is fixed whatever the thread count.
   const int D = C / H, ld = 3 * C;
   const Real scale = Real(1) / std::sqrt(Real(D));
+  if (exclusive)
+    xsa_backward(d_out, dqkv, d_out, y, qkv, B, T, C, H);  // ∂L/∂z → ∂L/∂y, + own-value grad
 #pragma omp parallel for collapse(2) schedule(dynamic, 1)
   for (int b = 0; b < B; b++) {
     for (int h = 0; h < H; h++) {
@@ -120,8 +124,6 @@ void attention_backward(Real* dqkv, Real* d_out, const Real* qkv, const Real* y,
       for (int i = 0; i < T; i++) {
         Real* dyi = d_out + ((size_t)b * T + i) * C + h * D;
         const Real* yi = y + ((size_t)b * T + i) * C + h * D;
-        if (exclusive)  // ∂L/∂z → ∂L/∂y in place, plus the own-value gradient
-          xsa_row_backward(dyi, dbase + (size_t)i * ld + 2 * C + h * D, dyi, yi, base + (size_t)i * ld + 2 * C + h * D, D);
         Real s = 0;
         for (int d = 0; d < D; d++) s += dyi[d] * yi[d];
         Di[i] = s;
@@ -139,9 +141,11 @@ void attention_backward(Real* dqkv, Real* d_out, const Real* qkv, const Real* y,
           Real* dK = dbase + (size_t)j0 * ld + C + h * D;
           Real* dV = dbase + (size_t)j0 * ld + 2 * C + h * D;
           gemm(false, true, rows, cols, D, scale, Q, ld, K, ld, Real(0), P, kKeyTile);
-          exp_tile(P, rows, cols, i0, j0, row_lse + i0);                                // P
-          gemm(true, false, cols, D, rows, Real(1), P, kKeyTile, dY, C, Real(1), dV, ld);  // dV += Pᵀ dY
-          gemm(false, true, rows, cols, D, Real(1), dY, C, V, ld, Real(0), dS, kKeyTile);  // dP = dY Vᵀ
+          exp_tile(P, rows, cols, i0, j0, row_lse + i0);  // P
+          gemm(true, false, cols, D, rows, Real(1), P, kKeyTile, dY, C, Real(1), dV,
+               ld);  // dV += Pᵀ dY
+          gemm(false, true, rows, cols, D, Real(1), dY, C, V, ld, Real(0), dS,
+               kKeyTile);  // dP = dY Vᵀ
           for (int r = 0; r < rows; r++) {
             const Real d_row = Di[i0 + r];
             Real* ds = dS + (size_t)r * kKeyTile;
@@ -149,18 +153,20 @@ void attention_backward(Real* dqkv, Real* d_out, const Real* qkv, const Real* y,
 #pragma omp simd
             for (int c = 0; c < cols; c++) ds[c] = p[c] * (ds[c] - d_row) * scale;
           }
-          gemm(false, false, rows, D, cols, Real(1), dS, kKeyTile, K, ld, Real(1), dQ, ld);  // dQ += dS K
-          gemm(true, false, cols, D, rows, Real(1), dS, kKeyTile, Q, ld, Real(1), dK, ld);   // dK += dSᵀ Q
+          gemm(false, false, rows, D, cols, Real(1), dS, kKeyTile, K, ld, Real(1), dQ,
+               ld);  // dQ += dS K
+          gemm(true, false, cols, D, rows, Real(1), dS, kKeyTile, Q, ld, Real(1), dK,
+               ld);  // dK += dSᵀ Q
         }
       }
     }
   }
 }
 
-#define XSA_INSTANTIATE(Real)                                                                               \
-  template void attention_forward<Real>(Real*, Real*, Real*, const Real*, int, int, int, int);             \
-  template void attention_backward<Real>(Real*, Real*, const Real*, const Real*, const Real*, int, int, int, \
-                                         int, bool);
+#define XSA_INSTANTIATE(Real)                                                                      \
+  template void attention_forward<Real>(Real*, Real*, Real*, const Real*, int, int, int, int);     \
+  template void attention_backward<Real>(Real*, Real*, const Real*, const Real*, const Real*, int, \
+                                         int, int, int, bool);
 XSA_INSTANTIATE(float)
 XSA_INSTANTIATE(double)
 

@@ -1,39 +1,49 @@
 // Softmax and cross-entropy fused, computed row by row over the real vocabulary V; padded
 // columns (V..Vp) are neither normalised over nor given gradient.
+#include <algorithm>
 #include <cmath>
 
 #include "ops/ops.h"
+#include "ops/vmath.h"
 
 namespace xsa::ops {
 
 template <typename Real>
 void crossentropy_forward_backward(Real* logits, Real* losses, const int32_t* targets, int N, int V,
                                    int Vp, Real dloss) {
+  // One exp per logit: the row is turned into exp(logit − max) in place, summed, then scaled into
+  // the gradient (p − onehot)·dloss. Without a gradient the exps are only summed.
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; n++) {
     Real* row = logits + (size_t)n * Vp;
-    int target = targets[n];
+    const int target = targets[n];
     if (target < 0) {  // ignored position: no loss, no gradient
       losses[n] = 0;
-      if (dloss != Real(0)) {
-        for (int j = 0; j < Vp; j++) row[j] = 0;
-      }
+      if (dloss != Real(0)) std::fill(row, row + Vp, Real(0));
       continue;
     }
     Real max_logit = row[0];
-    for (int j = 1; j < V; j++) max_logit = row[j] > max_logit ? row[j] : max_logit;
-    double sum = 0;
-    for (int j = 0; j < V; j++) sum += std::exp((double)(row[j] - max_logit));
-    double log_sum = std::log(sum);
-    losses[n] = Real(log_sum - (row[target] - max_logit));
-    if (dloss != Real(0)) {
-      // ∂loss/∂logit_j = p_j − [j = target]
+#pragma omp simd reduction(max : max_logit)
+    for (int j = 0; j < V; j++) max_logit = std::max(max_logit, row[j]);
+    const Real target_logit = row[target];
+    Real sum = 0;
+    if (dloss == Real(0)) {
+#pragma omp simd reduction(+ : sum)
+      for (int j = 0; j < V; j++) sum += fast_exp(row[j] - max_logit);
+    } else {
+#pragma omp simd reduction(+ : sum)
       for (int j = 0; j < V; j++) {
-        double p = std::exp((double)(row[j] - max_logit) - log_sum);
-        row[j] = Real((p - (j == target ? 1.0 : 0.0)) * dloss);
+        row[j] = fast_exp(row[j] - max_logit);
+        sum += row[j];
       }
-      for (int j = V; j < Vp; j++) row[j] = 0;
+      // ∂loss/∂logit_j = p_j − [j = target]
+      const Real scale = dloss / sum;
+#pragma omp simd
+      for (int j = 0; j < V; j++) row[j] *= scale;
+      row[target] -= dloss;
+      std::fill(row + V, row + Vp, Real(0));
     }
+    losses[n] = std::log(sum) - (target_logit - max_logit);
   }
 }
 

@@ -63,8 +63,8 @@ void attention_forward(Real* y, Real* z, Real* lse, const Real* qkv, int B, int 
 // d_out [B, T, C] is ∂L/∂y, or with exclusive (XSA) ∂L/∂z, which the fused XSA backward turns into
 // ∂L/∂y in place (d_out is overwritten) while adding the own-value gradient to dqkv.
 template <typename Real>
-void attention_backward(Real* dqkv, Real* d_out, const Real* qkv, const Real* y, const Real* lse, int B, int T, int C,
-                        int H, bool exclusive);
+void attention_backward(Real* dqkv, Real* d_out, const Real* qkv, const Real* y, const Real* lse,
+                        int B, int T, int C, int H, bool exclusive);
 
 // ---- xsa.cpp: the exclusive step z = y − (y·u) u, u = v/max(‖v‖, 1e-6), per token and head ----
 // (row functions in ops/xsa_row.h; the attention kernels fuse them)

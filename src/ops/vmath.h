@@ -24,10 +24,16 @@ inline float fast_exp(float x) {
   p = p * r * r + r + 1.0f;
   return p * std::bit_cast<float>(((int32_t)k + 127) << 23);
 }
-inline double fast_exp(double x) { return std::exp(x); }
+inline double fast_exp(double x) {
+  return std::exp(x);
+}
 
 // tanh(u) = 1 − 2 / (exp(2u) + 1): exact limits ±1 for large |u|, absolute error ~1e-7 near 0.
-inline float fast_tanh(float u) { return 1.0f - 2.0f / (fast_exp(2.0f * u) + 1.0f); }
-inline double fast_tanh(double u) { return std::tanh(u); }
+inline float fast_tanh(float u) {
+  return 1.0f - 2.0f / (fast_exp(2.0f * u) + 1.0f);
+}
+inline double fast_tanh(double u) {
+  return std::tanh(u);
+}
 
 }  // namespace xsa::ops

@@ -12,21 +12,24 @@ void xsa_forward(Real* z, const Real* y, const Real* qkv, int B, int T, int C, i
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; n++)
     for (int h = 0; h < H; h++)
-      xsa_row_forward(z + (size_t)n * C + h * D, y + (size_t)n * C + h * D, qkv + (size_t)n * 3 * C + 2 * C + h * D, D);
+      xsa_row_forward(z + (size_t)n * C + h * D, y + (size_t)n * C + h * D,
+                      qkv + (size_t)n * 3 * C + 2 * C + h * D, D);
 }
 
 template <typename Real>
-void xsa_backward(Real* dy, Real* dqkv, const Real* dz, const Real* y, const Real* qkv, int B, int T, int C, int H) {
+void xsa_backward(Real* dy, Real* dqkv, const Real* dz, const Real* y, const Real* qkv, int B,
+                  int T, int C, int H) {
   const int D = C / H, N = B * T;
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; n++)
     for (int h = 0; h < H; h++)
-      xsa_row_backward(dy + (size_t)n * C + h * D, dqkv + (size_t)n * 3 * C + 2 * C + h * D, dz + (size_t)n * C + h * D,
-                       y + (size_t)n * C + h * D, qkv + (size_t)n * 3 * C + 2 * C + h * D, D);
+      xsa_row_backward(dy + (size_t)n * C + h * D, dqkv + (size_t)n * 3 * C + 2 * C + h * D,
+                       dz + (size_t)n * C + h * D, y + (size_t)n * C + h * D,
+                       qkv + (size_t)n * 3 * C + 2 * C + h * D, D);
 }
 
-#define XSA_INSTANTIATE(Real)                                                                      \
-  template void xsa_forward<Real>(Real*, const Real*, const Real*, int, int, int, int);            \
+#define XSA_INSTANTIATE(Real)                                                                     \
+  template void xsa_forward<Real>(Real*, const Real*, const Real*, int, int, int, int);           \
   template void xsa_backward<Real>(Real*, Real*, const Real*, const Real*, const Real*, int, int, \
                                    int, int);
 XSA_INSTANTIATE(float)

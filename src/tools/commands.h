@@ -10,5 +10,6 @@ void add_train_command(CLI::App& root);
 void add_info_command(CLI::App& root);
 void add_tokenize_command(CLI::App& root);
 void add_prepare_command(CLI::App& root);
+void add_bench_command(CLI::App& root);
 
 }  // namespace xsa::cli

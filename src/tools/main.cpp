@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "tools/commands.h"
+#include "util/blas.h"
 #include "util/error.h"
 
 namespace {
@@ -16,7 +17,9 @@ namespace {
 // parser) become `--key value` arguments placed before the command line's, so the command line
 // wins. Done here because CLI11 2.1 does not apply config files given to a subcommand.
 std::vector<std::string> expand_config_file(std::vector<std::string> args) {
-  for (size_t i = 1; i < args.size(); i++) {
+  if (args.size() < 2 || args[1] != "train")
+    return args;  // (bench's --config names a model config)
+  for (size_t i = 2; i < args.size(); i++) {
     std::string path;
     size_t erase = 0;
     if (args[i] == "--config" && i + 1 < args.size())
@@ -53,6 +56,7 @@ std::vector<std::string> expand_config_file(std::vector<std::string> args) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  xsa::ensure_fast_blas(argv);
   CLI::App app{"xsa: GPT models with exclusive self attention (XSA) vs standard attention (SA)",
                "xsa"};
   app.set_version_flag("--version", "xsa 0.1.0");
@@ -60,6 +64,7 @@ int main(int argc, char** argv) {
   xsa::cli::add_train_command(app);
   xsa::cli::add_info_command(app);
   xsa::cli::add_prepare_command(app);
+  xsa::cli::add_bench_command(app);
   xsa::cli::add_tokenize_command(app);
   try {
     std::vector<std::string> args = expand_config_file(std::vector<std::string>(argv, argv + argc));

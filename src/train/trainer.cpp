@@ -84,6 +84,22 @@ void run_config_update_from_json(RunConfig& r, const nlohmann::json& j, const st
   }
 }
 
+double gradient_norm(const ParamArena<float>& arena) {
+  return std::sqrt(ops::sum_of_squares(arena.grads.data(), arena.grads.size()));
+}
+
+void optimizer_step(ParamArena<float>& arena, const RunConfig& run, double lr, int64_t step,
+                    double grad_norm) {
+  ops::AdamWSettings adam{lr, run.beta1, run.beta2, run.adam_eps, 0.0, 1.0, step};
+  if (run.grad_clip > 0 && grad_norm > run.grad_clip) adam.grad_scale = run.grad_clip / grad_norm;
+  for (const TensorInfo& t : arena.layout) {
+    adam.weight_decay = t.decay ? run.weight_decay : 0.0;  // 2-D matrices only
+    ops::adamw_update(arena.params.data() + t.offset, arena.grads.data() + t.offset,
+                      arena.adam_m.data() + t.offset, arena.adam_v.data() + t.offset, t.numel,
+                      adam);
+  }
+}
+
 int set_thread_count(int threads) {
   int n = threads > 0 ? threads : omp_get_num_procs();
   omp_set_num_threads(n);
@@ -286,7 +302,7 @@ TrainResult train(const ModelConfig& requested_model, const RunConfig& run,
     const auto t0 = clock::now();
     loader.next(inputs.data(), targets.data());
     loss = model.forward_backward(inputs.data(), targets.data());
-    double grad_norm = std::sqrt(ops::sum_of_squares(arena.grads.data(), arena.grads.size()));
+    double grad_norm = gradient_norm(arena);
     if (!std::isfinite(loss) || !std::isfinite(grad_norm)) {
       auto last = latest_checkpoint(run_dir);
       double bad = std::isfinite(loss) ? grad_norm : loss;
@@ -296,14 +312,7 @@ TrainResult train(const ModelConfig& requested_model, const RunConfig& run,
            last ? "; last checkpoint " + last->string() + " is intact" : "");
     }
     const double lr = schedule.at(step);
-    ops::AdamWSettings adam{lr, run.beta1, run.beta2, run.adam_eps, 0.0, 1.0, step + 1};
-    if (run.grad_clip > 0 && grad_norm > run.grad_clip) adam.grad_scale = run.grad_clip / grad_norm;
-    for (const TensorInfo& t : arena.layout) {
-      adam.weight_decay = t.decay ? run.weight_decay : 0.0;
-      ops::adamw_update(arena.params.data() + t.offset, arena.grads.data() + t.offset,
-                        arena.adam_m.data() + t.offset, arena.adam_v.data() + t.offset, t.numel,
-                        adam);
-    }
+    optimizer_step(arena, run, lr, step + 1, grad_norm);
     const double ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
     const double tok_s = B * T / (ms / 1000.0);
     const int64_t done = step + 1;

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "model/config.h"
+#include "model/params.h"
 
 namespace xsa {
 
@@ -57,6 +58,12 @@ struct TrainResult {
 // Trains from scratch (resume_from empty) or continues the checkpoint at resume_from.
 TrainResult train(const ModelConfig& model, const RunConfig& run,
                   const std::string& resume_from = "");
+
+// One optimizer step on the gradients in `arena`: global-norm clipping (run.grad_clip), then AdamW
+// with weight decay on 2-D matrices only. `step` is 1-based (bias correction).
+double gradient_norm(const ParamArena<float>& arena);
+void optimizer_step(ParamArena<float>& arena, const RunConfig& run, double lr, int64_t step,
+                    double grad_norm);
 
 // Sets the thread count of OpenMP and OpenBLAS (0: every core) and returns it.
 int set_thread_count(int threads);

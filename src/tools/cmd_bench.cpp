@@ -1,0 +1,405 @@
+// xsa bench: training-step speed of the shared/SPEC.md §4 configurations (SA and XSA, interleaved
+// in one process), the GEMM ceiling on the same shapes, attention alone up to T = 8192, and the
+// effect of the BLAS kernel choice. Markdown on stdout; --json / --csv for scripts.
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "model/gpt.h"
+#include "ops/ops.h"
+#include "tools/commands.h"
+#include "train/trainer.h"
+#include "util/blas.h"
+#include "util/error.h"
+#include "util/files.h"
+#include "util/rng.h"
+
+namespace xsa::cli {
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+using nlohmann::json;
+
+struct BenchShape {
+  const char* name;
+  int V, L, C, H, T, B;
+};
+constexpr BenchShape kShapes[] = {{"tiny", 256, 2, 64, 4, 64, 4},
+                                  {"small", 50304, 6, 384, 6, 256, 8},
+                                  {"gpt2", 50304, 12, 768, 12, 256, 4}};
+
+ModelConfig model_of(const BenchShape& s, AttnKind attn) {
+  ModelConfig cfg;
+  cfg.tokenizer = s.V == 256 ? TokenizerKind::byte : TokenizerKind::gpt2;
+  cfg.vocab_size = vocab_size_of(cfg.tokenizer);
+  cfg.padded_vocab = s.V;
+  cfg.n_layer = s.L, cfg.n_head = s.H, cfg.n_embd = s.C, cfg.seq_len = s.T;
+  for (auto& a : cfg.layer_attn) a = attn;
+  return cfg;
+}
+
+// Resident memory from /proc (MB). Writing 5 to clear_refs resets the peak (VmHWM) so each phase
+// reports its own.
+double proc_status_mb(const char* key) {
+  std::ifstream in("/proc/self/status");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind(key, 0) == 0) return std::stod(line.substr(std::strlen(key))) / 1024.0;
+  return 0;
+}
+void reset_peak_rss() {
+  std::ofstream("/proc/self/clear_refs") << "5";
+}
+double peak_rss_mb() {
+  return proc_status_mb("VmHWM:");
+}
+double rss_mb() {
+  return proc_status_mb("VmRSS:");
+}
+
+struct Stats {
+  double median = 0, min = 0, max = 0;
+};
+Stats stats_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return {n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]), v.front(), v.back()};
+}
+
+double ms_since(clock_type::time_point t0) {
+  return std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
+}
+
+// FLOPs of one training step, counted as 3× the forward's (the usual convention): the matrix
+// products of every layer and of the tied head, and causal attention (q·k and p·v over the
+// T(T+1)/2 visible pairs of each head).
+double step_flops(const ModelConfig& cfg, int B, int T) {
+  const double N = (double)B * T, C = cfg.n_embd;
+  const double matmul = 12.0 * C * C * cfg.n_layer + C * cfg.padded_vocab;
+  const double attention = 2.0 * B * cfg.n_layer * C * T * (T + 1.0);  // per forward, all heads
+  return 3.0 * (2.0 * N * matmul + attention);
+}
+
+struct StepBench {
+  Gpt<float> model;
+  RunConfig run;
+  int64_t step = 0;
+  StepBench(const ModelConfig& cfg, int B, int T) : model(cfg, B, T) {
+    model.params().init(cfg, 1);
+  }
+  // forward + backward + clipping + AdamW, as in training
+  double time_step(const std::vector<int32_t>& inputs, const std::vector<int32_t>& targets) {
+    auto t0 = clock_type::now();
+    model.forward_backward(inputs.data(), targets.data());
+    double norm = gradient_norm(model.params());
+    optimizer_step(model.params(), run, 1e-4, ++step, norm);
+    return ms_since(t0);
+  }
+};
+
+// The matrix products of one training step, each timed alone on its real shape; the ceiling is
+// their FLOPs over their summed time: what the step would reach if nothing else took time.
+struct GemmCeiling {
+  double gflops = 0, seconds = 0, flops = 0;
+  json rows = json::array();
+};
+GemmCeiling gemm_ceiling(const ModelConfig& cfg, int B, int T, int reps) {
+  const int N = B * T, C = cfg.n_embd, Vp = cfg.padded_vocab;
+  const int head_rows = Gpt<float>::head_chunk_rows(cfg, N);
+  struct Op {
+    std::string name;
+    int rows, in, out, count;
+  };
+  std::vector<Op> ops = {{"qkv", N, C, 3 * C, cfg.n_layer},
+                         {"attn_proj", N, C, C, cfg.n_layer},
+                         {"fc", N, C, 4 * C, cfg.n_layer},
+                         {"mlp_proj", N, 4 * C, C, cfg.n_layer},
+                         {"head", head_rows, C, Vp, N / head_rows}};
+  if (N % head_rows) ops.push_back({"head_tail", N % head_rows, C, Vp, 1});
+  GemmCeiling g;
+  Rng rng(3);
+  for (const Op& op : ops) {
+    AlignedBuffer<float> x((size_t)op.rows * op.in), w((size_t)op.out * op.in),
+        y((size_t)op.rows * op.out), dx((size_t)op.rows * op.in), dw((size_t)op.out * op.in);
+    for (size_t i = 0; i < x.size(); i++) x[i] = (float)rng.normal();
+    for (size_t i = 0; i < w.size(); i++) w[i] = 0.02f * (float)rng.normal();
+    std::vector<double> fwd, bwd;
+    for (int r = 0; r <= reps; r++) {  // the first of each is a warm-up
+      auto t0 = clock_type::now();
+      ops::matmul_forward(y.data(), x.data(), w.data(), op.rows, op.in, op.out);
+      if (r) fwd.push_back(ms_since(t0));
+      t0 = clock_type::now();
+      ops::matmul_backward(dx.data(), dw.data(), y.data(), x.data(), w.data(), op.rows, op.in,
+                           op.out);
+      if (r) bwd.push_back(ms_since(t0));
+    }
+    const double f = 2.0 * op.rows * op.in * op.out;  // one product
+    const double fwd_ms = stats_of(fwd).median, bwd_ms = stats_of(bwd).median;
+    g.flops += op.count * 3 * f;
+    g.seconds += op.count * (fwd_ms + bwd_ms) / 1000.0;
+    g.rows.push_back({{"op", op.name},
+                      {"rows", op.rows},
+                      {"in", op.in},
+                      {"out", op.out},
+                      {"count", op.count},
+                      {"fwd_gflops", f / fwd_ms / 1e6},
+                      {"bwd_gflops", 2 * f / bwd_ms / 1e6}});
+  }
+  g.gflops = g.flops / g.seconds / 1e9;
+  return g;
+}
+
+struct Options {
+  std::string config = "all", json_path, csv_path;
+  int steps = 5, warmup = 2, threads = 0;
+  std::vector<int> attn_T = {256, 1024, 4096, 8192};
+  bool gemm = false, no_steps = false, no_attention = false;
+};
+
+void write_outputs(const Options& o, const json& records) {
+  if (!o.json_path.empty()) write_file_atomic(o.json_path, records.dump(2) + "\n");
+  if (o.csv_path.empty()) return;
+  std::vector<std::string> columns;
+  for (const auto& r : records)
+    for (auto& [k, v] : r.items())
+      if (!v.is_structured() && std::find(columns.begin(), columns.end(), k) == columns.end())
+        columns.push_back(k);
+  std::string csv;
+  for (size_t i = 0; i < columns.size(); i++) csv += (i ? "," : "") + columns[i];
+  csv += "\n";
+  for (const auto& r : records) {
+    for (size_t i = 0; i < columns.size(); i++) {
+      if (i) csv += ",";
+      if (r.contains(columns[i]))
+        csv += r[columns[i]].is_string() ? r[columns[i]].get<std::string>() : r[columns[i]].dump();
+    }
+    csv += "\n";
+  }
+  write_file_atomic(o.csv_path, csv);
+}
+
+// The GEMM ceiling of `small` as another process measures it with other BLAS kernels: to show what
+// the kernel choice is worth. Returns NaN if the child fails.
+double gemm_in_child(const std::string& env) {
+  std::string cmd = env + " /proc/self/exe bench --gemm-child 2>/dev/null";
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return NAN;
+  char buf[256] = {};
+  std::string out;
+  while (fgets(buf, sizeof buf, p)) out += buf;
+  pclose(p);
+  return out.empty() ? NAN : std::atof(out.c_str());
+}
+
+void run_bench(const Options& o) {
+  const int threads = set_thread_count(o.threads);
+  json records = json::array();
+  std::printf("# xsa bench\n\n%d threads; BLAS: OpenBLAS, %s kernels (%s)\n", threads,
+              blas_core().c_str(), blas_origin().c_str());
+
+  std::vector<BenchShape> shapes;
+  for (const BenchShape& s : kShapes)
+    if (o.config == "all" || o.config == s.name) shapes.push_back(s);
+  if (shapes.empty())
+    fail("--config {} is not known (expected tiny, small, gpt2 or all)", o.config);
+
+  if (o.gemm) {
+    std::printf("\n## GEMM ceiling on the model's shapes (OpenBLAS sgemm)\n\n");
+    for (const BenchShape& s : shapes) {
+      GemmCeiling g = gemm_ceiling(model_of(s, AttnKind::sa), s.B, s.T, 3);
+      std::printf(
+          "%s: %.1f GFLOP/s over a step's products\n\n| op | rows × in → out | per step | fwd "
+          "GFLOP/s | bwd GFLOP/s |\n|---|---|---|---|---|\n",
+          s.name, g.gflops);
+      for (const auto& r : g.rows)
+        std::printf("| %s | %d × %d → %d | %d | %.1f | %.1f |\n",
+                    r["op"].get<std::string>().c_str(), r["rows"].get<int>(), r["in"].get<int>(),
+                    r["out"].get<int>(), r["count"].get<int>(), r["fwd_gflops"].get<double>(),
+                    r["bwd_gflops"].get<double>());
+      records.push_back({{"kind", "gemm"},
+                         {"config", s.name},
+                         {"gemm_ceiling_gflops", g.gflops},
+                         {"ops", g.rows},
+                         {"blas_core", blas_core()}});
+    }
+    const double own =
+        gemm_in_child("env -u OPENBLAS_CORETYPE -u XSA_BLAS_CORRECTED_FROM XSA_KEEP_BLAS_CORE=1");
+    const double generic =
+        gemm_in_child("env -u XSA_BLAS_CORRECTED_FROM OPENBLAS_CORETYPE=Prescott");
+    const double used =
+        gemm_ceiling(model_of(kShapes[1], AttnKind::sa), kShapes[1].B, kShapes[1].T, 3).gflops;
+    std::printf(
+        "\nKernel choice, `small` ceiling: %.1f GFLOP/s as xsa runs (%s); %.1f with OpenBLAS's own "
+        "detection; %.1f with its generic fallback (Prescott), what an unrecognised CPU gets.\n",
+        used, blas_core().c_str(), own, generic);
+    records.push_back(
+        {{"kind", "ratio"}, {"what", "gemm_small_in_use_over_generic"}, {"value", used / generic}});
+  }
+
+  if (!o.no_steps) {
+    std::printf(
+        "\n## Training step (forward + backward + AdamW), median of %d after %d warm-up; SA and "
+        "XSA "
+        "interleaved\n\n| config | attn | ms median | ms min–max | tokens/s | GFLOP/s | of GEMM "
+        "ceiling | "
+        "peak MB |\n|---|---|---|---|---|---|---|---|\n",
+        o.steps, o.warmup);
+    for (const BenchShape& s : shapes) {
+      const ModelConfig sa = model_of(s, AttnKind::sa), xsa_cfg = model_of(s, AttnKind::xsa);
+      const int N = s.B * s.T;
+      std::vector<int32_t> inputs(N), targets(N);
+      Rng rng(7);
+      for (int i = 0; i < N; i++)
+        inputs[i] = rng.next_u64() % sa.vocab_size, targets[i] = rng.next_u64() % sa.vocab_size;
+      // Peak memory of each arm alone (a fresh model, two steps).
+      double peak[2];
+      for (int k = 0; k < 2; k++) {
+        reset_peak_rss();
+        StepBench b(k ? xsa_cfg : sa, s.B, s.T);
+        b.time_step(inputs, targets);
+        b.time_step(inputs, targets);
+        peak[k] = peak_rss_mb();
+      }
+      const GemmCeiling ceiling = gemm_ceiling(sa, s.B, s.T, 2);
+      StepBench a(sa, s.B, s.T), x(xsa_cfg, s.B, s.T);
+      for (int i = 0; i < o.warmup; i++) a.time_step(inputs, targets), x.time_step(inputs, targets);
+      std::vector<double> ms_sa, ms_xsa, ratio;
+      for (int i = 0; i < o.steps; i++) {  // ABBA order: neither arm always runs first
+        if (i % 2 == 0) {
+          ms_sa.push_back(a.time_step(inputs, targets));
+          ms_xsa.push_back(x.time_step(inputs, targets));
+        } else {
+          ms_xsa.push_back(x.time_step(inputs, targets));
+          ms_sa.push_back(a.time_step(inputs, targets));
+        }
+        ratio.push_back(ms_xsa.back() / ms_sa.back());
+      }
+      const double flops = step_flops(sa, s.B, s.T);
+      for (int k = 0; k < 2; k++) {
+        Stats st = stats_of(k ? ms_xsa : ms_sa);
+        double gflops = flops / st.median / 1e6;
+        std::printf("| %s | %s | %.1f | %.1f–%.1f | %.0f | %.1f | %.0f%% | %.0f |\n", s.name,
+                    k ? "xsa" : "sa", st.median, st.min, st.max, N / (st.median / 1000), gflops,
+                    100 * gflops / ceiling.gflops, peak[k]);
+        records.push_back({{"kind", "step"},
+                           {"config", s.name},
+                           {"attn", k ? "xsa" : "sa"},
+                           {"ms_median", st.median},
+                           {"ms_min", st.min},
+                           {"ms_max", st.max},
+                           {"tokens_per_s", N / (st.median / 1000)},
+                           {"gflops", gflops},
+                           {"gemm_ceiling_gflops", ceiling.gflops},
+                           {"peak_mb", peak[k]}});
+      }
+      Stats r = stats_of(ratio);
+      std::printf("| %s | XSA/SA | %.3f | %.3f–%.3f | | | GEMM ceiling %.1f GFLOP/s | |\n", s.name,
+                  r.median, r.min, r.max, ceiling.gflops);
+      records.push_back({{"kind", "ratio"},
+                         {"what", std::string("step_xsa_over_sa_") + s.name},
+                         {"value", r.median}});
+    }
+  }
+
+  if (!o.no_attention) {
+    const int B = 1, H = 8, D = 64, C = H * D;
+    std::printf(
+        "\n## Attention alone (B %d, H %d, D %d, causal), median ms; extra MB = peak resident "
+        "memory "
+        "above inputs and outputs\n\n| T | pass | SA ms | XSA ms | XSA/SA | SA extra MB | XSA "
+        "extra MB |\n"
+        "|---|---|---|---|---|---|---|\n",
+        B, H, D);
+    for (int T : o.attn_T) {
+      const size_t N = (size_t)B * T;
+      AlignedBuffer<float> qkv(N * 3 * C), y(N * C), z(N * C), lse((size_t)B * H * T),
+          dqkv(N * 3 * C), dout(N * C), grad(N * C);
+      Rng rng(5);
+      for (size_t i = 0; i < qkv.size(); i++) qkv[i] = (float)rng.normal();
+      for (size_t i = 0; i < grad.size(); i++) grad[i] = (float)rng.normal();
+      const int reps = T >= 8192 ? 3 : T >= 4096 ? 5 : 21;
+      for (bool backward : {false, true}) {
+        std::vector<double> ms[2], ratio;
+        double extra[2] = {0, 0};
+        for (int r = 0; r <= reps; r++) {  // r = 0: warm-up, and the memory measurement
+          for (int kk = 0; kk < 2; kk++) {
+            const int k = r % 2 ? 1 - kk : kk;  // ABBA order: neither arm always runs first
+            const bool exclusive = k == 1;
+            const double before = rss_mb();
+            reset_peak_rss();
+            auto t0 = clock_type::now();
+            ops::attention_forward(y.data(), exclusive ? z.data() : nullptr, lse.data(), qkv.data(),
+                                   B, T, C, H);
+            if (backward) {
+              std::copy(grad.data(), grad.data() + grad.size(), dout.data());
+              dqkv.zero();
+              ops::attention_backward(dqkv.data(), dout.data(), qkv.data(), y.data(), lse.data(), B,
+                                      T, C, H, exclusive);
+            }
+            double t = ms_since(t0);
+            if (r == 0)
+              extra[k] = std::max(0.0, peak_rss_mb() - before);
+            else
+              ms[k].push_back(t);
+          }
+          if (r) ratio.push_back(ms[1].back() / ms[0].back());
+        }
+        const char* pass = backward ? "fwdbwd" : "fwd";
+        Stats rs = stats_of(ratio);
+        std::printf("| %d | %s | %.2f | %.2f | %.3f | %.1f | %.1f |\n", T, pass,
+                    stats_of(ms[0]).median, stats_of(ms[1]).median, rs.median, extra[0], extra[1]);
+        for (int k = 0; k < 2; k++)
+          records.push_back({{"kind", "attention"},
+                             {"T", T},
+                             {"pass", pass},
+                             {"attn", k ? "xsa" : "sa"},
+                             {"ms_median", stats_of(ms[k]).median},
+                             {"extra_mb", extra[k]}});
+        records.push_back({{"kind", "ratio"},
+                           {"what", fmt::format("attention_{}_T{}_xsa_over_sa", pass, T)},
+                           {"value", rs.median}});
+      }
+    }
+  }
+  write_outputs(o, records);
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& root) {
+  auto* cmd = root.add_subcommand(
+      "bench", "Measure training-step and attention speed, SA vs XSA, and the GEMM ceiling");
+  auto o = std::make_shared<Options>();
+  auto child = std::make_shared<bool>(false);
+  cmd->add_option("--config", o->config, "tiny, small, gpt2 or all (shared/SPEC.md §4)")
+      ->capture_default_str();
+  cmd->add_option("--steps", o->steps, "Timed steps per arm")->capture_default_str();
+  cmd->add_option("--warmup", o->warmup, "Warm-up steps per arm")->capture_default_str();
+  cmd->add_option("--threads", o->threads, "Threads (0: every core)")->capture_default_str();
+  cmd->add_option("--attn-T", o->attn_T, "Sequence lengths of the attention-alone table")
+      ->delimiter(',');
+  cmd->add_flag("--gemm", o->gemm,
+                "Also print the GEMM ceiling per shape and the effect of the BLAS kernel choice");
+  cmd->add_flag("--no-steps", o->no_steps, "Skip the training-step table");
+  cmd->add_flag("--no-attention", o->no_attention, "Skip the attention-alone table");
+  cmd->add_option("--json", o->json_path,
+                  "Write one JSON record per row (a JSON array) to this file");
+  cmd->add_option("--csv", o->csv_path, "Write the rows as CSV to this file");
+  cmd->add_flag("--gemm-child", *child)->group("");  // internal: prints the `small` ceiling alone
+  cmd->callback([o, child] {
+    if (o->steps < 1 || o->warmup < 0) fail("--steps must be at least 1 and --warmup non-negative");
+    if (*child) {
+      set_thread_count(o->threads);
+      std::printf(
+          "%.3f\n",
+          gemm_ceiling(model_of(kShapes[1], AttnKind::sa), kShapes[1].B, kShapes[1].T, 3).gflops);
+      return;
+    }
+    run_bench(*o);
+  });
+}
+
+}  // namespace xsa::cli

@@ -1,0 +1,57 @@
+#include "util/blas.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <set>
+
+extern "C" char* openblas_get_corename(void);
+
+namespace xsa {
+
+std::string blas_core() {
+  return openblas_get_corename();
+}
+
+std::string best_blas_core_for_cpu() {
+#if defined(__x86_64__)
+  __builtin_cpu_init();
+  if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
+    return "SkylakeX";
+  if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return "Haswell";
+#endif
+  return "";
+}
+
+namespace {
+// Kernel sets with AVX2/FMA or better: nothing to correct when OpenBLAS chose one of these.
+bool is_modern_core(const std::string& core) {
+  static const std::set<std::string, std::less<>> modern = {
+      "haswell",    "zen",        "skylakex",   "cooperlake", "sapphirerapids",
+      "neoversen1", "neoversen2", "neoversev1", "armv8",      "a64fx"};
+  std::string lower;
+  for (char c : core) lower += (char)std::tolower((unsigned char)c);
+  return modern.count(lower) != 0;
+}
+}  // namespace
+
+void ensure_fast_blas(char** argv) {
+  if (std::getenv("OPENBLAS_CORETYPE") || std::getenv("XSA_KEEP_BLAS_CORE")) return;
+  const std::string detected = blas_core(), best = best_blas_core_for_cpu();
+  if (best.empty() || is_modern_core(detected)) return;
+  setenv("OPENBLAS_CORETYPE", best.c_str(), 1);
+  setenv("XSA_BLAS_CORRECTED_FROM", detected.c_str(), 1);
+  execv("/proc/self/exe", argv);  // returns only on failure: carry on with the slow kernels
+  unsetenv("OPENBLAS_CORETYPE");
+}
+
+std::string blas_origin() {
+  if (const char* from = std::getenv("XSA_BLAS_CORRECTED_FROM"))
+    return std::string("set by xsa from the CPU's features; OpenBLAS detected ") + from;
+  if (std::getenv("OPENBLAS_CORETYPE")) return "set by OPENBLAS_CORETYPE";
+  return "OpenBLAS's own detection";
+}
+
+}  // namespace xsa

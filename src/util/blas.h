@@ -1,0 +1,20 @@
+// OpenBLAS picks its kernels by CPU model number, and older builds (Debian 12's 0.3.21) do not know
+// newer CPUs: they fall back to generic SSE3 kernels ("Prescott"), several times slower, silently.
+// ensure_fast_blas() checks the choice against the CPU's own feature flags and, when OpenBLAS chose
+// kernels older than the CPU supports, restarts the process with OPENBLAS_CORETYPE set (the
+// library reads it only when it loads). A user's own OPENBLAS_CORETYPE is always respected.
+#pragma once
+
+#include <string>
+
+namespace xsa {
+
+// Call first in main(). May not return (it re-executes the program once).
+void ensure_fast_blas(char** argv);
+
+std::string blas_core();    // the kernels OpenBLAS runs, e.g. "SkylakeX"
+std::string blas_origin();  // how they were chosen: "OpenBLAS's detection", "set by xsa (...)", ...
+std::string
+best_blas_core_for_cpu();  // "SkylakeX", "Haswell" or "" (nothing better than detection)
+
+}  // namespace xsa
