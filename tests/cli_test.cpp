@@ -203,6 +203,38 @@ TEST_F(Cli, PrepareThenTrainOnShards) {
   EXPECT_FALSE(fs::exists(work_dir() / "x4"));
 }
 
+// xsa bench runs end to end and writes the documented records (speed itself is not tested).
+TEST_F(Cli, BenchWritesItsRecords) {
+  Result r =
+      xsa("bench --config tiny --steps 1 --warmup 0 --threads 1 --attn-T 64,130 --json bench.json "
+          "--csv bench.csv");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("| tiny | sa |"), std::string::npos) << r.out;
+  auto records = nlohmann::json::parse(read_file(work_dir() / "bench.json"));
+  int steps = 0, attention = 0, ratios = 0;
+  for (const auto& rec : records) {
+    if (rec["kind"] == "step") {
+      steps++;
+      for (const char* key : {"config", "attn", "ms_median", "ms_min", "ms_max", "tokens_per_s",
+                              "gflops", "gemm_ceiling_gflops", "peak_mb"})
+        EXPECT_TRUE(rec.contains(key)) << key;
+    } else if (rec["kind"] == "attention") {
+      attention++;
+      for (const char* key : {"T", "pass", "attn", "ms_median", "extra_mb"})
+        EXPECT_TRUE(rec.contains(key)) << key;
+    } else if (rec["kind"] == "ratio") {
+      ratios++;
+      EXPECT_TRUE(rec.contains("what") && rec.contains("value"));
+    }
+  }
+  EXPECT_EQ(steps, 2);
+  EXPECT_EQ(attention, 8);  // 2 lengths × fwd, fwdbwd × SA, XSA
+  EXPECT_EQ(ratios, 5);
+  EXPECT_NE(read_file(work_dir() / "bench.csv").find("kind,"), std::string::npos);
+  r = xsa("bench --config huge");
+  EXPECT_EQ(r.err, "xsa: error: --config huge is not known (expected tiny, small, gpt2 or all)\n");
+}
+
 struct BadInput {
   const char* name;
   std::string args;
