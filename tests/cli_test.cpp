@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "util/blas.h"
 #include "util/files.h"
 
 namespace xsa {
@@ -233,6 +234,24 @@ TEST_F(Cli, BenchWritesItsRecords) {
   EXPECT_NE(read_file(work_dir() / "bench.csv").find("kind,"), std::string::npos);
   r = xsa("bench --config huge");
   EXPECT_EQ(r.err, "xsa: error: --config huge is not known (expected tiny, small, gpt2 or all)\n");
+}
+
+// On a CPU that OpenBLAS does not recognise it runs generic kernels; xsa restarts itself with
+// OPENBLAS_CORETYPE set from the CPU's features (simulated here by a library that reports
+// Prescott).
+TEST_F(Cli, CorrectsAMisdetectedBlasCore) {
+  if (xsa::best_blas_core_for_cpu().empty())
+    GTEST_SKIP() << "this CPU has no AVX2: nothing to correct towards";
+  Result r = xsa("bench --no-steps --no-attention --config tiny");
+  EXPECT_EQ(r.out.find("set by xsa"), std::string::npos) << "no correction without misdetection";
+  std::string cmd = std::string("env -u OPENBLAS_CORETYPE LD_PRELOAD=") + XSA_FAKE_CORE_LIB;
+  fs::path out = work_dir() / "blas.txt";
+  std::system(
+      (cmd + " " + XSA_BINARY + " bench --no-steps --no-attention --config tiny > " + out.string())
+          .c_str());
+  EXPECT_NE(read_file(out).find("set by xsa from the CPU's features; OpenBLAS detected Prescott"),
+            std::string::npos)
+      << read_file(out);
 }
 
 struct BadInput {

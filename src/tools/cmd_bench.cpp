@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <filesystem>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -184,7 +185,9 @@ void write_outputs(const Options& o, const json& records) {
 // The GEMM ceiling of `small` as another process measures it with other BLAS kernels: to show what
 // the kernel choice is worth. Returns NaN if the child fails.
 double gemm_in_child(const std::string& env) {
-  std::string cmd = env + " /proc/self/exe bench --gemm-child 2>/dev/null";
+  std::error_code ec;
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();  // not the shell's
+  std::string cmd = env + " '" + self + "' bench --gemm-child 2>/dev/null";
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return NAN;
   char buf[256] = {};
@@ -320,7 +323,7 @@ void run_bench(const Options& o) {
       Rng rng(5);
       for (size_t i = 0; i < qkv.size(); i++) qkv[i] = (float)rng.normal();
       for (size_t i = 0; i < grad.size(); i++) grad[i] = (float)rng.normal();
-      const int reps = T >= 8192 ? 3 : T >= 4096 ? 5 : 21;
+      const int reps = T >= 8192 ? 5 : T >= 4096 ? 9 : 21;
       for (bool backward : {false, true}) {
         std::vector<double> ms[2], ratio;
         double extra[2] = {0, 0};

@@ -37,10 +37,15 @@ bool is_modern_core(const std::string& core) {
 }
 }  // namespace
 
+std::string blas_core_correction(const std::string& detected, const std::string& best) {
+  return best.empty() || is_modern_core(detected) ? "" : best;
+}
+
 void ensure_fast_blas(char** argv) {
   if (std::getenv("OPENBLAS_CORETYPE") || std::getenv("XSA_KEEP_BLAS_CORE")) return;
-  const std::string detected = blas_core(), best = best_blas_core_for_cpu();
-  if (best.empty() || is_modern_core(detected)) return;
+  const std::string detected = blas_core();
+  const std::string best = blas_core_correction(detected, best_blas_core_for_cpu());
+  if (best.empty()) return;
   setenv("OPENBLAS_CORETYPE", best.c_str(), 1);
   setenv("XSA_BLAS_CORRECTED_FROM", detected.c_str(), 1);
   execv("/proc/self/exe", argv);  // returns only on failure: carry on with the slow kernels

@@ -14,7 +14,10 @@ void ensure_fast_blas(char** argv);
 
 std::string blas_core();    // the kernels OpenBLAS runs, e.g. "SkylakeX"
 std::string blas_origin();  // how they were chosen: "OpenBLAS's detection", "set by xsa (...)", ...
-std::string
-best_blas_core_for_cpu();  // "SkylakeX", "Haswell" or "" (nothing better than detection)
+// "SkylakeX" (AVX-512 F/BW/DQ/VL), "Haswell" (AVX2 + FMA) or "" (nothing to correct towards).
+std::string best_blas_core_for_cpu();
+// The kernels to force instead of OpenBLAS's choice `detected` on a CPU whose best is `best`, or ""
+// when OpenBLAS's choice is already AVX2-class or better.
+std::string blas_core_correction(const std::string& detected, const std::string& best);
 
 }  // namespace xsa
