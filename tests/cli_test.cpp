@@ -254,6 +254,36 @@ TEST_F(Cli, CorrectsAMisdetectedBlasCore) {
       << read_file(out);
 }
 
+TEST_F(Cli, CompareAndAnalyze) {
+  Result r =
+      xsa("compare --data data.txt --preset tiny --steps 6 --val-every 3 --seeds 2 --threads 1 "
+          "--out cmp --quiet");
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto report = nlohmann::json::parse(read_file(work_dir() / "cmp/report.json"));
+  EXPECT_EQ(report["arms"].size(), 4u);
+  EXPECT_EQ(report["summary"][1]["variant"], "xsa");
+  EXPECT_NE(read_file(work_dir() / "cmp/report.md").find("| xsa | 2 |"), std::string::npos);
+  r = xsa("analyze --ckpt cmp/arms/xsa-seed1 --batches 1 --threads 1 --json bias.json --plot bias");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("| 1 | 3 | xsa |"), std::string::npos) << r.out;
+  auto heads = nlohmann::json::parse(read_file(work_dir() / "bias.json"));
+  ASSERT_EQ(heads.size(), 8u);  // 2 layers x 4 heads
+  for (const char* key : {"layer", "head", "cos_yv", "cos_zv", "self_weight", "cos_vv"})
+    EXPECT_TRUE(heads[0].contains(key)) << key;
+  EXPECT_TRUE(fs::exists(work_dir() / "bias.svg"));
+  // Bad input: one line each.
+  r = xsa("compare --data data.txt --preset tiny --variants sa,gated --out cmp2");
+  EXPECT_EQ(r.err,
+            "xsa: error: --variants gated is not known (sa, xsa, xsa-lastN, xsa-firstN, "
+            "xsa-layers-0.2.5)\n");
+  r = xsa("compare --data data.txt --preset tiny --out cmp --quiet");
+  EXPECT_EQ(r.err,
+            "xsa: error: cmp: already holds a report; pass --force to replace it, or choose "
+            "another --out\n");
+  r = xsa("compare --data data.txt --preset huge");
+  EXPECT_EQ(r.err, "xsa: error: --preset huge is not known (demo, tiny)\n");
+}
+
 struct BadInput {
   const char* name;
   std::string args;

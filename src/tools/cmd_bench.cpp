@@ -5,8 +5,8 @@
 
 #include <algorithm>
 #include <chrono>
-#include <filesystem>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -17,6 +17,7 @@
 #include "util/blas.h"
 #include "util/error.h"
 #include "util/files.h"
+#include "util/memory.h"
 #include "util/rng.h"
 
 namespace xsa::cli {
@@ -41,24 +42,6 @@ ModelConfig model_of(const BenchShape& s, AttnKind attn) {
   cfg.n_layer = s.L, cfg.n_head = s.H, cfg.n_embd = s.C, cfg.seq_len = s.T;
   for (auto& a : cfg.layer_attn) a = attn;
   return cfg;
-}
-
-// Resident memory from /proc (MB). Writing 5 to clear_refs resets the peak (VmHWM) so each phase
-// reports its own.
-double proc_status_mb(const char* key) {
-  std::ifstream in("/proc/self/status");
-  for (std::string line; std::getline(in, line);)
-    if (line.rfind(key, 0) == 0) return std::stod(line.substr(std::strlen(key))) / 1024.0;
-  return 0;
-}
-void reset_peak_rss() {
-  std::ofstream("/proc/self/clear_refs") << "5";
-}
-double peak_rss_mb() {
-  return proc_status_mb("VmHWM:");
-}
-double rss_mb() {
-  return proc_status_mb("VmRSS:");
 }
 
 struct Stats {
@@ -186,7 +169,8 @@ void write_outputs(const Options& o, const json& records) {
 // the kernel choice is worth. Returns NaN if the child fails.
 double gemm_in_child(const std::string& env) {
   std::error_code ec;
-  const std::string self = std::filesystem::read_symlink("/proc/self/exe", ec).string();  // not the shell's
+  const std::string self =
+      std::filesystem::read_symlink("/proc/self/exe", ec).string();  // not the shell's
   std::string cmd = env + " '" + self + "' bench --gemm-child 2>/dev/null";
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return NAN;

@@ -11,5 +11,7 @@ void add_info_command(CLI::App& root);
 void add_tokenize_command(CLI::App& root);
 void add_prepare_command(CLI::App& root);
 void add_bench_command(CLI::App& root);
+void add_compare_command(CLI::App& root);
+void add_analyze_command(CLI::App& root);
 
 }  // namespace xsa::cli

@@ -64,6 +64,8 @@ int main(int argc, char** argv) {
   xsa::cli::add_train_command(app);
   xsa::cli::add_info_command(app);
   xsa::cli::add_prepare_command(app);
+  xsa::cli::add_compare_command(app);
+  xsa::cli::add_analyze_command(app);
   xsa::cli::add_bench_command(app);
   xsa::cli::add_tokenize_command(app);
   try {

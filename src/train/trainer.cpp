@@ -153,21 +153,21 @@ class MetricsLog {
   std::ofstream out_;
 };
 
-double validation_loss(Gpt<float>& model, const TokenStream& val, int n_batches,
-                       std::vector<int32_t>& inputs, std::vector<int32_t>& targets) {
+}  // namespace
+
+double evaluate_loss(Gpt<float>& model, const TokenStream& stream, int n_batches) {
   const int B = model.batch_size(), T = model.seq_len();
+  std::vector<int32_t> inputs((size_t)B * T), targets((size_t)B * T);
   double weighted = 0;
   int64_t count = 0;
   for (int i = 0; i < n_batches; i++) {
-    val_batch(val, i, B, T, inputs.data(), targets.data());
+    val_batch(stream, i, B, T, inputs.data(), targets.data());
     double loss = model.forward(inputs.data(), targets.data());
     weighted += loss * model.target_count();
     count += model.target_count();
   }
   return count ? weighted / count : NAN;
 }
-
-}  // namespace
 
 TrainResult train(const ModelConfig& requested_model, const RunConfig& run,
                   const std::string& resume_from) {
@@ -270,7 +270,7 @@ TrainResult train(const ModelConfig& requested_model, const RunConfig& run,
   };
   auto validate_now = [&](int64_t at_step) {
     if (n_val_batches == 0) return;
-    double val = validation_loss(model, data.val, n_val_batches, inputs, targets);
+    double val = evaluate_loss(model, data.val, n_val_batches);
     metrics.write({{"split", "val"}, {"step", at_step}, {"loss", val}});
     result.final_val_loss = val;
     if (!run.quiet)

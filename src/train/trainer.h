@@ -7,7 +7,9 @@
 #include <optional>
 #include <string>
 
+#include "data/dataset.h"
 #include "model/config.h"
+#include "model/gpt.h"
 #include "model/params.h"
 
 namespace xsa {
@@ -64,6 +66,9 @@ TrainResult train(const ModelConfig& model, const RunConfig& run,
 double gradient_norm(const ParamArena<float>& arena);
 void optimizer_step(ParamArena<float>& arena, const RunConfig& run, double lr, int64_t step,
                     double grad_norm);
+
+// Mean loss over the first n_batches fixed windows of `stream` (see val_batch).
+double evaluate_loss(Gpt<float>& model, const TokenStream& stream, int n_batches);
 
 // Sets the thread count of OpenMP and OpenBLAS (0: every core) and returns it.
 int set_thread_count(int threads);

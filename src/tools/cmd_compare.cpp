@@ -1,0 +1,165 @@
+// xsa compare (the main job) and xsa analyze.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "io/checkpoint.h"
+#include "tools/commands.h"
+#include "train/analyze.h"
+#include "train/compare.h"
+#include "util/error.h"
+#include "util/files.h"
+#include "util/svg.h"
+
+namespace xsa::cli {
+
+void add_compare_command(CLI::App& root) {
+  auto* cmd = root.add_subcommand(
+      "compare", "Train twin models that differ only in attention (SA, XSA, variants) and report");
+  struct Args {
+    CompareConfig cfg;
+    std::string variants = "sa,xsa", preset, tokenizer;
+  };
+  auto a = std::make_shared<Args>();
+  ModelConfig& m = a->cfg.model;
+  RunConfig& r = a->cfg.run;
+  r.out = "runs/compare";
+  cmd->add_option("--data", r.data, "A text file, a folder of token shards, or a glob of shards")
+      ->required();
+  cmd->add_option("--preset", a->preset,
+                  "demo (the README's main job, ~10 min on 2 cores) or tiny; options given win");
+  cmd->add_option("--variants", a->variants,
+                  "sa first, then any of: xsa, xsa-lastN, xsa-firstN, xsa-layers-0.2.5")
+      ->capture_default_str();
+  cmd->add_option("--seeds", a->cfg.seeds, "Repeats with seeds --seed, --seed+1, ...")
+      ->capture_default_str();
+  cmd->add_option("--eval-data", a->cfg.eval_data,
+                  "Further evaluation sets (their validation split, else all)");
+  cmd->add_option("--tokenizer", a->tokenizer, "byte or gpt2 (default: from the data)");
+  cmd->add_option("--vocab-dir", r.vocab_dir, "Folder with GPT-2's encoder.json and vocab.bpe");
+  cmd->add_option("--layers", m.n_layer, "Transformer blocks")->capture_default_str();
+  cmd->add_option("--heads", m.n_head, "Attention heads")->capture_default_str();
+  cmd->add_option("--embd", m.n_embd, "Embedding width")->capture_default_str();
+  cmd->add_option("--seq-len", m.seq_len, "Context length")->capture_default_str();
+  cmd->add_option("--batch", r.batch, "Sequences per step")->capture_default_str();
+  cmd->add_option("--steps", r.steps, "Optimizer steps per arm")->capture_default_str();
+  cmd->add_option("--lr", r.lr, "Peak learning rate")->capture_default_str();
+  cmd->add_option("--warmup", r.warmup, "Warm-up steps (-1: 5% of --steps)")->capture_default_str();
+  cmd->add_option("--weight-decay", r.weight_decay, "AdamW weight decay")->capture_default_str();
+  cmd->add_option("--seed", r.seed, "First seed")->capture_default_str();
+  cmd->add_option("--threads", r.threads, "Threads (0: every core)")->capture_default_str();
+  cmd->add_option("--val-every", r.val_every, "Steps between validation passes")
+      ->capture_default_str();
+  cmd->add_option("--val-batches", r.val_batches, "Batches per validation pass")
+      ->capture_default_str();
+  cmd->add_option("--val-fraction", r.val_fraction, "Held-out tail of a text file")
+      ->capture_default_str();
+  cmd->add_option("--log-every", r.log_every, "Steps between progress lines")
+      ->capture_default_str();
+  cmd->add_option("--out", r.out, "Report folder")->capture_default_str();
+  cmd->add_flag("--force", r.force, "Replace a report in --out");
+  cmd->add_flag("--quiet", r.quiet, "No progress output");
+  cmd->callback([a, cmd] {
+    CompareConfig cfg = a->cfg;
+    if (!a->preset.empty()) {
+      // The preset first, then every option given on the command line again on top of it.
+      CompareConfig preset = cfg;
+      apply_compare_preset(a->preset, preset.model, preset.run, preset);
+      auto given = [&](const char* flag) { return cmd->count(flag) > 0; };
+      if (!given("--layers")) cfg.model.n_layer = preset.model.n_layer;
+      if (!given("--heads")) cfg.model.n_head = preset.model.n_head;
+      if (!given("--embd")) cfg.model.n_embd = preset.model.n_embd;
+      if (!given("--seq-len")) cfg.model.seq_len = preset.model.seq_len;
+      if (!given("--batch")) cfg.run.batch = preset.run.batch;
+      if (!given("--steps")) cfg.run.steps = preset.run.steps;
+      if (!given("--lr")) cfg.run.lr = preset.run.lr;
+      if (!given("--val-every")) cfg.run.val_every = preset.run.val_every;
+      if (!given("--val-batches")) cfg.run.val_batches = preset.run.val_batches;
+      if (!given("--seeds")) cfg.seeds = preset.seeds;
+    }
+    cfg.run.tokenizer = a->tokenizer;
+    cfg.variants.clear();
+    for (size_t pos = 0; pos <= a->variants.size();) {
+      size_t comma = a->variants.find(',', pos);
+      cfg.variants.push_back(
+          a->variants.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos));
+      if (comma == std::string::npos) break;
+      pos = comma + 1;
+    }
+    compare(cfg);
+  });
+}
+
+void add_analyze_command(CLI::App& root) {
+  auto* cmd = root.add_subcommand(
+      "analyze", "Measure the attention similarity bias of a checkpoint per layer and head");
+  struct Args {
+    std::string ckpt, data, json_path, plot, vocab_dir;
+    int batches = 4, batch = 8, threads = 0;
+  };
+  auto a = std::make_shared<Args>();
+  cmd->add_option("--ckpt", a->ckpt, "A run folder (its latest checkpoint) or a checkpoint folder")
+      ->required();
+  cmd->add_option("--data", a->data,
+                  "Data to measure on (default: the data the checkpoint was trained on)");
+  cmd->add_option("--batches", a->batches, "Batches of the validation split to average over")
+      ->capture_default_str();
+  cmd->add_option("--batch", a->batch, "Sequences per batch")->capture_default_str();
+  cmd->add_option("--json", a->json_path,
+                  "Write one record per layer and head to this file (a JSON array)");
+  cmd->add_option("--plot", a->plot,
+                  "Heat map of cos(y, v), layers × heads: PATH.svg (and PATH.png)");
+  cmd->add_option("--vocab-dir", a->vocab_dir, "Folder with GPT-2's encoder.json and vocab.bpe");
+  cmd->add_option("--threads", a->threads, "Threads (0: every core)")->capture_default_str();
+  cmd->callback([a] {
+    set_thread_count(a->threads);
+    fs::path ckpt = resolve_checkpoint(a->ckpt);
+    ModelConfig cfg = load_checkpoint_config(ckpt);
+    std::string data_path = a->data;
+    std::error_code ec;
+    if (data_path.empty() && fs::exists(ckpt / "trainer.json", ec))
+      data_path = load_trainer_state(ckpt).value("/data/source"_json_pointer, std::string());
+    if (data_path.empty())
+      fail("{}: does not say what data it was trained on; pass --data", ckpt.string());
+    Dataset data = open_dataset(data_path, cfg.tokenizer, 0.1, 1, cfg.seq_len, a->vocab_dir);
+    const TokenStream& stream = data.val.size() > (size_t)cfg.seq_len ? data.val : data.train;
+    Gpt<float> model(cfg, a->batch, cfg.seq_len);
+    load_checkpoint_weights(ckpt, model.params(), false);
+    const int batches = val_batch_count(stream, a->batch, cfg.seq_len, a->batches);
+    auto heads = attention_similarity_bias(model, stream, batches);
+    std::printf("attention similarity bias of %s (%s attention) on %s, %d batch(es) of %d x %d\n\n",
+                ckpt.string().c_str(), layer_attn_string(cfg).c_str(), data_path.c_str(), batches,
+                a->batch, cfg.seq_len);
+    std::printf(
+        "| layer | head | attn | cos(y,v) | |cos(z,v)| | self weight a_ii | cos(v_i,v_j) "
+        "|\n|---|---|---|---|---|---|---|\n");
+    nlohmann::json records = nlohmann::json::array();
+    std::vector<std::vector<double>> grid(cfg.n_layer, std::vector<double>(cfg.n_head));
+    for (const HeadBias& h : heads) {
+      std::printf("| %d | %d | %s | %.4f | %s | %.4f | %.4f |\n", h.layer, h.head,
+                  h.exclusive ? "xsa" : "sa", h.cos_yv,
+                  h.exclusive ? fmt::format("{:.2e}", h.cos_zv).c_str() : "–", h.self_weight,
+                  h.cos_vv);
+      nlohmann::json r = {{"layer", h.layer},
+                          {"head", h.head},
+                          {"attn", h.exclusive ? "xsa" : "sa"},
+                          {"cos_yv", h.cos_yv},
+                          {"self_weight", h.self_weight},
+                          {"cos_vv", h.cos_vv}};
+      if (h.exclusive) r["cos_zv"] = h.cos_zv;
+      records.push_back(r);
+      grid[h.layer][h.head] = h.cos_yv;
+    }
+    if (!a->json_path.empty()) write_file_atomic(a->json_path, records.dump(2) + "\n");
+    if (!a->plot.empty()) {
+      auto files =
+          write_plot(a->plot, svg_heatmap("mean cos(y_i, v_i): attention output vs own value", grid,
+                                          "layer", "head", 0, 1));
+      std::printf("\nplot: %s\n", fmt::format("{}", fmt::join(files, ", ")).c_str());
+    }
+  });
+}
+
+}  // namespace xsa::cli

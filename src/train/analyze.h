@@ -1,0 +1,27 @@
+// The attention similarity bias (shared/SPEC.md §2), per layer and head, measured on data: the mean
+// cos(y_i, v_i) between a token's attention output (before W_o) and its own value, position 0
+// excluded (there y = v); for XSA layers also |cos(z_i, v_i)| (≈ 0); the mean self-attention weight
+// a_ii; and the mean cos(v_i, v_j) over pairs j < i (how alike the values are to begin with).
+#pragma once
+
+#include <vector>
+
+#include "data/dataset.h"
+#include "model/gpt.h"
+
+namespace xsa {
+
+struct HeadBias {
+  int layer = 0, head = 0;
+  bool exclusive = false;
+  double cos_yv = 0;       // mean cos(y_i, v_i)
+  double cos_zv = 0;       // mean |cos(z_i, v_i)|, XSA layers only (NaN for SA)
+  double self_weight = 0;  // mean a_ii
+  double cos_vv = 0;       // mean cos(v_i, v_j), j < i
+};
+
+// Runs the model on the first n_batches fixed windows of `data` and averages over every token.
+std::vector<HeadBias> attention_similarity_bias(Gpt<float>& model, const TokenStream& data,
+                                                int n_batches);
+
+}  // namespace xsa

@@ -1,0 +1,69 @@
+// xsa compare: twin models that differ only in their attention, trained side by side in one process
+// from identical initial weights on the identical sequence of batches, for several seeds; then a
+// report folder with tables, machine-readable results and plots.
+#pragma once
+
+#include <array>
+#include <string>
+#include <vector>
+
+#include "model/config.h"
+#include "train/trainer.h"
+
+namespace xsa {
+
+// An attention variant: a name and the attention kind of every layer.
+//   sa, xsa            every layer
+//   xsa-lastN          XSA on the last N layers, SA below
+//   xsa-firstN         XSA on the first N layers
+//   xsa-layers-0.2.5   XSA on the listed layers
+struct Variant {
+  std::string name;
+  std::array<AttnKind, kMaxLayers> layers{};
+};
+Variant parse_variant(const std::string& name, int n_layer);  // throws Error naming the variant
+
+struct CompareConfig {
+  ModelConfig model;  // the shape; attention comes from each variant
+  RunConfig run;      // data, optimizer, schedule; run.out is the report folder
+  std::vector<std::string> variants = {"sa", "xsa"};
+  int seeds = 1;                       // seeds run.seed, run.seed + 1, ...
+  std::vector<std::string> eval_data;  // further evaluation sets, reported separately
+  int analyze_batches = 2;             // batches for the similarity-bias chart (0: none)
+};
+
+struct ArmResult {
+  std::string variant;
+  uint64_t seed = 0;
+  double train_loss = 0;  // mean of the last 10 % of steps
+  double val_loss = 0;
+  std::vector<double> eval_losses;  // one per CompareConfig::eval_data
+  double ms_per_step = 0, tokens_per_s = 0, peak_mb = 0;
+  std::vector<std::pair<int64_t, double>> val_curve, train_curve;
+  // Fingerprints proving the twins are twins: of the initial weights and of every batch seen.
+  uint64_t init_hash = 0, batches_hash = 0;
+};
+
+struct VariantSummary {
+  std::string variant;
+  int n_seeds = 0;
+  double train_loss_mean = 0, val_loss_mean = 0, val_loss_sd = 0;
+  double delta_vs_sa_mean = 0, delta_vs_sa_sd = 0, p_value = 0;  // NaN where undefined
+  std::vector<double> eval_loss_mean, eval_delta_vs_sa_mean;
+  double overhead_vs_sa = 0;  // median over interleaved steps of ms / ms(SA) − 1
+  std::string verdict;
+};
+
+struct CompareResult {
+  std::vector<ArmResult> arms;
+  std::vector<VariantSummary> summary;
+  std::string report_dir;
+};
+
+CompareResult compare(const CompareConfig& cfg);
+
+// Named presets of model and run settings ("demo": the README's main job).
+void apply_compare_preset(const std::string& name, ModelConfig& model, RunConfig& run,
+                          CompareConfig& cfg);
+
+}  // namespace xsa

@@ -1,0 +1,11 @@
+// Resident memory of this process from /proc (MB). reset_peak_rss() restarts the peak (VmHWM), so a
+// phase of work can report its own peak.
+#pragma once
+
+namespace xsa {
+
+double rss_mb();
+double peak_rss_mb();
+void reset_peak_rss();
+
+}  // namespace xsa

@@ -1,0 +1,68 @@
+#include "util/stats.h"
+
+#include <limits>
+
+namespace xsa {
+
+double mean(const std::vector<double>& x) {
+  if (x.empty()) return NAN;
+  double s = 0;
+  for (double v : x) s += v;
+  return s / x.size();
+}
+
+double sample_sd(const std::vector<double>& x) {
+  if (x.size() < 2) return 0;
+  const double m = mean(x);
+  double s = 0;
+  for (double v : x) s += (v - m) * (v - m);
+  return std::sqrt(s / (x.size() - 1));
+}
+
+namespace {
+// Continued fraction of the regularized incomplete beta function (Numerical Recipes' betacf).
+double beta_continued_fraction(double a, double b, double x) {
+  const double tiny = 1e-300;
+  double c = 1, d = 1 - (a + b) * x / (a + 1);
+  d = 1 / (std::fabs(d) < tiny ? tiny : d);
+  double h = d;
+  for (int m = 1; m <= 300; m++) {
+    const int m2 = 2 * m;
+    double aa = m * (b - m) * x / ((a + m2 - 1) * (a + m2));
+    d = 1 + aa * d, c = 1 + aa / c;
+    d = 1 / (std::fabs(d) < tiny ? tiny : d), c = std::fabs(c) < tiny ? tiny : c;
+    h *= d * c;
+    aa = -(a + m) * (a + b + m) * x / ((a + m2) * (a + m2 + 1));
+    d = 1 + aa * d, c = 1 + aa / c;
+    d = 1 / (std::fabs(d) < tiny ? tiny : d), c = std::fabs(c) < tiny ? tiny : c;
+    const double delta = d * c;
+    h *= delta;
+    if (std::fabs(delta - 1) < 1e-15) break;
+  }
+  return h;
+}
+
+double regularized_incomplete_beta(double a, double b, double x) {
+  if (x <= 0) return 0;
+  if (x >= 1) return 1;
+  const double front = std::exp(std::lgamma(a + b) - std::lgamma(a) - std::lgamma(b) +
+                                a * std::log(x) + b * std::log1p(-x));
+  if (x < (a + 1) / (a + b + 2)) return front * beta_continued_fraction(a, b, x) / a;
+  return 1 - front * beta_continued_fraction(b, a, 1 - x) / b;
+}
+}  // namespace
+
+double student_t_two_sided_p(double t, double dof) {
+  if (std::isnan(t) || dof <= 0) return NAN;
+  if (std::isinf(t)) return 0;
+  return regularized_incomplete_beta(dof / 2, 0.5, dof / (dof + t * t));
+}
+
+double paired_t_test_p(const std::vector<double>& d) {
+  if (d.size() < 2) return NAN;
+  const double m = mean(d), sd = sample_sd(d);
+  if (sd == 0) return m == 0 ? 1.0 : 0.0;
+  return student_t_two_sided_p(m / (sd / std::sqrt((double)d.size())), (double)d.size() - 1);
+}
+
+}  // namespace xsa

@@ -1,0 +1,165 @@
+// The research tools: variants, statistics, the similarity-bias analysis against an independent
+// float64 computation, and xsa compare end to end, including the proof that twins are twins.
+#include "train/compare.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "ops/reference.h"
+#include "train/analyze.h"
+#include "util/error.h"
+#include "util/files.h"
+#include "util/stats.h"
+
+namespace xsa {
+namespace {
+
+namespace fs = std::filesystem;
+
+TEST(Stats, PairedTTestMatchesKnownValues) {
+  // d = 1..5: mean 3, sd 1.5811, t = 4.2426 with 4 degrees of freedom: p = 0.0132356 (two-sided;
+  // by Simpson integration of the t density, independently of the incomplete-beta code).
+  EXPECT_NEAR(paired_t_test_p({1, 2, 3, 4, 5}), 0.0132356, 1e-6);
+  // The 5 % critical values of Student's t: 12.706 (1 dof), 2.776 (4), 2.228 (10).
+  EXPECT_NEAR(student_t_two_sided_p(12.7062, 1), 0.05, 1e-5);
+  EXPECT_NEAR(student_t_two_sided_p(2.77645, 4), 0.05, 1e-5);
+  EXPECT_NEAR(student_t_two_sided_p(2.22814, 10), 0.05, 1e-5);
+  EXPECT_NEAR(student_t_two_sided_p(0, 7), 1.0, 1e-12);
+  EXPECT_TRUE(std::isnan(paired_t_test_p({0.3})));  // one seed: no test
+  EXPECT_NEAR(sample_sd({2, 4, 4, 4, 5, 5, 7, 9}), 2.13809, 1e-5);
+}
+
+TEST(Variants, LayerSelections) {
+  auto layers = [](const std::string& name) {
+    Variant v = parse_variant(name, 4);
+    std::string s;
+    for (int l = 0; l < 4; l++) s += v.layers[l] == AttnKind::xsa ? 'X' : 's';
+    return s;
+  };
+  EXPECT_EQ(layers("sa"), "ssss");
+  EXPECT_EQ(layers("xsa"), "XXXX");
+  EXPECT_EQ(layers("xsa-last2"), "ssXX");
+  EXPECT_EQ(layers("xsa-first1"), "Xsss");
+  EXPECT_EQ(layers("xsa-layers-0.3"), "XssX");
+  for (const char* bad :
+       {"xsa-last5", "xsa-last0", "xsa-first", "xsa-layers-4", "xsa-layers-1.x", "gated"})
+    EXPECT_THROW(parse_variant(bad, 4), Error) << bad;
+}
+
+// The analysis against an independent computation: the reference attention in double on the
+// model's own q, k, v gives y; the mean cos(y_i, v_i) over positions ≥ 1 must agree.
+TEST(Analyze, MatchesAnIndependentComputation) {
+  ModelConfig cfg;
+  cfg.n_layer = 2, cfg.n_head = 2, cfg.n_embd = 16, cfg.seq_len = 12;
+  set_layer_attn(cfg, "sa,xsa");
+  const int B = 2, T = 12, C = 16, H = 2, D = 8;
+  Gpt<float> model(cfg, B, T);
+  model.params().init(cfg, 3);
+  for (size_t i = 0; i < model.params().params.size(); i++)
+    model.params().params[i] *= 8;  // a non-uniform attention
+  TokenStream stream;
+  std::vector<uint16_t> tokens(B * T * 3);
+  for (size_t i = 0; i < tokens.size(); i++) tokens[i] = (uint16_t)((i * 37 + i / 5) % 256);
+  stream.add(tokens, "memory");
+  auto heads = attention_similarity_bias(model, stream, 1);
+  ASSERT_EQ(heads.size(), 4u);
+  // Recompute from the activations of that same batch.
+  const auto& act = model.activations();
+  for (int l = 0; l < 2; l++) {
+    const float* qkvf = act.layers[l].qkv;
+    std::vector<double> qkv(qkvf, qkvf + (size_t)B * T * 3 * C), y((size_t)B * T * C),
+        lse(B * H * T);
+    ref::attention_forward(y.data(), lse.data(), qkv.data(), B, T, C, H);
+    for (int h = 0; h < H; h++) {
+      double sum = 0, self = 0;
+      int n = 0;
+      for (int b = 0; b < B; b++)
+        for (int t = 1; t < T; t++) {
+          const double* yy = &y[((size_t)b * T + t) * C + h * D];
+          const double* v = &qkv[((size_t)b * T + t) * 3 * C + 2 * C + h * D];
+          const double* q = &qkv[((size_t)b * T + t) * 3 * C + h * D];
+          const double* k = &qkv[((size_t)b * T + t) * 3 * C + C + h * D];
+          double yv = 0, yy2 = 0, vv = 0, qk = 0;
+          for (int d = 0; d < D; d++)
+            yv += yy[d] * v[d], yy2 += yy[d] * yy[d], vv += v[d] * v[d], qk += q[d] * k[d];
+          sum += yv / std::sqrt(yy2 * vv);
+          self += std::exp(qk / std::sqrt((double)D) - lse[(b * H + h) * T + t]);
+          n++;
+        }
+      const HeadBias& r = heads[l * H + h];
+      EXPECT_NEAR(r.cos_yv, sum / n, 1e-5) << "layer " << l << " head " << h;
+      EXPECT_NEAR(r.self_weight, self / n, 1e-5);
+      EXPECT_GE(r.cos_vv, -1.0);
+      EXPECT_LE(r.cos_vv, 1.0);
+      if (l == 0) EXPECT_TRUE(std::isnan(r.cos_zv)) << "SA layers have no z";
+      if (l == 1) EXPECT_LT(r.cos_zv, 1e-9) << "XSA removes the own-value direction";
+    }
+  }
+}
+
+TEST(Compare, TwinsAreTwinsAndTheReportHoldsItsFields) {
+  fs::path dir = fs::temp_directory_path() / ("xsa_compare_test_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  std::string text;
+  for (int i = 0; text.size() < 40000; i++)
+    text += "sentence " + std::to_string(i * 7919 % 1000) + " of the corpus.\n";
+  std::ofstream(dir / "data.txt") << text;
+  CompareConfig cfg;
+  cfg.model.n_layer = 2, cfg.model.n_head = 2, cfg.model.n_embd = 16, cfg.model.seq_len = 16;
+  cfg.run.data = (dir / "data.txt").string();
+  cfg.run.out = (dir / "report").string();
+  cfg.run.batch = 4, cfg.run.steps = 12, cfg.run.val_every = 6, cfg.run.val_batches = 2,
+  cfg.run.threads = 1;
+  cfg.run.quiet = true;
+  cfg.variants = {"sa", "xsa", "xsa-last1"};
+  cfg.seeds = 2;
+  cfg.eval_data = {(dir / "data.txt").string()};
+  CompareResult r = compare(cfg);
+  ASSERT_EQ(r.arms.size(), 6u);
+  // Within a seed: identical initial weights and batches for every variant; across seeds: not.
+  for (const ArmResult& a : r.arms) {
+    const ArmResult& sa = r.arms[a.seed == cfg.run.seed ? 0 : 3];
+    ASSERT_EQ(sa.variant, "sa");
+    EXPECT_EQ(a.init_hash, sa.init_hash) << a.variant;
+    EXPECT_EQ(a.batches_hash, sa.batches_hash) << a.variant;
+  }
+  EXPECT_NE(r.arms[0].init_hash, r.arms[3].init_hash);
+  EXPECT_NE(r.arms[0].batches_hash, r.arms[3].batches_hash);
+  EXPECT_NE(r.arms[0].val_loss, r.arms[1].val_loss) << "the arms did differ in attention";
+
+  auto report = nlohmann::json::parse(read_file(dir / "report/report.json"));
+  for (const auto& a : report["arms"])
+    for (const char* key :
+         {"variant", "seed", "train_loss", "val_loss", "ms_per_step", "tokens_per_s", "peak_mb"})
+      EXPECT_TRUE(a.contains(key)) << key;
+  ASSERT_EQ(report["summary"].size(), 3u);
+  for (const auto& s : report["summary"])
+    for (const char* key : {"variant", "n_seeds", "val_loss_mean", "val_loss_sd",
+                            "delta_vs_sa_mean", "delta_vs_sa_sd", "p_value", "overhead_vs_sa"})
+      EXPECT_TRUE(s.contains(key)) << key;
+  // The summary is the arms' arithmetic.
+  const auto& xs = report["summary"][1];
+  double d0 =
+      report["arms"][1]["val_loss"].get<double>() - report["arms"][0]["val_loss"].get<double>();
+  double d1 =
+      report["arms"][4]["val_loss"].get<double>() - report["arms"][3]["val_loss"].get<double>();
+  EXPECT_NEAR(xs["delta_vs_sa_mean"].get<double>(), (d0 + d1) / 2, 1e-12);
+  EXPECT_NEAR(xs["p_value"].get<double>(), paired_t_test_p({d0, d1}), 1e-12);
+  EXPECT_TRUE(report["summary"][0]["p_value"].is_null());
+  for (const char* f : {"report.md", "val_loss.svg", "delta_vs_sa.svg", "similarity_bias.svg"})
+    EXPECT_TRUE(fs::exists(dir / "report" / f)) << f;
+  EXPECT_TRUE(fs::exists(dir / "report/arms/xsa-seed2"));
+  // A report is not overwritten without --force; sa must come first.
+  EXPECT_THROW(compare(cfg), Error);
+  cfg.run.force = true;
+  cfg.variants = {"xsa", "sa"};
+  EXPECT_THROW(compare(cfg), Error);
+  fs::remove_all(dir);
+}
+
+}  // namespace
+}  // namespace xsa
