@@ -284,6 +284,29 @@ TEST_F(Cli, CompareAndAnalyze) {
   EXPECT_EQ(r.err, "xsa: error: --preset huge is not known (demo, tiny)\n");
 }
 
+TEST_F(Cli, SweepRunsCompareForEachValue) {
+  Result r =
+      xsa("sweep --param seq-len=16,32 --data data.txt --preset tiny --steps 4 --val-every 2 "
+          "--seeds 2 --threads 1 "
+          "--out sw --quiet");
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto rows = nlohmann::json::parse(read_file(work_dir() / "sw/sweep.json"));
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[1]["seq-len"], 32);
+  auto inner = nlohmann::json::parse(read_file(work_dir() / "sw/seq-len-32/report.json"));
+  EXPECT_EQ(rows[1]["delta_vs_sa_mean"], inner["summary"][1]["delta_vs_sa_mean"]);
+  EXPECT_TRUE(fs::exists(work_dir() / "sw/delta_vs_seq-len.svg"));
+  r = xsa("sweep --param dropout=0.1 --data data.txt --preset tiny --out sw2");
+  EXPECT_EQ(r.err,
+            "xsa: error: --param dropout is not a sweepable option (seq-len, lr, embd, layers, "
+            "heads, steps, batch, "
+            "warmup, weight-decay)\n");
+  r = xsa("sweep --param seq-len=16,abc --data data.txt --preset tiny --out sw3");
+  EXPECT_EQ(r.err, "xsa: error: --param seq-len: value 'abc' is not a number\n");
+  EXPECT_FALSE(fs::exists(work_dir() / "sw3/seq-len-16"))
+      << "every value is checked before the first run";
+}
+
 struct BadInput {
   const char* name;
   std::string args;

@@ -9,35 +9,36 @@
 #include "tools/commands.h"
 #include "train/analyze.h"
 #include "train/compare.h"
+#include "train/sweep.h"
 #include "util/error.h"
 #include "util/files.h"
 #include "util/svg.h"
 
 namespace xsa::cli {
 
-void add_compare_command(CLI::App& root) {
-  auto* cmd = root.add_subcommand(
-      "compare", "Train twin models that differ only in attention (SA, XSA, variants) and report");
-  struct Args {
-    CompareConfig cfg;
-    std::string variants = "sa,xsa", preset, tokenizer;
-  };
-  auto a = std::make_shared<Args>();
-  ModelConfig& m = a->cfg.model;
-  RunConfig& r = a->cfg.run;
-  r.out = "runs/compare";
+namespace {
+
+struct CompareArgs {
+  CompareConfig cfg;
+  std::string variants = "sa,xsa", preset, tokenizer;
+};
+
+// The options of compare, shared by sweep.
+void add_compare_options(CLI::App* cmd, CompareArgs& a) {
+  ModelConfig& m = a.cfg.model;
+  RunConfig& r = a.cfg.run;
   cmd->add_option("--data", r.data, "A text file, a folder of token shards, or a glob of shards")
       ->required();
-  cmd->add_option("--preset", a->preset,
-                  "demo (the README's main job, ~10 min on 2 cores) or tiny; options given win");
-  cmd->add_option("--variants", a->variants,
+  cmd->add_option("--preset", a.preset,
+                  "demo (the README's main job, ~9 min on 2 cores) or tiny; options given win");
+  cmd->add_option("--variants", a.variants,
                   "sa first, then any of: xsa, xsa-lastN, xsa-firstN, xsa-layers-0.2.5")
       ->capture_default_str();
-  cmd->add_option("--seeds", a->cfg.seeds, "Repeats with seeds --seed, --seed+1, ...")
+  cmd->add_option("--seeds", a.cfg.seeds, "Repeats with seeds --seed, --seed+1, ...")
       ->capture_default_str();
-  cmd->add_option("--eval-data", a->cfg.eval_data,
+  cmd->add_option("--eval-data", a.cfg.eval_data,
                   "Further evaluation sets (their validation split, else all)");
-  cmd->add_option("--tokenizer", a->tokenizer, "byte or gpt2 (default: from the data)");
+  cmd->add_option("--tokenizer", a.tokenizer, "byte or gpt2 (default: from the data)");
   cmd->add_option("--vocab-dir", r.vocab_dir, "Folder with GPT-2's encoder.json and vocab.bpe");
   cmd->add_option("--layers", m.n_layer, "Transformer blocks")->capture_default_str();
   cmd->add_option("--heads", m.n_head, "Attention heads")->capture_default_str();
@@ -61,34 +62,58 @@ void add_compare_command(CLI::App& root) {
   cmd->add_option("--out", r.out, "Report folder")->capture_default_str();
   cmd->add_flag("--force", r.force, "Replace a report in --out");
   cmd->add_flag("--quiet", r.quiet, "No progress output");
-  cmd->callback([a, cmd] {
-    CompareConfig cfg = a->cfg;
-    if (!a->preset.empty()) {
-      // The preset first, then every option given on the command line again on top of it.
-      CompareConfig preset = cfg;
-      apply_compare_preset(a->preset, preset.model, preset.run, preset);
-      auto given = [&](const char* flag) { return cmd->count(flag) > 0; };
-      if (!given("--layers")) cfg.model.n_layer = preset.model.n_layer;
-      if (!given("--heads")) cfg.model.n_head = preset.model.n_head;
-      if (!given("--embd")) cfg.model.n_embd = preset.model.n_embd;
-      if (!given("--seq-len")) cfg.model.seq_len = preset.model.seq_len;
-      if (!given("--batch")) cfg.run.batch = preset.run.batch;
-      if (!given("--steps")) cfg.run.steps = preset.run.steps;
-      if (!given("--lr")) cfg.run.lr = preset.run.lr;
-      if (!given("--val-every")) cfg.run.val_every = preset.run.val_every;
-      if (!given("--val-batches")) cfg.run.val_batches = preset.run.val_batches;
-      if (!given("--seeds")) cfg.seeds = preset.seeds;
-    }
-    cfg.run.tokenizer = a->tokenizer;
-    cfg.variants.clear();
-    for (size_t pos = 0; pos <= a->variants.size();) {
-      size_t comma = a->variants.find(',', pos);
-      cfg.variants.push_back(
-          a->variants.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos));
-      if (comma == std::string::npos) break;
-      pos = comma + 1;
-    }
-    compare(cfg);
+}
+
+// The preset first, then every option given on the command line again on top of it.
+CompareConfig compare_config_of(const CLI::App* cmd, const CompareArgs& a) {
+  CompareConfig cfg = a.cfg;
+  if (!a.preset.empty()) {
+    CompareConfig preset = cfg;
+    apply_compare_preset(a.preset, preset.model, preset.run, preset);
+    auto given = [&](const char* flag) { return cmd->count(flag) > 0; };
+    if (!given("--layers")) cfg.model.n_layer = preset.model.n_layer;
+    if (!given("--heads")) cfg.model.n_head = preset.model.n_head;
+    if (!given("--embd")) cfg.model.n_embd = preset.model.n_embd;
+    if (!given("--seq-len")) cfg.model.seq_len = preset.model.seq_len;
+    if (!given("--batch")) cfg.run.batch = preset.run.batch;
+    if (!given("--steps")) cfg.run.steps = preset.run.steps;
+    if (!given("--lr")) cfg.run.lr = preset.run.lr;
+    if (!given("--val-every")) cfg.run.val_every = preset.run.val_every;
+    if (!given("--val-batches")) cfg.run.val_batches = preset.run.val_batches;
+    if (!given("--seeds")) cfg.seeds = preset.seeds;
+  }
+  cfg.run.tokenizer = a.tokenizer;
+  cfg.variants = split_list(a.variants);
+  return cfg;
+}
+
+}  // namespace
+
+void add_compare_command(CLI::App& root) {
+  auto* cmd = root.add_subcommand(
+      "compare", "Train twin models that differ only in attention (SA, XSA, variants) and report");
+  auto a = std::make_shared<CompareArgs>();
+  a->cfg.run.out = "runs/compare";
+  add_compare_options(cmd, *a);
+  cmd->callback([a, cmd] { compare(compare_config_of(cmd, *a)); });
+}
+
+void add_sweep_command(CLI::App& root) {
+  auto* cmd = root.add_subcommand(
+      "sweep", "Run compare for each value of one option and plot the XSA gain against it");
+  auto a = std::make_shared<CompareArgs>();
+  auto param = std::make_shared<std::string>();
+  a->cfg.run.out = "runs/sweep";
+  add_compare_options(cmd, *a);
+  cmd->add_option(
+         "--param", *param,
+         "NAME=V1,V2,...: seq-len, lr, embd, layers, heads, steps, batch, warmup, weight-decay")
+      ->required();
+  cmd->callback([a, cmd, param] {
+    const size_t eq = param->find('=');
+    if (eq == std::string::npos || eq + 1 >= param->size())
+      fail("--param {}: expected NAME=V1,V2,...", *param);
+    sweep(compare_config_of(cmd, *a), param->substr(0, eq), split_list(param->substr(eq + 1)));
   });
 }
 

@@ -13,5 +13,6 @@ void add_prepare_command(CLI::App& root);
 void add_bench_command(CLI::App& root);
 void add_compare_command(CLI::App& root);
 void add_analyze_command(CLI::App& root);
+void add_sweep_command(CLI::App& root);
 
 }  // namespace xsa::cli

@@ -66,6 +66,7 @@ int main(int argc, char** argv) {
   xsa::cli::add_prepare_command(app);
   xsa::cli::add_compare_command(app);
   xsa::cli::add_analyze_command(app);
+  xsa::cli::add_sweep_command(app);
   xsa::cli::add_bench_command(app);
   xsa::cli::add_tokenize_command(app);
   try {

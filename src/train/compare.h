@@ -62,6 +62,8 @@ struct CompareResult {
 
 CompareResult compare(const CompareConfig& cfg);
 
+std::vector<std::string> split_list(const std::string& comma_separated);
+
 // Named presets of model and run settings ("demo": the README's main job).
 void apply_compare_preset(const std::string& name, ModelConfig& model, RunConfig& run,
                           CompareConfig& cfg);

@@ -42,7 +42,7 @@ std::vector<double> ticks(double lo, double hi, int target = 6, bool integer = f
 
 std::string svg_line_chart(const std::string& title, const std::string& x_label,
                            const std::string& y_label, const std::vector<Series>& series,
-                           bool zero_line) {
+                           bool zero_line, int first_color) {
   const double W = 760, H = 440, left = 70, right = 170, top = 40, bottom = 50;
   double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
   for (const Series& s : series)
@@ -96,7 +96,7 @@ std::string svg_line_chart(const std::string& title, const std::string& x_label,
       (top + H - bottom) / 2, escape(y_label));
   for (size_t k = 0; k < series.size(); k++) {
     const Series& s = series[k];
-    const char* color = kColors[k % std::size(kColors)];
+    const char* color = kColors[(k + first_color) % std::size(kColors)];
     if (!s.y_low.empty() && s.x.size() > 1) {
       std::string band;
       for (size_t i = 0; i < s.x.size(); i++)

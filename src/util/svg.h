@@ -16,7 +16,7 @@ struct Series {
 
 std::string svg_line_chart(const std::string& title, const std::string& x_label,
                            const std::string& y_label, const std::vector<Series>& series,
-                           bool zero_line = false);
+                           bool zero_line = false, int first_color = 0);
 // values[row][col]; row_label(i), col_label(j) name the axes' ticks.
 std::string svg_heatmap(const std::string& title, const std::vector<std::vector<double>>& values,
                         const std::string& row_name, const std::string& col_name, double lo,

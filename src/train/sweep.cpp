@@ -1,0 +1,126 @@
+#include "train/sweep.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstdio>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+
+#include "util/error.h"
+#include "util/files.h"
+#include "util/svg.h"
+
+namespace xsa {
+
+void apply_sweep_param(CompareConfig& cfg, const std::string& param, const std::string& value) {
+  double v = 0;
+  size_t used = 0;
+  try {
+    v = std::stod(value, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used == 0 || used != value.size())
+    fail("--param {}: value '{}' is not a number", param, value);
+  auto whole = [&]() {
+    if (v != std::floor(v) || v < 1)
+      fail("--param {}: value '{}' must be a positive whole number", param, value);
+    return (int)v;
+  };
+  if (param == "seq-len")
+    cfg.model.seq_len = whole();
+  else if (param == "embd")
+    cfg.model.n_embd = whole();
+  else if (param == "layers")
+    cfg.model.n_layer = whole();
+  else if (param == "heads")
+    cfg.model.n_head = whole();
+  else if (param == "steps")
+    cfg.run.steps = whole();
+  else if (param == "batch")
+    cfg.run.batch = whole();
+  else if (param == "warmup")
+    cfg.run.warmup = whole();
+  else if (param == "lr")
+    cfg.run.lr = v;
+  else if (param == "weight-decay")
+    cfg.run.weight_decay = v;
+  else
+    fail(
+        "--param {} is not a sweepable option (seq-len, lr, embd, layers, heads, steps, batch, "
+        "warmup, weight-decay)",
+        param);
+}
+
+void sweep(const CompareConfig& base, const std::string& param,
+           const std::vector<std::string>& values) {
+  namespace fs = std::filesystem;
+  if (values.empty()) fail("--param {}: no values", param);
+  // Every value is checked before the first run starts.
+  std::vector<CompareConfig> configs;
+  for (const std::string& value : values) {
+    CompareConfig cfg = base;
+    apply_sweep_param(cfg, param, value);
+    cfg.model.validate();
+    cfg.run.validate();
+    cfg.run.out = (fs::path(base.run.out) / (param + "-" + value)).string();
+    configs.push_back(cfg);
+  }
+  std::vector<CompareResult> results;
+  for (size_t i = 0; i < configs.size(); i++) {
+    if (!base.run.quiet)
+      std::printf("\n== %s = %s (%zu of %zu)\n", param.c_str(), values[i].c_str(), i + 1,
+                  values.size());
+    results.push_back(compare(configs[i]));
+  }
+  // Δ validation loss vs SA (mean ± sd over seeds) per variant against the swept value.
+  std::vector<Series> series;
+  nlohmann::json rows = nlohmann::json::array();
+  std::string md = fmt::format(
+      "# xsa sweep over {}\n\nΔ = validation loss minus SA's (below 0: XSA variant better), "
+      "mean ± sd over {} seed(s); p from a paired t-test over seeds.\n\n| {} |",
+      param, base.seeds, param);
+  for (size_t k = 1; k < base.variants.size(); k++)
+    md += fmt::format(" {} Δ | p |", base.variants[k]);
+  md += "\n|---|";
+  for (size_t k = 1; k < base.variants.size(); k++) md += "---|---|";
+  md += "\n";
+  for (size_t k = 1; k < base.variants.size(); k++)
+    series.push_back({base.variants[k], {}, {}, {}, {}});
+  for (size_t i = 0; i < results.size(); i++) {
+    md += "| " + values[i] + " |";
+    const double x = std::stod(values[i]);
+    for (size_t k = 1; k < results[i].summary.size(); k++) {
+      const VariantSummary& s = results[i].summary[k];
+      Series& se = series[k - 1];
+      se.x.push_back(x), se.y.push_back(s.delta_vs_sa_mean);
+      if (base.seeds > 1)
+        se.y_low.push_back(s.delta_vs_sa_mean - s.delta_vs_sa_sd),
+            se.y_high.push_back(s.delta_vs_sa_mean + s.delta_vs_sa_sd);
+      md += fmt::format(" {:+.4f} ± {:.4f} | {} |", s.delta_vs_sa_mean, s.delta_vs_sa_sd,
+                        std::isfinite(s.p_value) ? fmt::format("{:.3f}", s.p_value) : "–");
+      rows.push_back(
+          {{param, x},
+           {"variant", s.variant},
+           {"delta_vs_sa_mean", s.delta_vs_sa_mean},
+           {"delta_vs_sa_sd", s.delta_vs_sa_sd},
+           {"p_value", std::isfinite(s.p_value) ? nlohmann::json(s.p_value) : nlohmann::json()},
+           {"report", results[i].report_dir}});
+    }
+    md += "\n";
+  }
+  const fs::path out = base.run.out;
+  auto files = write_plot(
+      (out / ("delta_vs_" + param)).string(),
+      svg_line_chart(fmt::format("XSA variants vs SA across {} (band: ± sd over seeds)", param),
+                     param, "Δ validation loss vs SA", series, true, 1));
+  md += fmt::format("\n![{0}]({0})\n\nEach value's full report: `{1}-<value>/report.md`.\n",
+                    fs::path(files[0]).filename().string(), param);
+  write_file_atomic(out / "sweep.md", md);
+  write_file_atomic(out / "sweep.json", rows.dump(2) + "\n");
+  if (!base.run.quiet)
+    std::printf("\n%s\nsweep report: %s\n", md.c_str(), (out / "sweep.md").string().c_str());
+}
+
+}  // namespace xsa

@@ -1,0 +1,22 @@
+// xsa sweep: xsa compare once per value of one option (sequence length, learning rate, width,
+// depth, training length, ...), and the XSA-vs-SA difference, with its seed spread, against that
+// value: where, on this data, does XSA start to pay?
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "train/compare.h"
+
+namespace xsa {
+
+// Sets option `param` (seq-len, lr, embd, layers, heads, steps, batch, warmup, weight-decay) of
+// cfg; throws Error naming a parameter it does not know or a value that is not a number.
+void apply_sweep_param(CompareConfig& cfg, const std::string& param, const std::string& value);
+
+// Runs compare for every value into <out>/<param>-<value>/, then writes <out>/sweep.md,
+// sweep.json and delta_vs_<param>.svg (.png).
+void sweep(const CompareConfig& base, const std::string& param,
+           const std::vector<std::string>& values);
+
+}  // namespace xsa
