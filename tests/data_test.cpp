@@ -12,6 +12,7 @@
 #include "data/prepare.h"
 #include "data/shards.h"
 #include "tokenizer/tokenizer.h"
+#include "test_util.h"
 #include "util/error.h"
 #include "util/files.h"
 
@@ -20,13 +21,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-fs::path temp_dir(const std::string& name) {
-  fs::path dir =
-      fs::temp_directory_path() / ("xsa_data_test_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+using test::temp_dir;
 
 std::vector<uint16_t> iota_tokens(size_t n, uint16_t start = 0) {
   std::vector<uint16_t> v(n);

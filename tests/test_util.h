@@ -1,9 +1,12 @@
 // Shared helpers of the test suite: seeded random data and error measures with stated meaning.
 #pragma once
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <filesystem>
 #include <string>
 #include <vector>
 
@@ -37,6 +40,15 @@ double max_rel_error(const A* a, const B* b, size_t n) {
 template <typename A, typename B>
 double max_rel_error(const std::vector<A>& a, const std::vector<B>& b) {
   return max_rel_error(a.data(), b.data(), std::min(a.size(), b.size()));
+}
+
+// A fresh, empty folder per test and process under the system's temporary directory.
+inline std::filesystem::path temp_dir(const std::string& name) {
+  namespace fs = std::filesystem;
+  fs::path dir = fs::temp_directory_path() / ("xsa_test_" + name + "_" + std::to_string(::getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  return dir;
 }
 
 }  // namespace xsa::test

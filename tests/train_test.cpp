@@ -9,6 +9,7 @@
 #include "io/safetensors.h"
 #include "model/gpt.h"
 #include "train/trainer.h"
+#include "test_util.h"
 #include "util/error.h"
 #include "util/files.h"
 
@@ -16,13 +17,7 @@ namespace xsa {
 namespace {
 
 // A fresh folder per test under the build's temporary directory.
-fs::path temp_dir(const std::string& name) {
-  fs::path dir =
-      fs::temp_directory_path() / ("xsa_train_test_" + name + "_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  return dir;
-}
+using test::temp_dir;
 
 std::string sample_text(size_t n) {
   static const char* words[] = {"the ", "cat ",  "sat ", "on ",  "a ",   "mat ",
