@@ -274,7 +274,7 @@ TEST_F(Cli, CompareAndAnalyze) {
   // Bad input: one line each.
   r = xsa("compare --data data.txt --preset tiny --variants sa,gated --out cmp2");
   EXPECT_EQ(r.err,
-            "xsa: error: --variants gated is not known (sa, xsa, xsa-lastN, xsa-firstN, "
+            "xsa: error: --variants gated is not known (sa, xsa, xsa-gated, xsa-lastN, xsa-firstN, "
             "xsa-layers-0.2.5)\n");
   r = xsa("compare --data data.txt --preset tiny --out cmp --quiet");
   EXPECT_EQ(r.err,

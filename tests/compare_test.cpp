@@ -115,28 +115,32 @@ TEST(Compare, TwinsAreTwinsAndTheReportHoldsItsFields) {
   cfg.run.batch = 4, cfg.run.steps = 12, cfg.run.val_every = 6, cfg.run.val_batches = 2,
   cfg.run.threads = 1;
   cfg.run.quiet = true;
-  cfg.variants = {"sa", "xsa", "xsa-last1"};
+  cfg.variants = {"sa", "xsa", "xsa-last1", "xsa-gated"};
   cfg.seeds = 2;
   cfg.eval_data = {(dir / "data.txt").string()};
   CompareResult r = compare(cfg);
-  ASSERT_EQ(r.arms.size(), 6u);
+  ASSERT_EQ(r.arms.size(), 8u);
   // Within a seed: identical initial weights and batches for every variant; across seeds: not.
   for (const ArmResult& a : r.arms) {
-    const ArmResult& sa = r.arms[a.seed == cfg.run.seed ? 0 : 3];
+    const ArmResult& sa = r.arms[a.seed == cfg.run.seed ? 0 : 4];
     ASSERT_EQ(sa.variant, "sa");
     EXPECT_EQ(a.init_hash, sa.init_hash) << a.variant;
     EXPECT_EQ(a.batches_hash, sa.batches_hash) << a.variant;
   }
-  EXPECT_NE(r.arms[0].init_hash, r.arms[3].init_hash);
-  EXPECT_NE(r.arms[0].batches_hash, r.arms[3].batches_hash);
+  EXPECT_NE(r.arms[0].init_hash, r.arms[4].init_hash);
+  EXPECT_NE(r.arms[0].batches_hash, r.arms[4].batches_hash);
   EXPECT_NE(r.arms[0].val_loss, r.arms[1].val_loss) << "the arms did differ in attention";
+  // Gated XSA starts with its gates at zero: at step 0 it is exactly SA.
+  EXPECT_EQ(r.arms[3].variant, "xsa-gated");
+  EXPECT_EQ(r.arms[3].val_curve[0].second, r.arms[0].val_curve[0].second);
+  EXPECT_NE(r.arms[3].val_loss, r.arms[0].val_loss) << "the gates learned";
 
   auto report = nlohmann::json::parse(read_file(dir / "report/report.json"));
   for (const auto& a : report["arms"])
     for (const char* key :
          {"variant", "seed", "train_loss", "val_loss", "ms_per_step", "tokens_per_s", "peak_mb"})
       EXPECT_TRUE(a.contains(key)) << key;
-  ASSERT_EQ(report["summary"].size(), 3u);
+  ASSERT_EQ(report["summary"].size(), 4u);
   for (const auto& s : report["summary"])
     for (const char* key : {"variant", "n_seeds", "val_loss_mean", "val_loss_sd",
                             "delta_vs_sa_mean", "delta_vs_sa_sd", "p_value", "overhead_vs_sa"})
@@ -146,7 +150,7 @@ TEST(Compare, TwinsAreTwinsAndTheReportHoldsItsFields) {
   double d0 =
       report["arms"][1]["val_loss"].get<double>() - report["arms"][0]["val_loss"].get<double>();
   double d1 =
-      report["arms"][4]["val_loss"].get<double>() - report["arms"][3]["val_loss"].get<double>();
+      report["arms"][5]["val_loss"].get<double>() - report["arms"][4]["val_loss"].get<double>();
   EXPECT_NEAR(xs["delta_vs_sa_mean"].get<double>(), (d0 + d1) / 2, 1e-12);
   EXPECT_NEAR(xs["p_value"].get<double>(), paired_t_test_p({d0, d1}), 1e-12);
   EXPECT_TRUE(report["summary"][0]["p_value"].is_null());

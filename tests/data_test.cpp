@@ -11,8 +11,8 @@
 #include "data/dataset.h"
 #include "data/prepare.h"
 #include "data/shards.h"
-#include "tokenizer/tokenizer.h"
 #include "test_util.h"
+#include "tokenizer/tokenizer.h"
 #include "util/error.h"
 #include "util/files.h"
 

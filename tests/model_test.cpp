@@ -94,10 +94,11 @@ TEST_P(GradCheck, WholeModelGradientMatchesFiniteDifferences) {
     ASSERT_EQ(grad[wte.offset + i], 0.0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Attention, GradCheck, ::testing::Values("sa", "xsa", "sa,xsa"),
+INSTANTIATE_TEST_SUITE_P(Attention, GradCheck,
+                         ::testing::Values("sa", "xsa", "sa,xsa", "xsa-gated", "xsa-gated,sa"),
                          [](const auto& info) {
                            std::string s = info.param;
-                           for (char& c : s) c = c == ',' ? '_' : c;
+                           for (char& c : s) c = c == ',' || c == '-' ? '_' : c;
                            return s;
                          });
 

@@ -346,6 +346,56 @@ TEST(Xsa, ReferenceBackwardMatchesFiniteDifferences) {
             kTolFiniteDiff);
 }
 
+// Gated XSA: z = y − α_h (y·u) u with a gate per head; ∂L/∂α per token and head.
+TEST(Xsa, GatedMatchesReference) {
+  for (AttnShape s : kAttnShapes) {
+    SCOPED_TRACE(testing::Message() << "B=" << s.B << " T=" << s.T << " C=" << s.C << " H=" << s.H);
+    const int N = s.B * s.T;
+    Vec qkv = random_vector(N * 3 * s.C, 1), y = random_vector(N * s.C, 2),
+        dz = random_vector(N * s.C, 3);
+    Vec alpha = random_vector(s.H, 4, 0.5), dqkv0 = random_vector(N * 3 * s.C, 5);
+    Vec z_ref(N * s.C), dy_ref(N * s.C), dqkv_ref = dqkv0, da_ref(N * s.H);
+    ref::xsa_forward(z_ref.data(), y.data(), qkv.data(), s.B, s.T, s.C, s.H, alpha.data());
+    ref::xsa_backward(dy_ref.data(), dqkv_ref.data(), dz.data(), y.data(), qkv.data(), s.B, s.T,
+                      s.C, s.H, alpha.data(), da_ref.data());
+    auto qkvf = cast_vector<float>(qkv), yf = cast_vector<float>(y), dzf = cast_vector<float>(dz),
+         af = cast_vector<float>(alpha), dqkvf = cast_vector<float>(dqkv0);
+    std::vector<float> zf(N * s.C), dyf(N * s.C), daf(N * s.H);
+    ops::xsa_forward(zf.data(), yf.data(), qkvf.data(), s.B, s.T, s.C, s.H, af.data());
+    ops::xsa_backward(dyf.data(), dqkvf.data(), dzf.data(), yf.data(), qkvf.data(), s.B, s.T, s.C,
+                      s.H, af.data(), daf.data());
+    EXPECT_LE(max_rel_error(zf, z_ref), kTolF32);
+    EXPECT_LE(max_rel_error(dyf, dy_ref), kTolF32);
+    EXPECT_LE(max_rel_error(dqkvf, dqkv_ref), kTolF32);
+    EXPECT_LE(max_rel_error(daf, da_ref), kTolF32);
+  }
+}
+
+TEST(Xsa, GatedReferenceBackwardMatchesFiniteDifferences) {
+  const int B = 1, T = 3, C = 8, H = 2, N = B * T;
+  Vec qkv = random_vector(N * 3 * C, 1), y = random_vector(N * C, 2),
+      probe = random_vector(N * C, 3);
+  Vec alpha = {0.3, -0.7};
+  auto loss = [&](const Vec& yy, const Vec& x, const Vec& al) {
+    Vec z(N * C);
+    ref::xsa_forward(z.data(), yy.data(), x.data(), B, T, C, H, al.data());
+    return dot(z, probe);
+  };
+  Vec dy(N * C), dqkv(N * 3 * C, 0.0), da(N * H);
+  ref::xsa_backward(dy.data(), dqkv.data(), probe.data(), y.data(), qkv.data(), B, T, C, H,
+                    alpha.data(), da.data());
+  Vec da_sum(H, 0.0);  // ∂L/∂α_h sums over tokens
+  for (int n = 0; n < N; n++)
+    for (int h = 0; h < H; h++) da_sum[h] += da[n * H + h];
+  EXPECT_LE(max_rel_error(dy, numeric_grad([&](const Vec& v) { return loss(v, qkv, alpha); }, y)),
+            kTolFiniteDiff);
+  EXPECT_LE(max_rel_error(dqkv, numeric_grad([&](const Vec& v) { return loss(y, v, alpha); }, qkv)),
+            kTolFiniteDiff);
+  EXPECT_LE(
+      max_rel_error(da_sum, numeric_grad([&](const Vec& v) { return loss(y, qkv, v); }, alpha)),
+      kTolFiniteDiff);
+}
+
 // z ⟂ v: |cos(z_i, v_i)| ≤ 1e-5 in float32 for every token and head with ‖v‖ > 1e-6.
 TEST(Xsa, OutputIsOrthogonalToOwnValue) {
   const int B = 2, T = 50, C = 64, H = 4, D = C / H, N = B * T;

@@ -8,8 +8,8 @@
 #include "io/checkpoint.h"
 #include "io/safetensors.h"
 #include "model/gpt.h"
-#include "train/trainer.h"
 #include "test_util.h"
+#include "train/trainer.h"
 #include "util/error.h"
 #include "util/files.h"
 
@@ -126,7 +126,7 @@ TEST(Train, SameSeedSameCurve) {
 
 TEST(Checkpoint, RoundTripIsExact) {
   fs::path dir = temp_dir("roundtrip");
-  ModelConfig cfg = tiny_model("sa,xsa");
+  ModelConfig cfg = tiny_model("sa,xsa-gated");
   cfg.vocab_size = 50257, cfg.padded_vocab = 50304, cfg.tokenizer = TokenizerKind::gpt2;
   cfg.n_embd = 16;
   ParamArena<float> a(cfg);
@@ -152,6 +152,9 @@ TEST(Checkpoint, RoundTripIsExact) {
                        read_file(ckpt / "model.safetensors"));
   std::vector<float> qkv(3 * 16 * 16);
   EXPECT_NO_THROW(file.read("transformer.h.1.attn.c_attn.weight", {48, 16}, qkv.data()));
+  std::vector<float> gate(4);
+  EXPECT_NO_THROW(file.read("transformer.h.1.attn.xsa_gate", {4}, gate.data()));  // gated XSA's w_h
+  EXPECT_FALSE(file.contains("transformer.h.0.attn.xsa_gate"));
   EXPECT_NO_THROW(
       file.read("transformer.wte.weight", {50304, 16}, std::vector<float>(50304 * 16).data()));
 

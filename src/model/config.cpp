@@ -36,7 +36,7 @@ int vocab_size_of(TokenizerKind kind) {
 }
 
 const char* to_string(AttnKind kind) {
-  return kind == AttnKind::sa ? "sa" : "xsa";
+  return kind == AttnKind::sa ? "sa" : kind == AttnKind::xsa ? "xsa" : "xsa-gated";
 }
 const char* to_string(TokenizerKind kind) {
   return kind == TokenizerKind::byte ? "byte" : "gpt2";
@@ -52,7 +52,11 @@ namespace {
 AttnKind parse_attn(const std::string& word) {
   if (word == "sa") return AttnKind::sa;
   if (word == "xsa") return AttnKind::xsa;
-  fail("--attn '{}' is not known (expected sa, xsa, or a comma list of them, one per layer)", word);
+  if (word == "xsa-gated") return AttnKind::xsa_gated;
+  fail(
+      "--attn '{}' is not known (expected sa, xsa, xsa-gated, or a comma list of them, one per "
+      "layer)",
+      word);
 }
 }  // namespace
 
@@ -138,8 +142,9 @@ ModelConfig model_config_from_json(const nlohmann::json& j, const std::string& s
          cfg.n_layer);
   for (int l = 0; l < cfg.n_layer; l++) {
     std::string a = attn[l].is_string() ? attn[l].get<std::string>() : "";
-    if (a != "sa" && a != "xsa") fail("{}: layer_attn[{}] is not \"sa\" or \"xsa\"", source, l);
-    cfg.layer_attn[l] = a == "sa" ? AttnKind::sa : AttnKind::xsa;
+    if (a != "sa" && a != "xsa" && a != "xsa-gated")
+      fail("{}: layer_attn[{}] is not \"sa\", \"xsa\" or \"xsa-gated\"", source, l);
+    cfg.layer_attn[l] = a == "sa" ? AttnKind::sa : a == "xsa" ? AttnKind::xsa : AttnKind::xsa_gated;
   }
   return cfg;
 }

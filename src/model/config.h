@@ -10,7 +10,9 @@
 
 namespace xsa {
 
-enum class AttnKind : uint8_t { sa, xsa };
+// sa: standard attention; xsa: exclusive (shared/SPEC.md §2); xsa_gated: z = y − tanh(w_h)(y·u)u
+// with a learnable w per head, zero-initialised (training starts as exact SA).
+enum class AttnKind : uint8_t { sa, xsa, xsa_gated };
 enum class TokenizerKind : uint8_t { byte, gpt2 };
 
 inline constexpr int kMaxLayers = 256;

@@ -1,6 +1,7 @@
 #include "model/gpt.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "ops/ops.h"
@@ -34,6 +35,8 @@ size_t carve_activations(Activations<Real>& a, Real* base, const ModelConfig& cf
   take(a.losses, N);
   take(a.rope_cos, (size_t)T * D / 2), take(a.rope_sin, (size_t)T * D / 2);
   take(a.att_z, N * C);
+  take(a.gate_alpha, H), take(a.gate_dalpha, N * H);
+  take(a.gate_alpha, H), take(a.gate_dalpha, N * H);
   take(a.logits, (size_t)head_rows * cfg.padded_vocab);
   take(a.d_resid, N * C), take(a.d_buf, N * C);
   take(a.d_qkv, N * 3 * C), take(a.d_fc, N * 4 * C);
@@ -102,8 +105,10 @@ double Gpt<Real>::run_forward(const int32_t* inputs, const int32_t* targets, boo
     ops::layernorm_forward(L.ln1, L.ln1_mean, L.ln1_rstd, x, W.ln1_w, W.ln1_b, N, C);
     ops::matmul_forward(L.qkv, L.ln1, W.qkv_w, N, C, 3 * C);
     ops::rope_forward(L.qkv, a.rope_cos, a.rope_sin, B, T, C, H);
-    const bool exclusive = cfg_.layer_attn[l] == AttnKind::xsa;
-    ops::attention_forward(L.att_y, exclusive ? a.att_z : nullptr, L.att_lse, L.qkv, B, T, C, H);
+    const bool exclusive = cfg_.layer_attn[l] != AttnKind::sa;
+    const Real* alpha = gate_alpha(l);
+    ops::attention_forward(L.att_y, exclusive ? a.att_z : nullptr, L.att_lse, L.qkv, B, T, C, H,
+                           alpha);
     const Real* z = exclusive ? a.att_z : L.att_y;
     std::memcpy(L.resid_mid, x, sizeof(Real) * N * C);
     ops::matmul_forward(L.resid_mid, z, W.attn_proj_w, N, C, C, /*accumulate=*/true);
@@ -163,22 +168,39 @@ void Gpt<Real>::backward(const int32_t* inputs) {
     ops::layernorm_backward(a.d_resid, dW.ln2_w, dW.ln2_b, a.d_buf, L.resid_mid, W.ln2_w,
                             L.ln2_mean, L.ln2_rstd, N, C);
     // Attention block: x_mid = x + z · W_oᵀ. z is recomputed from y (not stored) for XSA.
-    const bool exclusive = cfg_.layer_attn[l] == AttnKind::xsa;
+    const bool exclusive = cfg_.layer_attn[l] != AttnKind::sa;
+    const Real* alpha = gate_alpha(l);
     const Real* z = L.att_y;
     if (exclusive) {
-      ops::xsa_forward(a.att_z, L.att_y, L.qkv, B, T, C, H);
+      ops::xsa_forward(a.att_z, L.att_y, L.qkv, B, T, C, H, alpha);
       z = a.att_z;
     }
     // d_buf = ∂L/∂z; the attention backward applies XSA's backward to it in place.
     ops::matmul_backward(a.d_buf, dW.attn_proj_w, a.d_resid, z, W.attn_proj_w, N, C, C);
     std::memset(a.d_qkv, 0, sizeof(Real) * 3 * NC);
-    ops::attention_backward(a.d_qkv, a.d_buf, L.qkv, L.att_y, L.att_lse, B, T, C, H, exclusive);
+    ops::attention_backward(a.d_qkv, a.d_buf, L.qkv, L.att_y, L.att_lse, B, T, C, H, exclusive,
+                            alpha, alpha ? a.gate_dalpha : nullptr);
+    if (alpha) {  // α = tanh(w): ∂L/∂w_h = (1 − α_h²) Σ_tokens ∂L/∂α_h, summed in token order
+      for (int h = 0; h < H; h++) {
+        double sum = 0;
+        for (int n = 0; n < N; n++) sum += a.gate_dalpha[(size_t)n * H + h];
+        dW.xsa_gate[h] += Real((1.0 - (double)alpha[h] * alpha[h]) * sum);
+      }
+    }
     ops::rope_backward(a.d_qkv, a.rope_cos, a.rope_sin, B, T, C, H);
     ops::matmul_backward(a.d_buf, dW.qkv_w, a.d_qkv, L.ln1, W.qkv_w, N, C, 3 * C);
     ops::layernorm_backward(a.d_resid, dW.ln1_w, dW.ln1_b, a.d_buf, a.resid[l], W.ln1_w, L.ln1_mean,
                             L.ln1_rstd, N, C);
   }
   ops::encoder_backward(dw.wte, a.d_resid, inputs, N, C);
+}
+
+template <typename Real>
+const Real* Gpt<Real>::gate_alpha(int layer) {
+  const Real* w = params_.w.layers[layer].xsa_gate;
+  if (!w) return nullptr;
+  for (int h = 0; h < cfg_.n_head; h++) acts_.gate_alpha[h] = std::tanh(w[h]);
+  return acts_.gate_alpha;
 }
 
 template <typename Real>

@@ -40,12 +40,14 @@ struct Activations {
   Real* rope_cos;            // [T, D/2]
   Real* rope_sin;            // [T, D/2]
   // Scratch, reused across layers.
-  Real* att_z;    // [N, C] exclusive output z (SA: unused)
-  Real* logits;   // [head_rows, V_pad] one chunk of the tied head
-  Real* d_resid;  // [N, C] gradient of the residual stream
-  Real* d_buf;    // [N, C]
-  Real* d_qkv;    // [N, 3C]
-  Real* d_fc;     // [N, 4C]
+  Real* att_z;        // [N, C] exclusive output z (SA: unused)
+  Real* gate_alpha;   // [H] α_h = tanh(w_h) of the gated layer at hand
+  Real* gate_dalpha;  // [N, H] per-token ∂L/∂α_h, summed in order into the gate gradient
+  Real* logits;       // [head_rows, V_pad] one chunk of the tied head
+  Real* d_resid;      // [N, C] gradient of the residual stream
+  Real* d_buf;        // [N, C]
+  Real* d_qkv;        // [N, 3C]
+  Real* d_fc;         // [N, 4C]
 };
 
 template <typename Real>
@@ -76,6 +78,8 @@ class Gpt {
  private:
   double run_forward(const int32_t* inputs, const int32_t* targets, bool need_grad);
   void backward(const int32_t* inputs);
+  // α_h = tanh(w_h) of a gated layer into the activation scratch; null for SA and plain XSA.
+  const Real* gate_alpha(int layer);
 
   ModelConfig cfg_;
   int B_, T_;

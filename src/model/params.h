@@ -26,14 +26,15 @@ struct TensorInfo {
 
 template <typename Real>
 struct LayerWeights {
-  Real* ln1_w;        // [C]
-  Real* ln1_b;        // [C]
-  Real* qkv_w;        // [3C, C] rows q, k, v
-  Real* attn_proj_w;  // [C, C]
-  Real* ln2_w;        // [C]
-  Real* ln2_b;        // [C]
-  Real* fc_w;         // [4C, C]
-  Real* mlp_proj_w;   // [C, 4C]
+  Real* ln1_w = nullptr;        // [C]
+  Real* ln1_b = nullptr;        // [C]
+  Real* qkv_w = nullptr;        // [3C, C] rows q, k, v
+  Real* attn_proj_w = nullptr;  // [C, C]
+  Real* xsa_gate = nullptr;     // [H] gated XSA only: w_h, α_h = tanh(w_h)
+  Real* ln2_w = nullptr;        // [C]
+  Real* ln2_b = nullptr;        // [C]
+  Real* fc_w = nullptr;         // [4C, C]
+  Real* mlp_proj_w = nullptr;   // [C, 4C]
 };
 
 template <typename Real>
@@ -60,6 +61,8 @@ void for_each_tensor(const ModelConfig& cfg, Weights<Real>& w, Fn&& fn) {
     fn(p + "attn.c_attn.weight", std::vector<int64_t>{3 * C, C}, true, Init::normal, L.qkv_w);
     fn(p + "attn.c_proj.weight", std::vector<int64_t>{C, C}, true, Init::normal_residual,
        L.attn_proj_w);
+    if (cfg.layer_attn[l] == AttnKind::xsa_gated)  // zero: training starts as exact SA; no decay
+      fn(p + "attn.xsa_gate", std::vector<int64_t>{cfg.n_head}, false, Init::zeros, L.xsa_gate);
     fn(p + "ln_2.weight", std::vector<int64_t>{C}, false, Init::ones, L.ln2_w);
     fn(p + "ln_2.bias", std::vector<int64_t>{C}, false, Init::zeros, L.ln2_b);
     fn(p + "mlp.c_fc.weight", std::vector<int64_t>{4 * C, C}, true, Init::normal, L.fc_w);

@@ -43,7 +43,8 @@ void exp_tile(Real* S, int rows, int cols, int i0, int j0, const Real* row_max) 
 }  // namespace
 
 template <typename Real>
-void attention_forward(Real* y, Real* z, Real* lse, const Real* qkv, int B, int T, int C, int H) {
+void attention_forward(Real* y, Real* z, Real* lse, const Real* qkv, int B, int T, int C, int H,
+                       const Real* alpha) {
   const int D = C / H, ld = 3 * C;
   const Real scale = Real(1) / std::sqrt(Real(D));
   const int q_tiles = (T + kQueryTile - 1) / kQueryTile;
@@ -98,12 +99,13 @@ void attention_forward(Real* y, Real* z, Real* lse, const Real* qkv, int B, int 
       lse[((size_t)b * H + h) * T + i] = m[r] + std::log(l[r]);
     }
   }
-  if (z) xsa_forward(z, y, qkv, B, T, C, H);
+  if (z) xsa_forward(z, y, qkv, B, T, C, H, alpha);
 }
 
 template <typename Real>
 void attention_backward(Real* dqkv, Real* d_out, const Real* qkv, const Real* y, const Real* lse,
-                        int B, int T, int C, int H, bool exclusive) {
+                        int B, int T, int C, int H, bool exclusive, const Real* alpha,
+                        Real* dalpha) {
   // forward: s_ij = q_i·k_j/√D, p_ij = exp(s_ij − lse_i), y_i = Σ_j p_ij v_j.
   //   dv_j += p_ij dy_i;  dp_ij = dy_i·v_j;  ds_ij = p_ij (dp_ij − D_i) with D_i = dy_i·y_i;
   //   dq_i += ds_ij k_j/√D;  dk_j += ds_ij q_i/√D.
@@ -112,7 +114,8 @@ void attention_backward(Real* dqkv, Real* d_out, const Real* qkv, const Real* y,
   const int D = C / H, ld = 3 * C;
   const Real scale = Real(1) / std::sqrt(Real(D));
   if (exclusive)
-    xsa_backward(d_out, dqkv, d_out, y, qkv, B, T, C, H);  // ∂L/∂z → ∂L/∂y, + own-value grad
+    xsa_backward(d_out, dqkv, d_out, y, qkv, B, T, C, H, alpha,
+                 dalpha);  // ∂L/∂z → ∂L/∂y, + own-value grad
 #pragma omp parallel for collapse(2) schedule(dynamic, 1)
   for (int b = 0; b < B; b++) {
     for (int h = 0; h < H; h++) {
@@ -164,9 +167,10 @@ void attention_backward(Real* dqkv, Real* d_out, const Real* qkv, const Real* y,
 }
 
 #define XSA_INSTANTIATE(Real)                                                                      \
-  template void attention_forward<Real>(Real*, Real*, Real*, const Real*, int, int, int, int);     \
+  template void attention_forward<Real>(Real*, Real*, Real*, const Real*, int, int, int, int,      \
+                                        const Real*);                                              \
   template void attention_backward<Real>(Real*, Real*, const Real*, const Real*, const Real*, int, \
-                                         int, int, int, bool);
+                                         int, int, int, bool, const Real*, Real*);
 XSA_INSTANTIATE(float)
 XSA_INSTANTIATE(double)
 

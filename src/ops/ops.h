@@ -57,26 +57,33 @@ void rope_backward(Real* dqkv, const Real* cos, const Real* sin, int B, int T, i
 // y [B, T, C] (heads side by side, [B, T, H, D]) and lse [B, H, T] (row log-sum-exp of the scaled
 // scores) from qkv [B, T, 3C] (q | k | v, head h at columns h*D of each). No T×T buffer exists.
 // When z is not null the exclusive step is fused in: z [B, T, C] = y − (y·u)u (XSA).
+// alpha [H] (optional): gated XSA, z = y − α_h (y·u) u; null means α = 1 (plain XSA).
 template <typename Real>
-void attention_forward(Real* y, Real* z, Real* lse, const Real* qkv, int B, int T, int C, int H);
+void attention_forward(Real* y, Real* z, Real* lse, const Real* qkv, int B, int T, int C, int H,
+                       const Real* alpha = nullptr);
 // dqkv [B, T, 3C] accumulates ∂L/∂q, ∂L/∂k, ∂L/∂v; probabilities are recomputed from qkv and lse.
 // d_out [B, T, C] is ∂L/∂y, or with exclusive (XSA) ∂L/∂z, which the fused XSA backward turns into
 // ∂L/∂y in place (d_out is overwritten) while adding the own-value gradient to dqkv.
 template <typename Real>
+// With alpha (gated XSA), dalpha [B·T, H] receives each token's ∂L/∂α_h (overwritten).
 void attention_backward(Real* dqkv, Real* d_out, const Real* qkv, const Real* y, const Real* lse,
-                        int B, int T, int C, int H, bool exclusive);
+                        int B, int T, int C, int H, bool exclusive, const Real* alpha = nullptr,
+                        Real* dalpha = nullptr);
 
 // ---- xsa.cpp: the exclusive step z = y − (y·u) u, u = v/max(‖v‖, 1e-6), per token and head ----
 // (row functions in ops/xsa_row.h; the attention kernels fuse them)
 
 // z [B, T, C] from y [B, T, C] and the v part of qkv [B, T, 3C]. z may alias y.
 template <typename Real>
-void xsa_forward(Real* z, const Real* y, const Real* qkv, int B, int T, int C, int H);
+void xsa_forward(Real* z, const Real* y, const Real* qkv, int B, int T, int C, int H,
+                 const Real* alpha = nullptr);
 // dy [B, T, C] = g − (g·u) u (overwrite); the v part of dqkv [B, T, 3C] accumulates the
 // own-value gradient; g = dz [B, T, C].
 template <typename Real>
+// With alpha [H] (gated XSA), dalpha [B·T, H] receives each token's ∂L/∂α_h = −s (g·u)
+// (overwritten).
 void xsa_backward(Real* dy, Real* dqkv, const Real* dz, const Real* y, const Real* qkv, int B,
-                  int T, int C, int H);
+                  int T, int C, int H, const Real* alpha = nullptr, Real* dalpha = nullptr);
 
 // ---- gelu.cpp: tanh approximation ----
 template <typename Real>

@@ -188,42 +188,49 @@ void attention_backward(Real* dqkv, const Real* dy, const Real* qkv, int B, int 
     }
 }
 
-// XSA written without the unit vector: z = y − (y·v) v / (v·v), with v·v floored at (1e-6)².
+// XSA written without the unit vector: z = y − α (y·v) v / (v·v), with v·v floored at (1e-6)²;
+// α = 1, or per head from alpha (gated XSA).
 template <typename Real>
-void xsa_forward(Real* z, const Real* y, const Real* qkv, int B, int T, int C, int H) {
+void xsa_forward(Real* z, const Real* y, const Real* qkv, int B, int T, int C, int H,
+                 const Real* alpha = nullptr) {
   int D = C / H;
   for (int n = 0; n < B * T; n++)
     for (int h = 0; h < H; h++) {
       const Real* v = qkv + n * 3 * C + 2 * C + h * D;
       const Real* yy = y + n * C + h * D;
+      const Real al = alpha ? alpha[h] : Real(1);
       Real vv = 0, yv = 0;
       for (int d = 0; d < D; d++) vv += v[d] * v[d], yv += yy[d] * v[d];
       vv = std::max(vv, Real(1e-12));
-      for (int d = 0; d < D; d++) z[n * C + h * D + d] = yy[d] - yv * v[d] / vv;
+      for (int d = 0; d < D; d++) z[n * C + h * D + d] = yy[d] - al * yv * v[d] / vv;
     }
 }
 
-// Differentiating z_a = y_a − (y·v) v_a / (v·v) directly:
-//   ∂L/∂y = g − (g·v) v / (v·v)
-//   ∂L/∂v = −[(g·v) y + (y·v) g − 2 (y·v)(g·v) v / (v·v)] / (v·v)   (last term absent when floored)
+// Differentiating z_a = y_a − α (y·v) v_a / (v·v) directly:
+//   ∂L/∂y = g − α (g·v) v / (v·v)
+//   ∂L/∂v = −α [(g·v) y + (y·v) g − 2 (y·v)(g·v) v / (v·v)] / (v·v)   (last term absent when
+//   floored) ∂L/∂α = −(y·v)(g·v) / (v·v)            (written per token and head into dalpha [B·T,
+//   H])
 // dy overwrites, the v part of dqkv accumulates.
 template <typename Real>
 void xsa_backward(Real* dy, Real* dqkv, const Real* dz, const Real* y, const Real* qkv, int B,
-                  int T, int C, int H) {
+                  int T, int C, int H, const Real* alpha = nullptr, Real* dalpha = nullptr) {
   int D = C / H;
   for (int n = 0; n < B * T; n++)
     for (int h = 0; h < H; h++) {
       const Real* v = qkv + n * 3 * C + 2 * C + h * D;
       const Real* yy = y + n * C + h * D;
       const Real* g = dz + n * C + h * D;
+      const Real al = alpha ? alpha[h] : Real(1);
       Real vv = 0, yv = 0, gv = 0;
       for (int d = 0; d < D; d++) vv += v[d] * v[d], yv += yy[d] * v[d], gv += g[d] * v[d];
       bool floored = !(vv > Real(1e-12));
       if (floored) vv = Real(1e-12);
+      if (dalpha) dalpha[n * H + h] = -yv * gv / vv;
       for (int d = 0; d < D; d++) {
-        dy[n * C + h * D + d] = g[d] - gv * v[d] / vv;
+        dy[n * C + h * D + d] = g[d] - al * gv * v[d] / vv;
         Real dv = gv * yy[d] + yv * g[d] - (floored ? 0 : 2 * yv * gv * v[d] / vv);
-        dqkv[n * 3 * C + 2 * C + h * D + d] += -dv / vv;
+        dqkv[n * 3 * C + 2 * C + h * D + d] += -al * dv / vv;
       }
     }
 }

@@ -12,23 +12,25 @@ inline constexpr double kXsaEpsilon = 1e-6;
 // z = y − (y·u) u with u = v / max(‖v‖, 1e-6). z may alias y.
 // Dot products accumulate in Real, vectorized: over a head (D ≤ a few hundred) float's rounding
 // stays near 1e-7 relative, far inside the 1e-5 the kernels are held to.
+// alpha scales the removal (gated XSA: z = y − α (y·u) u, α = tanh(w) per head); 1 is plain XSA.
 template <typename Real>
-inline void xsa_row_forward(Real* z, const Real* y, const Real* v, int D) {
+inline void xsa_row_forward(Real* z, const Real* y, const Real* v, int D, Real alpha = 1) {
   Real vv = 0, yv = 0;
 #pragma omp simd reduction(+ : vv, yv)
   for (int d = 0; d < D; d++) vv += v[d] * v[d], yv += y[d] * v[d];
   // s·u = (y·v / n²) v with n² = max(‖v‖², 1e-12); dividing by vv itself (not a squared sqrt) makes
   // z exactly 0 when y = v, as at the first position.
-  const Real s_over_n = yv / std::max(vv, Real(kXsaEpsilon * kXsaEpsilon));
+  const Real s_over_n = alpha * yv / std::max(vv, Real(kXsaEpsilon * kXsaEpsilon));
 #pragma omp simd
   for (int d = 0; d < D; d++) z[d] = y[d] - s_over_n * v[d];
 }
 
-// With g = ∂L/∂z:  dy = g − (g·u) u (overwrites; may alias g);  a = −s g − (g·u) y;
-// dv += (a − (a·u) u)/n, or a/1e-6 when ‖v‖ ≤ 1e-6 (the Jacobian of u = v/‖v‖).
+// With g = ∂L/∂z:  dy = g − α (g·u) u (overwrites; may alias g);  a = −α (s g + (g·u) y);
+// dv += (a − (a·u) u)/n, or a/1e-6 when ‖v‖ ≤ 1e-6 (the Jacobian of u = v/‖v‖);
+// returns this row's ∂L/∂α = −s (g·u).
 template <typename Real>
-inline void xsa_row_backward(Real* dy, Real* dv, const Real* g, const Real* y, const Real* v,
-                             int D) {
+inline Real xsa_row_backward(Real* dy, Real* dv, const Real* g, const Real* y, const Real* v, int D,
+                             Real alpha = 1) {
   Real vv = 0, yv = 0, gv = 0;
 #pragma omp simd reduction(+ : vv, yv, gv)
   for (int d = 0; d < D; d++) vv += v[d] * v[d], yv += y[d] * v[d], gv += g[d] * v[d];
@@ -36,14 +38,15 @@ inline void xsa_row_backward(Real* dy, Real* dv, const Real* g, const Real* y, c
   const bool degenerate = !(raw_norm > Real(kXsaEpsilon));
   const Real norm = degenerate ? Real(kXsaEpsilon) : raw_norm, inv_n = Real(1) / norm;
   const Real s = yv * inv_n, gu = gv * inv_n;  // s = y·u, gu = g·u
-  // a·u = −s (g·u) − (g·u)(y·u) = −2 s gu, so dv = (a + 2 s gu u)/n, with a = −s g − gu y.
-  const Real au = degenerate ? Real(0) : -2 * s * gu;
+  // a·u = −α (s (g·u) + (g·u)(y·u)) = −2 α s gu, so dv = (a + 2 α s gu u)/n.
+  const Real au = degenerate ? Real(0) : -2 * alpha * s * gu;
 #pragma omp simd
   for (int d = 0; d < D; d++) {
-    const Real u = v[d] * inv_n, a = -s * g[d] - gu * y[d];
+    const Real u = v[d] * inv_n, a = -alpha * (s * g[d] + gu * y[d]);
     dv[d] += (a - au * u) * inv_n;
-    dy[d] = g[d] - gu * u;  // last: dy may alias g
+    dy[d] = g[d] - alpha * gu * u;  // last: dy may alias g
   }
+  return -s * gu;
 }
 
 }  // namespace xsa::ops

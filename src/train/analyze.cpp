@@ -50,12 +50,15 @@ std::vector<HeadBias> attention_similarity_bias(Gpt<float>& model, const TokenSt
             for (int d = 0; d < D; d++) vhat[d] = nv > 0 ? v[d] / nv : 0.0;
             if (t > 0) {  // position 0 attends only to itself: every figure is trivial there
               r.cos_yv += cosine(y, v);
-              if (cfg.layer_attn[l] == AttnKind::xsa) {
+              if (cfg.layer_attn[l] != AttnKind::sa) {
+                const float* gate = model.params().w.layers[l].xsa_gate;  // gated XSA: α = tanh(w)
+                const double alpha = gate ? std::tanh((double)gate[h]) : 1.0;
                 // z in double: the geometry of the exclusive step, not float rounding (which makes
                 // |cos| large where z itself is at rounding level, i.e. y ∥ v).
                 double yv = 0, vv = 0, zv = 0, zz = 0;
                 for (int d = 0; d < D; d++) yv += (double)y[d] * v[d], vv += (double)v[d] * v[d];
-                const double s_over_n = yv / std::max(vv, ops::kXsaEpsilon * ops::kXsaEpsilon);
+                const double s_over_n =
+                    alpha * yv / std::max(vv, ops::kXsaEpsilon * ops::kXsaEpsilon);
                 for (int d = 0; d < D; d++) {
                   const double zd = y[d] - s_over_n * v[d];
                   zv += zd * v[d], zz += zd * zd;
@@ -81,7 +84,7 @@ std::vector<HeadBias> attention_similarity_bias(Gpt<float>& model, const TokenSt
     for (int h = 0; h < H; h++) {
       HeadBias& r = out[l * H + h];
       const double n = std::max(1.0, n_tokens[l * H + h]);
-      r.layer = l, r.head = h, r.exclusive = cfg.layer_attn[l] == AttnKind::xsa;
+      r.layer = l, r.head = h, r.exclusive = cfg.layer_attn[l] != AttnKind::sa;
       r.cos_yv /= n, r.self_weight /= n;
       r.cos_zv = r.exclusive ? r.cos_zv / n : NAN;
       r.cos_vv /= std::max(1.0, n_pairs[l * H + h]);

@@ -15,7 +15,8 @@ struct HeadBias {
   int layer = 0, head = 0;
   bool exclusive = false;
   double cos_yv = 0;       // mean cos(y_i, v_i)
-  double cos_zv = 0;       // mean |cos(z_i, v_i)|, XSA layers only (NaN for SA)
+  double cos_zv = 0;       // mean |cos(z_i, v_i)|, XSA layers only (NaN for SA); ≈ 0 for XSA,
+                           // 1 − α of the way back for gated XSA
   double self_weight = 0;  // mean a_ii
   double cos_vv = 0;       // mean cos(v_i, v_j), j < i
 };

@@ -44,6 +44,8 @@ Variant parse_variant(const std::string& name, int n_layer) {
     set_all(AttnKind::sa);
   } else if (name == "xsa") {
     set_all(AttnKind::xsa);
+  } else if (name == "xsa-gated") {
+    set_all(AttnKind::xsa_gated);
   } else if (name.rfind("xsa-last", 0) == 0) {
     set_all(AttnKind::sa);
     for (int l = n_layer - count_after("xsa-last"); l < n_layer; l++) v.layers[l] = AttnKind::xsa;
@@ -69,7 +71,8 @@ Variant parse_variant(const std::string& name, int n_layer) {
       pos = dot + 1;
     }
   } else {
-    fail("--variants {} is not known (sa, xsa, xsa-lastN, xsa-firstN, xsa-layers-0.2.5)", name);
+    fail("--variants {} is not known (sa, xsa, xsa-gated, xsa-lastN, xsa-firstN, xsa-layers-0.2.5)",
+         name);
   }
   return v;
 }
@@ -224,8 +227,12 @@ CompareResult compare(const CompareConfig& cfg) {
       a.loader = std::make_unique<BatchLoader>(data.train, B, T, run.shuffle,
                                                seed);  // and sees these batches
       a.result.variant = variants[k].name, a.result.seed = seed;
-      a.result.init_hash =
-          fnv1a(a.model->params().params.data(), a.model->params().params.size() * sizeof(float));
+      // Over the tensors every variant has (a gated variant's extra gates start at zero, as SA).
+      a.result.init_hash = 1469598103934665603ull;
+      for (const TensorInfo& t : a.model->params().layout)
+        if (t.name.find("xsa_gate") == std::string::npos)
+          a.result.init_hash = fnv1a(a.model->params().params.data() + t.offset,
+                                     t.numel * sizeof(float), a.result.init_hash);
       a.result.batches_hash = 1469598103934665603ull;
     }
     auto validate_all = [&](int64_t step) {
