@@ -164,12 +164,12 @@ void add_analyze_command(CLI::App& root) {
     std::vector<std::vector<double>> grid(cfg.n_layer, std::vector<double>(cfg.n_head));
     for (const HeadBias& h : heads) {
       std::printf("| %d | %d | %s | %.4f | %s | %.4f | %.4f |\n", h.layer, h.head,
-                  h.exclusive ? "xsa" : "sa", h.cos_yv,
+                  to_string(cfg.layer_attn[h.layer]), h.cos_yv,
                   h.exclusive ? fmt::format("{:.2e}", h.cos_zv).c_str() : "–", h.self_weight,
                   h.cos_vv);
       nlohmann::json r = {{"layer", h.layer},
                           {"head", h.head},
-                          {"attn", h.exclusive ? "xsa" : "sa"},
+                          {"attn", to_string(cfg.layer_attn[h.layer])},
                           {"cos_yv", h.cos_yv},
                           {"self_weight", h.self_weight},
                           {"cos_vv", h.cos_vv}};
