@@ -95,10 +95,11 @@ TEST_P(GradCheck, WholeModelGradientMatchesFiniteDifferences) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Attention, GradCheck,
-                         ::testing::Values("sa", "xsa", "sa,xsa", "xsa-gated", "xsa-gated,sa"),
+                         ::testing::Values("sa", "xsa", "sa,xsa", "xsa-gated", "xsa-gated,sa",
+                                           "xsa+sink", "sa+sink,xsa-gated"),
                          [](const auto& info) {
                            std::string s = info.param;
-                           for (char& c : s) c = c == ',' || c == '-' ? '_' : c;
+                           for (char& c : s) c = c == ',' || c == '-' || c == '+' ? '_' : c;
                            return s;
                          });
 

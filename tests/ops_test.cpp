@@ -269,6 +269,54 @@ TEST(Attention, ForwardBackwardMatchReference) {
   }
 }
 
+// A learned attention sink: the tiled kernel against the reference, and ∂L/∂b_h.
+TEST(Attention, SinkMatchesReference) {
+  for (AttnShape s : {AttnShape{1, 1, 8, 2}, AttnShape{2, 7, 12, 3}, AttnShape{1, 130, 16, 2}}) {
+    SCOPED_TRACE(testing::Message() << "B=" << s.B << " T=" << s.T << " C=" << s.C << " H=" << s.H);
+    const int N = s.B * s.T;
+    Vec qkv = random_vector(N * 3 * s.C, 1), dy = random_vector(N * s.C, 2),
+        sink = random_vector(s.H, 3);
+    Vec y_ref(N * s.C), lse_ref(s.B * s.H * s.T), dqkv_ref(N * 3 * s.C, 0.0), dsink_ref(s.H, 0.0);
+    ref::attention_forward(y_ref.data(), lse_ref.data(), qkv.data(), s.B, s.T, s.C, s.H,
+                           sink.data());
+    ref::attention_backward(dqkv_ref.data(), dy.data(), qkv.data(), s.B, s.T, s.C, s.H, sink.data(),
+                            dsink_ref.data());
+    auto qkvf = cast_vector<float>(qkv), dyf = cast_vector<float>(dy),
+         sinkf = cast_vector<float>(sink);
+    std::vector<float> yf(N * s.C), lsef(s.B * s.H * s.T), dqkvf(N * 3 * s.C, 0.f),
+        dsink_rows(s.B * s.H);
+    ops::attention_forward(yf.data(), (float*)nullptr, lsef.data(), qkvf.data(), s.B, s.T, s.C, s.H,
+                           (float*)nullptr, sinkf.data());
+    ops::attention_backward(dqkvf.data(), dyf.data(), qkvf.data(), yf.data(), lsef.data(), s.B, s.T,
+                            s.C, s.H, false, (float*)nullptr, (float*)nullptr, sinkf.data(),
+                            dsink_rows.data());
+    std::vector<double> dsinkf(s.H, 0.0);
+    for (int b = 0; b < s.B; b++)
+      for (int h = 0; h < s.H; h++) dsinkf[h] += dsink_rows[b * s.H + h];
+    EXPECT_LE(max_rel_error(yf, y_ref), kTolF32);
+    EXPECT_LE(max_rel_error(lsef, lse_ref), kTolF32);
+    EXPECT_LE(max_rel_error(dqkvf, dqkv_ref), kTolF32);
+    EXPECT_LE(max_rel_error(dsinkf, dsink_ref), kTolF32);
+  }
+}
+
+TEST(Attention, SinkReferenceBackwardMatchesFiniteDifferences) {
+  const int B = 1, T = 5, C = 8, H = 2, N = B * T;
+  Vec qkv = random_vector(N * 3 * C, 1), probe = random_vector(N * C, 2), sink = {0.5, -1.0};
+  auto loss = [&](const Vec& x, const Vec& b) {
+    Vec y(N * C), lse(B * H * T);
+    ref::attention_forward(y.data(), lse.data(), x.data(), B, T, C, H, b.data());
+    return dot(y, probe);
+  };
+  Vec grad(N * 3 * C, 0.0), dsink(H, 0.0);
+  ref::attention_backward(grad.data(), probe.data(), qkv.data(), B, T, C, H, sink.data(),
+                          dsink.data());
+  EXPECT_LE(max_rel_error(grad, numeric_grad([&](const Vec& v) { return loss(v, sink); }, qkv)),
+            kTolFiniteDiff);
+  EXPECT_LE(max_rel_error(dsink, numeric_grad([&](const Vec& v) { return loss(qkv, v); }, sink)),
+            kTolFiniteDiff);
+}
+
 TEST(Attention, ReferenceBackwardMatchesFiniteDifferences) {
   const int B = 2, T = 5, C = 8, H = 2, N = B * T;
   Vec qkv = random_vector(N * 3 * C, 1), probe = random_vector(N * C, 2);

@@ -54,16 +54,23 @@ AttnKind parse_attn(const std::string& word) {
   if (word == "xsa") return AttnKind::xsa;
   if (word == "xsa-gated") return AttnKind::xsa_gated;
   fail(
-      "--attn '{}' is not known (expected sa, xsa, xsa-gated, or a comma list of them, one per "
+      "--attn '{}' is not known (expected sa, xsa, xsa-gated, each optionally +sink, or a comma "
+      "list, one per "
       "layer)",
       word);
 }
 }  // namespace
 
 void set_layer_attn(ModelConfig& cfg, const std::string& spec) {
+  // "xsa+sink": the kind, with a learned attention sink.
+  auto apply = [&](int l, std::string word) {
+    const bool sink = word.size() > 5 && word.compare(word.size() - 5, 5, "+sink") == 0;
+    if (sink) word.resize(word.size() - 5);
+    cfg.layer_attn[l] = parse_attn(word);
+    cfg.layer_sink[l] = sink;
+  };
   if (spec.find(',') == std::string::npos) {
-    AttnKind kind = parse_attn(spec);
-    for (auto& a : cfg.layer_attn) a = kind;
+    for (int l = 0; l < kMaxLayers; l++) apply(l, spec);
     return;
   }
   std::stringstream ss(spec);
@@ -71,13 +78,22 @@ void set_layer_attn(ModelConfig& cfg, const std::string& spec) {
   int n = 0;
   while (std::getline(ss, word, ',')) {
     if (n >= kMaxLayers) fail("--attn lists more than {} layers", kMaxLayers);
-    cfg.layer_attn[n++] = parse_attn(word);
+    apply(n++, word);
   }
   if (n != cfg.n_layer)
     fail("--attn lists {} layers but the model has {} (--layers)", n, cfg.n_layer);
 }
 
 std::string layer_attn_string(const ModelConfig& cfg) {
+  bool any_sink = false;
+  for (int l = 0; l < cfg.n_layer; l++) any_sink |= cfg.layer_sink[l];
+  if (any_sink) {
+    std::string s;
+    for (int l = 0; l < cfg.n_layer; l++)
+      s += (l ? "," : "") + std::string(to_string(cfg.layer_attn[l])) +
+           (cfg.layer_sink[l] ? "+sink" : "");
+    return s;
+  }
   bool uniform = true;
   for (int l = 1; l < cfg.n_layer; l++) uniform &= cfg.layer_attn[l] == cfg.layer_attn[0];
   if (uniform) return to_string(cfg.layer_attn[0]);
@@ -95,7 +111,9 @@ int64_t parameter_count(const ModelConfig& cfg) {
 
 void to_json(nlohmann::json& j, const ModelConfig& cfg) {
   std::vector<std::string> attn;
-  for (int l = 0; l < cfg.n_layer; l++) attn.push_back(to_string(cfg.layer_attn[l]));
+  std::vector<bool> sink;
+  for (int l = 0; l < cfg.n_layer; l++)
+    attn.push_back(to_string(cfg.layer_attn[l])), sink.push_back(cfg.layer_sink[l]);
   j = nlohmann::json{{"format", "xsa-gpt"},
                      {"version", 1},
                      {"tokenizer", to_string(cfg.tokenizer)},
@@ -106,7 +124,8 @@ void to_json(nlohmann::json& j, const ModelConfig& cfg) {
                      {"n_embd", cfg.n_embd},
                      {"seq_len", cfg.seq_len},
                      {"rope_theta", cfg.rope_theta},
-                     {"layer_attn", attn}};
+                     {"layer_attn", attn},
+                     {"layer_sink", sink}};
 }
 
 ModelConfig model_config_from_json(const nlohmann::json& j, const std::string& source) {
@@ -145,6 +164,15 @@ ModelConfig model_config_from_json(const nlohmann::json& j, const std::string& s
     if (a != "sa" && a != "xsa" && a != "xsa-gated")
       fail("{}: layer_attn[{}] is not \"sa\", \"xsa\" or \"xsa-gated\"", source, l);
     cfg.layer_attn[l] = a == "sa" ? AttnKind::sa : a == "xsa" ? AttnKind::xsa : AttnKind::xsa_gated;
+  }
+  if (j.contains("layer_sink")) {  // optional: checkpoints without it have no sinks
+    const auto& sink = j["layer_sink"];
+    if (!sink.is_array() || (int)sink.size() != cfg.n_layer)
+      fail("{}: 'layer_sink' must list true/false per layer ({} layers)", source, cfg.n_layer);
+    for (int l = 0; l < cfg.n_layer; l++) {
+      if (!sink[l].is_boolean()) fail("{}: layer_sink[{}] is not true or false", source, l);
+      cfg.layer_sink[l] = sink[l].get<bool>();
+    }
   }
   return cfg;
 }

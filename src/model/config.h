@@ -27,6 +27,7 @@ struct ModelConfig {
   int seq_len = 256;  // context length T (RoPE table size; no learned positions)
   double rope_theta = 10000.0;
   std::array<AttnKind, kMaxLayers> layer_attn{};  // first n_layer entries used
+  std::array<bool, kMaxLayers> layer_sink{};      // a learned attention-sink logit per head
 
   int head_dim() const { return n_embd / n_head; }
   // Throws Error naming the first impossible value (C % H, odd head dim, non-positive sizes, ...).

@@ -35,8 +35,8 @@ size_t carve_activations(Activations<Real>& a, Real* base, const ModelConfig& cf
   take(a.losses, N);
   take(a.rope_cos, (size_t)T * D / 2), take(a.rope_sin, (size_t)T * D / 2);
   take(a.att_z, N * C);
-  take(a.gate_alpha, H), take(a.gate_dalpha, N * H);
-  take(a.gate_alpha, H), take(a.gate_dalpha, N * H);
+  take(a.gate_alpha, H), take(a.gate_dalpha, N * H), take(a.sink_dlogit, (size_t)B * H);
+  take(a.gate_alpha, H), take(a.gate_dalpha, N * H), take(a.sink_dlogit, (size_t)B * H);
   take(a.logits, (size_t)head_rows * cfg.padded_vocab);
   take(a.d_resid, N * C), take(a.d_buf, N * C);
   take(a.d_qkv, N * 3 * C), take(a.d_fc, N * 4 * C);
@@ -108,7 +108,7 @@ double Gpt<Real>::run_forward(const int32_t* inputs, const int32_t* targets, boo
     const bool exclusive = cfg_.layer_attn[l] != AttnKind::sa;
     const Real* alpha = gate_alpha(l);
     ops::attention_forward(L.att_y, exclusive ? a.att_z : nullptr, L.att_lse, L.qkv, B, T, C, H,
-                           alpha);
+                           alpha, W.sink);
     const Real* z = exclusive ? a.att_z : L.att_y;
     std::memcpy(L.resid_mid, x, sizeof(Real) * N * C);
     ops::matmul_forward(L.resid_mid, z, W.attn_proj_w, N, C, C, /*accumulate=*/true);
@@ -179,7 +179,11 @@ void Gpt<Real>::backward(const int32_t* inputs) {
     ops::matmul_backward(a.d_buf, dW.attn_proj_w, a.d_resid, z, W.attn_proj_w, N, C, C);
     std::memset(a.d_qkv, 0, sizeof(Real) * 3 * NC);
     ops::attention_backward(a.d_qkv, a.d_buf, L.qkv, L.att_y, L.att_lse, B, T, C, H, exclusive,
-                            alpha, alpha ? a.gate_dalpha : nullptr);
+                            alpha, alpha ? a.gate_dalpha : nullptr, W.sink,
+                            W.sink ? a.sink_dlogit : nullptr);
+    if (W.sink)  // summed over the batch rows in order
+      for (int h = 0; h < H; h++)
+        for (int b = 0; b < B; b++) dW.sink[h] += a.sink_dlogit[(size_t)b * H + h];
     if (alpha) {  // α = tanh(w): ∂L/∂w_h = (1 − α_h²) Σ_tokens ∂L/∂α_h, summed in token order
       for (int h = 0; h < H; h++) {
         double sum = 0;

@@ -43,6 +43,7 @@ struct Activations {
   Real* att_z;        // [N, C] exclusive output z (SA: unused)
   Real* gate_alpha;   // [H] α_h = tanh(w_h) of the gated layer at hand
   Real* gate_dalpha;  // [N, H] per-token ∂L/∂α_h, summed in order into the gate gradient
+  Real* sink_dlogit;  // [B, H] ∂L/∂b_h per batch row, summed in order into the sink gradient
   Real* logits;       // [head_rows, V_pad] one chunk of the tied head
   Real* d_resid;      // [N, C] gradient of the residual stream
   Real* d_buf;        // [N, C]

@@ -31,6 +31,7 @@ struct LayerWeights {
   Real* qkv_w = nullptr;        // [3C, C] rows q, k, v
   Real* attn_proj_w = nullptr;  // [C, C]
   Real* xsa_gate = nullptr;     // [H] gated XSA only: w_h, α_h = tanh(w_h)
+  Real* sink = nullptr;         // [H] attention sinks only: the sink's logit b_h
   Real* ln2_w = nullptr;        // [C]
   Real* ln2_b = nullptr;        // [C]
   Real* fc_w = nullptr;         // [4C, C]
@@ -63,6 +64,8 @@ void for_each_tensor(const ModelConfig& cfg, Weights<Real>& w, Fn&& fn) {
        L.attn_proj_w);
     if (cfg.layer_attn[l] == AttnKind::xsa_gated)  // zero: training starts as exact SA; no decay
       fn(p + "attn.xsa_gate", std::vector<int64_t>{cfg.n_head}, false, Init::zeros, L.xsa_gate);
+    if (cfg.layer_sink[l])  // a logit joining each softmax with a zero value; no decay
+      fn(p + "attn.sink", std::vector<int64_t>{cfg.n_head}, false, Init::zeros, L.sink);
     fn(p + "ln_2.weight", std::vector<int64_t>{C}, false, Init::ones, L.ln2_w);
     fn(p + "ln_2.bias", std::vector<int64_t>{C}, false, Init::zeros, L.ln2_b);
     fn(p + "mlp.c_fc.weight", std::vector<int64_t>{4 * C, C}, true, Init::normal, L.fc_w);

@@ -44,7 +44,7 @@ void exp_tile(Real* S, int rows, int cols, int i0, int j0, const Real* row_max) 
 
 template <typename Real>
 void attention_forward(Real* y, Real* z, Real* lse, const Real* qkv, int B, int T, int C, int H,
-                       const Real* alpha) {
+                       const Real* alpha, const Real* sink) {
   const int D = C / H, ld = 3 * C;
   const Real scale = Real(1) / std::sqrt(Real(D));
   const int q_tiles = (T + kQueryTile - 1) / kQueryTile;
@@ -61,8 +61,9 @@ void attention_forward(Real* y, Real* z, Real* lse, const Real* qkv, int B, int 
     Real* m = scratch<Real>(2 * kQueryTile, 2);
     Real* l = m + kQueryTile;
     std::fill(acc, acc + (size_t)rows * D, Real(0));
-    std::fill(m, m + rows, -std::numeric_limits<Real>::infinity());
-    std::fill(l, l + rows, Real(0));
+    // A sink starts every row with its logit and exp(b − b) = 1 in the sum; its value is zero.
+    std::fill(m, m + rows, sink ? sink[h] : -std::numeric_limits<Real>::infinity());
+    std::fill(l, l + rows, sink ? Real(1) : Real(0));
     for (int j0 = 0; j0 < i0 + rows; j0 += kKeyTile) {
       const int cols = std::min(kKeyTile, i0 + rows - j0);
       const Real* K = base + (size_t)j0 * ld + C + h * D;
@@ -104,8 +105,8 @@ void attention_forward(Real* y, Real* z, Real* lse, const Real* qkv, int B, int 
 
 template <typename Real>
 void attention_backward(Real* dqkv, Real* d_out, const Real* qkv, const Real* y, const Real* lse,
-                        int B, int T, int C, int H, bool exclusive, const Real* alpha,
-                        Real* dalpha) {
+                        int B, int T, int C, int H, bool exclusive, const Real* alpha, Real* dalpha,
+                        const Real* sink, Real* dsink) {
   // forward: s_ij = q_i·k_j/√D, p_ij = exp(s_ij − lse_i), y_i = Σ_j p_ij v_j.
   //   dv_j += p_ij dy_i;  dp_ij = dy_i·v_j;  ds_ij = p_ij (dp_ij − D_i) with D_i = dy_i·y_i;
   //   dq_i += ds_ij k_j/√D;  dk_j += ds_ij q_i/√D.
@@ -132,6 +133,12 @@ void attention_backward(Real* dqkv, Real* d_out, const Real* qkv, const Real* y,
         Di[i] = s;
       }
       const Real* row_lse = lse + ((size_t)b * H + h) * T;
+      if (sink) {  // the sink's score b_h has p_sink = exp(b_h − lse_i) and a zero value: ds =
+                   // −p_sink D_i
+        Real sum = 0;
+        for (int i = 0; i < T; i++) sum -= std::exp(sink[h] - row_lse[i]) * Di[i];
+        dsink[(size_t)b * H + h] = sum;
+      }
       for (int i0 = 0; i0 < T; i0 += kQueryTile) {
         const int rows = std::min(kQueryTile, T - i0);
         const Real* Q = base + (size_t)i0 * ld + h * D;
@@ -168,9 +175,10 @@ void attention_backward(Real* dqkv, Real* d_out, const Real* qkv, const Real* y,
 
 #define XSA_INSTANTIATE(Real)                                                                      \
   template void attention_forward<Real>(Real*, Real*, Real*, const Real*, int, int, int, int,      \
-                                        const Real*);                                              \
+                                        const Real*, const Real*);                                 \
   template void attention_backward<Real>(Real*, Real*, const Real*, const Real*, const Real*, int, \
-                                         int, int, int, bool, const Real*, Real*);
+                                         int, int, int, bool, const Real*, Real*, const Real*,     \
+                                         Real*);
 XSA_INSTANTIATE(float)
 XSA_INSTANTIATE(double)
 

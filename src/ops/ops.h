@@ -58,17 +58,19 @@ void rope_backward(Real* dqkv, const Real* cos, const Real* sin, int B, int T, i
 // scores) from qkv [B, T, 3C] (q | k | v, head h at columns h*D of each). No T×T buffer exists.
 // When z is not null the exclusive step is fused in: z [B, T, C] = y − (y·u)u (XSA).
 // alpha [H] (optional): gated XSA, z = y − α_h (y·u) u; null means α = 1 (plain XSA).
+// sink [H] (optional): a learned logit b_h joins every row's softmax with a zero value vector.
 template <typename Real>
 void attention_forward(Real* y, Real* z, Real* lse, const Real* qkv, int B, int T, int C, int H,
-                       const Real* alpha = nullptr);
+                       const Real* alpha = nullptr, const Real* sink = nullptr);
 // dqkv [B, T, 3C] accumulates ∂L/∂q, ∂L/∂k, ∂L/∂v; probabilities are recomputed from qkv and lse.
 // d_out [B, T, C] is ∂L/∂y, or with exclusive (XSA) ∂L/∂z, which the fused XSA backward turns into
 // ∂L/∂y in place (d_out is overwritten) while adding the own-value gradient to dqkv.
 template <typename Real>
-// With alpha (gated XSA), dalpha [B·T, H] receives each token's ∂L/∂α_h (overwritten).
+// With alpha (gated XSA), dalpha [B·T, H] receives each token's ∂L/∂α_h (overwritten); with sink,
+// dsink [B, H] receives ∂L/∂b_h = −Σ_rows p_sink D_i per batch row (overwritten).
 void attention_backward(Real* dqkv, Real* d_out, const Real* qkv, const Real* y, const Real* lse,
                         int B, int T, int C, int H, bool exclusive, const Real* alpha = nullptr,
-                        Real* dalpha = nullptr);
+                        Real* dalpha = nullptr, const Real* sink = nullptr, Real* dsink = nullptr);
 
 // ---- xsa.cpp: the exclusive step z = y − (y·u) u, u = v/max(‖v‖, 1e-6), per token and head ----
 // (row functions in ops/xsa_row.h; the attention kernels fuse them)

@@ -109,8 +109,10 @@ void rope_rotate(Real* qkv, int B, int T, int C, int H, double theta, int sign) 
 
 // Full-matrix causal attention: P = softmax(mask(Q Kᵀ / sqrt(D))), Y = P V, per (b, h).
 // Also returns the row log-sum-exp for comparison with the fast kernel.
+// sink [H] (optional): a logit b_h in every row's softmax whose value vector is zero.
 template <typename Real>
-void attention_forward(Real* y, Real* lse, const Real* qkv, int B, int T, int C, int H) {
+void attention_forward(Real* y, Real* lse, const Real* qkv, int B, int T, int C, int H,
+                       const Real* sink = nullptr) {
   int D = C / H;
   auto at = [&](int b, int t, int part, int h, int d) {
     return qkv[(b * T + t) * 3 * C + part * C + h * D + d];
@@ -119,14 +121,14 @@ void attention_forward(Real* y, Real* lse, const Real* qkv, int B, int T, int C,
   for (int b = 0; b < B; b++)
     for (int h = 0; h < H; h++)
       for (int i = 0; i < T; i++) {
-        Real mx = -INFINITY;
+        Real mx = sink ? sink[h] : -INFINITY;
         for (int j = 0; j <= i; j++) {
           Real s = 0;
           for (int d = 0; d < D; d++) s += at(b, i, 0, h, d) * at(b, j, 1, h, d);
           scores[j] = s / std::sqrt(Real(D));
           mx = std::max(mx, scores[j]);
         }
-        Real z = 0;
+        Real z = sink ? std::exp(sink[h] - mx) : Real(0);
         for (int j = 0; j <= i; j++) z += std::exp(scores[j] - mx);
         for (int d = 0; d < D; d++) {
           Real acc = 0;
@@ -139,27 +141,30 @@ void attention_forward(Real* y, Real* lse, const Real* qkv, int B, int T, int C,
 
 // Backward through the stored probability matrix: dP = dY Vᵀ, dS = P ⊙ (dP − rowsum(dP ⊙ P)),
 // dQ = dS K / sqrt(D), dK = dSᵀ Q / sqrt(D), dV = Pᵀ dY. dqkv accumulates.
+// With sink, dsink [H] accumulates ∂L/∂b_h = Σ_i p_sink,i (0 − rowsum_i).
 template <typename Real>
-void attention_backward(Real* dqkv, const Real* dy, const Real* qkv, int B, int T, int C, int H) {
+void attention_backward(Real* dqkv, const Real* dy, const Real* qkv, int B, int T, int C, int H,
+                        const Real* sink = nullptr, Real* dsink = nullptr) {
   int D = C / H;
   auto idx = [&](int b, int t, int part, int h, int d) {
     return (b * T + t) * 3 * C + part * C + h * D + d;
   };
-  std::vector<Real> P(T * T), dP(T * T);
+  std::vector<Real> P(T * T), dP(T * T), p_sink(T);
   Real scale = 1 / std::sqrt(Real(D));
   for (int b = 0; b < B; b++)
     for (int h = 0; h < H; h++) {
       for (int i = 0; i < T; i++) {
-        Real mx = -INFINITY;
+        Real mx = sink ? sink[h] : -INFINITY;
         for (int j = 0; j < T; j++) {
           Real s = 0;
           for (int d = 0; d < D; d++) s += qkv[idx(b, i, 0, h, d)] * qkv[idx(b, j, 1, h, d)];
           P[i * T + j] = j <= i ? s * scale : -INFINITY;
           mx = std::max(mx, P[i * T + j]);
         }
-        Real z = 0;
+        Real z = sink ? std::exp(sink[h] - mx) : Real(0);
         for (int j = 0; j < T; j++) z += (P[i * T + j] = std::exp(P[i * T + j] - mx));
         for (int j = 0; j < T; j++) P[i * T + j] /= z;
+        p_sink[i] = sink ? std::exp(sink[h] - mx) / z : Real(0);
       }
       for (int i = 0; i < T; i++)
         for (int j = 0; j < T; j++) {
@@ -172,6 +177,7 @@ void attention_backward(Real* dqkv, const Real* dy, const Real* qkv, int B, int 
         Real row = 0;
         for (int j = 0; j < T; j++) row += dP[i * T + j] * P[i * T + j];
         for (int j = 0; j < T; j++) dP[i * T + j] = P[i * T + j] * (dP[i * T + j] - row);  // dS
+        if (sink) dsink[h] += p_sink[i] * (Real(0) - row);  // the sink's value is zero: dp_sink = 0
       }
       for (int i = 0; i < T; i++)
         for (int d = 0; d < D; d++) {

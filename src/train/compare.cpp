@@ -25,7 +25,13 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 Variant parse_variant(const std::string& name, int n_layer) {
-  Variant v{name, {}};
+  if (name.size() > 5 && name.compare(name.size() - 5, 5, "+sink") == 0) {
+    Variant v = parse_variant(name.substr(0, name.size() - 5), n_layer);
+    v.name = name;
+    std::fill(v.sinks.begin(), v.sinks.end(), true);
+    return v;
+  }
+  Variant v{name, {}, {}};
   auto set_all = [&](AttnKind k) { std::fill(v.layers.begin(), v.layers.end(), k); };
   auto count_after = [&](const std::string& prefix) {
     int n = 0;
@@ -71,8 +77,10 @@ Variant parse_variant(const std::string& name, int n_layer) {
       pos = dot + 1;
     }
   } else {
-    fail("--variants {} is not known (sa, xsa, xsa-gated, xsa-lastN, xsa-firstN, xsa-layers-0.2.5)",
-         name);
+    fail(
+        "--variants {} is not known (sa, xsa, xsa-gated, xsa-lastN, xsa-firstN, xsa-layers-0.2.5; "
+        "+sink)",
+        name);
   }
   return v;
 }
@@ -193,7 +201,7 @@ CompareResult compare(const CompareConfig& cfg) {
     for (size_t k = 0; k < variants.size(); k++) {
       reset_peak_rss();
       ModelConfig m = base;
-      m.layer_attn = variants[k].layers;
+      m.layer_attn = variants[k].layers, m.layer_sink = variants[k].sinks;
       Gpt<float> model(m, B, T);
       model.params().init(m, run.seed);
       model.forward_backward(in.data(), tg.data());
@@ -219,7 +227,7 @@ CompareResult compare(const CompareConfig& cfg) {
     for (size_t k = 0; k < variants.size(); k++) {
       Arm& a = arms[k];
       ModelConfig m = base;
-      m.layer_attn = variants[k].layers;
+      m.layer_attn = variants[k].layers, m.layer_sink = variants[k].sinks;
       a.variant = variants[k];
       a.model = std::make_unique<Gpt<float>>(m, B, T);
       a.model->params().init(m,
@@ -230,7 +238,8 @@ CompareResult compare(const CompareConfig& cfg) {
       // Over the tensors every variant has (a gated variant's extra gates start at zero, as SA).
       a.result.init_hash = 1469598103934665603ull;
       for (const TensorInfo& t : a.model->params().layout)
-        if (t.name.find("xsa_gate") == std::string::npos)
+        if (t.name.find("xsa_gate") == std::string::npos &&
+            t.name.find("attn.sink") == std::string::npos)
           a.result.init_hash = fnv1a(a.model->params().params.data() + t.offset,
                                      t.numel * sizeof(float), a.result.init_hash);
       a.result.batches_hash = 1469598103934665603ull;

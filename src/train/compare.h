@@ -17,9 +17,12 @@ namespace xsa {
 //   xsa-lastN          XSA on the last N layers, SA below
 //   xsa-firstN         XSA on the first N layers
 //   xsa-layers-0.2.5   XSA on the listed layers
+//   xsa-gated          gated XSA on every layer
+//   <any>+sink         the same with a learned attention sink on every layer (sa+sink, xsa+sink)
 struct Variant {
   std::string name;
   std::array<AttnKind, kMaxLayers> layers{};
+  std::array<bool, kMaxLayers> sinks{};
 };
 Variant parse_variant(const std::string& name, int n_layer);  // throws Error naming the variant
 
