@@ -44,8 +44,9 @@ void exp_tile(Real* S, int rows, int cols, int i0, int j0, const Real* row_max) 
 
 template <typename Real>
 void attention_forward(Real* y, Real* z, Real* lse, const Real* qkv, int B, int T, int C, int H,
-                       const Real* alpha, const Real* sink) {
-  const int D = C / H, ld = 3 * C;
+                       const Real* alpha, const Real* sink, int Hkv) {
+  // Grouped-query attention: Hkv key/value heads, query head h reads kv head h / (H / Hkv).
+  const int Hk = Hkv > 0 ? Hkv : H, group = H / Hk, D = C / H, Ck = Hk * D, ld = C + 2 * Ck;
   const Real scale = Real(1) / std::sqrt(Real(D));
   const int q_tiles = (T + kQueryTile - 1) / kQueryTile;
   const int tasks = B * H * q_tiles;
@@ -66,8 +67,8 @@ void attention_forward(Real* y, Real* z, Real* lse, const Real* qkv, int B, int 
     std::fill(l, l + rows, sink ? Real(1) : Real(0));
     for (int j0 = 0; j0 < i0 + rows; j0 += kKeyTile) {
       const int cols = std::min(kKeyTile, i0 + rows - j0);
-      const Real* K = base + (size_t)j0 * ld + C + h * D;
-      const Real* V = base + (size_t)j0 * ld + 2 * C + h * D;
+      const Real* K = base + (size_t)j0 * ld + C + (h / group) * D;
+      const Real* V = base + (size_t)j0 * ld + C + Ck + (h / group) * D;
       gemm(false, true, rows, cols, D, scale, Q, ld, K, ld, Real(0), S, kKeyTile);  // S = Q Kᵀ / √D
       // Online softmax: raise each row's running max, rescale what was accumulated under the old
       // one.
@@ -100,85 +101,81 @@ void attention_forward(Real* y, Real* z, Real* lse, const Real* qkv, int B, int 
       lse[((size_t)b * H + h) * T + i] = m[r] + std::log(l[r]);
     }
   }
-  if (z) xsa_forward(z, y, qkv, B, T, C, H, alpha);
+  if (z) xsa_forward(z, y, qkv, B, T, C, H, alpha, Hkv);
 }
 
 template <typename Real>
-void attention_backward(Real* dqkv, Real* d_out, const Real* qkv, const Real* y, const Real* lse,
-                        int B, int T, int C, int H, bool exclusive, const Real* alpha, Real* dalpha,
-                        const Real* sink, Real* dsink) {
+void attention_backward(Real* dqkv, Real* d_out, const Real* qkv, const Real* y, const Real* lse, int B, int T, int C,
+                        int H, bool exclusive, const Real* alpha, Real* dalpha, const Real* sink, Real* dsink,
+                        int Hkv) {
   // forward: s_ij = q_i·k_j/√D, p_ij = exp(s_ij − lse_i), y_i = Σ_j p_ij v_j.
   //   dv_j += p_ij dy_i;  dp_ij = dy_i·v_j;  ds_ij = p_ij (dp_ij − D_i) with D_i = dy_i·y_i;
   //   dq_i += ds_ij k_j/√D;  dk_j += ds_ij q_i/√D.
-  // One (b, h) per task: every write of a task stays inside its own head, so no races, and the
-  // summation order is fixed whatever the thread count.
-  const int D = C / H, ld = 3 * C;
+  // One (b, kv head) per task, its query heads in turn: every write of a task stays inside its own
+  // key/value head (shared by the group under GQA), so no races, and the summation order is fixed
+  // whatever the thread count.
+  const int Hk = Hkv > 0 ? Hkv : H, group = H / Hk, D = C / H, Ck = Hk * D, ld = C + 2 * Ck;
   const Real scale = Real(1) / std::sqrt(Real(D));
-  if (exclusive)
-    xsa_backward(d_out, dqkv, d_out, y, qkv, B, T, C, H, alpha,
-                 dalpha);  // ∂L/∂z → ∂L/∂y, + own-value grad
+  if (exclusive)  // ∂L/∂z → ∂L/∂y, + own-value grad
+    xsa_backward(d_out, dqkv, d_out, y, qkv, B, T, C, H, alpha, dalpha, Hkv);
 #pragma omp parallel for collapse(2) schedule(dynamic, 1)
   for (int b = 0; b < B; b++) {
-    for (int h = 0; h < H; h++) {
+    for (int g = 0; g < Hk; g++) {
       const Real* base = qkv + (size_t)b * T * ld;
       Real* dbase = dqkv + (size_t)b * T * ld;
       Real* Di = scratch<Real>((size_t)T, 0);
       Real* P = scratch<Real>((size_t)kQueryTile * kKeyTile, 1);
       Real* dS = scratch<Real>((size_t)kQueryTile * kKeyTile, 2);
-      for (int i = 0; i < T; i++) {
-        Real* dyi = d_out + ((size_t)b * T + i) * C + h * D;
-        const Real* yi = y + ((size_t)b * T + i) * C + h * D;
-        Real s = 0;
-        for (int d = 0; d < D; d++) s += dyi[d] * yi[d];
-        Di[i] = s;
-      }
-      const Real* row_lse = lse + ((size_t)b * H + h) * T;
-      if (sink) {  // the sink's score b_h has p_sink = exp(b_h − lse_i) and a zero value: ds =
-                   // −p_sink D_i
-        Real sum = 0;
-        for (int i = 0; i < T; i++) sum -= std::exp(sink[h] - row_lse[i]) * Di[i];
-        dsink[(size_t)b * H + h] = sum;
-      }
-      for (int i0 = 0; i0 < T; i0 += kQueryTile) {
-        const int rows = std::min(kQueryTile, T - i0);
-        const Real* Q = base + (size_t)i0 * ld + h * D;
-        Real* dQ = dbase + (size_t)i0 * ld + h * D;
-        const Real* dY = d_out + ((size_t)b * T + i0) * C + h * D;
-        for (int j0 = 0; j0 < i0 + rows; j0 += kKeyTile) {
-          const int cols = std::min(kKeyTile, i0 + rows - j0);
-          const Real* K = base + (size_t)j0 * ld + C + h * D;
-          const Real* V = base + (size_t)j0 * ld + 2 * C + h * D;
-          Real* dK = dbase + (size_t)j0 * ld + C + h * D;
-          Real* dV = dbase + (size_t)j0 * ld + 2 * C + h * D;
-          gemm(false, true, rows, cols, D, scale, Q, ld, K, ld, Real(0), P, kKeyTile);
-          exp_tile(P, rows, cols, i0, j0, row_lse + i0);  // P
-          gemm(true, false, cols, D, rows, Real(1), P, kKeyTile, dY, C, Real(1), dV,
-               ld);  // dV += Pᵀ dY
-          gemm(false, true, rows, cols, D, Real(1), dY, C, V, ld, Real(0), dS,
-               kKeyTile);  // dP = dY Vᵀ
-          for (int r = 0; r < rows; r++) {
-            const Real d_row = Di[i0 + r];
-            Real* ds = dS + (size_t)r * kKeyTile;
-            const Real* p = P + (size_t)r * kKeyTile;
+      for (int h = g * group; h < (g + 1) * group; h++) {
+        for (int i = 0; i < T; i++) {
+          const Real* dyi = d_out + ((size_t)b * T + i) * C + h * D;
+          const Real* yi = y + ((size_t)b * T + i) * C + h * D;
+          Real s = 0;
+          for (int d = 0; d < D; d++) s += dyi[d] * yi[d];
+          Di[i] = s;
+        }
+        const Real* row_lse = lse + ((size_t)b * H + h) * T;
+        if (sink) {  // the sink: p_sink = exp(b_h − lse_i), value zero, so ∂L/∂b_h = −Σ p_sink D_i
+          Real sum = 0;
+          for (int i = 0; i < T; i++) sum -= std::exp(sink[h] - row_lse[i]) * Di[i];
+          dsink[(size_t)b * H + h] = sum;
+        }
+        for (int i0 = 0; i0 < T; i0 += kQueryTile) {
+          const int rows = std::min(kQueryTile, T - i0);
+          const Real* Q = base + (size_t)i0 * ld + h * D;
+          Real* dQ = dbase + (size_t)i0 * ld + h * D;
+          const Real* dY = d_out + ((size_t)b * T + i0) * C + h * D;
+          for (int j0 = 0; j0 < i0 + rows; j0 += kKeyTile) {
+            const int cols = std::min(kKeyTile, i0 + rows - j0);
+            const Real* K = base + (size_t)j0 * ld + C + g * D;
+            const Real* V = base + (size_t)j0 * ld + C + Ck + g * D;
+            Real* dK = dbase + (size_t)j0 * ld + C + g * D;
+            Real* dV = dbase + (size_t)j0 * ld + C + Ck + g * D;
+            gemm(false, true, rows, cols, D, scale, Q, ld, K, ld, Real(0), P, kKeyTile);
+            exp_tile(P, rows, cols, i0, j0, row_lse + i0);                                   // P
+            gemm(true, false, cols, D, rows, Real(1), P, kKeyTile, dY, C, Real(1), dV, ld);   // dV += Pᵀ dY
+            gemm(false, true, rows, cols, D, Real(1), dY, C, V, ld, Real(0), dS, kKeyTile);   // dP = dY Vᵀ
+            for (int r = 0; r < rows; r++) {
+              const Real d_row = Di[i0 + r];
+              Real* ds = dS + (size_t)r * kKeyTile;
+              const Real* p = P + (size_t)r * kKeyTile;
 #pragma omp simd
-            for (int c = 0; c < cols; c++) ds[c] = p[c] * (ds[c] - d_row) * scale;
+              for (int c = 0; c < cols; c++) ds[c] = p[c] * (ds[c] - d_row) * scale;
+            }
+            gemm(false, false, rows, D, cols, Real(1), dS, kKeyTile, K, ld, Real(1), dQ, ld);  // dQ += dS K
+            gemm(true, false, cols, D, rows, Real(1), dS, kKeyTile, Q, ld, Real(1), dK, ld);   // dK += dSᵀ Q
           }
-          gemm(false, false, rows, D, cols, Real(1), dS, kKeyTile, K, ld, Real(1), dQ,
-               ld);  // dQ += dS K
-          gemm(true, false, cols, D, rows, Real(1), dS, kKeyTile, Q, ld, Real(1), dK,
-               ld);  // dK += dSᵀ Q
         }
       }
     }
   }
 }
 
-#define XSA_INSTANTIATE(Real)                                                                      \
-  template void attention_forward<Real>(Real*, Real*, Real*, const Real*, int, int, int, int,      \
-                                        const Real*, const Real*);                                 \
-  template void attention_backward<Real>(Real*, Real*, const Real*, const Real*, const Real*, int, \
-                                         int, int, int, bool, const Real*, Real*, const Real*,     \
-                                         Real*);
+#define XSA_INSTANTIATE(Real)                                                                                   \
+  template void attention_forward<Real>(Real*, Real*, Real*, const Real*, int, int, int, int, const Real*,     \
+                                        const Real*, int);                                                    \
+  template void attention_backward<Real>(Real*, Real*, const Real*, const Real*, const Real*, int, int, int, int, \
+                                         bool, const Real*, Real*, const Real*, Real*, int);
 XSA_INSTANTIATE(float)
 XSA_INSTANTIATE(double)
 

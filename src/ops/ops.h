@@ -48,11 +48,15 @@ template <typename Real>
 void rope_table(Real* cos, Real* sin, int T, int D, double theta);
 // Rotates q and k of qkv [B, T, 3C] in place (v untouched). Position of row (b, t) is t.
 template <typename Real>
-void rope_forward(Real* qkv, const Real* cos, const Real* sin, int B, int T, int C, int H);
+void rope_forward(Real* qkv, const Real* cos, const Real* sin, int B, int T, int C, int H, int Hkv = 0);
 // dqkv [B, T, 3C]: the q and k parts are rotated back in place (the transpose rotation).
 template <typename Real>
-void rope_backward(Real* dqkv, const Real* cos, const Real* sin, int B, int T, int C, int H);
+void rope_backward(Real* dqkv, const Real* cos, const Real* sin, int B, int T, int C, int H, int Hkv = 0);
 
+// Grouped-query attention: every kernel that reads qkv takes Hkv, the number of key/value heads
+// (0: Hkv = H). qkv rows are then [q: C | k: Hkv·D | v: Hkv·D], query head h uses kv head
+// h / (H / Hkv), and XSA removes from each query head's output its shared value vector.
+//
 // ---- attention.cpp: causal softmax(q kᵀ/sqrt(D)) v, flash-style tiles, O(T) memory ----
 // y [B, T, C] (heads side by side, [B, T, H, D]) and lse [B, H, T] (row log-sum-exp of the scaled
 // scores) from qkv [B, T, 3C] (q | k | v, head h at columns h*D of each). No T×T buffer exists.
@@ -61,7 +65,7 @@ void rope_backward(Real* dqkv, const Real* cos, const Real* sin, int B, int T, i
 // sink [H] (optional): a learned logit b_h joins every row's softmax with a zero value vector.
 template <typename Real>
 void attention_forward(Real* y, Real* z, Real* lse, const Real* qkv, int B, int T, int C, int H,
-                       const Real* alpha = nullptr, const Real* sink = nullptr);
+                       const Real* alpha = nullptr, const Real* sink = nullptr, int Hkv = 0);
 // dqkv [B, T, 3C] accumulates ∂L/∂q, ∂L/∂k, ∂L/∂v; probabilities are recomputed from qkv and lse.
 // d_out [B, T, C] is ∂L/∂y, or with exclusive (XSA) ∂L/∂z, which the fused XSA backward turns into
 // ∂L/∂y in place (d_out is overwritten) while adding the own-value gradient to dqkv.
@@ -70,7 +74,8 @@ template <typename Real>
 // dsink [B, H] receives ∂L/∂b_h = −Σ_rows p_sink D_i per batch row (overwritten).
 void attention_backward(Real* dqkv, Real* d_out, const Real* qkv, const Real* y, const Real* lse,
                         int B, int T, int C, int H, bool exclusive, const Real* alpha = nullptr,
-                        Real* dalpha = nullptr, const Real* sink = nullptr, Real* dsink = nullptr);
+                        Real* dalpha = nullptr, const Real* sink = nullptr, Real* dsink = nullptr,
+                        int Hkv = 0);
 
 // ---- xsa.cpp: the exclusive step z = y − (y·u) u, u = v/max(‖v‖, 1e-6), per token and head ----
 // (row functions in ops/xsa_row.h; the attention kernels fuse them)
@@ -78,14 +83,14 @@ void attention_backward(Real* dqkv, Real* d_out, const Real* qkv, const Real* y,
 // z [B, T, C] from y [B, T, C] and the v part of qkv [B, T, 3C]. z may alias y.
 template <typename Real>
 void xsa_forward(Real* z, const Real* y, const Real* qkv, int B, int T, int C, int H,
-                 const Real* alpha = nullptr);
+                 const Real* alpha = nullptr, int Hkv = 0);
 // dy [B, T, C] = g − (g·u) u (overwrite); the v part of dqkv [B, T, 3C] accumulates the
 // own-value gradient; g = dz [B, T, C].
 template <typename Real>
 // With alpha [H] (gated XSA), dalpha [B·T, H] receives each token's ∂L/∂α_h = −s (g·u)
 // (overwritten).
 void xsa_backward(Real* dy, Real* dqkv, const Real* dz, const Real* y, const Real* qkv, int B,
-                  int T, int C, int H, const Real* alpha = nullptr, Real* dalpha = nullptr);
+                  int T, int C, int H, const Real* alpha = nullptr, Real* dalpha = nullptr, int Hkv = 0);
 
 // ---- gelu.cpp: tanh approximation ----
 template <typename Real>

@@ -24,17 +24,17 @@ namespace {
 // Rotates both q and k of every (b, t, head) by +angle (forward) or −angle (backward: the
 // transpose).
 template <typename Real>
-void rotate_qk(Real* qkv, const Real* cos, const Real* sin, int B, int T, int C, int H,
+void rotate_qk(Real* qkv, const Real* cos, const Real* sin, int B, int T, int C, int H, int Hkv,
                Real direction) {
-  int D = C / H, half = D / 2;
+  const int Hk = Hkv > 0 ? Hkv : H, D = C / H, half = D / 2, ld = C + 2 * Hk * D;
 #pragma omp parallel for collapse(2) schedule(static)
   for (int b = 0; b < B; b++) {
     for (int t = 0; t < T; t++) {
       const Real* c_row = cos + (size_t)t * half;
       const Real* s_row = sin + (size_t)t * half;
-      Real* row = qkv + ((size_t)b * T + t) * 3 * C;
-      for (int part = 0; part < 2; part++) {  // q, then k
-        for (int h = 0; h < H; h++) {
+      Real* row = qkv + ((size_t)b * T + t) * ld;
+      for (int part = 0; part < 2; part++) {  // q (H heads), then k (Hkv heads)
+        for (int h = 0; h < (part ? Hk : H); h++) {
           Real* x = row + part * C + h * D;
           for (int j = 0; j < half; j++) {
             Real lo = x[j], hi = x[j + half], s = direction * s_row[j];
@@ -49,20 +49,20 @@ void rotate_qk(Real* qkv, const Real* cos, const Real* sin, int B, int T, int C,
 }  // namespace
 
 template <typename Real>
-void rope_forward(Real* qkv, const Real* cos, const Real* sin, int B, int T, int C, int H) {
-  rotate_qk(qkv, cos, sin, B, T, C, H, Real(1));
+void rope_forward(Real* qkv, const Real* cos, const Real* sin, int B, int T, int C, int H, int Hkv) {
+  rotate_qk(qkv, cos, sin, B, T, C, H, Hkv, Real(1));
 }
 
 template <typename Real>
-void rope_backward(Real* dqkv, const Real* cos, const Real* sin, int B, int T, int C, int H) {
+void rope_backward(Real* dqkv, const Real* cos, const Real* sin, int B, int T, int C, int H, int Hkv) {
   // The rotation is orthogonal, so its backward is the rotation by −angle.
-  rotate_qk(dqkv, cos, sin, B, T, C, H, Real(-1));
+  rotate_qk(dqkv, cos, sin, B, T, C, H, Hkv, Real(-1));
 }
 
 #define XSA_INSTANTIATE(Real)                                                            \
   template void rope_table<Real>(Real*, Real*, int, int, double);                        \
-  template void rope_forward<Real>(Real*, const Real*, const Real*, int, int, int, int); \
-  template void rope_backward<Real>(Real*, const Real*, const Real*, int, int, int, int);
+  template void rope_forward<Real>(Real*, const Real*, const Real*, int, int, int, int, int); \
+  template void rope_backward<Real>(Real*, const Real*, const Real*, int, int, int, int, int);
 XSA_INSTANTIATE(float)
 XSA_INSTANTIATE(double)
 
