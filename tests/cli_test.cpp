@@ -299,8 +299,7 @@ TEST_F(Cli, SweepRunsCompareForEachValue) {
   r = xsa("sweep --param dropout=0.1 --data data.txt --preset tiny --out sw2");
   EXPECT_EQ(r.err,
             "xsa: error: --param dropout is not a sweepable option (seq-len, lr, embd, layers, "
-            "heads, steps, batch, "
-            "warmup, weight-decay)\n");
+            "heads, kv-heads, steps, batch, warmup, weight-decay)\n");
   r = xsa("sweep --param seq-len=16,abc --data data.txt --preset tiny --out sw3");
   EXPECT_EQ(r.err, "xsa: error: --param seq-len: value 'abc' is not a number\n");
   EXPECT_FALSE(fs::exists(work_dir() / "sw3/seq-len-16"))

@@ -13,8 +13,10 @@
 namespace xsa {
 namespace {
 
-ModelConfig small_config(const std::string& attn) {
+// attn as in --attn; a "gqa:" prefix gives the model one key/value head for its two query heads.
+ModelConfig small_config(std::string attn) {
   ModelConfig cfg;
+  if (attn.rfind("gqa:", 0) == 0) cfg.n_kv_head = 1, attn = attn.substr(4);
   cfg.vocab_size = 50;  // padded to 64: padded rows must stay out of the loss
   cfg.padded_vocab = pad_vocab(cfg.vocab_size);
   cfg.n_layer = 2, cfg.n_head = 2, cfg.n_embd = 16, cfg.seq_len = 8;
@@ -96,10 +98,11 @@ TEST_P(GradCheck, WholeModelGradientMatchesFiniteDifferences) {
 
 INSTANTIATE_TEST_SUITE_P(Attention, GradCheck,
                          ::testing::Values("sa", "xsa", "sa,xsa", "xsa-gated", "xsa-gated,sa",
-                                           "xsa+sink", "sa+sink,xsa-gated"),
+                                           "xsa+sink", "sa+sink,xsa-gated", "gqa:xsa",
+                                           "gqa:sa,xsa-gated+sink"),
                          [](const auto& info) {
                            std::string s = info.param;
-                           for (char& c : s) c = c == ',' || c == '-' || c == '+' ? '_' : c;
+                           for (char& c : s) c = std::isalnum((unsigned char)c) ? c : '_';
                            return s;
                          });
 

@@ -269,6 +269,84 @@ TEST(Attention, ForwardBackwardMatchReference) {
   }
 }
 
+// Grouped-query attention: fewer key/value heads, shared by groups of query heads; XSA removes
+// each query head's shared value vector. Tiled kernels (with sink and gate too) vs the reference.
+TEST(Attention, GroupedQueryMatchesReference) {
+  struct Gqa {
+    int B, T, C, H, Hkv;
+  };
+  for (Gqa s :
+       {Gqa{1, 1, 8, 2, 1}, Gqa{2, 7, 24, 6, 2}, Gqa{1, 130, 16, 4, 1}, Gqa{2, 65, 32, 4, 2}}) {
+    for (bool exclusive : {false, true}) {
+      SCOPED_TRACE(testing::Message() << "B=" << s.B << " T=" << s.T << " C=" << s.C << " H=" << s.H
+                                      << " Hkv=" << s.Hkv << (exclusive ? " XSA" : " SA"));
+      const int N = s.B * s.T, D = s.C / s.H, W = s.C + 2 * s.Hkv * D;
+      Vec qkv = random_vector(N * W, 1), dout = random_vector(N * s.C, 2),
+          sink = random_vector(s.H, 3);
+      Vec alpha = random_vector(s.H, 4, 0.5);
+      Vec y_ref(N * s.C), lse_ref(s.B * s.H * s.T), z_ref(N * s.C),
+          dy_ref = dout, dqkv_ref(N * W, 0.0), dsink_ref(s.H, 0.0), da_ref(N * s.H, 0.0);
+      ref::attention_forward(y_ref.data(), lse_ref.data(), qkv.data(), s.B, s.T, s.C, s.H,
+                             sink.data(), s.Hkv);
+      if (exclusive) {
+        ref::xsa_forward(z_ref.data(), y_ref.data(), qkv.data(), s.B, s.T, s.C, s.H, alpha.data(),
+                         s.Hkv);
+        ref::xsa_backward(dy_ref.data(), dqkv_ref.data(), dout.data(), y_ref.data(), qkv.data(),
+                          s.B, s.T, s.C, s.H, alpha.data(), da_ref.data(), s.Hkv);
+      }
+      ref::attention_backward(dqkv_ref.data(), dy_ref.data(), qkv.data(), s.B, s.T, s.C, s.H,
+                              sink.data(), dsink_ref.data(), s.Hkv);
+      // RoPE of the grouped layout: q has H heads, k has Hkv.
+      Vec rot_ref = qkv;
+      ref::rope_rotate(rot_ref.data(), s.B, s.T, s.C, s.H, 10000.0, +1, s.Hkv);
+
+      auto qkvf = cast_vector<float>(qkv), doutf = cast_vector<float>(dout),
+           sinkf = cast_vector<float>(sink), af = cast_vector<float>(alpha);
+      std::vector<float> yf(N * s.C), zf(N * s.C), lsef(s.B * s.H * s.T), dqkvf(N * W, 0.f),
+          dsinkr(s.B * s.H), daf(N * s.H);
+      ops::attention_forward(yf.data(), exclusive ? zf.data() : nullptr, lsef.data(), qkvf.data(),
+                             s.B, s.T, s.C, s.H, af.data(), sinkf.data(), s.Hkv);
+      ops::attention_backward(dqkvf.data(), doutf.data(), qkvf.data(), yf.data(), lsef.data(), s.B,
+                              s.T, s.C, s.H, exclusive, af.data(), daf.data(), sinkf.data(),
+                              dsinkr.data(), s.Hkv);
+      std::vector<double> dsinkf(s.H, 0.0);
+      for (int b = 0; b < s.B; b++)
+        for (int h = 0; h < s.H; h++) dsinkf[h] += dsinkr[b * s.H + h];
+      EXPECT_LE(max_rel_error(yf, y_ref), kTolF32);
+      EXPECT_LE(max_rel_error(lsef, lse_ref), kTolF32);
+      EXPECT_LE(max_rel_error(dqkvf, dqkv_ref), kTolF32);
+      EXPECT_LE(max_rel_error(dsinkf, dsink_ref), kTolF32);
+      if (exclusive) {
+        EXPECT_LE(max_rel_error(zf, z_ref), kTolF32);
+        EXPECT_LE(max_rel_error(daf, da_ref), kTolF32);
+      }
+      std::vector<float> cosf(s.T * D / 2), sinf(s.T * D / 2);
+      ops::rope_table(cosf.data(), sinf.data(), s.T, D, 10000.0);
+      auto rot = cast_vector<float>(qkv);
+      ops::rope_forward(rot.data(), cosf.data(), sinf.data(), s.B, s.T, s.C, s.H, s.Hkv);
+      EXPECT_LE(max_rel_error(rot, rot_ref), kTolF32);
+    }
+  }
+}
+
+TEST(Attention, GroupedQueryReferenceBackwardMatchesFiniteDifferences) {
+  const int B = 1, T = 4, C = 8, H = 4, Hkv = 2, D = C / H, N = B * T, W = C + 2 * Hkv * D;
+  Vec qkv = random_vector(N * W, 1), probe = random_vector(N * C, 2);
+  auto loss = [&](const Vec& x) {
+    Vec y(N * C), lse(B * H * T), z(N * C);
+    ref::attention_forward(y.data(), lse.data(), x.data(), B, T, C, H, (const double*)nullptr, Hkv);
+    ref::xsa_forward(z.data(), y.data(), x.data(), B, T, C, H, (const double*)nullptr, Hkv);
+    return dot(z, probe);
+  };
+  Vec y(N * C), lse(B * H * T), dy(N * C), grad(N * W, 0.0);
+  ref::attention_forward(y.data(), lse.data(), qkv.data(), B, T, C, H, (const double*)nullptr, Hkv);
+  ref::xsa_backward(dy.data(), grad.data(), probe.data(), y.data(), qkv.data(), B, T, C, H,
+                    (const double*)nullptr, (double*)nullptr, Hkv);
+  ref::attention_backward(grad.data(), dy.data(), qkv.data(), B, T, C, H, (const double*)nullptr,
+                          (double*)nullptr, Hkv);
+  EXPECT_LE(max_rel_error(grad, numeric_grad(loss, qkv)), kTolFiniteDiff);
+}
+
 // A learned attention sink: the tiled kernel against the reference, and ∂L/∂b_h.
 TEST(Attention, SinkMatchesReference) {
   for (AttnShape s : {AttnShape{1, 1, 8, 2}, AttnShape{2, 7, 12, 3}, AttnShape{1, 130, 16, 2}}) {

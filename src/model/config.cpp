@@ -24,6 +24,8 @@ void ModelConfig::validate() const {
     fail("head dimension {} (--embd {} / --heads {}) is odd: RoPE rotates pairs and needs it even",
          head_dim(), n_embd, n_head);
   if (seq_len <= 0) fail("--seq-len {} must be positive", seq_len);
+  if (n_kv_head < 0 || n_kv_head > n_head || (n_kv_head > 0 && n_head % n_kv_head != 0))
+    fail("--kv-heads {} must divide --heads {} (grouped-query attention)", n_kv_head, n_head);
   if (!(rope_theta > 0)) fail("rope_theta {} must be positive", rope_theta);
 }
 
@@ -121,6 +123,7 @@ void to_json(nlohmann::json& j, const ModelConfig& cfg) {
                      {"padded_vocab_size", cfg.padded_vocab},
                      {"n_layer", cfg.n_layer},
                      {"n_head", cfg.n_head},
+                     {"n_kv_head", cfg.kv_heads()},
                      {"n_embd", cfg.n_embd},
                      {"seq_len", cfg.seq_len},
                      {"rope_theta", cfg.rope_theta},
@@ -145,6 +148,8 @@ ModelConfig model_config_from_json(const nlohmann::json& j, const std::string& s
   cfg.padded_vocab = get_int("padded_vocab_size");
   cfg.n_layer = get_int("n_layer");
   cfg.n_head = get_int("n_head");
+  cfg.n_kv_head = j.contains("n_kv_head") ? get_int("n_kv_head") : 0;  // older checkpoints: none
+  if (cfg.n_kv_head == cfg.n_head) cfg.n_kv_head = 0;  // canonical: 0 = one per head
   cfg.n_embd = get_int("n_embd");
   cfg.seq_len = get_int("seq_len");
   if (!j.contains("rope_theta") || !j["rope_theta"].is_number())

@@ -23,6 +23,7 @@ struct ModelConfig {
   int padded_vocab = 256;  // V_pad: V rounded up to a multiple of 64 (rows of wte)
   int n_layer = 4;
   int n_head = 4;
+  int n_kv_head = 0;  // key/value heads (grouped-query attention); 0: n_head
   int n_embd = 128;
   int seq_len = 256;  // context length T (RoPE table size; no learned positions)
   double rope_theta = 10000.0;
@@ -30,6 +31,8 @@ struct ModelConfig {
   std::array<bool, kMaxLayers> layer_sink{};      // a learned attention-sink logit per head
 
   int head_dim() const { return n_embd / n_head; }
+  int kv_heads() const { return n_kv_head > 0 ? n_kv_head : n_head; }
+  int qkv_dim() const { return n_embd + 2 * kv_heads() * head_dim(); }  // rows of c_attn: q | k | v
   // Throws Error naming the first impossible value (C % H, odd head dim, non-positive sizes, ...).
   void validate() const;
 };

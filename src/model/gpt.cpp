@@ -26,7 +26,7 @@ size_t carve_activations(Activations<Real>& a, Real* base, const ModelConfig& cf
   for (Real*& r : a.resid) take(r, N * C);
   for (auto& L : a.layers) {
     take(L.ln1, N * C), take(L.ln1_mean, N), take(L.ln1_rstd, N);
-    take(L.qkv, N * 3 * C), take(L.att_y, N * C), take(L.att_lse, (size_t)B * H * T);
+    take(L.qkv, N * cfg.qkv_dim()), take(L.att_y, N * C), take(L.att_lse, (size_t)B * H * T);
     take(L.resid_mid, N * C);
     take(L.ln2, N * C), take(L.ln2_mean, N), take(L.ln2_rstd, N);
     take(L.fc, N * 4 * C), take(L.fc_gelu, N * 4 * C);
@@ -39,7 +39,7 @@ size_t carve_activations(Activations<Real>& a, Real* base, const ModelConfig& cf
   take(a.gate_alpha, H), take(a.gate_dalpha, N * H), take(a.sink_dlogit, (size_t)B * H);
   take(a.logits, (size_t)head_rows * cfg.padded_vocab);
   take(a.d_resid, N * C), take(a.d_buf, N * C);
-  take(a.d_qkv, N * 3 * C), take(a.d_fc, N * 4 * C);
+  take(a.d_qkv, N * cfg.qkv_dim()), take(a.d_fc, N * 4 * C);
   return offset;
 }
 
@@ -87,6 +87,7 @@ template <typename Real>
 double Gpt<Real>::run_forward(const int32_t* inputs, const int32_t* targets, bool need_grad) {
   const int B = B_, T = T_, N = B * T, C = cfg_.n_embd, H = cfg_.n_head;
   const int V = cfg_.vocab_size, Vp = cfg_.padded_vocab;
+  const int Hkv = cfg_.kv_heads(), QKV = cfg_.qkv_dim();
   Weights<Real>& w = params_.w;
   Activations<Real>& a = acts_;
   for (int n = 0; n < N; n++) {
@@ -103,12 +104,12 @@ double Gpt<Real>::run_forward(const int32_t* inputs, const int32_t* targets, boo
     const Real* x = a.resid[l];
     // x_mid = x + attn(LN1(x))
     ops::layernorm_forward(L.ln1, L.ln1_mean, L.ln1_rstd, x, W.ln1_w, W.ln1_b, N, C);
-    ops::matmul_forward(L.qkv, L.ln1, W.qkv_w, N, C, 3 * C);
-    ops::rope_forward(L.qkv, a.rope_cos, a.rope_sin, B, T, C, H);
+    ops::matmul_forward(L.qkv, L.ln1, W.qkv_w, N, C, QKV);
+    ops::rope_forward(L.qkv, a.rope_cos, a.rope_sin, B, T, C, H, Hkv);
     const bool exclusive = cfg_.layer_attn[l] != AttnKind::sa;
     const Real* alpha = gate_alpha(l);
     ops::attention_forward(L.att_y, exclusive ? a.att_z : nullptr, L.att_lse, L.qkv, B, T, C, H,
-                           alpha, W.sink);
+                           alpha, W.sink, Hkv);
     const Real* z = exclusive ? a.att_z : L.att_y;
     std::memcpy(L.resid_mid, x, sizeof(Real) * N * C);
     ops::matmul_forward(L.resid_mid, z, W.attn_proj_w, N, C, C, /*accumulate=*/true);
@@ -151,6 +152,7 @@ void Gpt<Real>::backward(const int32_t* inputs) {
   Weights<Real>& dw = params_.dw;
   Activations<Real>& a = acts_;
   const size_t NC = (size_t)N * C;
+  const int Hkv = cfg_.kv_heads(), QKV = cfg_.qkv_dim();
 
   // d_buf holds ∂L/∂lnf from the fused head.
   std::memset(a.d_resid, 0, sizeof(Real) * NC);
@@ -172,15 +174,15 @@ void Gpt<Real>::backward(const int32_t* inputs) {
     const Real* alpha = gate_alpha(l);
     const Real* z = L.att_y;
     if (exclusive) {
-      ops::xsa_forward(a.att_z, L.att_y, L.qkv, B, T, C, H, alpha);
+      ops::xsa_forward(a.att_z, L.att_y, L.qkv, B, T, C, H, alpha, Hkv);
       z = a.att_z;
     }
     // d_buf = ∂L/∂z; the attention backward applies XSA's backward to it in place.
     ops::matmul_backward(a.d_buf, dW.attn_proj_w, a.d_resid, z, W.attn_proj_w, N, C, C);
-    std::memset(a.d_qkv, 0, sizeof(Real) * 3 * NC);
+    std::memset(a.d_qkv, 0, sizeof(Real) * N * QKV);
     ops::attention_backward(a.d_qkv, a.d_buf, L.qkv, L.att_y, L.att_lse, B, T, C, H, exclusive,
                             alpha, alpha ? a.gate_dalpha : nullptr, W.sink,
-                            W.sink ? a.sink_dlogit : nullptr);
+                            W.sink ? a.sink_dlogit : nullptr, Hkv);
     if (W.sink)  // summed over the batch rows in order
       for (int h = 0; h < H; h++)
         for (int b = 0; b < B; b++) dW.sink[h] += a.sink_dlogit[(size_t)b * H + h];
@@ -191,8 +193,8 @@ void Gpt<Real>::backward(const int32_t* inputs) {
         dW.xsa_gate[h] += Real((1.0 - (double)alpha[h] * alpha[h]) * sum);
       }
     }
-    ops::rope_backward(a.d_qkv, a.rope_cos, a.rope_sin, B, T, C, H);
-    ops::matmul_backward(a.d_buf, dW.qkv_w, a.d_qkv, L.ln1, W.qkv_w, N, C, 3 * C);
+    ops::rope_backward(a.d_qkv, a.rope_cos, a.rope_sin, B, T, C, H, Hkv);
+    ops::matmul_backward(a.d_buf, dW.qkv_w, a.d_qkv, L.ln1, W.qkv_w, N, C, QKV);
     ops::layernorm_backward(a.d_resid, dW.ln1_w, dW.ln1_b, a.d_buf, a.resid[l], W.ln1_w, L.ln1_mean,
                             L.ln1_rstd, N, C);
   }

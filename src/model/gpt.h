@@ -18,7 +18,7 @@ struct LayerActivations {
   Real* ln1;        // [N, C]
   Real* ln1_mean;   // [N]
   Real* ln1_rstd;   // [N]
-  Real* qkv;        // [N, 3C] after RoPE on q and k
+  Real* qkv;        // [N, C + 2·Hkv·D] (q | k | v) after RoPE on q and k
   Real* att_y;      // [N, C] attention output y, before the exclusive step (z is recomputed)
   Real* att_lse;    // [B, H, T] row log-sum-exp of the scores
   Real* resid_mid;  // [N, C] residual stream after the attention block
@@ -47,7 +47,7 @@ struct Activations {
   Real* logits;       // [head_rows, V_pad] one chunk of the tied head
   Real* d_resid;      // [N, C] gradient of the residual stream
   Real* d_buf;        // [N, C]
-  Real* d_qkv;        // [N, 3C]
+  Real* d_qkv;        // [N, C + 2·Hkv·D]
   Real* d_fc;         // [N, 4C]
 };
 

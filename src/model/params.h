@@ -28,7 +28,7 @@ template <typename Real>
 struct LayerWeights {
   Real* ln1_w = nullptr;        // [C]
   Real* ln1_b = nullptr;        // [C]
-  Real* qkv_w = nullptr;        // [3C, C] rows q, k, v
+  Real* qkv_w = nullptr;        // [C + 2·Hkv·D, C] rows q, k, v
   Real* attn_proj_w = nullptr;  // [C, C]
   Real* xsa_gate = nullptr;     // [H] gated XSA only: w_h, α_h = tanh(w_h)
   Real* sink = nullptr;         // [H] attention sinks only: the sink's logit b_h
@@ -59,7 +59,8 @@ void for_each_tensor(const ModelConfig& cfg, Weights<Real>& w, Fn&& fn) {
     const std::string p = "transformer.h." + std::to_string(l) + ".";
     fn(p + "ln_1.weight", std::vector<int64_t>{C}, false, Init::ones, L.ln1_w);
     fn(p + "ln_1.bias", std::vector<int64_t>{C}, false, Init::zeros, L.ln1_b);
-    fn(p + "attn.c_attn.weight", std::vector<int64_t>{3 * C, C}, true, Init::normal, L.qkv_w);
+    fn(p + "attn.c_attn.weight", std::vector<int64_t>{cfg.qkv_dim(), C}, true, Init::normal,
+       L.qkv_w);
     fn(p + "attn.c_proj.weight", std::vector<int64_t>{C, C}, true, Init::normal_residual,
        L.attn_proj_w);
     if (cfg.layer_attn[l] == AttnKind::xsa_gated)  // zero: training starts as exact SA; no decay

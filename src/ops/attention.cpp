@@ -105,9 +105,9 @@ void attention_forward(Real* y, Real* z, Real* lse, const Real* qkv, int B, int 
 }
 
 template <typename Real>
-void attention_backward(Real* dqkv, Real* d_out, const Real* qkv, const Real* y, const Real* lse, int B, int T, int C,
-                        int H, bool exclusive, const Real* alpha, Real* dalpha, const Real* sink, Real* dsink,
-                        int Hkv) {
+void attention_backward(Real* dqkv, Real* d_out, const Real* qkv, const Real* y, const Real* lse,
+                        int B, int T, int C, int H, bool exclusive, const Real* alpha, Real* dalpha,
+                        const Real* sink, Real* dsink, int Hkv) {
   // forward: s_ij = q_i·k_j/√D, p_ij = exp(s_ij − lse_i), y_i = Σ_j p_ij v_j.
   //   dv_j += p_ij dy_i;  dp_ij = dy_i·v_j;  ds_ij = p_ij (dp_ij − D_i) with D_i = dy_i·y_i;
   //   dq_i += ds_ij k_j/√D;  dk_j += ds_ij q_i/√D.
@@ -152,9 +152,11 @@ void attention_backward(Real* dqkv, Real* d_out, const Real* qkv, const Real* y,
             Real* dK = dbase + (size_t)j0 * ld + C + g * D;
             Real* dV = dbase + (size_t)j0 * ld + C + Ck + g * D;
             gemm(false, true, rows, cols, D, scale, Q, ld, K, ld, Real(0), P, kKeyTile);
-            exp_tile(P, rows, cols, i0, j0, row_lse + i0);                                   // P
-            gemm(true, false, cols, D, rows, Real(1), P, kKeyTile, dY, C, Real(1), dV, ld);   // dV += Pᵀ dY
-            gemm(false, true, rows, cols, D, Real(1), dY, C, V, ld, Real(0), dS, kKeyTile);   // dP = dY Vᵀ
+            exp_tile(P, rows, cols, i0, j0, row_lse + i0);  // P
+            gemm(true, false, cols, D, rows, Real(1), P, kKeyTile, dY, C, Real(1), dV,
+                 ld);  // dV += Pᵀ dY
+            gemm(false, true, rows, cols, D, Real(1), dY, C, V, ld, Real(0), dS,
+                 kKeyTile);  // dP = dY Vᵀ
             for (int r = 0; r < rows; r++) {
               const Real d_row = Di[i0 + r];
               Real* ds = dS + (size_t)r * kKeyTile;
@@ -162,8 +164,10 @@ void attention_backward(Real* dqkv, Real* d_out, const Real* qkv, const Real* y,
 #pragma omp simd
               for (int c = 0; c < cols; c++) ds[c] = p[c] * (ds[c] - d_row) * scale;
             }
-            gemm(false, false, rows, D, cols, Real(1), dS, kKeyTile, K, ld, Real(1), dQ, ld);  // dQ += dS K
-            gemm(true, false, cols, D, rows, Real(1), dS, kKeyTile, Q, ld, Real(1), dK, ld);   // dK += dSᵀ Q
+            gemm(false, false, rows, D, cols, Real(1), dS, kKeyTile, K, ld, Real(1), dQ,
+                 ld);  // dQ += dS K
+            gemm(true, false, cols, D, rows, Real(1), dS, kKeyTile, Q, ld, Real(1), dK,
+                 ld);  // dK += dSᵀ Q
           }
         }
       }
@@ -171,11 +175,12 @@ void attention_backward(Real* dqkv, Real* d_out, const Real* qkv, const Real* y,
   }
 }
 
-#define XSA_INSTANTIATE(Real)                                                                                   \
-  template void attention_forward<Real>(Real*, Real*, Real*, const Real*, int, int, int, int, const Real*,     \
-                                        const Real*, int);                                                    \
-  template void attention_backward<Real>(Real*, Real*, const Real*, const Real*, const Real*, int, int, int, int, \
-                                         bool, const Real*, Real*, const Real*, Real*, int);
+#define XSA_INSTANTIATE(Real)                                                                      \
+  template void attention_forward<Real>(Real*, Real*, Real*, const Real*, int, int, int, int,      \
+                                        const Real*, const Real*, int);                            \
+  template void attention_backward<Real>(Real*, Real*, const Real*, const Real*, const Real*, int, \
+                                         int, int, int, bool, const Real*, Real*, const Real*,     \
+                                         Real*, int);
 XSA_INSTANTIATE(float)
 XSA_INSTANTIATE(double)
 

@@ -48,10 +48,12 @@ template <typename Real>
 void rope_table(Real* cos, Real* sin, int T, int D, double theta);
 // Rotates q and k of qkv [B, T, 3C] in place (v untouched). Position of row (b, t) is t.
 template <typename Real>
-void rope_forward(Real* qkv, const Real* cos, const Real* sin, int B, int T, int C, int H, int Hkv = 0);
+void rope_forward(Real* qkv, const Real* cos, const Real* sin, int B, int T, int C, int H,
+                  int Hkv = 0);
 // dqkv [B, T, 3C]: the q and k parts are rotated back in place (the transpose rotation).
 template <typename Real>
-void rope_backward(Real* dqkv, const Real* cos, const Real* sin, int B, int T, int C, int H, int Hkv = 0);
+void rope_backward(Real* dqkv, const Real* cos, const Real* sin, int B, int T, int C, int H,
+                   int Hkv = 0);
 
 // Grouped-query attention: every kernel that reads qkv takes Hkv, the number of key/value heads
 // (0: Hkv = H). qkv rows are then [q: C | k: Hkv·D | v: Hkv·D], query head h uses kv head
@@ -90,7 +92,8 @@ template <typename Real>
 // With alpha [H] (gated XSA), dalpha [B·T, H] receives each token's ∂L/∂α_h = −s (g·u)
 // (overwritten).
 void xsa_backward(Real* dy, Real* dqkv, const Real* dz, const Real* y, const Real* qkv, int B,
-                  int T, int C, int H, const Real* alpha = nullptr, Real* dalpha = nullptr, int Hkv = 0);
+                  int T, int C, int H, const Real* alpha = nullptr, Real* dalpha = nullptr,
+                  int Hkv = 0);
 
 // ---- gelu.cpp: tanh approximation ----
 template <typename Real>

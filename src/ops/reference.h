@@ -88,15 +88,22 @@ void layernorm_backward(Real* dinp, Real* dweight, Real* dbias, const Real* dout
   }
 }
 
+// Offset of (row n, part 0/1/2 = q/k/v, query head h) in qkv rows [q: C | k: Hkv·D | v: Hkv·D];
+// under grouped-query attention (Hkv < H) query head h reads key/value head h / (H / Hkv).
+inline int qkv_offset(int n, int part, int h, int C, int H, int Hkv) {
+  const int Hk = Hkv > 0 ? Hkv : H, D = C / H, ld = C + 2 * Hk * D;
+  return n * ld + (part == 0 ? h * D : C + (part - 1) * Hk * D + (h / (H / Hk)) * D);
+}
+
 // RoPE on q and k of qkv [B, T, 3C]; sign +1 rotates by +angle, −1 applies the transpose.
 template <typename Real>
-void rope_rotate(Real* qkv, int B, int T, int C, int H, double theta, int sign) {
-  int D = C / H;
+void rope_rotate(Real* qkv, int B, int T, int C, int H, double theta, int sign, int Hkv = 0) {
+  int D = C / H, Hk = Hkv > 0 ? Hkv : H;
   for (int b = 0; b < B; b++)
     for (int t = 0; t < T; t++)
       for (int part = 0; part < 2; part++)
-        for (int h = 0; h < H; h++) {
-          Real* x = qkv + ((b * T + t) * 3 * C) + part * C + h * D;
+        for (int h = 0; h < (part ? Hk : H); h++) {  // k heads are indexed as kv heads here
+          Real* x = qkv + qkv_offset(b * T + t, part, part ? h * (H / Hk) : h, C, H, Hkv);
           for (int j = 0; j < D / 2; j++) {
             double angle = sign * t / std::pow(theta, 2.0 * j / D);
             Real c = Real(std::cos(angle)), s = Real(std::sin(angle));
@@ -112,10 +119,10 @@ void rope_rotate(Real* qkv, int B, int T, int C, int H, double theta, int sign) 
 // sink [H] (optional): a logit b_h in every row's softmax whose value vector is zero.
 template <typename Real>
 void attention_forward(Real* y, Real* lse, const Real* qkv, int B, int T, int C, int H,
-                       const Real* sink = nullptr) {
+                       const Real* sink = nullptr, int Hkv = 0) {
   int D = C / H;
   auto at = [&](int b, int t, int part, int h, int d) {
-    return qkv[(b * T + t) * 3 * C + part * C + h * D + d];
+    return qkv[qkv_offset(b * T + t, part, h, C, H, Hkv) + d];
   };
   std::vector<Real> scores(T);
   for (int b = 0; b < B; b++)
@@ -144,10 +151,10 @@ void attention_forward(Real* y, Real* lse, const Real* qkv, int B, int T, int C,
 // With sink, dsink [H] accumulates ∂L/∂b_h = Σ_i p_sink,i (0 − rowsum_i).
 template <typename Real>
 void attention_backward(Real* dqkv, const Real* dy, const Real* qkv, int B, int T, int C, int H,
-                        const Real* sink = nullptr, Real* dsink = nullptr) {
+                        const Real* sink = nullptr, Real* dsink = nullptr, int Hkv = 0) {
   int D = C / H;
   auto idx = [&](int b, int t, int part, int h, int d) {
-    return (b * T + t) * 3 * C + part * C + h * D + d;
+    return qkv_offset(b * T + t, part, h, C, H, Hkv) + d;
   };
   std::vector<Real> P(T * T), dP(T * T), p_sink(T);
   Real scale = 1 / std::sqrt(Real(D));
@@ -198,11 +205,11 @@ void attention_backward(Real* dqkv, const Real* dy, const Real* qkv, int B, int 
 // α = 1, or per head from alpha (gated XSA).
 template <typename Real>
 void xsa_forward(Real* z, const Real* y, const Real* qkv, int B, int T, int C, int H,
-                 const Real* alpha = nullptr) {
+                 const Real* alpha = nullptr, int Hkv = 0) {
   int D = C / H;
   for (int n = 0; n < B * T; n++)
     for (int h = 0; h < H; h++) {
-      const Real* v = qkv + n * 3 * C + 2 * C + h * D;
+      const Real* v = qkv + qkv_offset(n, 2, h, C, H, Hkv);
       const Real* yy = y + n * C + h * D;
       const Real al = alpha ? alpha[h] : Real(1);
       Real vv = 0, yv = 0;
@@ -220,11 +227,12 @@ void xsa_forward(Real* z, const Real* y, const Real* qkv, int B, int T, int C, i
 // dy overwrites, the v part of dqkv accumulates.
 template <typename Real>
 void xsa_backward(Real* dy, Real* dqkv, const Real* dz, const Real* y, const Real* qkv, int B,
-                  int T, int C, int H, const Real* alpha = nullptr, Real* dalpha = nullptr) {
+                  int T, int C, int H, const Real* alpha = nullptr, Real* dalpha = nullptr,
+                  int Hkv = 0) {
   int D = C / H;
   for (int n = 0; n < B * T; n++)
     for (int h = 0; h < H; h++) {
-      const Real* v = qkv + n * 3 * C + 2 * C + h * D;
+      const Real* v = qkv + qkv_offset(n, 2, h, C, H, Hkv);
       const Real* yy = y + n * C + h * D;
       const Real* g = dz + n * C + h * D;
       const Real al = alpha ? alpha[h] : Real(1);
@@ -236,7 +244,7 @@ void xsa_backward(Real* dy, Real* dqkv, const Real* dz, const Real* y, const Rea
       for (int d = 0; d < D; d++) {
         dy[n * C + h * D + d] = g[d] - al * gv * v[d] / vv;
         Real dv = gv * yy[d] + yv * g[d] - (floored ? 0 : 2 * yv * gv * v[d] / vv);
-        dqkv[n * 3 * C + 2 * C + h * D + d] += -al * dv / vv;
+        dqkv[qkv_offset(n, 2, h, C, H, Hkv) + d] += -al * dv / vv;
       }
     }
 }

@@ -49,18 +49,20 @@ void rotate_qk(Real* qkv, const Real* cos, const Real* sin, int B, int T, int C,
 }  // namespace
 
 template <typename Real>
-void rope_forward(Real* qkv, const Real* cos, const Real* sin, int B, int T, int C, int H, int Hkv) {
+void rope_forward(Real* qkv, const Real* cos, const Real* sin, int B, int T, int C, int H,
+                  int Hkv) {
   rotate_qk(qkv, cos, sin, B, T, C, H, Hkv, Real(1));
 }
 
 template <typename Real>
-void rope_backward(Real* dqkv, const Real* cos, const Real* sin, int B, int T, int C, int H, int Hkv) {
+void rope_backward(Real* dqkv, const Real* cos, const Real* sin, int B, int T, int C, int H,
+                   int Hkv) {
   // The rotation is orthogonal, so its backward is the rotation by −angle.
   rotate_qk(dqkv, cos, sin, B, T, C, H, Hkv, Real(-1));
 }
 
-#define XSA_INSTANTIATE(Real)                                                            \
-  template void rope_table<Real>(Real*, Real*, int, int, double);                        \
+#define XSA_INSTANTIATE(Real)                                                                 \
+  template void rope_table<Real>(Real*, Real*, int, int, double);                             \
   template void rope_forward<Real>(Real*, const Real*, const Real*, int, int, int, int, int); \
   template void rope_backward<Real>(Real*, const Real*, const Real*, int, int, int, int, int);
 XSA_INSTANTIATE(float)

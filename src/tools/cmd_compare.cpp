@@ -42,6 +42,9 @@ void add_compare_options(CLI::App* cmd, CompareArgs& a) {
   cmd->add_option("--vocab-dir", r.vocab_dir, "Folder with GPT-2's encoder.json and vocab.bpe");
   cmd->add_option("--layers", m.n_layer, "Transformer blocks")->capture_default_str();
   cmd->add_option("--heads", m.n_head, "Attention heads")->capture_default_str();
+  cmd->add_option("--kv-heads", m.n_kv_head,
+                  "Key/value heads, grouped-query attention (0: one per head)")
+      ->capture_default_str();
   cmd->add_option("--embd", m.n_embd, "Embedding width")->capture_default_str();
   cmd->add_option("--seq-len", m.seq_len, "Context length")->capture_default_str();
   cmd->add_option("--batch", r.batch, "Sequences per step")->capture_default_str();
@@ -105,9 +108,9 @@ void add_sweep_command(CLI::App& root) {
   auto param = std::make_shared<std::string>();
   a->cfg.run.out = "runs/sweep";
   add_compare_options(cmd, *a);
-  cmd->add_option(
-         "--param", *param,
-         "NAME=V1,V2,...: seq-len, lr, embd, layers, heads, steps, batch, warmup, weight-decay")
+  cmd->add_option("--param", *param,
+                  "NAME=V1,V2,...: seq-len, lr, embd, layers, heads, kv-heads, steps, batch, "
+                  "warmup, weight-decay")
       ->required();
   cmd->callback([a, cmd, param] {
     const size_t eq = param->find('=');

@@ -54,6 +54,9 @@ void add_train_command(CLI::App& root) {
       ->capture_default_str();
   cmd->add_option("--layers", m.n_layer, "Transformer blocks (L)")->capture_default_str();
   cmd->add_option("--heads", m.n_head, "Attention heads (H)")->capture_default_str();
+  cmd->add_option("--kv-heads", m.n_kv_head,
+                  "Key/value heads, grouped-query attention (0: one per head)")
+      ->capture_default_str();
   cmd->add_option("--embd", m.n_embd, "Embedding width (C)")->capture_default_str();
   cmd->add_option("--seq-len", m.seq_len, "Context length (T)")->capture_default_str();
   cmd->add_option("--rope-theta", m.rope_theta, "RoPE base")->capture_default_str();
@@ -110,6 +113,7 @@ void add_train_command(CLI::App& root) {
     ModelConfig stored = load_checkpoint_config(ckpt);
     check_agrees(*cmd, "--layers", model.n_layer, stored.n_layer, ckpt);
     check_agrees(*cmd, "--heads", model.n_head, stored.n_head, ckpt);
+    check_agrees(*cmd, "--kv-heads", model.kv_heads(), stored.kv_heads(), ckpt);
     check_agrees(*cmd, "--embd", model.n_embd, stored.n_embd, ckpt);
     check_agrees(*cmd, "--seq-len", model.seq_len, stored.seq_len, ckpt);
     if (cmd->count("--rope-theta") && model.rope_theta != stored.rope_theta)

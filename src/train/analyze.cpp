@@ -43,8 +43,10 @@ std::vector<HeadBias> attention_similarity_bias(Gpt<float>& model, const TokenSt
           if (targets[(size_t)b * T] < 0) continue;  // a padding row of the last batch
           std::fill(prefix.begin(), prefix.end(), 0.0);
           for (int t = 0; t < T; t++) {
-            const float* row = act.qkv + ((size_t)b * T + t) * 3 * C;
-            const float *q = row + h * D, *k = row + C + h * D, *v = row + 2 * C + h * D;
+            // GQA: query head h reads key/value head h / (H / Hkv)
+            const float* row = act.qkv + ((size_t)b * T + t) * cfg.qkv_dim();
+            const int g = h / (H / cfg.kv_heads()), Ck = cfg.kv_heads() * D;
+            const float *q = row + h * D, *k = row + C + g * D, *v = row + C + Ck + g * D;
             const float* y = act.att_y + ((size_t)b * T + t) * C + h * D;
             const double nv = norm(v);
             for (int d = 0; d < D; d++) vhat[d] = nv > 0 ? v[d] / nv : 0.0;

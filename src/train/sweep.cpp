@@ -36,6 +36,8 @@ void apply_sweep_param(CompareConfig& cfg, const std::string& param, const std::
     cfg.model.n_layer = whole();
   else if (param == "heads")
     cfg.model.n_head = whole();
+  else if (param == "kv-heads")
+    cfg.model.n_kv_head = whole();
   else if (param == "steps")
     cfg.run.steps = whole();
   else if (param == "batch")
@@ -48,8 +50,8 @@ void apply_sweep_param(CompareConfig& cfg, const std::string& param, const std::
     cfg.run.weight_decay = v;
   else
     fail(
-        "--param {} is not a sweepable option (seq-len, lr, embd, layers, heads, steps, batch, "
-        "warmup, weight-decay)",
+        "--param {} is not a sweepable option (seq-len, lr, embd, layers, heads, kv-heads, steps, "
+        "batch, warmup, weight-decay)",
         param);
 }
 
