@@ -280,6 +280,9 @@ TEST_F(Cli, CompareAndAnalyze) {
   EXPECT_EQ(r.err,
             "xsa: error: cmp: already holds a report; pass --force to replace it, or choose "
             "another --out\n");
+  r = xsa("compare --data data.txt --layers 48 --embd 8192 --heads 64 --out cmp_huge");
+  EXPECT_NE(r.err.find("GB are available"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1);
   r = xsa("compare --data data.txt --preset huge");
   EXPECT_EQ(r.err, "xsa: error: --preset huge is not known (demo, tiny)\n");
 }

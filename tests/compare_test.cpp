@@ -157,6 +157,23 @@ TEST(Compare, TwinsAreTwinsAndTheReportHoldsItsFields) {
   for (const char* f : {"report.md", "val_loss.svg", "delta_vs_sa.svg", "similarity_bias.svg"})
     EXPECT_TRUE(fs::exists(dir / "report" / f)) << f;
   EXPECT_TRUE(fs::exists(dir / "report/arms/xsa-seed2"));
+  // An interrupted run (seed 2 unfinished, no report yet) resumes: seed 1 comes from its file, seed
+  // 2 is trained again, and the results are those of the uninterrupted run.
+  fs::remove(dir / "report/report.json");
+  fs::remove(dir / "report/seed-2.json");
+  CompareResult resumed = compare(cfg);
+  ASSERT_EQ(resumed.arms.size(), r.arms.size());
+  for (size_t i = 0; i < r.arms.size(); i++) {
+    EXPECT_EQ(resumed.arms[i].val_loss, r.arms[i].val_loss) << i;
+    EXPECT_EQ(resumed.arms[i].batches_hash, r.arms[i].batches_hash) << i;
+  }
+  // A seed file from another comparison is not mixed in.
+  fs::remove(dir / "report/report.json");
+  CompareConfig other = cfg;
+  other.run.lr = 2e-3;
+  EXPECT_THROW(compare(other), Error);
+  compare(cfg);  // both seeds from their files: the report again
+  EXPECT_TRUE(fs::exists(dir / "report/report.json"));
   // A report is not overwritten without --force; sa must come first.
   EXPECT_THROW(compare(cfg), Error);
   cfg.run.force = true;

@@ -329,6 +329,43 @@ TEST(Attention, GroupedQueryMatchesReference) {
   }
 }
 
+// GQA with XSA equals ordinary multi-head attention on values repeated per query head: outputs
+// equal; q gradients equal; each shared k, v gradient is the sum over its group's copies.
+TEST(Attention, GroupedQueryEqualsRepeatedValues) {
+  const int B = 2, T = 70, C = 32, H = 4, Hkv = 2, D = C / H, group = H / Hkv, N = B * T, W = C + 2 * Hkv * D;
+  Vec gqa = random_vector(N * W, 1), dout = random_vector(N * C, 2);
+  Vec mha(N * 3 * C);  // the same model with every kv head copied to its query heads
+  for (int n = 0; n < N; n++)
+    for (int h = 0; h < H; h++)
+      for (int d = 0; d < D; d++) {
+        mha[n * 3 * C + h * D + d] = gqa[n * W + h * D + d];
+        mha[n * 3 * C + C + h * D + d] = gqa[n * W + C + (h / group) * D + d];
+        mha[n * 3 * C + 2 * C + h * D + d] = gqa[n * W + C + Hkv * D + (h / group) * D + d];
+      }
+  Vec y_ref(N * C), lse_ref(B * H * T), z_ref(N * C), dy_ref = dout, dmha(N * 3 * C, 0.0);
+  ref::attention_forward(y_ref.data(), lse_ref.data(), mha.data(), B, T, C, H);
+  ref::xsa_forward(z_ref.data(), y_ref.data(), mha.data(), B, T, C, H);
+  ref::xsa_backward(dy_ref.data(), dmha.data(), dout.data(), y_ref.data(), mha.data(), B, T, C, H);
+  ref::attention_backward(dmha.data(), dy_ref.data(), mha.data(), B, T, C, H);
+  Vec dgqa_ref(N * W, 0.0);  // fold the copies back
+  for (int n = 0; n < N; n++)
+    for (int h = 0; h < H; h++)
+      for (int d = 0; d < D; d++) {
+        dgqa_ref[n * W + h * D + d] = dmha[n * 3 * C + h * D + d];
+        dgqa_ref[n * W + C + (h / group) * D + d] += dmha[n * 3 * C + C + h * D + d];
+        dgqa_ref[n * W + C + Hkv * D + (h / group) * D + d] += dmha[n * 3 * C + 2 * C + h * D + d];
+      }
+  auto qkvf = cast_vector<float>(gqa), doutf = cast_vector<float>(dout);
+  std::vector<float> yf(N * C), zf(N * C), lsef(B * H * T), dqkvf(N * W, 0.f);
+  ops::attention_forward(yf.data(), zf.data(), lsef.data(), qkvf.data(), B, T, C, H, (float*)nullptr, (float*)nullptr,
+                         Hkv);
+  ops::attention_backward(dqkvf.data(), doutf.data(), qkvf.data(), yf.data(), lsef.data(), B, T, C, H, true,
+                          (float*)nullptr, (float*)nullptr, (float*)nullptr, (float*)nullptr, Hkv);
+  EXPECT_LE(max_rel_error(yf, y_ref), kTolF32);
+  EXPECT_LE(max_rel_error(zf, z_ref), kTolF32);
+  EXPECT_LE(max_rel_error(dqkvf, dgqa_ref), kTolF32);
+}
+
 TEST(Attention, GroupedQueryReferenceBackwardMatchesFiniteDifferences) {
   const int B = 1, T = 4, C = 8, H = 4, Hkv = 2, D = C / H, N = B * T, W = C + 2 * Hkv * D;
   Vec qkv = random_vector(N * W, 1), probe = random_vector(N * C, 2);

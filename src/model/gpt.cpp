@@ -64,6 +64,14 @@ Gpt<Real>::Gpt(const ModelConfig& cfg, int B, int T)
 }
 
 template <typename Real>
+double Gpt<Real>::memory_bytes(const ModelConfig& cfg, int B, int T) {
+  Activations<Real> unused;
+  const size_t activations =
+      carve_activations<Real>(unused, nullptr, cfg, B, T, head_chunk_rows(cfg, B * T));
+  return sizeof(Real) * (4.0 * param_arena_size(param_layout(cfg)) + activations);
+}
+
+template <typename Real>
 int Gpt<Real>::head_chunk_rows(const ModelConfig& cfg, int N) {
   // Up to 32 M logits (128 MB in float) at once: large enough that the head's GEMMs run at full
   // speed, small enough that B×T×V logits never exist together for large batches.

@@ -71,6 +71,8 @@ class Gpt {
   double forward_backward(const int32_t* inputs, const int32_t* targets);
   // Logits [V_pad] of row n (= b*T + t) from the last forward.
   void logits_row(int n, Real* out) const;
+  // Bytes one model takes: parameters, gradients, both AdamW moments, activations for B × T.
+  static double memory_bytes(const ModelConfig& cfg, int B, int T);
   // Rows of the tied head computed at once for N = B·T rows (bounds the logits buffer).
   static int head_chunk_rows(const ModelConfig& cfg, int N);
   // Number of positions that counted in the last loss.

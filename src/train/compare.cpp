@@ -135,6 +135,38 @@ uint64_t fnv1a(const void* data, size_t bytes, uint64_t h = 1469598103934665603u
   return h;
 }
 
+json arm_to_json(const ArmResult& a) {
+  json curve = json::array(), evals = json::array();
+  for (auto& [st, v] : a.val_curve)
+    curve.push_back({st, std::isfinite(v) ? json(v) : json(nullptr)});
+  for (double v : a.eval_losses) evals.push_back(std::isfinite(v) ? json(v) : json(nullptr));
+  return {{"variant", a.variant},
+          {"seed", a.seed},
+          {"train_loss", a.train_loss},
+          {"val_loss", std::isfinite(a.val_loss) ? json(a.val_loss) : json(nullptr)},
+          {"eval_losses", evals},
+          {"ms_per_step", a.ms_per_step},
+          {"tokens_per_s", a.tokens_per_s},
+          {"peak_mb", a.peak_mb},
+          {"val_curve", curve},
+          {"init_hash", fmt::format("{:016x}", a.init_hash)},
+          {"batches_hash", fmt::format("{:016x}", a.batches_hash)}};
+}
+
+ArmResult arm_from_json(const json& j) {
+  auto num = [](const json& v) { return v.is_null() ? NAN : v.get<double>(); };
+  ArmResult a;
+  a.variant = j.at("variant"), a.seed = j.at("seed");
+  a.train_loss = num(j.at("train_loss")), a.val_loss = num(j.at("val_loss"));
+  for (const auto& v : j.at("eval_losses")) a.eval_losses.push_back(num(v));
+  a.ms_per_step = j.at("ms_per_step"), a.tokens_per_s = j.at("tokens_per_s"),
+  a.peak_mb = j.at("peak_mb");
+  for (const auto& p : j.at("val_curve")) a.val_curve.push_back({p[0].get<int64_t>(), num(p[1])});
+  a.init_hash = std::stoull(j.at("init_hash").get<std::string>(), nullptr, 16);
+  a.batches_hash = std::stoull(j.at("batches_hash").get<std::string>(), nullptr, 16);
+  return a;
+}
+
 json nan_to_null(double v) {
   return std::isfinite(v) ? json(v) : json(nullptr);
 }
@@ -163,6 +195,9 @@ CompareResult compare(const CompareConfig& cfg) {
   if (fs::exists(out / "report.json", ec) && !run.force)
     fail("{}: already holds a report; pass --force to replace it, or choose another --out",
          out.string());
+  if (run.force) {  // start over: finished seeds of an earlier, interrupted run go too
+    for (int s = 0; s < 1000; s++) fs::remove(out / fmt::format("seed-{}.json", run.seed + s), ec);
+  }
 
   const int B = run.batch, T = cfg.model.seq_len;
   const int threads = set_thread_count(run.threads);
@@ -173,6 +208,27 @@ CompareResult compare(const CompareConfig& cfg) {
   base.tokenizer = data.tokenizer;
   base.vocab_size = vocab_size_of(data.tokenizer);
   base.padded_vocab = pad_vocab(base.vocab_size);
+  {  // Every arm of a seed lives in memory at once: refuse a run that cannot fit.
+    ModelConfig m = base;
+    m.layer_attn = variants.back().layers, m.layer_sink = variants.back().sinks;
+    const double need =
+        (double)variants.size() * Gpt<float>::memory_bytes(m, B, T) + data.train.size() * 2.0;
+    const double available = available_memory_bytes();
+    if (available > 0 && need > 0.9 * available)
+      fail(
+          "{} arms of this model need about {:.1f} GB at --batch {} and --seq-len {}, but {:.1f} "
+          "GB are available; "
+          "use fewer variants, a smaller model or batch",
+          variants.size(), need / 1e9, B, T, available / 1e9);
+  }
+  // The fingerprint of this comparison: finished seeds of an interrupted run with the same one
+  // resume.
+  nlohmann::json identity = {{"data", run.data},
+                             {"model", json(base)},
+                             {"run", run_config_to_json(run)},
+                             {"variants", cfg.variants},
+                             {"eval_data", cfg.eval_data}};
+  identity["run"].erase("threads"), identity["run"].erase("out");
   std::vector<Dataset> evals;
   for (const std::string& path : cfg.eval_data)
     evals.push_back(open_dataset(path, data.tokenizer, 0, B, T, run.vocab_dir));
@@ -223,6 +279,25 @@ CompareResult compare(const CompareConfig& cfg) {
 
   for (int s = 0; s < cfg.seeds; s++) {
     const uint64_t seed = run.seed + s;
+    const fs::path seed_file = out / fmt::format("seed-{}.json", seed);
+    if (fs::exists(seed_file, ec)) {  // finished before an interruption: take its results
+      json done = json::parse(read_file(seed_file), nullptr, false);
+      if (!done.is_discarded() && done.value("identity", json()) == identity) {
+        for (const auto& a : done["arms"]) result.arms.push_back(arm_from_json(a));
+        for (size_t k = 1; k < variants.size(); k++)
+          for (const auto& r : done["overhead"][k]) overhead_ratios[k].push_back(r.get<double>());
+        if (!run.quiet)
+          std::printf("seed %llu: finished earlier, results taken from %s\n",
+                      (unsigned long long)seed, seed_file.string().c_str());
+        continue;
+      }
+      fail(
+          "{}: comes from a different comparison (other data, model, settings or variants); pass "
+          "--force to "
+          "start over",
+          seed_file.string());
+    }
+    const size_t first_overhead = overhead_ratios.size() > 1 ? overhead_ratios[1].size() : 0;
     std::vector<Arm> arms(variants.size());
     for (size_t k = 0; k < variants.size(); k++) {
       Arm& a = arms[k];
@@ -311,10 +386,27 @@ CompareResult compare(const CompareConfig& cfg) {
                            {"compare_variant", a.variant.name},
                            {"data", {{"source", run.data}}}},
                       true);
-      if (s == 0 && cfg.analyze_batches > 0 && n_val > 0)
-        bias[k] =
-            attention_similarity_bias(*a.model, data.val, std::min(cfg.analyze_batches, n_val));
       result.arms.push_back(a.result);
+    }
+    // This seed is done: its results survive an interruption (Ctrl-C) of the later ones.
+    json done = {{"identity", identity}, {"arms", json::array()}, {"overhead", json::array()}};
+    for (const Arm& a : arms) done["arms"].push_back(arm_to_json(a.result));
+    for (size_t k = 0; k < variants.size(); k++)
+      done["overhead"].push_back(
+          k ? std::vector<double>(overhead_ratios[k].begin() + first_overhead,
+                                  overhead_ratios[k].end())
+            : std::vector<double>());
+    write_file_atomic(seed_file, done.dump() + "\n");
+  }
+  // The similarity bias of every variant, from the first seed's saved final weights.
+  if (cfg.analyze_batches > 0 && n_val > 0) {
+    for (size_t k = 0; k < variants.size(); k++) {
+      const fs::path ckpt =
+          resolve_checkpoint(out / "arms" / fmt::format("{}-seed{}", variants[k].name, run.seed));
+      ModelConfig m = load_checkpoint_config(ckpt);
+      Gpt<float> model(m, B, T);
+      load_checkpoint_weights(ckpt, model.params(), false);
+      bias[k] = attention_similarity_bias(model, data.val, std::min(cfg.analyze_batches, n_val));
     }
   }
 
@@ -423,23 +515,7 @@ CompareResult compare(const CompareConfig& cfg) {
 
   // report.json and report.md.
   json j_arms = json::array(), j_summary = json::array();
-  for (const ArmResult& a : result.arms) {
-    json curve = json::array(), tcurve = json::array();
-    for (auto& [st, v] : a.val_curve) curve.push_back({st, nan_to_null(v)});
-    json evals_j = json::array();
-    for (double v : a.eval_losses) evals_j.push_back(nan_to_null(v));
-    j_arms.push_back({{"variant", a.variant},
-                      {"seed", a.seed},
-                      {"train_loss", a.train_loss},
-                      {"val_loss", nan_to_null(a.val_loss)},
-                      {"eval_losses", evals_j},
-                      {"ms_per_step", a.ms_per_step},
-                      {"tokens_per_s", a.tokens_per_s},
-                      {"peak_mb", a.peak_mb},
-                      {"val_curve", curve},
-                      {"init_hash", fmt::format("{:016x}", a.init_hash)},
-                      {"batches_hash", fmt::format("{:016x}", a.batches_hash)}});
-  }
+  for (const ArmResult& a : result.arms) j_arms.push_back(arm_to_json(a));
   for (const VariantSummary& s : result.summary)
     j_summary.push_back({{"variant", s.variant},
                          {"n_seeds", s.n_seeds},

@@ -25,3 +25,14 @@ void reset_peak_rss() {
 }
 
 }  // namespace xsa
+
+namespace xsa {
+
+double available_memory_bytes() {
+  std::ifstream in("/proc/meminfo");
+  for (std::string line; std::getline(in, line);)
+    if (line.rfind("MemAvailable:", 0) == 0) return std::stod(line.substr(13)) * 1024.0;
+  return 0;
+}
+
+}  // namespace xsa

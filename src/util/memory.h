@@ -7,5 +7,6 @@ namespace xsa {
 double rss_mb();
 double peak_rss_mb();
 void reset_peak_rss();
+double available_memory_bytes();  // MemAvailable from /proc/meminfo; 0 when unknown
 
 }  // namespace xsa
