@@ -44,6 +44,8 @@ TEST(Variants, LayerSelections) {
   EXPECT_EQ(layers("xsa-last2"), "ssXX");
   EXPECT_EQ(layers("xsa-first1"), "Xsss");
   EXPECT_EQ(layers("xsa-layers-0.3"), "XssX");
+  EXPECT_EQ(parse_variant("xsa-gated-one", 4).layers[2], AttnKind::xsa_gated_one);
+  EXPECT_TRUE(parse_variant("xsa-last1+sink", 4).sinks[0]);
   for (const char* bad :
        {"xsa-last5", "xsa-last0", "xsa-first", "xsa-layers-4", "xsa-layers-1.x", "gated"})
     EXPECT_THROW(parse_variant(bad, 4), Error) << bad;

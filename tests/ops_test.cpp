@@ -332,7 +332,8 @@ TEST(Attention, GroupedQueryMatchesReference) {
 // GQA with XSA equals ordinary multi-head attention on values repeated per query head: outputs
 // equal; q gradients equal; each shared k, v gradient is the sum over its group's copies.
 TEST(Attention, GroupedQueryEqualsRepeatedValues) {
-  const int B = 2, T = 70, C = 32, H = 4, Hkv = 2, D = C / H, group = H / Hkv, N = B * T, W = C + 2 * Hkv * D;
+  const int B = 2, T = 70, C = 32, H = 4, Hkv = 2, D = C / H, group = H / Hkv, N = B * T,
+            W = C + 2 * Hkv * D;
   Vec gqa = random_vector(N * W, 1), dout = random_vector(N * C, 2);
   Vec mha(N * 3 * C);  // the same model with every kv head copied to its query heads
   for (int n = 0; n < N; n++)
@@ -357,10 +358,11 @@ TEST(Attention, GroupedQueryEqualsRepeatedValues) {
       }
   auto qkvf = cast_vector<float>(gqa), doutf = cast_vector<float>(dout);
   std::vector<float> yf(N * C), zf(N * C), lsef(B * H * T), dqkvf(N * W, 0.f);
-  ops::attention_forward(yf.data(), zf.data(), lsef.data(), qkvf.data(), B, T, C, H, (float*)nullptr, (float*)nullptr,
-                         Hkv);
-  ops::attention_backward(dqkvf.data(), doutf.data(), qkvf.data(), yf.data(), lsef.data(), B, T, C, H, true,
-                          (float*)nullptr, (float*)nullptr, (float*)nullptr, (float*)nullptr, Hkv);
+  ops::attention_forward(yf.data(), zf.data(), lsef.data(), qkvf.data(), B, T, C, H,
+                         (float*)nullptr, (float*)nullptr, Hkv);
+  ops::attention_backward(dqkvf.data(), doutf.data(), qkvf.data(), yf.data(), lsef.data(), B, T, C,
+                          H, true, (float*)nullptr, (float*)nullptr, (float*)nullptr,
+                          (float*)nullptr, Hkv);
   EXPECT_LE(max_rel_error(yf, y_ref), kTolF32);
   EXPECT_LE(max_rel_error(zf, z_ref), kTolF32);
   EXPECT_LE(max_rel_error(dqkvf, dgqa_ref), kTolF32);

@@ -1,5 +1,6 @@
 #include "model/config.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -38,7 +39,17 @@ int vocab_size_of(TokenizerKind kind) {
 }
 
 const char* to_string(AttnKind kind) {
-  return kind == AttnKind::sa ? "sa" : kind == AttnKind::xsa ? "xsa" : "xsa-gated";
+  switch (kind) {
+    case AttnKind::sa:
+      return "sa";
+    case AttnKind::xsa:
+      return "xsa";
+    case AttnKind::xsa_gated:
+      return "xsa-gated";
+    case AttnKind::xsa_gated_one:
+      return "xsa-gated-one";
+  }
+  return "?";
 }
 const char* to_string(TokenizerKind kind) {
   return kind == TokenizerKind::byte ? "byte" : "gpt2";
@@ -55,6 +66,7 @@ AttnKind parse_attn(const std::string& word) {
   if (word == "sa") return AttnKind::sa;
   if (word == "xsa") return AttnKind::xsa;
   if (word == "xsa-gated") return AttnKind::xsa_gated;
+  if (word == "xsa-gated-one") return AttnKind::xsa_gated_one;
   fail(
       "--attn '{}' is not known (expected sa, xsa, xsa-gated, each optionally +sink, or a comma "
       "list, one per "
@@ -166,9 +178,11 @@ ModelConfig model_config_from_json(const nlohmann::json& j, const std::string& s
          cfg.n_layer);
   for (int l = 0; l < cfg.n_layer; l++) {
     std::string a = attn[l].is_string() ? attn[l].get<std::string>() : "";
-    if (a != "sa" && a != "xsa" && a != "xsa-gated")
-      fail("{}: layer_attn[{}] is not \"sa\", \"xsa\" or \"xsa-gated\"", source, l);
-    cfg.layer_attn[l] = a == "sa" ? AttnKind::sa : a == "xsa" ? AttnKind::xsa : AttnKind::xsa_gated;
+    const char* kinds[] = {"sa", "xsa", "xsa-gated", "xsa-gated-one"};
+    auto known = std::find(std::begin(kinds), std::end(kinds), a);
+    if (known == std::end(kinds))
+      fail("{}: layer_attn[{}] is not one of sa, xsa, xsa-gated, xsa-gated-one", source, l);
+    cfg.layer_attn[l] = (AttnKind)(known - std::begin(kinds));
   }
   if (j.contains("layer_sink")) {  // optional: checkpoints without it have no sinks
     const auto& sink = j["layer_sink"];

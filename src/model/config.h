@@ -12,7 +12,8 @@ namespace xsa {
 
 // sa: standard attention; xsa: exclusive (shared/SPEC.md §2); xsa_gated: z = y − tanh(w_h)(y·u)u
 // with a learnable w per head, zero-initialised (training starts as exact SA).
-enum class AttnKind : uint8_t { sa, xsa, xsa_gated };
+// xsa_gated_one: the same with w = 1 at the start (α = tanh 1 ≈ 0.76, mostly exclusive).
+enum class AttnKind : uint8_t { sa, xsa, xsa_gated, xsa_gated_one };
 enum class TokenizerKind : uint8_t { byte, gpt2 };
 
 inline constexpr int kMaxLayers = 256;

@@ -63,8 +63,10 @@ void for_each_tensor(const ModelConfig& cfg, Weights<Real>& w, Fn&& fn) {
        L.qkv_w);
     fn(p + "attn.c_proj.weight", std::vector<int64_t>{C, C}, true, Init::normal_residual,
        L.attn_proj_w);
-    if (cfg.layer_attn[l] == AttnKind::xsa_gated)  // zero: training starts as exact SA; no decay
-      fn(p + "attn.xsa_gate", std::vector<int64_t>{cfg.n_head}, false, Init::zeros, L.xsa_gate);
+    if (cfg.layer_attn[l] == AttnKind::xsa_gated ||
+        cfg.layer_attn[l] == AttnKind::xsa_gated_one)  // no decay
+      fn(p + "attn.xsa_gate", std::vector<int64_t>{cfg.n_head}, false,
+         cfg.layer_attn[l] == AttnKind::xsa_gated ? Init::zeros : Init::ones, L.xsa_gate);
     if (cfg.layer_sink[l])  // a logit joining each softmax with a zero value; no decay
       fn(p + "attn.sink", std::vector<int64_t>{cfg.n_head}, false, Init::zeros, L.sink);
     fn(p + "ln_2.weight", std::vector<int64_t>{C}, false, Init::ones, L.ln2_w);

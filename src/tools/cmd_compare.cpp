@@ -32,7 +32,8 @@ void add_compare_options(CLI::App* cmd, CompareArgs& a) {
   cmd->add_option("--preset", a.preset,
                   "demo (the README's main job, ~9 min on 2 cores) or tiny; options given win");
   cmd->add_option("--variants", a.variants,
-                  "sa first, then any of: xsa, xsa-lastN, xsa-firstN, xsa-layers-0.2.5")
+                  "sa first, then any of: xsa, xsa-gated, xsa-gated-one, xsa-lastN, xsa-firstN, "
+                  "xsa-layers-0.2.5, each optionally +sink")
       ->capture_default_str();
   cmd->add_option("--seeds", a.cfg.seeds, "Repeats with seeds --seed, --seed+1, ...")
       ->capture_default_str();

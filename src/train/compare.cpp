@@ -52,6 +52,8 @@ Variant parse_variant(const std::string& name, int n_layer) {
     set_all(AttnKind::xsa);
   } else if (name == "xsa-gated") {
     set_all(AttnKind::xsa_gated);
+  } else if (name == "xsa-gated-one") {
+    set_all(AttnKind::xsa_gated_one);
   } else if (name.rfind("xsa-last", 0) == 0) {
     set_all(AttnKind::sa);
     for (int l = n_layer - count_after("xsa-last"); l < n_layer; l++) v.layers[l] = AttnKind::xsa;
