@@ -102,6 +102,31 @@ TEST(Analyze, MatchesAnIndependentComputation) {
   }
 }
 
+// A constructed case with known answers: q = k = 0 makes attention uniform over j ≤ i, and a text
+// of one repeated token makes every value vector the same, so y_i = v_i: cos(y, v) = 1 and
+// cos(v_i, v_j) = 1 exactly, and the self weight of position t is 1/(t+1).
+TEST(Analyze, KnownCosinesOnAConstructedModel) {
+  ModelConfig cfg;
+  cfg.n_layer = 1, cfg.n_head = 2, cfg.n_embd = 16, cfg.seq_len = 8;
+  set_layer_attn(cfg, "sa");
+  const int B = 1, T = 8, C = 16;
+  Gpt<float> model(cfg, B, T);
+  model.params().init(cfg, 5);
+  float* qkv_w = model.params().w.layers[0].qkv_w;  // rows q (C), k (C), v (C)
+  std::fill(qkv_w, qkv_w + 2 * C * C, 0.f);
+  TokenStream stream;
+  stream.add(std::vector<uint16_t>(64, 42), "one token");
+  auto heads = attention_similarity_bias(model, stream, 1);
+  double self = 0;
+  for (int t = 1; t < T; t++) self += 1.0 / (t + 1);
+  self /= T - 1;
+  for (const HeadBias& h : heads) {
+    EXPECT_NEAR(h.cos_yv, 1.0, 1e-6);
+    EXPECT_NEAR(h.cos_vv, 1.0, 1e-6);
+    EXPECT_NEAR(h.self_weight, self, 1e-6);
+  }
+}
+
 TEST(Compare, TwinsAreTwinsAndTheReportHoldsItsFields) {
   fs::path dir = fs::temp_directory_path() / ("xsa_compare_test_" + std::to_string(::getpid()));
   fs::remove_all(dir);
