@@ -27,45 +27,22 @@ struct CompareArgs {
 void add_compare_options(CLI::App* cmd, CompareArgs& a) {
   ModelConfig& m = a.cfg.model;
   RunConfig& r = a.cfg.run;
-  cmd->add_option("--data", r.data, "A text file, a folder of token shards, or a glob of shards")
-      ->required();
+  add_training_options(cmd, r, a.tokenizer);
+  add_model_options(cmd, m);
+  cmd->get_option("--data")->required();
   cmd->add_option("--preset", a.preset,
-                  "demo (the README's main job, ~9 min on 2 cores) or tiny; options given win");
+                  "demo (the README's main job, ~8 min on 2 cores) or tiny; options given win");
   cmd->add_option("--variants", a.variants,
                   "sa first, then any of: xsa, xsa-gated, xsa-gated-one, xsa-lastN, xsa-firstN, "
-                  "xsa-layers-0.2.5, each optionally +sink")
+                  "xsa-layers-0.2.5, "
+                  "each optionally +sink")
       ->capture_default_str();
   cmd->add_option("--seeds", a.cfg.seeds, "Repeats with seeds --seed, --seed+1, ...")
       ->capture_default_str();
   cmd->add_option("--eval-data", a.cfg.eval_data,
                   "Further evaluation sets (their validation split, else all)");
-  cmd->add_option("--tokenizer", a.tokenizer, "byte or gpt2 (default: from the data)");
-  cmd->add_option("--vocab-dir", r.vocab_dir, "Folder with GPT-2's encoder.json and vocab.bpe");
-  cmd->add_option("--layers", m.n_layer, "Transformer blocks")->capture_default_str();
-  cmd->add_option("--heads", m.n_head, "Attention heads")->capture_default_str();
-  cmd->add_option("--kv-heads", m.n_kv_head,
-                  "Key/value heads, grouped-query attention (0: one per head)")
-      ->capture_default_str();
-  cmd->add_option("--embd", m.n_embd, "Embedding width")->capture_default_str();
-  cmd->add_option("--seq-len", m.seq_len, "Context length")->capture_default_str();
-  cmd->add_option("--batch", r.batch, "Sequences per step")->capture_default_str();
-  cmd->add_option("--steps", r.steps, "Optimizer steps per arm")->capture_default_str();
-  cmd->add_option("--lr", r.lr, "Peak learning rate")->capture_default_str();
-  cmd->add_option("--warmup", r.warmup, "Warm-up steps (-1: 5% of --steps)")->capture_default_str();
-  cmd->add_option("--weight-decay", r.weight_decay, "AdamW weight decay")->capture_default_str();
-  cmd->add_option("--seed", r.seed, "First seed")->capture_default_str();
-  cmd->add_option("--threads", r.threads, "Threads (0: every core)")->capture_default_str();
-  cmd->add_option("--val-every", r.val_every, "Steps between validation passes")
-      ->capture_default_str();
-  cmd->add_option("--val-batches", r.val_batches, "Batches per validation pass")
-      ->capture_default_str();
-  cmd->add_option("--val-fraction", r.val_fraction, "Held-out tail of a text file")
-      ->capture_default_str();
-  cmd->add_option("--log-every", r.log_every, "Steps between progress lines")
-      ->capture_default_str();
   cmd->add_option("--out", r.out, "Report folder")->capture_default_str();
   cmd->add_flag("--force", r.force, "Replace a report in --out");
-  cmd->add_flag("--quiet", r.quiet, "No progress output");
 }
 
 // The preset first, then every option given on the command line again on top of it.

@@ -3,8 +3,16 @@
 #pragma once
 
 #include <CLI/CLI.hpp>
+#include <string>
+
+#include "model/config.h"
+#include "train/trainer.h"
 
 namespace xsa::cli {
+
+// Shared option groups (options.cpp).
+void add_model_options(CLI::App* cmd, ModelConfig& m);
+void add_training_options(CLI::App* cmd, RunConfig& r, std::string& tokenizer);
 
 void add_train_command(CLI::App& root);
 void add_info_command(CLI::App& root);
