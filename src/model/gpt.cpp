@@ -14,7 +14,7 @@ namespace {
 // point the views; the same code does both, so sizes and views cannot disagree.
 template <typename Real>
 size_t carve_activations(Activations<Real>& a, Real* base, const ModelConfig& cfg, int B, int T,
-                         int head_rows) {
+                         int head_rows, GptMode mode) {
   const size_t N = (size_t)B * T, C = cfg.n_embd, H = cfg.n_head, D = cfg.head_dim();
   size_t offset = 0;
   auto take = [&](Real*& view, size_t n) {
@@ -36,10 +36,12 @@ size_t carve_activations(Activations<Real>& a, Real* base, const ModelConfig& cf
   take(a.rope_cos, (size_t)T * D / 2), take(a.rope_sin, (size_t)T * D / 2);
   take(a.att_z, N * C);
   take(a.gate_alpha, H), take(a.gate_dalpha, N * H), take(a.sink_dlogit, (size_t)B * H);
-  take(a.gate_alpha, H), take(a.gate_dalpha, N * H), take(a.sink_dlogit, (size_t)B * H);
   take(a.logits, (size_t)head_rows * cfg.padded_vocab);
-  take(a.d_resid, N * C), take(a.d_buf, N * C);
-  take(a.d_qkv, N * cfg.qkv_dim()), take(a.d_fc, N * 4 * C);
+  a.d_resid = a.d_buf = a.d_qkv = a.d_fc = nullptr;
+  if (mode == GptMode::training) {
+    take(a.d_resid, N * C), take(a.d_buf, N * C);
+    take(a.d_qkv, N * cfg.qkv_dim()), take(a.d_fc, N * 4 * C);
+  }
   return offset;
 }
 
@@ -52,23 +54,24 @@ const ModelConfig& validated(const ModelConfig& cfg) {
 }  // namespace
 
 template <typename Real>
-Gpt<Real>::Gpt(const ModelConfig& cfg, int B, int T)
-    : cfg_(validated(cfg)), B_(B), T_(T), params_(cfg_) {
+Gpt<Real>::Gpt(const ModelConfig& cfg, int B, int T, GptMode mode)
+    : cfg_(validated(cfg)), B_(B), T_(T), mode_(mode), params_(cfg_, mode == GptMode::training) {
   if (B <= 0) fail("--batch {} must be positive", B);
   if (T <= 0 || T > cfg.seq_len)
     fail("sequence length {} must be between 1 and the model's {}", T, cfg.seq_len);
   head_rows_ = head_chunk_rows(cfg_, B * T);
-  act_memory_.reset(carve_activations<Real>(acts_, nullptr, cfg_, B, T, head_rows_));
-  carve_activations<Real>(acts_, act_memory_.data(), cfg_, B, T, head_rows_);
+  act_memory_.reset(carve_activations<Real>(acts_, nullptr, cfg_, B, T, head_rows_, mode));
+  carve_activations<Real>(acts_, act_memory_.data(), cfg_, B, T, head_rows_, mode);
   ops::rope_table(acts_.rope_cos, acts_.rope_sin, T, cfg_.head_dim(), cfg_.rope_theta);
 }
 
 template <typename Real>
-double Gpt<Real>::memory_bytes(const ModelConfig& cfg, int B, int T) {
+double Gpt<Real>::memory_bytes(const ModelConfig& cfg, int B, int T, GptMode mode) {
   Activations<Real> unused;
   const size_t activations =
-      carve_activations<Real>(unused, nullptr, cfg, B, T, head_chunk_rows(cfg, B * T));
-  return sizeof(Real) * (4.0 * param_arena_size(param_layout(cfg)) + activations);
+      carve_activations<Real>(unused, nullptr, cfg, B, T, head_chunk_rows(cfg, B * T), mode);
+  const double copies = mode == GptMode::training ? 4.0 : 1.0;  // params, grads, m, v
+  return sizeof(Real) * (copies * param_arena_size(param_layout(cfg)) + activations);
 }
 
 template <typename Real>
@@ -85,6 +88,7 @@ double Gpt<Real>::forward(const int32_t* inputs, const int32_t* targets) {
 
 template <typename Real>
 double Gpt<Real>::forward_backward(const int32_t* inputs, const int32_t* targets) {
+  XSA_CHECK(mode_ == GptMode::training, "forward_backward on a model built for inference");
   params_.grads.zero();
   double loss = run_forward(inputs, targets, true);
   backward(inputs);

@@ -45,17 +45,23 @@ struct Activations {
   Real* gate_dalpha;  // [N, H] per-token ∂L/∂α_h, summed in order into the gate gradient
   Real* sink_dlogit;  // [B, H] ∂L/∂b_h per batch row, summed in order into the sink gradient
   Real* logits;       // [head_rows, V_pad] one chunk of the tied head
-  Real* d_resid;      // [N, C] gradient of the residual stream
-  Real* d_buf;        // [N, C]
-  Real* d_qkv;        // [N, C + 2·Hkv·D]
-  Real* d_fc;         // [N, 4C]
+  // Backward only (null in inference mode).
+  Real* d_resid;  // [N, C] gradient of the residual stream
+  Real* d_buf;    // [N, C]
+  Real* d_qkv;    // [N, C + 2·Hkv·D]
+  Real* d_fc;     // [N, 4C]
 };
+
+// Training allocates gradients, AdamW moments and the backward's buffers; inference (evaluation,
+// analysis) only the weights and the forward's activations.
+enum class GptMode { training, inference };
 
 template <typename Real>
 class Gpt {
  public:
-  // Allocates parameters, gradients, AdamW moments and activations for batches of B × T.
-  Gpt(const ModelConfig& cfg, int B, int T);
+  // Allocates parameters and activations for batches of B × T (and with training, gradients,
+  // AdamW moments and the backward's buffers).
+  Gpt(const ModelConfig& cfg, int B, int T, GptMode mode = GptMode::training);
 
   const ModelConfig& config() const { return cfg_; }
   int batch_size() const { return B_; }
@@ -67,12 +73,14 @@ class Gpt {
   // Mean cross-entropy over positions whose target is not −1; inputs and targets are [B, T].
   // Returns NaN-free loss or whatever the arithmetic gave (the trainer checks finiteness).
   double forward(const int32_t* inputs, const int32_t* targets);
-  // Zeroes the gradients, runs forward, then backward: gradients of the mean loss.
+  // Zeroes the gradients, runs forward, then backward: gradients of the mean loss (training only).
   double forward_backward(const int32_t* inputs, const int32_t* targets);
   // Logits [V_pad] of row n (= b*T + t) from the last forward.
   void logits_row(int n, Real* out) const;
-  // Bytes one model takes: parameters, gradients, both AdamW moments, activations for B × T.
-  static double memory_bytes(const ModelConfig& cfg, int B, int T);
+  // Bytes one model takes: parameters, gradients, both AdamW moments, activations for B × T
+  // (inference: parameters and the forward's activations).
+  static double memory_bytes(const ModelConfig& cfg, int B, int T,
+                             GptMode mode = GptMode::training);
   // Rows of the tied head computed at once for N = B·T rows (bounds the logits buffer).
   static int head_chunk_rows(const ModelConfig& cfg, int N);
   // Number of positions that counted in the last loss.
@@ -86,6 +94,7 @@ class Gpt {
 
   ModelConfig cfg_;
   int B_, T_;
+  GptMode mode_;
   int head_rows_;  // rows of the tied head computed at once (bounds the logits buffer)
   ParamArena<Real> params_;
   AlignedBuffer<Real> act_memory_;

@@ -27,13 +27,15 @@ size_t param_arena_size(const std::vector<TensorInfo>& layout) {
 }
 
 template <typename Real>
-ParamArena<Real>::ParamArena(const ModelConfig& cfg) : layout(param_layout(cfg)) {
+ParamArena<Real>::ParamArena(const ModelConfig& cfg, bool training_state)
+    : layout(param_layout(cfg)) {
   size_t n = param_arena_size(layout);
   params.reset(n);
+  w = point_weights(cfg, params.data());
+  if (!training_state) return;
   grads.reset(n);
   adam_m.reset(n);
   adam_v.reset(n);
-  w = point_weights(cfg, params.data());
   dw = point_weights(cfg, grads.data());
 }
 

@@ -106,7 +106,9 @@ struct ParamArena {
   Weights<Real> w;   // views into params
   Weights<Real> dw;  // views into grads
 
-  explicit ParamArena(const ModelConfig& cfg);
+  // Without training state (inference) only `params` is allocated; grads, moments and dw stay
+  // empty.
+  explicit ParamArena(const ModelConfig& cfg, bool training_state = true);
   // Normal(0, 0.02) matrices (0.02/sqrt(2L) for the residual projections), LayerNorm 1 and 0,
   // padded vocabulary rows 0. Each tensor draws from its own stream, seeded by (seed, name), so
   // models that differ only in attention kind start from identical weights.

@@ -8,6 +8,10 @@ template <typename Real>
 void matmul_forward(Real* out, const Real* inp, const Real* weight, int N, int in_dim, int out_dim,
                     bool accumulate) {
   if (N == 0) return;
+  if (N == 1) {  // one token (decoding): GEMV streams the weights once, GEMM would pack them first
+    gemv(out_dim, in_dim, Real(1), weight, in_dim, inp, accumulate ? Real(1) : Real(0), out);
+    return;
+  }
   gemm(false, true, N, out_dim, in_dim, Real(1), inp, in_dim, weight, in_dim,
        accumulate ? Real(1) : Real(0), out, out_dim);
 }

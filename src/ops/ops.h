@@ -68,6 +68,18 @@ void rope_backward(Real* dqkv, const Real* cos, const Real* sin, int B, int T, i
 template <typename Real>
 void attention_forward(Real* y, Real* z, Real* lse, const Real* qkv, int B, int T, int C, int H,
                        const Real* alpha = nullptr, const Real* sink = nullptr, int Hkv = 0);
+// Inference over a key/value cache: n new query rows against cached keys and values.
+// qkv [n, C + 2·Hkv·D] holds the new rows (q after RoPE); k_cache, v_cache [slots, Hkv·D] hold
+// every key (after RoPE) and value, row r's own already written at slot slot0 + r. Row r sees slots
+// [0, prefix) and [first[r], slot0 + r]; first null means first[r] = prefix = slot0: one sequence
+// continuing the cache. Several continuations of one cached prefix can run side by side, each row
+// seeing the prefix and its own continuation only. y [n, C]; z [n, C] (XSA; null for SA) removes
+// each row's own value. alpha and sink as in attention_forward.
+template <typename Real>
+void attention_forward_cached(Real* y, Real* z, const Real* qkv, const Real* k_cache,
+                              const Real* v_cache, int n, int prefix, int slot0, const int* first,
+                              int C, int H, const Real* alpha = nullptr, const Real* sink = nullptr,
+                              int Hkv = 0);
 // dqkv [B, T, 3C] accumulates ∂L/∂q, ∂L/∂k, ∂L/∂v; probabilities are recomputed from qkv and lse.
 // d_out [B, T, C] is ∂L/∂y, or with exclusive (XSA) ∂L/∂z, which the fused XSA backward turns into
 // ∂L/∂y in place (d_out is overwritten) while adding the own-value gradient to dqkv.

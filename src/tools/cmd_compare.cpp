@@ -131,7 +131,7 @@ void add_analyze_command(CLI::App& root) {
       fail("{}: does not say what data it was trained on; pass --data", ckpt.string());
     Dataset data = open_dataset(data_path, cfg.tokenizer, 0.1, 1, cfg.seq_len, a->vocab_dir);
     const TokenStream& stream = data.val.size() > (size_t)cfg.seq_len ? data.val : data.train;
-    Gpt<float> model(cfg, a->batch, cfg.seq_len);
+    Gpt<float> model(cfg, a->batch, cfg.seq_len, GptMode::inference);
     load_checkpoint_weights(ckpt, model.params(), false);
     const int batches = val_batch_count(stream, a->batch, cfg.seq_len, a->batches);
     auto heads = attention_similarity_bias(model, stream, batches);

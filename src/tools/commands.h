@@ -22,5 +22,7 @@ void add_bench_command(CLI::App& root);
 void add_compare_command(CLI::App& root);
 void add_analyze_command(CLI::App& root);
 void add_sweep_command(CLI::App& root);
+void add_eval_command(CLI::App& root);
+void add_sample_command(CLI::App& root);
 
 }  // namespace xsa::cli

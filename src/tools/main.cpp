@@ -1,5 +1,5 @@
-// xsa: train, inspect (and, as the project grows, compare, analyze, evaluate, sample) GPT models
-// with standard or exclusive self attention.
+// xsa: train, compare, analyze, evaluate and sample GPT models with standard or exclusive self
+// attention.
 #include <algorithm>
 #include <cstdio>
 #include <exception>
@@ -67,6 +67,8 @@ int main(int argc, char** argv) {
   xsa::cli::add_compare_command(app);
   xsa::cli::add_analyze_command(app);
   xsa::cli::add_sweep_command(app);
+  xsa::cli::add_eval_command(app);
+  xsa::cli::add_sample_command(app);
   xsa::cli::add_bench_command(app);
   xsa::cli::add_tokenize_command(app);
   try {

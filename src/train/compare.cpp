@@ -406,7 +406,7 @@ CompareResult compare(const CompareConfig& cfg) {
       const fs::path ckpt =
           resolve_checkpoint(out / "arms" / fmt::format("{}-seed{}", variants[k].name, run.seed));
       ModelConfig m = load_checkpoint_config(ckpt);
-      Gpt<float> model(m, B, T);
+      Gpt<float> model(m, B, T, GptMode::inference);
       load_checkpoint_weights(ckpt, model.params(), false);
       bias[k] = attention_similarity_bias(model, data.val, std::min(cfg.analyze_batches, n_val));
     }

@@ -1,0 +1,63 @@
+// Scoring a model: validation loss, perplexity and bits per byte on token data; multiple-choice
+// tasks by the log-likelihood of each choice (acc, acc_norm, and llm.c's lowest mean token loss);
+// LAMBADA's last word (greedy accuracy and perplexity). Choices share their context: it runs once
+// into the key/value cache and the choices run side by side after it (Decoder::branch).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "data/dataset.h"
+#include "eval/tasks.h"
+#include "model/decoder.h"
+#include "model/gpt.h"
+#include "tokenizer/tokenizer.h"
+
+namespace xsa {
+
+struct ContinuationScore {
+  double loglik = 0;    // Σ log p(token | everything before it), natural log
+  int tokens = 0;       // tokens of the continuation
+  bool greedy = false;  // every token was the most likely one (the lowest id among equals)
+};
+
+// Scores each continuation after `context` (token ids). A context that would not leave room for
+// the longest continuation within the model's context loses its oldest tokens; an empty context
+// or a continuation that cannot fit is an Error.
+std::vector<ContinuationScore> score_continuations(Decoder<float>& decoder,
+                                                   const std::vector<int32_t>& context,
+                                                   const std::vector<std::vector<int32_t>>& conts);
+
+struct TaskResult {
+  std::string task;
+  int n = 0;
+  // Multiple choice: fractions of examples right by each rule. LAMBADA: acc only.
+  double acc = 0, acc_norm = -1, acc_mean_token = -1;
+  double acc_stderr = 0;  // sqrt(acc (1 − acc) / (n − 1)), as lm-evaluation-harness reports
+  double ppl = -1;        // LAMBADA: exp(−mean log-likelihood of the answer)
+  double seconds = 0;
+};
+
+// Calls progress(done, total, result so far) after each example.
+using EvalProgress = std::function<void(int, int, const TaskResult&)>;
+
+// The context is encoded as is; each choice as " " + choice (lm-evaluation-harness's delimiter).
+// An empty context starts from the end-of-text token (GPT-2), and is an Error without one (bytes).
+TaskResult evaluate_task(Decoder<float>& decoder, const Tokenizer& tokenizer, const TaskFile& file,
+                         const EvalProgress& progress = nullptr);
+
+struct ValResult {
+  double loss = 0, ppl = 0, bpb = 0;  // mean token loss (nats), exp(loss), bits per UTF-8 byte
+  int64_t tokens = 0, bytes = 0;
+  int batches = 0;
+  double seconds = 0;
+};
+
+// Over the first n_batches validation windows (val_batch), the same windows training reports.
+// Bytes are those of each scored token's text; the end-of-text token is scored but has no bytes.
+ValResult evaluate_val(Gpt<float>& model, const TokenStream& stream, int n_batches,
+                       const Tokenizer& tokenizer);
+
+}  // namespace xsa

@@ -1,0 +1,164 @@
+// xsa eval: validation loss, perplexity and bits per byte, multiple-choice tasks and LAMBADA.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "eval/evaluate.h"
+#include "io/checkpoint.h"
+#include "tools/commands.h"
+#include "util/error.h"
+#include "util/files.h"
+
+namespace xsa::cli {
+namespace {
+
+struct EvalArgs {
+  std::string ckpt, data, json_path, vocab_dir;
+  std::vector<std::string> tasks, files;
+  int limit = 0, batch = 8, val_batches = 0, threads = 0;
+  bool skip_bad_lines = false;
+};
+
+std::string metric(double v) {
+  return v < 0 || std::isnan(v) ? "–" : fmt::format("{:.4f}", v);
+}
+
+// One record of --json: only the metrics that apply to the task.
+nlohmann::json record(const TaskResult& r, const std::string& ckpt, const TaskFile& file) {
+  nlohmann::json j = {{"task", r.task},      {"n", r.n},
+                      {"acc", r.acc},        {"acc_stderr", r.acc_stderr},
+                      {"file", file.path},   {"checkpoint", ckpt},
+                      {"seconds", r.seconds}};
+  if (r.acc_norm >= 0) j["acc_norm"] = r.acc_norm, j["acc_mean_token"] = r.acc_mean_token;
+  if (r.ppl >= 0) j["ppl"] = r.ppl;
+  if (file.skipped) j["skipped_lines"] = file.skipped;
+  return j;
+}
+
+}  // namespace
+
+void add_eval_command(CLI::App& root) {
+  auto* cmd = root.add_subcommand(
+      "eval",
+      "Score a checkpoint: validation loss/perplexity/bits per byte, HellaSwag, "
+      "multiple-choice tasks, LAMBADA");
+  auto a = std::make_shared<EvalArgs>();
+  cmd->add_option("--ckpt", a->ckpt, "A run folder (its latest checkpoint) or a checkpoint folder")
+      ->required();
+  cmd->add_option("--data", a->data,
+                  "Validation data: shard folder, glob or text file (default, when no --task is "
+                  "given: the data the checkpoint was trained on)");
+  cmd->add_option("--task", a->tasks,
+                  "hellaswag, mc or lambada; repeatable, each paired with a --file in order");
+  cmd->add_option("--file", a->files, "The task's jsonl file, one per --task");
+  cmd->add_option("--limit", a->limit, "Score only the first N examples of each task (0: all)")
+      ->capture_default_str();
+  cmd->add_flag("--skip-bad-lines", a->skip_bad_lines,
+                "Leave out malformed task lines (counted and reported) instead of stopping");
+  cmd->add_option("--json", a->json_path, "Write the results to this file (a JSON array)");
+  cmd->add_option("--batch", a->batch, "Validation sequences per forward pass")
+      ->capture_default_str();
+  cmd->add_option("--val-batches", a->val_batches, "Validation batches to score (0: all)")
+      ->capture_default_str();
+  cmd->add_option("--vocab-dir", a->vocab_dir, "Folder with GPT-2's encoder.json and vocab.bpe");
+  cmd->add_option("--threads", a->threads, "Threads (0: every core)")->capture_default_str();
+  cmd->callback([a] {
+    if (a->tasks.size() != a->files.size())
+      fail("{} --task but {} --file: give one --file per --task, in the same order",
+           a->tasks.size(), a->files.size());
+    if (a->limit < 0) fail("--limit {} must be 0 (all) or positive", a->limit);
+    if (a->batch <= 0) fail("--batch {} must be positive", a->batch);
+    if (a->val_batches < 0) fail("--val-batches {} must be 0 (all) or positive", a->val_batches);
+    // Everything that can fail on bad input is read before the first forward pass.
+    std::vector<TaskKind> kinds;
+    for (const std::string& t : a->tasks) kinds.push_back(parse_task_kind(t));
+    const fs::path ckpt = resolve_checkpoint(a->ckpt);
+    const ModelConfig cfg = load_checkpoint_config(ckpt);
+    auto tokenizer = make_tokenizer(cfg.tokenizer, a->vocab_dir);
+    std::vector<TaskFile> files;
+    for (size_t i = 0; i < kinds.size(); i++)
+      files.push_back(load_task_file(kinds[i], a->files[i], a->skip_bad_lines, a->limit));
+    std::string data_path = a->data;
+    double val_fraction = 0.1;
+    std::error_code ec;
+    if (fs::exists(ckpt / "trainer.json", ec)) {
+      const nlohmann::json state = load_trainer_state(ckpt);
+      val_fraction = state.value("/run/val_fraction"_json_pointer, val_fraction);
+      if (data_path.empty() && files.empty())
+        data_path = state.value("/data/source"_json_pointer, std::string());
+    }
+    if (data_path.empty() && files.empty())
+      fail("{}: does not say what data it was trained on; pass --data or --task/--file",
+           ckpt.string());
+    std::optional<Dataset> data;
+    if (!data_path.empty())  // refuses data of another tokenizer than the checkpoint's
+      data = open_dataset(data_path, cfg.tokenizer, val_fraction, 1, cfg.seq_len, a->vocab_dir);
+
+    const int threads = set_thread_count(a->threads);
+    // The forward's activations are sized for validation batches; tasks use the decoder's own.
+    Gpt<float> model(cfg, data ? a->batch : 1, cfg.seq_len, GptMode::inference);
+    load_checkpoint_weights(ckpt, model.params(), false);
+    std::printf(
+        "xsa eval: %s (%s attention, %d layers, %d embd, seq %d, %s tokenizer), %d threads\n\n",
+        ckpt.string().c_str(), layer_attn_string(cfg).c_str(), cfg.n_layer, cfg.n_embd, cfg.seq_len,
+        to_string(cfg.tokenizer), threads);
+    std::fflush(stdout);
+
+    nlohmann::json records = nlohmann::json::array();
+    std::vector<std::string> rows;
+    const bool tty = isatty(STDERR_FILENO);
+    for (const TaskFile& file : files) {
+      if (file.skipped)
+        std::fprintf(stderr, "%s: left out %d bad line(s); the first: %s\n", file.path.c_str(),
+                     file.skipped, file.first_skipped.c_str());
+      // Room for the longest sequence and, after it, the choices side by side.
+      Decoder<float> decoder(cfg, model.params().w, 2 * cfg.seq_len);
+      EvalProgress progress = nullptr;
+      if (tty)
+        progress = [&](int done, int total, const TaskResult& r) {
+          const int width = 30, filled = (int)((double)done / total * width);
+          std::fprintf(stderr, "\r\033[K%s [%s%s] %d/%d acc %.4f  %.1f ex/s", r.task.c_str(),
+                       std::string(filled, '#').c_str(), std::string(width - filled, '.').c_str(),
+                       done, total, r.acc, done / std::max(r.seconds, 1e-9));
+          if (done == total) std::fprintf(stderr, "\r\033[K");
+        };
+      const TaskResult r = evaluate_task(decoder, *tokenizer, file, progress);
+      rows.push_back(fmt::format("| {} | {} | {} ± {:.4f} | {} | {} | {} | – | – | {:.1f} |",
+                                 r.task, r.n, metric(r.acc), r.acc_stderr, metric(r.acc_norm),
+                                 metric(r.acc_mean_token), metric(r.ppl), r.seconds));
+      records.push_back(record(r, ckpt.string(), file));
+    }
+    if (data) {
+      const int available = val_batch_count(data->val, a->batch, cfg.seq_len, INT32_MAX);
+      if (available == 0)
+        fail("{}: the validation split holds no window of {} tokens", data_path, cfg.seq_len + 1);
+      const int batches = a->val_batches ? std::min(a->val_batches, available) : available;
+      const ValResult v = evaluate_val(model, data->val, batches, *tokenizer);
+      rows.push_back(fmt::format("| val | {} | – | – | – | {} | {} | {} | {:.1f} |", v.tokens,
+                                 metric(v.ppl), metric(v.loss), metric(v.bpb), v.seconds));
+      records.push_back({{"task", "val"},
+                         {"n", v.tokens},
+                         {"val_loss", v.loss},
+                         {"ppl", v.ppl},
+                         {"bpb", v.bpb},
+                         {"bytes", v.bytes},
+                         {"batches", v.batches},
+                         {"data", data_path},
+                         {"checkpoint", ckpt.string()},
+                         {"seconds", v.seconds}});
+    }
+    std::printf(
+        "| task | n | acc | acc_norm | acc_mean_token | ppl | val_loss | bpb | seconds |\n"
+        "|---|---|---|---|---|---|---|---|---|\n");
+    for (const std::string& row : rows) std::printf("%s\n", row.c_str());
+    if (!a->json_path.empty()) {
+      write_file_atomic(a->json_path, records.dump(2) + "\n");
+      std::printf("\nwrote %s\n", a->json_path.c_str());
+    }
+  });
+}
+
+}  // namespace xsa::cli

@@ -1,0 +1,93 @@
+// xsa sample: generate text from a checkpoint, token by token through the key/value cache.
+#include <fmt/format.h>
+
+#include <cstdio>
+
+#include "infer/sampler.h"
+#include "io/checkpoint.h"
+#include "tokenizer/tokenizer.h"
+#include "tools/commands.h"
+#include "util/error.h"
+
+namespace xsa::cli {
+
+void add_sample_command(CLI::App& root) {
+  auto* cmd = root.add_subcommand("sample", "Generate text from a checkpoint (key/value cache)");
+  struct Args {
+    std::string ckpt, vocab_dir;
+    std::optional<std::string> prompt;
+    int max_new_tokens = 200, samples = 1, threads = 0;
+    bool ignore_eot = false;
+    SamplerConfig sampling{.temperature = 0.8, .top_k = 40, .top_p = 0.95, .seed = 1};
+  };
+  auto a = std::make_shared<Args>();
+  cmd->add_option("--ckpt", a->ckpt, "A run folder (its latest checkpoint) or a checkpoint folder")
+      ->required();
+  cmd->add_option("--prompt", a->prompt,
+                  "Text to continue (default: the end-of-text token, i.e. a new document; byte "
+                  "models need a prompt)");
+  cmd->add_option("--max-new-tokens", a->max_new_tokens, "Tokens to generate per sample")
+      ->capture_default_str();
+  cmd->add_option("--temperature", a->sampling.temperature, "Softmax temperature; 0: greedy")
+      ->capture_default_str();
+  cmd->add_option("--top-k", a->sampling.top_k, "Sample among the k most likely tokens; 0: all")
+      ->capture_default_str();
+  cmd->add_option("--top-p", a->sampling.top_p,
+                  "Sample among the fewest most likely tokens holding this probability; 1: all")
+      ->capture_default_str();
+  cmd->add_option("--seed", a->sampling.seed, "Random seed: the same seed, the same text")
+      ->capture_default_str();
+  cmd->add_option("--samples", a->samples, "Samples to draw, one after the other")
+      ->capture_default_str();
+  cmd->add_flag("--ignore-eot", a->ignore_eot,
+                "Go on after the end-of-text token instead of stopping there");
+  cmd->add_option("--vocab-dir", a->vocab_dir, "Folder with GPT-2's encoder.json and vocab.bpe");
+  cmd->add_option("--threads", a->threads, "Threads (0: every core)")->capture_default_str();
+  cmd->callback([a] {
+    a->sampling.validate();
+    if (a->max_new_tokens <= 0) fail("--max-new-tokens {} must be positive", a->max_new_tokens);
+    if (a->samples <= 0) fail("--samples {} must be positive", a->samples);
+    const fs::path ckpt = resolve_checkpoint(a->ckpt);
+    const ModelConfig cfg = load_checkpoint_config(ckpt);
+    auto tokenizer = make_tokenizer(cfg.tokenizer, a->vocab_dir);
+    std::vector<int32_t> prompt;
+    if (a->prompt) {
+      prompt = tokenizer->encode(*a->prompt);
+      if (prompt.empty()) fail("--prompt '{}' encodes to no tokens", *a->prompt);
+    } else if (tokenizer->end_of_text() >= 0) {
+      prompt = {tokenizer->end_of_text()};
+    } else {
+      fail(
+          "{} uses the byte tokenizer, which has no end-of-text token to start from: give --prompt",
+          ckpt.string());
+    }
+    set_thread_count(a->threads);
+    ParamArena<float> weights(cfg, /*training_state=*/false);
+    load_checkpoint_weights(ckpt, weights, false);
+    Decoder<float> decoder(cfg, weights.w, cfg.seq_len);
+    Sampler sampler(a->sampling);
+    const int32_t stop = a->ignore_eot ? -1 : tokenizer->end_of_text();
+    for (int s = 0; s < a->samples; s++) {
+      if (s > 0) std::printf("\n---------------\n");
+      if (a->prompt) std::fwrite(a->prompt->data(), 1, a->prompt->size(), stdout);
+      std::fflush(stdout);
+      GenerateResult r =
+          generate(decoder, prompt, a->max_new_tokens, sampler, stop, [&](int32_t id) {
+            if (id == tokenizer->end_of_text()) return;  // a document's end, not text
+            const std::string text = tokenizer->decode(&id, 1);
+            std::fwrite(text.data(), 1, text.size(), stdout);
+            std::fflush(stdout);
+          });
+      const int generated = (int)r.tokens.size();
+      std::fprintf(
+          stderr, "\n[%d tokens in %.2f s: %.1f tokens/s; prompt %zu tokens in %.3f s%s%s]\n",
+          generated, r.decode_seconds, generated > 1 ? (generated - 1) / r.decode_seconds : 0.0,
+          prompt.size(), r.prompt_seconds,
+          r.stopped_at_end_of_text ? "; stopped at end-of-text" : "",
+          r.context_shifts ? fmt::format("; context shifted {} time(s)", r.context_shifts).c_str()
+                           : "");
+    }
+  });
+}
+
+}  // namespace xsa::cli
