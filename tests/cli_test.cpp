@@ -71,8 +71,8 @@ class Cli : public ::testing::Test {
 };
 
 TEST_F(Cli, HelpForEveryCommand) {
-  for (const char* args :
-       {"--help", "train --help", "info --help", "prepare --help", "tokenize --help"}) {
+  for (const char* args : {"--help", "train --help", "info --help", "prepare --help",
+                           "tokenize --help", "eval --help", "sample --help"}) {
     Result r = xsa(args);
     EXPECT_EQ(r.status, 0) << args;
     EXPECT_NE(r.out.find("Usage"), std::string::npos) << args;
@@ -314,6 +314,104 @@ struct BadInput {
   std::string args;
   std::string expected;  // a piece of the one-line message
 };
+
+// xsa eval and xsa sample on a trained checkpoint, as a user runs them, and their bad input.
+TEST_F(Cli, EvalAndSample) {
+  ASSERT_EQ(xsa("train --data data.txt " + kSmall + " --steps 6 --out ev").status, 0);
+  write("mc.jsonl",
+        "{\"context\": \"It was the best of\", \"choices\": [\"times\", \"xq\"], \"label\": 0}\n"
+        "{\"context\": \"the age of\", \"choices\": [\"wisdom.\", \"zz\", \"times\"], \"label\": "
+        "0}\n");
+  write("hs.jsonl",
+        "{\"ctx\": \"It was the\", \"endings\": [\"best\", \"a\", \"b\", \"c\"], \"label\": "
+        "\"0\"}\n");
+  write("lambada.jsonl", "{\"text\": \"it was the worst of times\"}\n");
+  Result r = xsa(
+      "eval --ckpt ev --task mc --file mc.jsonl --task hellaswag --file hs.jsonl --task lambada "
+      "--file lambada.jsonl --data data.txt --threads 1 --json results.json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("| mc | 2 |"), std::string::npos) << r.out;
+  const nlohmann::json j = nlohmann::json::parse(read_file(work_dir() / "results.json"));
+  ASSERT_EQ(j.size(), 4u);
+  for (const char* key : {"task", "n", "acc", "acc_norm", "acc_mean_token"}) {
+    EXPECT_TRUE(j[0].contains(key)) << key;
+    EXPECT_TRUE(j[1].contains(key)) << key;
+  }
+  EXPECT_EQ(j[2]["task"], "lambada");
+  EXPECT_TRUE(j[2].contains("ppl"));
+  EXPECT_EQ(j[3]["task"], "val");
+  // The checkpoint's own validation loss: training's last val pass saw the same windows.
+  const nlohmann::json last_val = [&] {
+    nlohmann::json v;
+    for (const auto& m : metrics("ev"))
+      if (m.value("split", "") == "val") v = m;
+    return v;
+  }();
+  r = xsa("eval --ckpt ev --threads 1 --batch 4 --val-batches 8 --json val.json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const nlohmann::json v = nlohmann::json::parse(read_file(work_dir() / "val.json"))[0];
+  EXPECT_NEAR(v["val_loss"].get<double>(), last_val["loss"].get<double>(), 1e-6);
+  EXPECT_NEAR(v["bpb"].get<double>(), v["val_loss"].get<double>() / std::log(2.0), 1e-9);
+
+  // A bad line stops the run, naming file and line; --skip-bad-lines counts it and goes on.
+  write("bad.jsonl",
+        "{\"context\": \"a\", \"choices\": [\"b\", \"c\"], \"label\": 1}\n"
+        "{\"context\": \"a\", \"choices\": [\"b\", \"c\"], \"label\": 7}\n");
+  r = xsa("eval --ckpt ev --task mc --file bad.jsonl --threads 1");
+  EXPECT_NE(r.status, 0);
+  EXPECT_EQ(r.err,
+            "xsa: error: bad.jsonl:2: label 7 is out of range for 2 choices (--skip-bad-lines "
+            "leaves such lines out)\n");
+  r = xsa("eval --ckpt ev --task mc --file bad.jsonl --threads 1 --skip-bad-lines");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("left out 1 bad line(s); the first: bad.jsonl:2:"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.out.find("| mc | 1 |"), std::string::npos) << r.out;
+
+  // Sampling: the same seed gives the same text; streaming ends with a tokens/s line.
+  const std::string sample = "sample --ckpt ev --prompt \"It was\" --max-new-tokens 30 --threads 1";
+  Result a = xsa(sample + " --seed 5"), b = xsa(sample + " --seed 5"),
+         c = xsa(sample + " --seed 6");
+  ASSERT_EQ(a.status, 0) << a.err;
+  EXPECT_EQ(a.out.rfind("It was", 0), 0u) << a.out;
+  EXPECT_GT(a.out.size(), std::string("It was").size());
+  EXPECT_EQ(a.out, b.out);
+  EXPECT_NE(a.out, c.out);
+  EXPECT_NE(a.err.find("tokens/s"), std::string::npos) << a.err;
+  // Past the context of 16: the context shifts and generation goes on.
+  r = xsa("sample --ckpt ev --prompt \"It\" --max-new-tokens 40 --threads 1 --temperature 0");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("context shifted"), std::string::npos) << r.err;
+
+  // Checkpoint on data of another tokenizer: refused, naming both.
+  fs::create_directories(work_dir() / "gpt2corpus");
+  for (int i = 0; i < 10; i++) write("gpt2corpus/doc" + std::to_string(i) + ".txt", text_of(400));
+  ASSERT_EQ(
+      xsa("prepare --input gpt2corpus --tokenizer gpt2 --out gpt2shards --quiet --val-fraction 0.2 "
+          "--vocab-dir " XSA_VOCAB_DIR)
+          .status,
+      0);
+  const std::vector<BadInput> cases = {
+      {"data of another tokenizer", "eval --ckpt ev --data gpt2shards",
+       "gpt2shards/meta.json says tokenizer gpt2, which contradicts the byte tokenizer"},
+      {"unknown task", "eval --ckpt ev --task arc --file mc.jsonl", "--task 'arc' is not known"},
+      {"task without file", "eval --ckpt ev --task mc", "1 --task but 0 --file"},
+      {"missing task file", "eval --ckpt ev --task mc --file none.jsonl",
+       "none.jsonl: cannot open"},
+      {"empty prompt", "sample --ckpt ev --prompt \"\"", "encodes to no tokens"},
+      {"prompt past the context", "sample --ckpt ev --prompt \"" + text_of(17) + "\"",
+       "the prompt is 17 tokens; the model's context is 16"},
+      {"byte model without a prompt", "sample --ckpt ev", "give --prompt"},
+      {"bad top-p", "sample --ckpt ev --prompt a --top-p 0", "--top-p 0 must be in (0, 1]"},
+  };
+  for (const BadInput& bad : cases) {
+    SCOPED_TRACE(bad.name);
+    Result e = xsa(bad.args);
+    EXPECT_NE(e.status, 0);
+    EXPECT_EQ(std::count(e.err.begin(), e.err.end(), '\n'), 1) << e.err;
+    EXPECT_NE(e.err.find(bad.expected), std::string::npos) << e.err;
+  }
+}
 
 TEST_F(Cli, BadInputGivesOneLineAndKeepsCheckpoints) {
   // A good run whose checkpoint must survive every failure below.

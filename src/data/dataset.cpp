@@ -87,8 +87,9 @@ TokenizerKind tokenizer_of_shards(const fs::path& dir, std::optional<TokenizerKi
   }
   TokenizerKind kind = parse_tokenizer(meta.value("tokenizer", std::string("gpt2")));
   if (flag && *flag != kind)
-    fail("--tokenizer {} contradicts {} (tokenizer {})", to_string(*flag), meta_path.string(),
-         to_string(kind));
+    fail("{} says tokenizer {}, which contradicts the {} tokenizer asked for (--tokenizer, or "
+         "the checkpoint's)",
+         meta_path.string(), to_string(kind), to_string(*flag));
   return kind;
 }
 

@@ -1,0 +1,371 @@
+// Evaluation: task files (every malformed line named by file and line, or skipped and counted),
+// HellaSwag's preprocessing against strings produced by lm-evaluation-harness's own Python, and
+// scoring against log-likelihoods computed independently: a bigram model written out in double,
+// and a full model (attention, XSA, sinks) run one whole sequence at a time without the cache.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+
+#include "eval/evaluate.h"
+#include "eval/tasks.h"
+#include "test_util.h"
+#include "tokenizer/tokenizer.h"
+#include "train/trainer.h"
+#include "util/error.h"
+
+namespace xsa {
+namespace {
+
+namespace fs = std::filesystem;
+
+fs::path write_file(const std::string& name, const std::string& text) {
+  static const fs::path dir = test::temp_dir("eval");
+  std::ofstream(dir / name, std::ios::binary) << text;
+  return dir / name;
+}
+
+// ---- HellaSwag preprocessing: expected strings printed by lm-evaluation-harness's preprocess()
+// (Python's strip, replace and re.sub) on the same inputs.
+TEST(Tasks, HellaswagPreprocessingMatchesLmEvaluationHarness) {
+  EXPECT_EQ(hellaswag_preprocess("  A man [title] is here. [step] Then  he  goes [header]. "),
+            "A man. is here. Then he goes .");
+  EXPECT_EQ(
+      hellaswag_preprocess("Removing ice [title] Use a scraper.    Four spaces [unclosed bracket"),
+      "Removing ice. Use a scraper.  Four spaces [unclosed bracket");
+  EXPECT_EQ(hellaswag_preprocess("[a][b]c [d\n] e]"), "c [d\n] e]");
+  EXPECT_EQ(capitalize("hE SAID so"), "He said so");
+  EXPECT_EQ(utf8_length("naïve €"), 7);
+}
+
+TEST(Tasks, HellaswagContextIsBuiltFromItsParts) {
+  const fs::path f = write_file(
+      "hs.jsonl",
+      R"({"activity_label": "Cooking", "ctx_a": "A man is in a kitchen.", "ctx_b": "he picks UP a knife", "ctx": "unused", "endings": ["cuts [title] it.", "b", "c", "d"], "label": "2"})"
+      "\n"
+      R"({"ctx": "Only ctx  here", "endings": ["x", "y"], "label": 1})"
+      "\n");
+  const TaskFile file = load_task_file(TaskKind::hellaswag, f.string(), false);
+  ASSERT_EQ(file.examples.size(), 2u);
+  EXPECT_EQ(file.examples[0].context, "Cooking: A man is in a kitchen. He picks up a knife");
+  EXPECT_EQ(file.examples[0].choices[0], "cuts. it.");
+  EXPECT_EQ(file.examples[0].label, 2);  // the hub's string label
+  EXPECT_EQ(file.examples[1].context, "Only ctx here");
+  EXPECT_EQ(file.examples[1].line, 2);
+}
+
+TEST(Tasks, LambadaSplitsOffTheLastWord) {
+  const fs::path f = write_file("lambada.jsonl", "{\"text\": \"he opened the door\"}\n\n");
+  const TaskFile file = load_task_file(TaskKind::lambada, f.string(), false);
+  ASSERT_EQ(file.examples.size(), 1u);
+  EXPECT_EQ(file.examples[0].context, "he opened the");
+  EXPECT_EQ(file.examples[0].choices, std::vector<std::string>{"door"});
+}
+
+std::string error_of(TaskKind kind, const std::string& name, const std::string& text) {
+  const fs::path f = write_file(name, text);
+  try {
+    load_task_file(kind, f.string(), false);
+  } catch (const Error& e) {
+    return e.what();
+  }
+  return "(no error)";
+}
+
+TEST(Tasks, EachMalformedLineIsNamedByFileAndLine) {
+  const std::string good = R"({"context": "c", "choices": ["a", "b"], "label": 0})";
+  struct Case {
+    std::string line, message;
+  };
+  const std::vector<Case> cases = {
+      {"{not json", "not JSON"},
+      {R"(["a list"])", "not a JSON object"},
+      {R"({"choices": ["a", "b"], "label": 0})", "missing field 'context'"},
+      {R"({"context": "c", "label": 0})", "missing field 'choices'"},
+      {R"({"context": "c", "choices": ["a", "b"]})", "missing field 'label'"},
+      {R"({"context": "c", "choices": [], "label": 0})", "has 0 choice(s)"},
+      {R"({"context": "c", "choices": ["a", 3], "label": 0})", "must be a list of strings"},
+      {R"({"context": "c", "choices": ["a", "b"], "label": 2})", "label 2 is out of range"},
+      {R"({"context": "c", "choices": ["a", "b"], "label": -1})", "label -1 is out of range"},
+      {R"({"context": "c", "choices": ["a", "b"], "label": "x"})", "must be an integer"},
+      {R"({"context": 5, "choices": ["a", "b"], "label": 0})", "'context' must be a string"},
+  };
+  for (size_t i = 0; i < cases.size(); i++) {
+    const std::string name = "bad" + std::to_string(i) + ".jsonl";
+    const std::string msg = error_of(TaskKind::mc, name, good + "\n" + cases[i].line + "\n");
+    EXPECT_NE(msg.find(name + ":2: "), std::string::npos) << msg;
+    EXPECT_NE(msg.find(cases[i].message), std::string::npos) << msg;
+    EXPECT_EQ(msg.find('\n'), std::string::npos) << "one line: " << msg;
+  }
+  EXPECT_NE(error_of(TaskKind::lambada, "lam.jsonl", "{\"text\": \"oneword\"}\n")
+                .find("lam.jsonl:1: 'text' must end in a word"),
+            std::string::npos);
+  EXPECT_NE(error_of(TaskKind::hellaswag, "hs_bad.jsonl", "{\"ctx\": \"c\", \"label\": 0}\n")
+                .find("hs_bad.jsonl:1: missing field 'endings'"),
+            std::string::npos);
+  EXPECT_NE(error_of(TaskKind::mc, "empty.jsonl", "\n\n").find("no mc examples"),
+            std::string::npos);
+  EXPECT_THROW(load_task_file(TaskKind::mc, "/nonexistent/tasks.jsonl", false), Error);
+}
+
+TEST(Tasks, SkippingBadLinesCountsThemAndLimitStopsEarly) {
+  const std::string good = R"({"context": "c", "choices": ["a", "b"], "label": 1})";
+  const fs::path f =
+      write_file("mixed.jsonl", good + "\nbroken\n" + good + "\n{\"context\": 1}\n" + good + "\n");
+  const TaskFile all = load_task_file(TaskKind::mc, f.string(), true);
+  EXPECT_EQ(all.examples.size(), 3u);
+  EXPECT_EQ(all.skipped, 2);
+  EXPECT_NE(all.first_skipped.find("mixed.jsonl:2: not JSON"), std::string::npos);
+  const TaskFile two = load_task_file(TaskKind::mc, f.string(), true, /*limit=*/2);
+  EXPECT_EQ(two.examples.size(), 2u);
+  EXPECT_EQ(two.examples[1].line, 3);
+  EXPECT_THROW(load_task_file(TaskKind::mc, f.string(), false), Error);
+}
+
+// ---- Scoring against an independent bigram reference ----
+// With every block's weights zero, attention and MLP add nothing: the logits after token a are
+// LN_f(e_a) · Eᵀ, so log p(b | a) can be written out directly in double.
+struct BigramModel {
+  ModelConfig cfg;
+  std::unique_ptr<Gpt<float>> model;
+  std::vector<std::vector<double>> logp;  // [a][b] = log p(b | a)
+
+  explicit BigramModel(const std::string& attn) {
+    cfg.vocab_size = 256, cfg.padded_vocab = 256;
+    cfg.n_layer = 2, cfg.n_head = 2, cfg.n_embd = 16, cfg.seq_len = 64;
+    set_layer_attn(cfg, attn);
+    model = std::make_unique<Gpt<float>>(cfg, 1, cfg.seq_len, GptMode::inference);
+    ParamArena<float>& arena = model->params();
+    arena.init(cfg, 21);
+    for (LayerWeights<float>& L : arena.w.layers)
+      for (float* w : {L.qkv_w, L.attn_proj_w, L.fc_w, L.mlp_proj_w})
+        std::fill(w,
+                  w + (w == L.qkv_w ? cfg.qkv_dim() : cfg.n_embd) * (size_t)cfg.n_embd *
+                          (w == L.fc_w || w == L.mlp_proj_w ? 4 : 1),
+                  0.0f);
+    Rng rng(2);
+    const int C = cfg.n_embd, V = cfg.vocab_size;
+    for (int i = 0; i < V * C; i++) arena.w.wte[i] *= 40;  // sharp, varied distributions
+    for (int c = 0; c < C; c++)
+      arena.w.lnf_w[c] = float(1 + 0.3 * rng.normal()),
+      arena.w.lnf_b[c] = float(0.2 * rng.normal());
+    // After 'e' comes ' ' (its embedding along e's final features), so contexts ending in 'e'
+    // have greedy answers.
+    const std::vector<double> after_e = final_features('e');
+    for (int c = 0; c < C; c++) arena.w.wte[(size_t)' ' * C + c] = (float)after_e[c];
+    logp.assign(V, std::vector<double>(V));
+    for (int a = 0; a < V; a++) {
+      const std::vector<double> x = final_features(a);
+      std::vector<double> logits(V);
+      double top = -1e300;
+      for (int b = 0; b < V; b++) {
+        for (int c = 0; c < C; c++) logits[b] += x[c] * arena.w.wte[(size_t)b * C + c];
+        top = std::max(top, logits[b]);
+      }
+      double sum = 0;
+      for (int b = 0; b < V; b++) sum += std::exp(logits[b] - top);
+      for (int b = 0; b < V; b++) logp[a][b] = logits[b] - top - std::log(sum);
+    }
+  }
+
+  // LN_f(e_a) in double.
+  std::vector<double> final_features(int a) const {
+    const int C = cfg.n_embd;
+    const Weights<float>& w = model->params().w;
+    const float* e = w.wte + (size_t)a * C;
+    double mean = 0, var = 0;
+    for (int c = 0; c < C; c++) mean += e[c];
+    mean /= C;
+    for (int c = 0; c < C; c++) var += (e[c] - mean) * (e[c] - mean);
+    var /= C;
+    std::vector<double> x(C);
+    for (int c = 0; c < C; c++)
+      x[c] = (e[c] - mean) / std::sqrt(var + 1e-5) * w.lnf_w[c] + w.lnf_b[c];
+    return x;
+  }
+
+  // Σ log p over " " + choice after the context's last byte.
+  double loglik(const std::string& context, const std::string& choice) const {
+    std::string seq = context + " " + choice;
+    double sum = 0;
+    for (size_t i = context.size(); i < seq.size(); i++)
+      sum += logp[(unsigned char)seq[i - 1]][(unsigned char)seq[i]];
+    return sum;
+  }
+  bool greedy(const std::string& context, const std::string& choice) const {
+    std::string seq = context + " " + choice;
+    for (size_t i = context.size(); i < seq.size(); i++) {
+      const auto& row = logp[(unsigned char)seq[i - 1]];
+      if (std::max_element(row.begin(), row.end()) - row.begin() != (unsigned char)seq[i])
+        return false;
+    }
+    return true;
+  }
+};
+
+TEST(Scoring, MultipleChoiceMatchesAnIndependentBigramReference) {
+  const BigramModel bigram("xsa");
+  auto tokenizer = make_tokenizer(TokenizerKind::byte);
+  TaskFile file;
+  file.kind = TaskKind::mc, file.path = "fixture";
+  const std::vector<std::string> contexts = {"The cat", "Once upon", "x", "Water is", "She said"};
+  const std::vector<std::vector<std::string>> choices = {{"a", "sat on the long mat", "ran"},
+                                                         {"a time", "tea", "q"},
+                                                         {"yz", "long answer here"},
+                                                         {"wet", "dry", "very, very wet"},
+                                                         {"no", "yes indeed", "m"}};
+  // Labels alternate, so each rule is right on some examples and wrong on others.
+  int want_acc = 0, want_norm = 0, want_mean = 0, differ = 0;
+  for (size_t e = 0; e < contexts.size(); e++) {
+    TaskExample ex{contexts[e], choices[e], (int)(e % choices[e].size()), (int)e + 1};
+    size_t best = 0, best_norm = 0, best_mean = 0;
+    std::vector<double> ll;
+    for (const std::string& c : ex.choices) ll.push_back(bigram.loglik(ex.context, c));
+    for (size_t c = 1; c < ll.size(); c++) {
+      if (ll[c] > ll[best]) best = c;
+      if (ll[c] / ex.choices[c].size() > ll[best_norm] / ex.choices[best_norm].size())
+        best_norm = c;
+      if (ll[c] / (ex.choices[c].size() + 1) >
+          ll[best_mean] / (ex.choices[best_mean].size() + 1))  // bytes: one token per byte
+        best_mean = c;
+    }
+    want_acc += (int)best == ex.label, want_norm += (int)best_norm == ex.label;
+    want_mean += (int)best_mean == ex.label, differ += best != best_norm;
+    file.examples.push_back(ex);
+
+    Decoder<float> decoder(bigram.cfg, bigram.model->params().w, 2 * bigram.cfg.seq_len);
+    std::vector<std::vector<int32_t>> conts;
+    for (const std::string& c : ex.choices) conts.push_back(tokenizer->encode(" " + c));
+    const auto got = score_continuations(decoder, tokenizer->encode(ex.context), conts);
+    for (size_t c = 0; c < ll.size(); c++) {
+      EXPECT_NEAR(got[c].loglik, ll[c], 1e-4 * std::max(1.0, std::fabs(ll[c])));
+      EXPECT_EQ(got[c].tokens, (int)ex.choices[c].size() + 1);
+      EXPECT_EQ(got[c].greedy, bigram.greedy(ex.context, ex.choices[c]));
+    }
+  }
+  ASSERT_GT(differ, 0) << "the fixture must have examples where acc and acc_norm disagree";
+  Decoder<float> decoder(bigram.cfg, bigram.model->params().w, 2 * bigram.cfg.seq_len);
+  const TaskResult r = evaluate_task(decoder, *tokenizer, file);
+  EXPECT_EQ(r.n, 5);
+  EXPECT_DOUBLE_EQ(r.acc, want_acc / 5.0);
+  EXPECT_DOUBLE_EQ(r.acc_norm, want_norm / 5.0);
+  EXPECT_DOUBLE_EQ(r.acc_mean_token, want_mean / 5.0);
+  EXPECT_NE(r.acc, r.acc_norm);
+}
+
+TEST(Scoring, LambadaAccuracyAndPerplexityMatchTheBigramReference) {
+  const BigramModel bigram("sa");
+  auto tokenizer = make_tokenizer(TokenizerKind::byte);
+  TaskFile file;
+  file.kind = TaskKind::lambada, file.path = "fixture";
+  // Greedy continuations of the bigram model are right by construction; others are not.
+  std::vector<std::string> answers;
+  for (const std::string context : {"one the", "it was he", "a b ce"}) {
+    std::string word;
+    unsigned char prev = ' ';
+    for (int i = 0; i < 3; i++) {  // the model's own greedy bytes after " "
+      const auto& row = bigram.logp[prev];
+      prev = (unsigned char)(std::max_element(row.begin(), row.end()) - row.begin());
+      word.push_back((char)prev);
+    }
+    answers.push_back(word);
+    file.examples.push_back({context, {word}, 0, 0});
+  }
+  file.examples.push_back({"plain", {"zzqx"}, 0, 0});
+  double ll_sum = 0;
+  int greedy = 0;
+  for (const TaskExample& ex : file.examples) {
+    ll_sum += bigram.loglik(ex.context, ex.choices[0]);
+    greedy += bigram.greedy(ex.context, ex.choices[0]);
+  }
+  Decoder<float> decoder(bigram.cfg, bigram.model->params().w, 2 * bigram.cfg.seq_len);
+  const TaskResult r = evaluate_task(decoder, *tokenizer, file);
+  ASSERT_EQ(greedy, 3) << "the fixture's three constructed answers are greedy, the last not";
+  EXPECT_EQ(r.n, 4);
+  EXPECT_DOUBLE_EQ(r.acc, greedy / 4.0);
+  EXPECT_NEAR(std::log(r.ppl), -ll_sum / 4, 1e-4 * std::fabs(ll_sum / 4));
+  EXPECT_EQ(r.acc_norm, -1);  // not a multiple-choice metric
+}
+
+// ---- A full model: contexts longer than the model's context lose their oldest tokens ----
+TEST(Scoring, FullModelContinuationsMatchWholeSequenceForwards) {
+  ModelConfig cfg;
+  cfg.vocab_size = 60, cfg.padded_vocab = 64;
+  cfg.n_layer = 2, cfg.n_head = 2, cfg.n_embd = 16, cfg.seq_len = 20;
+  set_layer_attn(cfg, "xsa+sink,xsa-gated");
+  Gpt<double> reference(cfg, 1, cfg.seq_len, GptMode::inference);
+  reference.params().init(cfg, 4);
+  Rng rng(6);
+  for (size_t i = 0; i < reference.params().params.size(); i++)
+    reference.params().params[i] = reference.params().params[i] * 6 + 0.05 * rng.normal();
+  Gpt<float> model(cfg, 1, cfg.seq_len, GptMode::inference);
+  for (size_t i = 0; i < model.params().params.size(); i++)
+    model.params().params[i] = (float)reference.params().params[i];
+
+  auto tokens = [&](int n, uint64_t seed) {
+    Rng r(seed);
+    std::vector<int32_t> t(n);
+    for (int32_t& x : t) x = (int32_t)(r.next_u64() % cfg.vocab_size);
+    return t;
+  };
+  for (int context_len : {5, 30}) {  // 30 > 20: truncated to the last 20 − 6 tokens
+    const std::vector<int32_t> context = tokens(context_len, context_len);
+    const std::vector<std::vector<int32_t>> conts = {tokens(3, 1), tokens(6, 2), tokens(1, 3)};
+    Decoder<float> decoder(cfg, model.params().w, 2 * cfg.seq_len);
+    const auto got = score_continuations(decoder, context, conts);
+    const size_t keep = std::min<size_t>(context.size(), cfg.seq_len - 6);
+    for (size_t c = 0; c < conts.size(); c++) {
+      std::vector<int32_t> seq(context.end() - keep, context.end());
+      seq.insert(seq.end(), conts[c].begin(), conts[c].end());
+      Gpt<double> run(cfg, 1, (int)seq.size() - 1, GptMode::inference);
+      std::copy(reference.params().params.data(),
+                reference.params().params.data() + reference.params().params.size(),
+                run.params().params.data());
+      // Targets only on the continuation: the loss is then −mean log p over its tokens.
+      std::vector<int32_t> in(seq.begin(), seq.end() - 1), tg(seq.size() - 1, -1);
+      for (size_t i = keep - 1; i < tg.size(); i++) tg[i] = seq[i + 1];
+      const double want = -run.forward(in.data(), tg.data()) * conts[c].size();
+      EXPECT_NEAR(got[c].loglik, want, 1e-4 * std::max(1.0, std::fabs(want)))
+          << "context " << context_len << " choice " << c;
+    }
+  }
+  Decoder<float> decoder(cfg, model.params().w, 2 * cfg.seq_len);
+  EXPECT_THROW(score_continuations(decoder, tokens(3, 9), {tokens(20, 1)}), Error);  // no room
+  EXPECT_THROW(score_continuations(decoder, {}, {tokens(2, 1)}), Error);
+}
+
+// ---- Validation: the training loop's loss, and bytes counted from the decoded text ----
+TEST(Scoring, ValidationLossEqualsTrainingsAndBitsPerByteCountTheText) {
+  auto gpt2 = make_tokenizer(TokenizerKind::gpt2, XSA_VOCAB_DIR);
+  std::vector<uint16_t> ids;
+  for (const char* doc : {"Hello world, this is a test of bits per byte.",
+                          "Ünïcödé text costs more bytes than characters: € ✓.",
+                          "A third document, somewhat longer than the others, to fill windows."}) {
+    ids.push_back((uint16_t)gpt2->end_of_text());
+    for (int32_t t : gpt2->encode(doc)) ids.push_back((uint16_t)t);
+  }
+  TokenStream stream;
+  stream.add(ids, "fixture");
+  ModelConfig cfg;
+  cfg.tokenizer = TokenizerKind::gpt2, cfg.vocab_size = 50257, cfg.padded_vocab = pad_vocab(50257);
+  cfg.n_layer = 1, cfg.n_head = 2, cfg.n_embd = 16, cfg.seq_len = 8;
+  set_layer_attn(cfg, "xsa");
+  Gpt<float> model(cfg, 3, cfg.seq_len, GptMode::inference);
+  model.params().init(cfg, 1);
+  const int batches = val_batch_count(stream, 3, cfg.seq_len, 100);
+  const ValResult v = evaluate_val(model, stream, batches, *gpt2);
+  EXPECT_NEAR(v.loss, evaluate_loss(model, stream, batches), 1e-9);
+  EXPECT_NEAR(v.ppl, std::exp(v.loss), 1e-9 * v.ppl);
+  // Every window's targets, decoded as one text, minus the end-of-text markers' own letters.
+  const size_t windows = (stream.size() - 1) / cfg.seq_len;
+  std::vector<int32_t> targets(windows * cfg.seq_len);
+  stream.copy(1, targets.size(), targets.data());
+  const std::string text = gpt2->decode(targets);
+  int64_t eot = std::count(targets.begin(), targets.end(), gpt2->end_of_text());
+  EXPECT_EQ(v.tokens, (int64_t)targets.size());
+  EXPECT_EQ(v.bytes, (int64_t)text.size() - eot * (int64_t)std::string("<|endoftext|>").size());
+  EXPECT_NEAR(v.bpb, v.loss * v.tokens / std::log(2.0) / v.bytes, 1e-9);
+}
+
+}  // namespace
+}  // namespace xsa
