@@ -87,9 +87,10 @@ TokenizerKind tokenizer_of_shards(const fs::path& dir, std::optional<TokenizerKi
   }
   TokenizerKind kind = parse_tokenizer(meta.value("tokenizer", std::string("gpt2")));
   if (flag && *flag != kind)
-    fail("{} says tokenizer {}, which contradicts the {} tokenizer asked for (--tokenizer, or "
-         "the checkpoint's)",
-         meta_path.string(), to_string(kind), to_string(*flag));
+    fail(
+        "{} says tokenizer {}, which contradicts the {} tokenizer asked for (--tokenizer, or "
+        "the checkpoint's)",
+        meta_path.string(), to_string(kind), to_string(*flag));
   return kind;
 }
 

@@ -1,6 +1,7 @@
 // xsa bench: training-step speed of the shared/SPEC.md §4 configurations (SA and XSA, interleaved
-// in one process), the GEMM ceiling on the same shapes, attention alone up to T = 8192, and the
-// effect of the BLAS kernel choice. Markdown on stdout; --json / --csv for scripts.
+// in one process), the GEMM ceiling on the same shapes, attention alone up to T = 8192, the effect
+// of the BLAS kernel choice, and decoding with the key/value cache against recomputing the whole
+// sequence. Markdown on stdout; --json / --csv for scripts.
 #include <unistd.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "model/decoder.h"
 #include "model/gpt.h"
 #include "ops/ops.h"
 #include "tools/commands.h"
@@ -136,11 +138,51 @@ GemmCeiling gemm_ceiling(const ModelConfig& cfg, int B, int T, int reps) {
   return g;
 }
 
+// Decoding at the end of a full context: `tokens` new tokens after a prompt that brings the cache
+// to T − tokens, one incremental forward each, against recomputing the whole T-token sequence for
+// one new token (the last row's logits only, as nanoGPT's generate; or every row's, as llm.c's
+// sampling loop).
+struct DecodeTimes {
+  double cached_ms = 0, prompt_ms = 0, recompute_ms = 0, recompute_all_ms = 0;
+};
+DecodeTimes decode_times(const ModelConfig& cfg, int tokens, int reps) {
+  const int T = cfg.seq_len, Vp = cfg.padded_vocab;
+  Gpt<float> full(cfg, 1, T, GptMode::inference);
+  full.params().init(cfg, 1);
+  std::vector<int32_t> seq(T), none(T, -1), targets(T);
+  Rng rng(9);
+  for (int i = 0; i < T; i++)
+    seq[i] = rng.next_u64() % cfg.vocab_size, targets[i] = rng.next_u64() % cfg.vocab_size;
+  Decoder<float> decoder(cfg, full.params().w, T);
+  std::vector<double> cached, prompt, recompute, recompute_all;
+  std::vector<float> logits(Vp);
+  for (int r = 0; r <= reps; r++) {  // r = 0: warm-up
+    decoder.truncate(0);
+    auto t0 = clock_type::now();
+    decoder.append(seq.data(), T - tokens);
+    if (r) prompt.push_back(ms_since(t0));
+    for (int i = T - tokens; i < T; i++) {
+      t0 = clock_type::now();
+      decoder.append(&seq[i], 1);
+      if (r) cached.push_back(ms_since(t0));
+    }
+    t0 = clock_type::now();
+    full.forward(seq.data(), none.data());
+    full.logits_row(T - 1, logits.data());
+    if (r) recompute.push_back(ms_since(t0));
+    t0 = clock_type::now();
+    full.forward(seq.data(), targets.data());  // every row's logits, through the loss
+    if (r) recompute_all.push_back(ms_since(t0));
+  }
+  return {stats_of(cached).median, stats_of(prompt).median, stats_of(recompute).median,
+          stats_of(recompute_all).median};
+}
+
 struct Options {
   std::string config = "all", json_path, csv_path;
   int steps = 5, warmup = 2, threads = 0;
   std::vector<int> attn_T = {256, 1024, 4096, 8192};
-  bool gemm = false, no_steps = false, no_attention = false;
+  bool gemm = false, no_steps = false, no_attention = false, decode = false;
 };
 
 void write_outputs(const Options& o, const json& records) {
@@ -351,6 +393,42 @@ void run_bench(const Options& o) {
       }
     }
   }
+  if (o.decode) {
+    const int tokens = 32, reps = std::max(3, o.steps);
+    std::printf(
+        "\n## Decoding with the key/value cache (batch 1), context T: %d new tokens after T − %d, "
+        "median ms per token; recompute = one full forward of all T tokens for the next token "
+        "(last row's logits / every row's)\n\n| config | attn | prompt ms | cached ms/token | "
+        "tokens/s | recompute ms | speed-up | recompute, all logits, ms | speed-up |\n"
+        "|---|---|---|---|---|---|---|---|---|\n",
+        tokens, tokens);
+    for (const BenchShape& s : shapes) {
+      double cached[2] = {0, 0};
+      for (int k = 0; k < 2; k++) {
+        const ModelConfig cfg = model_of(s, k ? AttnKind::xsa : AttnKind::sa);
+        const DecodeTimes d = decode_times(cfg, std::min(tokens, s.T - 1), reps);
+        cached[k] = d.cached_ms;
+        std::printf("| %s | %s | %.1f | %.2f | %.0f | %.1f | %.1f× | %.1f | %.1f× |\n", s.name,
+                    k ? "xsa" : "sa", d.prompt_ms, d.cached_ms, 1000 / d.cached_ms, d.recompute_ms,
+                    d.recompute_ms / d.cached_ms, d.recompute_all_ms,
+                    d.recompute_all_ms / d.cached_ms);
+        records.push_back({{"kind", "decode"},
+                           {"config", s.name},
+                           {"attn", k ? "xsa" : "sa"},
+                           {"context", s.T},
+                           {"prompt_ms", d.prompt_ms},
+                           {"cached_ms_per_token", d.cached_ms},
+                           {"tokens_per_s", 1000 / d.cached_ms},
+                           {"recompute_ms", d.recompute_ms},
+                           {"recompute_all_logits_ms", d.recompute_all_ms},
+                           {"speedup", d.recompute_ms / d.cached_ms},
+                           {"speedup_all_logits", d.recompute_all_ms / d.cached_ms}});
+      }
+      records.push_back({{"kind", "ratio"},
+                         {"what", std::string("decode_xsa_over_sa_") + s.name},
+                         {"value", cached[1] / cached[0]}});
+    }
+  }
   write_outputs(o, records);
 }
 
@@ -372,6 +450,8 @@ void add_bench_command(CLI::App& root) {
                 "Also print the GEMM ceiling per shape and the effect of the BLAS kernel choice");
   cmd->add_flag("--no-steps", o->no_steps, "Skip the training-step table");
   cmd->add_flag("--no-attention", o->no_attention, "Skip the attention-alone table");
+  cmd->add_flag("--decode", o->decode,
+                "Also time decoding with the key/value cache against recomputing the sequence");
   cmd->add_option("--json", o->json_path,
                   "Write one JSON record per row (a JSON array) to this file");
   cmd->add_option("--csv", o->csv_path, "Write the rows as CSV to this file");
