@@ -3,13 +3,34 @@
 #include "ops/ops.h"
 
 namespace xsa::ops {
+namespace {
+
+// out [out_dim] (+)= weight [out_dim, in_dim] · inp: decoding one token is bound by reading the
+// weights (120 MB per token for `small`). OpenBLAS's sgemv streams them at ~21 GB/s on the 2-core
+// machine of docs/perf-log.md, which reads 36 GB/s; one row after the other, each read as one
+// sequential stream and the rows split between the threads, reaches ~33. Each row's sum has one
+// fixed order, so the result does not depend on the thread count.
+template <typename Real>
+void matvec(Real* out, const Real* inp, const Real* weight, int in_dim, int out_dim,
+            bool accumulate) {
+#pragma omp parallel for schedule(static) if ((size_t)out_dim * in_dim > 65536)
+  for (int r = 0; r < out_dim; r++) {
+    const Real* w = weight + (size_t)r * in_dim;
+    Real sum = 0;
+#pragma omp simd reduction(+ : sum)
+    for (int i = 0; i < in_dim; i++) sum += w[i] * inp[i];
+    out[r] = accumulate ? out[r] + sum : sum;
+  }
+}
+
+}  // namespace
 
 template <typename Real>
 void matmul_forward(Real* out, const Real* inp, const Real* weight, int N, int in_dim, int out_dim,
                     bool accumulate) {
   if (N == 0) return;
-  if (N == 1) {  // one token (decoding): GEMV streams the weights once, GEMM would pack them first
-    gemv(out_dim, in_dim, Real(1), weight, in_dim, inp, accumulate ? Real(1) : Real(0), out);
+  if (N == 1) {  // one token (decoding): stream the weights once, at memory speed
+    matvec(out, inp, weight, in_dim, out_dim, accumulate);
     return;
   }
   gemm(false, true, N, out_dim, in_dim, Real(1), inp, in_dim, weight, in_dim,

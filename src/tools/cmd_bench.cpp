@@ -143,40 +143,39 @@ GemmCeiling gemm_ceiling(const ModelConfig& cfg, int B, int T, int reps) {
 // one new token (the last row's logits only, as nanoGPT's generate; or every row's, as llm.c's
 // sampling loop).
 struct DecodeTimes {
-  double cached_ms = 0, prompt_ms = 0, recompute_ms = 0, recompute_all_ms = 0;
-};
-DecodeTimes decode_times(const ModelConfig& cfg, int tokens, int reps) {
-  const int T = cfg.seq_len, Vp = cfg.padded_vocab;
-  Gpt<float> full(cfg, 1, T, GptMode::inference);
-  full.params().init(cfg, 1);
-  std::vector<int32_t> seq(T), none(T, -1), targets(T);
-  Rng rng(9);
-  for (int i = 0; i < T; i++)
-    seq[i] = rng.next_u64() % cfg.vocab_size, targets[i] = rng.next_u64() % cfg.vocab_size;
-  Decoder<float> decoder(cfg, full.params().w, T);
   std::vector<double> cached, prompt, recompute, recompute_all;
-  std::vector<float> logits(Vp);
-  for (int r = 0; r <= reps; r++) {  // r = 0: warm-up
+};
+struct DecodeArm {
+  Gpt<float> full;
+  Decoder<float> decoder;
+  DecodeTimes times;
+  DecodeArm(const ModelConfig& cfg)
+      : full(cfg, 1, cfg.seq_len, GptMode::inference),
+        decoder(cfg, (full.params().init(cfg, 1), full.params().w), cfg.seq_len) {}
+
+  void run(const std::vector<int32_t>& seq, const std::vector<int32_t>& targets, int tokens,
+           bool keep) {
+    const int T = (int)seq.size();
+    std::vector<int32_t> none(T, -1);
+    std::vector<float> logits(full.config().padded_vocab);
     decoder.truncate(0);
     auto t0 = clock_type::now();
     decoder.append(seq.data(), T - tokens);
-    if (r) prompt.push_back(ms_since(t0));
+    if (keep) times.prompt.push_back(ms_since(t0));
     for (int i = T - tokens; i < T; i++) {
       t0 = clock_type::now();
       decoder.append(&seq[i], 1);
-      if (r) cached.push_back(ms_since(t0));
+      if (keep) times.cached.push_back(ms_since(t0));
     }
     t0 = clock_type::now();
     full.forward(seq.data(), none.data());
     full.logits_row(T - 1, logits.data());
-    if (r) recompute.push_back(ms_since(t0));
+    if (keep) times.recompute.push_back(ms_since(t0));
     t0 = clock_type::now();
     full.forward(seq.data(), targets.data());  // every row's logits, through the loss
-    if (r) recompute_all.push_back(ms_since(t0));
+    if (keep) times.recompute_all.push_back(ms_since(t0));
   }
-  return {stats_of(cached).median, stats_of(prompt).median, stats_of(recompute).median,
-          stats_of(recompute_all).median};
-}
+};
 
 struct Options {
   std::string config = "all", json_path, csv_path;
@@ -394,7 +393,7 @@ void run_bench(const Options& o) {
     }
   }
   if (o.decode) {
-    const int tokens = 32, reps = std::max(3, o.steps);
+    const int tokens = 32, reps = std::max(3, o.steps);  // per-token times: reps × 32 of them
     std::printf(
         "\n## Decoding with the key/value cache (batch 1), context T: %d new tokens after T − %d, "
         "median ms per token; recompute = one full forward of all T tokens for the next token "
@@ -403,30 +402,43 @@ void run_bench(const Options& o) {
         "|---|---|---|---|---|---|---|---|---|\n",
         tokens, tokens);
     for (const BenchShape& s : shapes) {
-      double cached[2] = {0, 0};
+      const int T = s.T, n = std::min(tokens, T - 1);
+      DecodeArm arms[2] = {DecodeArm(model_of(s, AttnKind::sa)),
+                           DecodeArm(model_of(s, AttnKind::xsa))};
+      std::vector<int32_t> seq(T), targets(T);
+      Rng rng(9);
+      for (int i = 0; i < T; i++)
+        seq[i] = rng.next_u64() % arms[0].full.config().vocab_size,
+        targets[i] = rng.next_u64() % arms[0].full.config().vocab_size;
+      for (int r = 0; r <= reps; r++)  // r = 0: warm-up; ABBA order
+        for (int kk = 0; kk < 2; kk++) arms[r % 2 ? 1 - kk : kk].run(seq, targets, n, r > 0);
+      std::vector<double> ratio;
+      for (size_t i = 0; i < arms[0].times.cached.size(); i++)
+        ratio.push_back(arms[1].times.cached[i] / arms[0].times.cached[i]);
       for (int k = 0; k < 2; k++) {
-        const ModelConfig cfg = model_of(s, k ? AttnKind::xsa : AttnKind::sa);
-        const DecodeTimes d = decode_times(cfg, std::min(tokens, s.T - 1), reps);
-        cached[k] = d.cached_ms;
+        const DecodeTimes& d = arms[k].times;
+        const double cached = stats_of(d.cached).median, prompt = stats_of(d.prompt).median,
+                     recompute = stats_of(d.recompute).median,
+                     recompute_all = stats_of(d.recompute_all).median;
         std::printf("| %s | %s | %.1f | %.2f | %.0f | %.1f | %.1f× | %.1f | %.1f× |\n", s.name,
-                    k ? "xsa" : "sa", d.prompt_ms, d.cached_ms, 1000 / d.cached_ms, d.recompute_ms,
-                    d.recompute_ms / d.cached_ms, d.recompute_all_ms,
-                    d.recompute_all_ms / d.cached_ms);
+                    k ? "xsa" : "sa", prompt, cached, 1000 / cached, recompute, recompute / cached,
+                    recompute_all, recompute_all / cached);
         records.push_back({{"kind", "decode"},
                            {"config", s.name},
                            {"attn", k ? "xsa" : "sa"},
-                           {"context", s.T},
-                           {"prompt_ms", d.prompt_ms},
-                           {"cached_ms_per_token", d.cached_ms},
-                           {"tokens_per_s", 1000 / d.cached_ms},
-                           {"recompute_ms", d.recompute_ms},
-                           {"recompute_all_logits_ms", d.recompute_all_ms},
-                           {"speedup", d.recompute_ms / d.cached_ms},
-                           {"speedup_all_logits", d.recompute_all_ms / d.cached_ms}});
+                           {"context", T},
+                           {"prompt_ms", prompt},
+                           {"cached_ms_per_token", cached},
+                           {"tokens_per_s", 1000 / cached},
+                           {"recompute_ms", recompute},
+                           {"recompute_all_logits_ms", recompute_all},
+                           {"speedup", recompute / cached},
+                           {"speedup_all_logits", recompute_all / cached}});
       }
-      records.push_back({{"kind", "ratio"},
-                         {"what", std::string("decode_xsa_over_sa_") + s.name},
-                         {"value", cached[1] / cached[0]}});
+      const double r = stats_of(ratio).median;
+      std::printf("| %s | XSA/SA | | %.3f | | | | | |\n", s.name, r);
+      records.push_back(
+          {{"kind", "ratio"}, {"what", std::string("decode_xsa_over_sa_") + s.name}, {"value", r}});
     }
   }
   write_outputs(o, records);
