@@ -1,6 +1,7 @@
 // Incremental decoding with the key/value cache against the full forward of the whole sequence
 // (the training model, which the gradient checks hold to finite differences): token by token, in
-// chunks over several passes, and continuations branched side by side from one cached prefix. Every
+// chunks over several passes, and segments side by side after one cached prefix (some continuing
+// another, as the answers of a question do). Every
 // attention variant; float to 1e-5 (the bound) and double to 1e-10 (the same arithmetic
 // up to summation order).
 #include "model/decoder.h"
@@ -97,25 +98,36 @@ void check_equivalence(const std::string& attn, double tolerance) {
     }
     EXPECT_LT(row_error(got.data(), full.data(), T, Vp), tolerance);
   }
-  {  // continuations of one prefix side by side, against each full sequence on its own
+  {  // segments side by side after a cached prefix: two on their own, and two continuing a third
+     // (a question and its answers); each against its whole sequence's full forward
     const int prefix = 9;
     Decoder<Real> dec(cfg, model.params().w, 2 * T, /*max_rows=*/5);
     dec.append(tokens.data(), prefix);
-    std::vector<std::vector<int32_t>> conts = {random_tokens(6, cfg.vocab_size, 1),
-                                               random_tokens(1, cfg.vocab_size, 2),
-                                               random_tokens(9, cfg.vocab_size, 3)};
-    std::vector<Real> got((size_t)16 * Vp);
-    dec.branch(conts, got.data());
+    using Segment = typename Decoder<Real>::Segment;
+    const std::vector<Segment> segments = {{random_tokens(6, cfg.vocab_size, 1), -1},
+                                           {random_tokens(1, cfg.vocab_size, 2), -1},
+                                           {random_tokens(5, cfg.vocab_size, 3), -1},
+                                           {random_tokens(4, cfg.vocab_size, 4), 2},
+                                           {random_tokens(1, cfg.vocab_size, 5), 2}};
+    const int rows = 17;
+    std::vector<Real> features((size_t)rows * cfg.n_embd), got((size_t)rows * Vp);
+    dec.branch(segments, features.data());
+    dec.head(features.data(), rows, got.data());
     EXPECT_EQ(dec.length(), prefix);  // the cache still holds the prefix alone
     size_t row = 0;
-    for (const auto& c : conts) {
+    for (const Segment& seg : segments) {
       std::vector<int32_t> seq(tokens.begin(), tokens.begin() + prefix);
-      seq.insert(seq.end(), c.begin(), c.end());
+      if (seg.parent >= 0)
+        seq.insert(seq.end(), segments[seg.parent].tokens.begin(),
+                   segments[seg.parent].tokens.end());
+      const size_t before = seq.size();
+      seq.insert(seq.end(), seg.tokens.begin(), seg.tokens.end());
       const std::vector<Real> want = full_logits(model, seq);
       EXPECT_LT(
-          row_error(got.data() + row * Vp, want.data() + (size_t)prefix * Vp, (int)c.size(), Vp),
-          tolerance);
-      row += c.size();
+          row_error(got.data() + row * Vp, want.data() + before * Vp, (int)seg.tokens.size(), Vp),
+          tolerance)
+          << "segment at row " << row;
+      row += seg.tokens.size();
     }
     // And the prefix continues as if no branch had happened.
     const Real* next = dec.append(&tokens[prefix], 1);
@@ -152,12 +164,15 @@ TEST(Decoder, RefusesWhatDoesNotFit) {
   const int32_t bad = cfg.vocab_size;
   EXPECT_THROW(dec.append(&bad, 1), Error);
   dec.append(tokens.data(), 20);
-  std::vector<float> logits((size_t)20 * cfg.padded_vocab);
-  // 4 + 6 = 10 rows after 20 positions pass the 32 slots; each alone fits the context of 24.
-  EXPECT_THROW(
-      dec.branch({random_tokens(4, cfg.vocab_size, 1), random_tokens(9, cfg.vocab_size, 2)},
-                 logits.data()),
-      Error);
+  std::vector<float> features((size_t)13 * cfg.n_embd);
+  // 4 + 4 + 4 + 1 = 13 tokens after 20 pass the 32 slots, though each fits the context of 24.
+  const std::vector<Decoder<float>::Segment> four = {{random_tokens(4, cfg.vocab_size, 1), -1},
+                                                     {random_tokens(4, cfg.vocab_size, 2), -1},
+                                                     {random_tokens(4, cfg.vocab_size, 3), -1},
+                                                     {random_tokens(1, cfg.vocab_size, 4), -1}};
+  EXPECT_THROW(dec.branch(four, features.data()), Error);
+  // A segment past the context: 20 + 5.
+  EXPECT_THROW(dec.branch({{random_tokens(5, cfg.vocab_size, 1), -1}}, features.data()), Error);
   EXPECT_EQ(dec.length(), 20);
 }
 

@@ -244,8 +244,9 @@ TEST(Scoring, MultipleChoiceMatchesAnIndependentBigramReference) {
     }
   }
   ASSERT_GT(differ, 0) << "the fixture must have examples where acc and acc_norm disagree";
-  Decoder<float> decoder(bigram.cfg, bigram.model->params().w, 2 * bigram.cfg.seq_len);
-  const TaskResult r = evaluate_task(decoder, *tokenizer, file);
+  // Passes of at most 60 tokens: the five examples run in several groups.
+  const TaskResult r =
+      evaluate_task(bigram.cfg, bigram.model->params().w, *tokenizer, file, nullptr, 60);
   EXPECT_EQ(r.n, 5);
   EXPECT_DOUBLE_EQ(r.acc, want_acc / 5.0);
   EXPECT_DOUBLE_EQ(r.acc_norm, want_norm / 5.0);
@@ -278,8 +279,7 @@ TEST(Scoring, LambadaAccuracyAndPerplexityMatchTheBigramReference) {
     ll_sum += bigram.loglik(ex.context, ex.choices[0]);
     greedy += bigram.greedy(ex.context, ex.choices[0]);
   }
-  Decoder<float> decoder(bigram.cfg, bigram.model->params().w, 2 * bigram.cfg.seq_len);
-  const TaskResult r = evaluate_task(decoder, *tokenizer, file);
+  const TaskResult r = evaluate_task(bigram.cfg, bigram.model->params().w, *tokenizer, file);
   ASSERT_EQ(greedy, 3) << "the fixture's three constructed answers are greedy, the last not";
   EXPECT_EQ(r.n, 4);
   EXPECT_DOUBLE_EQ(r.acc, greedy / 4.0);
@@ -308,9 +308,15 @@ TEST(Scoring, FullModelContinuationsMatchWholeSequenceForwards) {
     for (int32_t& x : t) x = (int32_t)(r.next_u64() % cfg.vocab_size);
     return t;
   };
-  for (int context_len : {5, 30}) {  // 30 > 20: truncated to the last 20 − 6 tokens
-    const std::vector<int32_t> context = tokens(context_len, context_len);
-    const std::vector<std::vector<int32_t>> conts = {tokens(3, 1), tokens(6, 2), tokens(1, 3)};
+  // Two questions scored together in one pass, and each alone.
+  const std::vector<ScoringItem> items = {
+      {tokens(5, 5), {tokens(3, 1), tokens(6, 2), tokens(1, 3)}},
+      {tokens(30, 30), {tokens(2, 4), tokens(6, 5)}}};  // 30 > 20: the last 20 − 6 tokens kept
+  Decoder<float> together(cfg, model.params().w, 40);
+  const auto got_together = score_items(together, items);
+  for (size_t i = 0; i < items.size(); i++) {
+    const std::vector<int32_t>& context = items[i].context;
+    const auto& conts = items[i].continuations;
     Decoder<float> decoder(cfg, model.params().w, 2 * cfg.seq_len);
     const auto got = score_continuations(decoder, context, conts);
     const size_t keep = std::min<size_t>(context.size(), cfg.seq_len - 6);
@@ -323,10 +329,12 @@ TEST(Scoring, FullModelContinuationsMatchWholeSequenceForwards) {
                 run.params().params.data());
       // Targets only on the continuation: the loss is then −mean log p over its tokens.
       std::vector<int32_t> in(seq.begin(), seq.end() - 1), tg(seq.size() - 1, -1);
-      for (size_t i = keep - 1; i < tg.size(); i++) tg[i] = seq[i + 1];
+      for (size_t t = keep - 1; t < tg.size(); t++) tg[t] = seq[t + 1];
       const double want = -run.forward(in.data(), tg.data()) * conts[c].size();
       EXPECT_NEAR(got[c].loglik, want, 1e-4 * std::max(1.0, std::fabs(want)))
-          << "context " << context_len << " choice " << c;
+          << "question " << i << " choice " << c;
+      EXPECT_NEAR(got_together[i][c].loglik, want, 1e-4 * std::max(1.0, std::fabs(want)))
+          << "question " << i << " choice " << c << ", scored with the other question";
     }
   }
   Decoder<float> decoder(cfg, model.params().w, 2 * cfg.seq_len);

@@ -57,8 +57,8 @@ TEST(Matmul, ForwardBackwardMatchReference) {
   struct Shape {
     int N, in, out;
   };
-  for (Shape s :
-       {Shape{1, 1, 1}, Shape{1, 5, 3}, Shape{5, 7, 3}, Shape{33, 17, 65}, Shape{64, 48, 144}}) {
+  for (Shape s : {Shape{1, 1, 1}, Shape{1, 5, 3}, Shape{1, 384, 401}, Shape{5, 7, 3},
+                  Shape{33, 17, 65}, Shape{64, 48, 144}}) {
     SCOPED_TRACE(testing::Message() << "N=" << s.N << " in=" << s.in << " out=" << s.out);
     Vec x = random_vector(s.N * s.in, 1), w = random_vector(s.out * s.in, 2),
         dout = random_vector(s.N * s.out, 3);

@@ -4,21 +4,42 @@
 #include <chrono>
 #include <cmath>
 
+#include "ops/ops.h"
 #include "util/error.h"
 
 namespace xsa {
 namespace {
 
-// log p(target) and whether target is the argmax (the lowest id among equals), in double over the
-// real vocabulary.
-std::pair<double, bool> token_logprob(const float* logits, int V, int32_t target) {
-  int best = 0;
-  for (int i = 1; i < V; i++)
-    if (logits[i] > logits[best]) best = i;
-  const double top = logits[best];
-  double sum = 0;
-  for (int i = 0; i < V; i++) sum += std::exp((double)logits[i] - top);
-  return {(double)logits[target] - top - std::log(sum), best == target};
+// Whether target is the most likely token (the lowest id among equals) of a row of logits.
+bool is_greedy(const float* logits, int V, int32_t target) {
+  float top = logits[0];
+#pragma omp simd reduction(max : top)
+  for (int i = 0; i < V; i++) top = std::max(top, logits[i]);
+  if (logits[target] != top) return false;
+  for (int i = 0; i < target; i++)
+    if (logits[i] == top) return false;
+  return true;
+}
+
+// One scored prediction: a row of final features and the token it should predict.
+struct ScoredRow {
+  int feature_row;
+  int32_t target;
+  int item, continuation;
+};
+
+// Keeps the newest tokens of the context that leave room for the longest continuation.
+size_t context_kept(const ModelConfig& cfg, const ScoringItem& item) {
+  if (item.context.empty()) fail("the context is empty: no token to predict the first one from");
+  size_t longest = 0;
+  for (const auto& c : item.continuations) {
+    if (c.empty()) fail("a choice encodes to no tokens");
+    longest = std::max(longest, c.size());
+  }
+  if ((int)longest >= cfg.seq_len)
+    fail("a choice of {} tokens leaves no room for context in the model's {}", longest,
+         cfg.seq_len);
+  return std::min(item.context.size(), (size_t)cfg.seq_len - longest);
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -27,95 +48,137 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
-std::vector<ContinuationScore> score_continuations(Decoder<float>& decoder,
-                                                   const std::vector<int32_t>& context,
-                                                   const std::vector<std::vector<int32_t>>& conts) {
-  const ModelConfig& cfg = decoder.config();
-  const int V = cfg.vocab_size, Vp = cfg.padded_vocab;
-  if (context.empty()) fail("the context is empty: no token to predict the first one from");
-  size_t longest = 0;
-  for (const auto& c : conts) {
-    if (c.empty()) fail("a choice encodes to no tokens");
-    longest = std::max(longest, c.size());
-  }
-  if ((int)longest >= cfg.seq_len)
-    fail("a choice of {} tokens leaves no room for context in the model's {}", longest,
-         cfg.seq_len);
-  const size_t keep = std::min(context.size(), (size_t)cfg.seq_len - longest);
-  decoder.truncate(0);
-  const float* last = decoder.append(context.data() + context.size() - keep, (int)keep);
-  std::vector<float> first_logits(last, last + Vp);  // predicts every choice's first token
+int scoring_rows(const ModelConfig& cfg, const ScoringItem& item) {
+  size_t rows = context_kept(cfg, item);
+  for (const auto& c : item.continuations) rows += c.size() - 1;  // the last token predicts nothing
+  return (int)rows;
+}
 
-  std::vector<ContinuationScore> scores(conts.size());
-  for (size_t c = 0; c < conts.size(); c++) {
-    auto [lp, greedy] = token_logprob(first_logits.data(), V, conts[c][0]);
-    scores[c] = {lp, (int)conts[c].size(), greedy};
+std::vector<std::vector<ContinuationScore>> score_items(Decoder<float>& decoder,
+                                                        const std::vector<ScoringItem>& items) {
+  const ModelConfig& cfg = decoder.config();
+  const int C = cfg.n_embd, V = cfg.vocab_size, Vp = cfg.padded_vocab;
+  // Segments: each context, then its continuations but their last tokens.
+  std::vector<Decoder<float>::Segment> segments;
+  std::vector<ScoredRow> rows;
+  std::vector<std::vector<ContinuationScore>> scores(items.size());
+  int feature_rows = 0;
+  for (size_t i = 0; i < items.size(); i++) {
+    const ScoringItem& item = items[i];
+    const size_t keep = context_kept(cfg, item);
+    const int context_segment = (int)segments.size();
+    segments.push_back({{item.context.end() - keep, item.context.end()}, -1});
+    const int last_context_row = feature_rows + (int)keep - 1;
+    feature_rows += (int)keep;
+    for (size_t c = 0; c < item.continuations.size(); c++) {
+      const std::vector<int32_t>& cont = item.continuations[c];
+      scores[i].push_back({0, (int)cont.size(), true});
+      segments.push_back({{cont.begin(), cont.end() - 1}, context_segment});
+      // Token 0 is predicted by the context's last row, token t by the continuation's row t − 1.
+      rows.push_back({last_context_row, cont[0], (int)i, (int)c});
+      for (size_t t = 1; t < cont.size(); t++)
+        rows.push_back({feature_rows + (int)t - 1, cont[t], (int)i, (int)c});
+      feature_rows += (int)cont.size() - 1;
+    }
   }
-  // Each choice but its last token runs after the context (the last token's prediction is not
-  // needed); as many choices per pass as the cache holds.
-  std::vector<float> logits;
-  for (size_t begin = 0; begin < conts.size();) {
-    std::vector<std::vector<int32_t>> group;
-    size_t rows = 0, end = begin;
-    for (; end < conts.size(); end++) {
-      const size_t n = conts[end].size() - 1;
-      if (end > begin && keep + rows + n > (size_t)decoder.capacity()) break;
-      group.emplace_back(conts[end].begin(), conts[end].end() - 1);
-      rows += n;
+  decoder.truncate(0);
+  std::vector<float> features((size_t)feature_rows * C);
+  decoder.branch(segments, features.data());
+
+  // The head over the scored rows only, in chunks that bound the logits buffer.
+  const int chunk = std::max(1, std::min((int)rows.size(), (1 << 24) / Vp));
+  std::vector<float> gathered((size_t)chunk * C), logits((size_t)chunk * Vp), losses(chunk);
+  std::vector<int32_t> targets(chunk);
+  for (size_t r0 = 0; r0 < rows.size(); r0 += chunk) {
+    const int n = (int)std::min<size_t>(chunk, rows.size() - r0);
+    for (int r = 0; r < n; r++) {
+      const ScoredRow& row = rows[r0 + r];
+      std::copy_n(features.data() + (size_t)row.feature_row * C, C,
+                  gathered.data() + (size_t)r * C);
+      targets[r] = row.target;
     }
-    logits.resize(std::max<size_t>(1, rows) * Vp);
-    decoder.branch(group, logits.data());
-    size_t row = 0;
-    for (size_t c = begin; c < end; c++) {
-      for (size_t i = 1; i < conts[c].size(); i++, row++) {
-        auto [lp, greedy] = token_logprob(logits.data() + row * Vp, V, conts[c][i]);
-        scores[c].loglik += lp;
-        scores[c].greedy = scores[c].greedy && greedy;
-      }
+    decoder.head(gathered.data(), n, logits.data());
+    for (int r = 0; r < n; r++) {
+      const ScoredRow& row = rows[r0 + r];
+      ContinuationScore& s = scores[row.item][row.continuation];
+      s.greedy = s.greedy && is_greedy(logits.data() + (size_t)r * Vp, V, row.target);
     }
-    begin = end;
+    ops::crossentropy_forward_backward(logits.data(), losses.data(), targets.data(), n, V, Vp,
+                                       0.0f);
+    for (int r = 0; r < n; r++) {
+      const ScoredRow& row = rows[r0 + r];
+      scores[row.item][row.continuation].loglik -= losses[r];
+    }
   }
   return scores;
 }
 
-TaskResult evaluate_task(Decoder<float>& decoder, const Tokenizer& tokenizer, const TaskFile& file,
-                         const EvalProgress& progress) {
+std::vector<ContinuationScore> score_continuations(Decoder<float>& decoder,
+                                                   const std::vector<int32_t>& context,
+                                                   const std::vector<std::vector<int32_t>>& conts) {
+  return score_items(decoder, {{context, conts}})[0];
+}
+
+TaskResult evaluate_task(const ModelConfig& cfg, const Weights<float>& weights,
+                         const Tokenizer& tokenizer, const TaskFile& file,
+                         const EvalProgress& progress, int rows_per_pass) {
   const auto t0 = std::chrono::steady_clock::now();
+  // Every example tokenized and checked first: a bad one stops the run before any forward pass.
+  std::vector<ScoringItem> items;
+  std::vector<int> item_rows;
+  int most_rows = 1;
+  for (const TaskExample& ex : file.examples) {
+    ScoringItem item;
+    item.context = tokenizer.encode(ex.context);
+    if (item.context.empty() && tokenizer.end_of_text() >= 0)
+      item.context = {tokenizer.end_of_text()};
+    for (const std::string& choice : ex.choices)
+      item.continuations.push_back(tokenizer.encode(" " + choice));
+    try {
+      item_rows.push_back(scoring_rows(cfg, item));
+    } catch (const Error& e) {
+      fail("{}:{}: {}", file.path, ex.line, e.what());
+    }
+    most_rows = std::max(most_rows, item_rows.back());
+    items.push_back(std::move(item));
+  }
+  const int budget = std::max(rows_per_pass, most_rows);
+  Decoder<float> decoder(cfg, weights, budget, std::min(budget, 1024));
+
   TaskResult r;
   r.task = to_string(file.kind);
   const bool lambada = file.kind == TaskKind::lambada;
   int right = 0, right_norm = 0, right_mean = 0;
   double loglik_sum = 0;
   const int total = (int)file.examples.size();
-  for (const TaskExample& ex : file.examples) {
-    std::vector<int32_t> context = tokenizer.encode(ex.context);
-    if (context.empty() && tokenizer.end_of_text() >= 0) context = {tokenizer.end_of_text()};
-    std::vector<std::vector<int32_t>> conts;
-    for (const std::string& choice : ex.choices) conts.push_back(tokenizer.encode(" " + choice));
-    std::vector<ContinuationScore> s;
-    try {
-      s = score_continuations(decoder, context, conts);
-    } catch (const Error& e) {
-      fail("{}:{}: {}", file.path, ex.line, e.what());
+  for (int begin = 0; begin < total;) {
+    int end = begin, rows = 0;  // as many examples as one pass holds
+    while (end < total && (end == begin || rows + item_rows[end] <= budget))
+      rows += item_rows[end++];
+    const std::vector<ScoringItem> group(items.begin() + begin, items.begin() + end);
+    const auto scores = score_items(decoder, group);
+    for (int e = begin; e < end; e++) {
+      const TaskExample& ex = file.examples[e];
+      const std::vector<ContinuationScore>& s = scores[e - begin];
+      // The first best by each rule (ties go to the earlier choice).
+      size_t best = 0, best_norm = 0, best_mean = 0;
+      auto norm = [&](size_t c) { return s[c].loglik / std::max(1, utf8_length(ex.choices[c])); };
+      auto mean = [&](size_t c) { return s[c].loglik / s[c].tokens; };
+      for (size_t c = 1; c < s.size(); c++) {
+        if (s[c].loglik > s[best].loglik) best = c;
+        if (norm(c) > norm(best_norm)) best_norm = c;
+        if (mean(c) > mean(best_mean)) best_mean = c;
+      }
+      if (lambada) {
+        right += s[0].greedy;
+        loglik_sum += s[0].loglik;
+      } else {
+        right += (int)best == ex.label;
+        right_norm += (int)best_norm == ex.label;
+        right_mean += (int)best_mean == ex.label;
+      }
     }
-    // The first best by each rule (ties go to the earlier choice).
-    size_t best = 0, best_norm = 0, best_mean = 0;
-    auto norm = [&](size_t c) { return s[c].loglik / std::max(1, utf8_length(ex.choices[c])); };
-    auto mean = [&](size_t c) { return s[c].loglik / s[c].tokens; };
-    for (size_t c = 1; c < s.size(); c++) {
-      if (s[c].loglik > s[best].loglik) best = c;
-      if (norm(c) > norm(best_norm)) best_norm = c;
-      if (mean(c) > mean(best_mean)) best_mean = c;
-    }
-    if (lambada) {
-      right += s[0].greedy;
-      loglik_sum += s[0].loglik;
-    } else {
-      right += (int)best == ex.label;
-      right_norm += (int)best_norm == ex.label;
-      right_mean += (int)best_mean == ex.label;
-    }
-    r.n++;
+    r.n = end;
     r.acc = (double)right / r.n;
     if (!lambada)
       r.acc_norm = (double)right_norm / r.n, r.acc_mean_token = (double)right_mean / r.n;
@@ -123,6 +186,7 @@ TaskResult evaluate_task(Decoder<float>& decoder, const Tokenizer& tokenizer, co
     r.acc_stderr = r.n > 1 ? std::sqrt(r.acc * (1 - r.acc) / (r.n - 1)) : 0;
     r.seconds = seconds_since(t0);
     if (progress) progress(r.n, total, r);
+    begin = end;
   }
   return r;
 }

@@ -30,6 +30,18 @@ std::vector<ContinuationScore> score_continuations(Decoder<float>& decoder,
                                                    const std::vector<int32_t>& context,
                                                    const std::vector<std::vector<int32_t>>& conts);
 
+// Several questions at once, all in one forward pass (the decoder's cache must hold the context
+// and continuation tokens of all of them): each context runs once, its continuations side by side
+// after it, and the tied head only over the rows whose predictions are scored.
+struct ScoringItem {
+  std::vector<int32_t> context;
+  std::vector<std::vector<int32_t>> continuations;
+};
+std::vector<std::vector<ContinuationScore>> score_items(Decoder<float>& decoder,
+                                                        const std::vector<ScoringItem>& items);
+// Cache slots score_items needs for an item (its context as kept, and its continuations).
+int scoring_rows(const ModelConfig& cfg, const ScoringItem& item);
+
 struct TaskResult {
   std::string task;
   int n = 0;
@@ -45,8 +57,10 @@ using EvalProgress = std::function<void(int, int, const TaskResult&)>;
 
 // The context is encoded as is; each choice as " " + choice (lm-evaluation-harness's delimiter).
 // An empty context starts from the end-of-text token (GPT-2), and is an Error without one (bytes).
-TaskResult evaluate_task(Decoder<float>& decoder, const Tokenizer& tokenizer, const TaskFile& file,
-                         const EvalProgress& progress = nullptr);
+// Examples are scored in groups of about rows_per_pass tokens, one forward pass per group.
+TaskResult evaluate_task(const ModelConfig& cfg, const Weights<float>& weights,
+                         const Tokenizer& tokenizer, const TaskFile& file,
+                         const EvalProgress& progress = nullptr, int rows_per_pass = 1024);
 
 struct ValResult {
   double loss = 0, ppl = 0, bpb = 0;  // mean token loss (nats), exp(loss), bits per UTF-8 byte

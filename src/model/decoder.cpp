@@ -60,7 +60,7 @@ Decoder<Real>::Decoder(const ModelConfig& cfg, const Weights<Real>& weights, int
   alpha_ = base + v.alpha, rope_cos_ = base + v.rope_cos, rope_sin_ = base + v.rope_sin;
   last_logits_ = base + v.last_logits;
   ops::rope_table(rope_cos_, rope_sin_, cfg_.seq_len, cfg_.head_dim(), cfg_.rope_theta);
-  pos_.resize(max_rows), first_.resize(max_rows);
+  pos_.resize(max_rows);
 }
 
 template <typename Real>
@@ -101,8 +101,11 @@ void Decoder<Real>::append_all(const int32_t* tokens, int n, Real* logits) {
   for (int done = 0; done < n;) {
     const int rows = std::min(max_rows_, n - done);
     for (int r = 0; r < rows; r++) pos_[r] = length_ + r;
-    Real* out = logits ? logits + (size_t)done * cfg_.padded_vocab : last_logits_;
-    pass(tokens + done, rows, pos_.data(), length_, nullptr, out, logits != nullptr);
+    if (logits)
+      pass(tokens + done, rows, pos_.data(), length_, nullptr,
+           logits + (size_t)done * cfg_.padded_vocab, Output::all_logits);
+    else
+      pass(tokens + done, rows, pos_.data(), length_, nullptr, last_logits_, Output::last_logits);
     length_ += rows, done += rows;
   }
   if (logits)
@@ -111,42 +114,60 @@ void Decoder<Real>::append_all(const int32_t* tokens, int n, Real* logits) {
 }
 
 template <typename Real>
-void Decoder<Real>::branch(const std::vector<std::vector<int32_t>>& continuations, Real* logits) {
-  // Flattened rows: the token, its position, and the slot where its continuation begins.
+void Decoder<Real>::branch(const std::vector<Segment>& segments, Real* features) {
+  // Flattened rows: the token, its position, and the slots it sees besides the prefix.
   std::vector<int32_t> tokens;
-  std::vector<int> pos, first;
-  for (const auto& c : continuations) {
-    if (length_ + (int)c.size() > cfg_.seq_len)
-      fail("a continuation of {} tokens does not fit the model's context of {} after {}", c.size(),
-           cfg_.seq_len, length_);
-    const int begin = length_ + (int)tokens.size();
-    for (size_t i = 0; i < c.size(); i++) {
-      tokens.push_back(c[i]);
-      pos.push_back(length_ + (int)i);
-      first.push_back(begin);
+  std::vector<int> pos;
+  std::vector<ops::SlotSpan> spans;
+  std::vector<int> begin(segments.size());
+  for (size_t s = 0; s < segments.size(); s++) {
+    const Segment& seg = segments[s];
+    int start = length_;  // position of the segment's first token
+    ops::SlotSpan span;
+    if (seg.parent >= 0) {
+      XSA_CHECK(seg.parent < (int)s && segments[seg.parent].parent < 0,
+                "segment {}: parent {} must be an earlier segment without a parent", s, seg.parent);
+      span.parent_begin = begin[seg.parent];
+      span.parent_end = span.parent_begin + (int)segments[seg.parent].tokens.size();
+      start += (int)segments[seg.parent].tokens.size();
+    }
+    if (start + (int)seg.tokens.size() > cfg_.seq_len)
+      fail("a sequence of {} tokens does not fit the model's context of {}",
+           start + seg.tokens.size(), cfg_.seq_len);
+    begin[s] = length_ + (int)tokens.size();
+    span.first = begin[s];
+    for (size_t i = 0; i < seg.tokens.size(); i++) {
+      tokens.push_back(seg.tokens[i]);
+      pos.push_back(start + (int)i);
+      spans.push_back(span);
     }
   }
   const int total = (int)tokens.size();
   if (total == 0) return;
   if (length_ + total > capacity_)
-    fail("continuations of {} tokens in all do not fit the key/value cache of {} after {}", total,
-         capacity_, length_);
+    fail("{} tokens side by side do not fit the key/value cache of {} after {}", total, capacity_,
+         length_);
   check_tokens(tokens.data(), total);
   const int prefix = length_;
   for (int done = 0; done < total;) {
     const int rows = std::min(max_rows_, total - done);
     // Rows write their keys and values at slots length_ + r: advance length_ over earlier passes'
-    // rows so they stay in the cache (visible only to rows of their own continuation).
-    pass(tokens.data() + done, rows, pos.data() + done, prefix, first.data() + done,
-         logits + (size_t)done * cfg_.padded_vocab, true);
+    // rows so that they stay in the cache for the rows of later passes that see them.
+    pass(tokens.data() + done, rows, pos.data() + done, prefix, spans.data() + done,
+         features + (size_t)done * cfg_.n_embd, Output::features);
     length_ += rows, done += rows;
   }
   length_ = prefix;
 }
 
 template <typename Real>
-void Decoder<Real>::pass(const int32_t* tokens, int n, const int* pos, int prefix, const int* first,
-                         Real* logits, bool all_rows) {
+void Decoder<Real>::head(const Real* features, int rows, Real* logits) const {
+  ops::matmul_forward(logits, features, w_.wte, rows, cfg_.n_embd, cfg_.padded_vocab);
+}
+
+template <typename Real>
+void Decoder<Real>::pass(const int32_t* tokens, int n, const int* pos, int prefix,
+                         const ops::SlotSpan* spans, Real* out, Output what) {
   const int C = cfg_.n_embd, H = cfg_.n_head, Hkv = cfg_.kv_heads(), QKV = cfg_.qkv_dim();
   const int half = cfg_.head_dim() / 2, Ck = Hkv * cfg_.head_dim(), Vp = cfg_.padded_vocab;
   const Weights<Real>& w = w_;
@@ -173,10 +194,10 @@ void Decoder<Real>::pass(const int32_t* tokens, int n, const int* pos, int prefi
       alpha = alpha_;
     }
     Real* z = exclusive ? z_ : nullptr;
-    if (slot0 == 0 && !first)  // a fresh sequence: the training kernel, tiled
+    if (slot0 == 0 && !spans)  // a fresh sequence: the training kernel, tiled
       ops::attention_forward(y_, z, lse_, qkv_, 1, n, C, H, alpha, W.sink, Hkv);
     else
-      ops::attention_forward_cached(y_, z, qkv_, k_cache_[l], v_cache_[l], n, prefix, slot0, first,
+      ops::attention_forward_cached(y_, z, qkv_, k_cache_[l], v_cache_[l], n, prefix, slot0, spans,
                                     C, H, alpha, W.sink, Hkv);
     ops::matmul_forward(x_, exclusive ? z_ : y_, W.attn_proj_w, n, C, C, /*accumulate=*/true);
     ops::layernorm_forward(ln_, mean_, rstd_, x_, W.ln2_w, W.ln2_b, n, C);
@@ -184,14 +205,15 @@ void Decoder<Real>::pass(const int32_t* tokens, int n, const int* pos, int prefi
     ops::gelu_forward(fc_gelu_, fc_, (size_t)n * 4 * C);
     ops::matmul_forward(x_, fc_gelu_, W.mlp_proj_w, n, 4 * C, C, /*accumulate=*/true);
   }
-  if (all_rows) {
-    ops::layernorm_forward(ln_, mean_, rstd_, x_, w.lnf_w, w.lnf_b, n, C);
-    ops::matmul_forward(logits, ln_, w.wte, n, C, Vp);
-  } else {  // only the last row's logits are wanted
+  if (what == Output::last_logits) {  // only the last row's features and logits
     const size_t last = (size_t)(n - 1) * C;
     ops::layernorm_forward(ln_, mean_, rstd_, x_ + last, w.lnf_w, w.lnf_b, 1, C);
-    ops::matmul_forward(logits, ln_, w.wte, 1, C, Vp);
+    ops::matmul_forward(out, ln_, w.wte, 1, C, Vp);
+    return;
   }
+  Real* features = what == Output::features ? out : ln_;
+  ops::layernorm_forward(features, mean_, rstd_, x_, w.lnf_w, w.lnf_b, n, C);
+  if (what == Output::all_logits) ops::matmul_forward(out, features, w.wte, n, C, Vp);
 }
 
 template class Decoder<float>;

@@ -10,6 +10,7 @@
 
 #include "model/config.h"
 #include "model/params.h"
+#include "ops/ops.h"
 #include "util/arena.h"
 
 namespace xsa {
@@ -35,21 +36,31 @@ class Decoder {
   // Like append, but writes the logits after every token: logits [n, V_pad].
   void append_all(const int32_t* tokens, int n, Real* logits);
 
-  // Several continuations of the cached sequence in one pass, side by side: each continuation's
-  // tokens see the cache and their own earlier tokens, never another continuation's. logits
-  // [Σ n_c, V_pad] receives, continuation after continuation, the logits after each token. The
-  // cache is left holding the sequence as before. Throws Error when the continuations together pass
-  // the cache's capacity or one passes the model's context.
-  void branch(const std::vector<std::vector<int32_t>>& continuations, Real* logits);
+  // Sequences side by side in one pass, after the cached sequence: a segment sees the cache, its
+  // parent (an earlier segment of the same call whose own parent is −1) and its own earlier tokens,
+  // never another segment. E.g. a question as one segment and each answer as a segment continuing
+  // it. features [Σ tokens, C] receives, segment after segment, each token's final features (after
+  // ln_f), which head() turns into logits for the rows that need them. The cache is left holding
+  // the sequence as before. Throws Error when the segments together pass the cache's capacity or
+  // one passes the model's context.
+  struct Segment {
+    std::vector<int32_t> tokens;
+    int parent = -1;
+  };
+  void branch(const std::vector<Segment>& segments, Real* features);
+  // logits [rows, V_pad] of final features [rows, C] (the tied head).
+  void head(const Real* features, int rows, Real* logits) const;
 
   // Bytes of the cache and the per-pass buffers (the weights not included).
   static double memory_bytes(const ModelConfig& cfg, int capacity, int max_rows);
 
  private:
+  enum class Output { last_logits, all_logits, features };
   // One pass over n ≤ max_rows rows written at slots length_ + r, at positions pos[r]; prefix and
-  // first as in ops::attention_forward_cached. Logits of every row (all_rows) or the last.
-  void pass(const int32_t* tokens, int n, const int* pos, int prefix, const int* first,
-            Real* logits, bool all_rows);
+  // spans as in ops::attention_forward_cached. Writes the last row's logits [V_pad], every row's
+  // logits [n, V_pad] or every row's final features [n, C] into out.
+  void pass(const int32_t* tokens, int n, const int* pos, int prefix, const ops::SlotSpan* spans,
+            Real* out, Output what);
   void check_tokens(const int32_t* tokens, int n) const;
 
   ModelConfig cfg_;
@@ -61,7 +72,7 @@ class Decoder {
   Real *x_, *ln_, *mean_, *rstd_, *qkv_, *y_, *z_, *lse_, *fc_, *fc_gelu_, *cos_, *sin_, *alpha_;
   Real *rope_cos_, *rope_sin_;  // [seq_len, D/2] the tables, gathered per row into cos_, sin_
   Real* last_logits_;           // [V_pad]
-  std::vector<int> pos_, first_;
+  std::vector<int> pos_;
 };
 
 }  // namespace xsa

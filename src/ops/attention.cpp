@@ -106,19 +106,25 @@ void attention_forward(Real* y, Real* z, Real* lse, const Real* qkv, int B, int 
 
 template <typename Real>
 void attention_forward_cached(Real* y, Real* z, const Real* qkv, const Real* k_cache,
-                              const Real* v_cache, int n, int prefix, int slot0, const int* first,
-                              int C, int H, const Real* alpha, const Real* sink, int Hkv) {
+                              const Real* v_cache, int n, int prefix, int slot0,
+                              const SlotSpan* spans, int C, int H, const Real* alpha,
+                              const Real* sink, int Hkv) {
   const int Hk = Hkv > 0 ? Hkv : H, group = H / Hk, D = C / H, Ck = Hk * D, ld = C + 2 * Ck;
   const Real scale = Real(1) / std::sqrt(Real(D));
 #pragma omp parallel for schedule(dynamic, 1)
   for (int task = 0; task < n * H; task++) {
     const int r = task / H, h = task % H, kv = (h / group) * D;
     const Real* q = qkv + (size_t)r * ld + h * D;
-    // Visible slots: the shared prefix, then this row's own segment up to itself.
-    const int own_first = first ? first[r] : prefix, own_last = slot0 + r;
-    const int visible = prefix + (own_last - own_first + 1);
+    // Visible slots, in order: the prefix, the parent segment, the row's own segment up to itself.
+    const SlotSpan span = spans ? spans[r] : SlotSpan{0, 0, prefix};
+    const int self = slot0 + r, n_prefix = prefix, n_parent = span.parent_end - span.parent_begin;
+    const int visible = n_prefix + n_parent + (self - span.first + 1);
+    auto slot = [&](int j) {
+      if (j < n_prefix) return j;
+      if (j < n_prefix + n_parent) return span.parent_begin + (j - n_prefix);
+      return span.first + (j - n_prefix - n_parent);
+    };
     Real* p = scratch<Real>((size_t)visible, 0);
-    auto slot = [&](int j) { return j < prefix ? j : own_first + (j - prefix); };
     Real mx = sink ? sink[h] : -std::numeric_limits<Real>::infinity();
     for (int j = 0; j < visible; j++) {
       const Real* k = k_cache + (size_t)slot(j) * Ck + kv;
@@ -141,7 +147,7 @@ void attention_forward_cached(Real* y, Real* z, const Real* qkv, const Real* k_c
     const Real inv = Real(1) / sum;
     for (int d = 0; d < D; d++) yr[d] *= inv;
     if (z)  // XSA: the own value is the cache entry this row just wrote
-      xsa_row_forward(z + (size_t)r * C + h * D, yr, v_cache + (size_t)own_last * Ck + kv, D,
+      xsa_row_forward(z + (size_t)r * C + h * D, yr, v_cache + (size_t)self * Ck + kv, D,
                       alpha ? alpha[h] : Real(1));
   }
 }
@@ -224,8 +230,8 @@ void attention_backward(Real* dqkv, Real* d_out, const Real* qkv, const Real* y,
                                          int, int, int, bool, const Real*, Real*, const Real*,     \
                                          Real*, int);                                              \
   template void attention_forward_cached<Real>(Real*, Real*, const Real*, const Real*,             \
-                                               const Real*, int, int, int, const int*, int, int,   \
-                                               const Real*, const Real*, int);
+                                               const Real*, int, int, int, const SlotSpan*, int,   \
+                                               int, const Real*, const Real*, int);
 XSA_INSTANTIATE(float)
 XSA_INSTANTIATE(double)
 

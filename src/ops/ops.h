@@ -70,16 +70,21 @@ void attention_forward(Real* y, Real* z, Real* lse, const Real* qkv, int B, int 
                        const Real* alpha = nullptr, const Real* sink = nullptr, int Hkv = 0);
 // Inference over a key/value cache: n new query rows against cached keys and values.
 // qkv [n, C + 2·Hkv·D] holds the new rows (q after RoPE); k_cache, v_cache [slots, Hkv·D] hold
-// every key (after RoPE) and value, row r's own already written at slot slot0 + r. Row r sees slots
-// [0, prefix) and [first[r], slot0 + r]; first null means first[r] = prefix = slot0: one sequence
-// continuing the cache. Several continuations of one cached prefix can run side by side, each row
-// seeing the prefix and its own continuation only. y [n, C]; z [n, C] (XSA; null for SA) removes
+// every key (after RoPE) and value, row r's own already written at slot slot0 + r. Every row sees
+// the slots [0, prefix); with spans null, it then sees [prefix, slot0 + r] (one sequence continuing
+// the cache). With spans, row r sees instead its parent segment [parent_begin, parent_end) and its
+// own segment [first, slot0 + r]: several sequences side by side, e.g. the choices of a
+// multiple-choice question each after the question. y [n, C]; z [n, C] (XSA; null for SA) removes
 // each row's own value. alpha and sink as in attention_forward.
+struct SlotSpan {
+  int parent_begin = 0, parent_end = 0;  // empty: no parent
+  int first = 0;                         // where the row's own segment begins
+};
 template <typename Real>
 void attention_forward_cached(Real* y, Real* z, const Real* qkv, const Real* k_cache,
-                              const Real* v_cache, int n, int prefix, int slot0, const int* first,
-                              int C, int H, const Real* alpha = nullptr, const Real* sink = nullptr,
-                              int Hkv = 0);
+                              const Real* v_cache, int n, int prefix, int slot0,
+                              const SlotSpan* spans, int C, int H, const Real* alpha = nullptr,
+                              const Real* sink = nullptr, int Hkv = 0);
 // dqkv [B, T, 3C] accumulates ∂L/∂q, ∂L/∂k, ∂L/∂v; probabilities are recomputed from qkv and lse.
 // d_out [B, T, C] is ∂L/∂y, or with exclusive (XSA) ∂L/∂z, which the fused XSA backward turns into
 // ∂L/∂y in place (d_out is overwritten) while adding the own-value gradient to dqkv.

@@ -114,8 +114,6 @@ void add_eval_command(CLI::App& root) {
       if (file.skipped)
         std::fprintf(stderr, "%s: left out %d bad line(s); the first: %s\n", file.path.c_str(),
                      file.skipped, file.first_skipped.c_str());
-      // Room for the longest sequence and, after it, the choices side by side.
-      Decoder<float> decoder(cfg, model.params().w, 2 * cfg.seq_len);
       EvalProgress progress = nullptr;
       if (tty)
         progress = [&](int done, int total, const TaskResult& r) {
@@ -125,7 +123,7 @@ void add_eval_command(CLI::App& root) {
                        done, total, r.acc, done / std::max(r.seconds, 1e-9));
           if (done == total) std::fprintf(stderr, "\r\033[K");
         };
-      const TaskResult r = evaluate_task(decoder, *tokenizer, file, progress);
+      const TaskResult r = evaluate_task(cfg, model.params().w, *tokenizer, file, progress);
       rows.push_back(fmt::format("| {} | {} | {} ± {:.4f} | {} | {} | {} | – | – | {:.1f} |",
                                  r.task, r.n, metric(r.acc), r.acc_stderr, metric(r.acc_norm),
                                  metric(r.acc_mean_token), metric(r.ppl), r.seconds));
