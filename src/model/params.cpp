@@ -30,7 +30,7 @@ template <typename Real>
 ParamArena<Real>::ParamArena(const ModelConfig& cfg, bool training_state)
     : layout(param_layout(cfg)) {
   size_t n = param_arena_size(layout);
-  params.reset(n);
+  params.reset(n, /*huge_pages=*/!training_state);
   w = point_weights(cfg, params.data());
   if (!training_state) return;
   grads.reset(n);

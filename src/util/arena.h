@@ -2,6 +2,8 @@
 // activations); tensors are named views (pointer + offset) into it, never separate allocations.
 #pragma once
 
+#include <sys/mman.h>
+
 #include <cstddef>
 #include <cstdlib>
 #include <cstring>
@@ -10,6 +12,7 @@
 namespace xsa {
 
 inline constexpr size_t kAlignBytes = 64;
+inline constexpr size_t kHugePageBytes = size_t(2) << 20;
 
 // Rounds a count of Real elements up so the next view starts on a 64-byte boundary.
 template <typename Real>
@@ -35,15 +38,21 @@ class AlignedBuffer {
   }
   ~AlignedBuffer() { std::free(data_); }
 
-  // Allocates n zeroed elements (previous contents are released).
-  void reset(size_t n) {
+  // Allocates n zeroed elements (previous contents are released). With huge_pages the buffer
+  // starts on a 2 MB boundary and asks for transparent huge pages: decoding streams all weights
+  // per token, and through 4 kB pages pays a TLB miss every 4 kB (docs/perf-log.md). Training
+  // does not ask: there the pages' slower first touch cost more than they gave. Where THP is off,
+  // the request is a no-op.
+  void reset(size_t n, bool huge_pages = false) {
     std::free(data_);
     data_ = nullptr;
     size_ = n;
     if (n == 0) return;
-    size_t bytes = (n * sizeof(Real) + kAlignBytes - 1) / kAlignBytes * kAlignBytes;
-    data_ = static_cast<Real*>(std::aligned_alloc(kAlignBytes, bytes));
+    const size_t align = huge_pages ? kHugePageBytes : kAlignBytes;
+    size_t bytes = (n * sizeof(Real) + align - 1) / align * align;
+    data_ = static_cast<Real*>(std::aligned_alloc(align, bytes));
     if (!data_) throw std::bad_alloc();
+    if (huge_pages) madvise(data_, bytes, MADV_HUGEPAGE);
     std::memset(data_, 0, bytes);
   }
   void zero() {
