@@ -115,34 +115,41 @@ void attention_forward_cached(Real* y, Real* z, const Real* qkv, const Real* k_c
   for (int task = 0; task < n * H; task++) {
     const int r = task / H, h = task % H, kv = (h / group) * D;
     const Real* q = qkv + (size_t)r * ld + h * D;
-    // Visible slots, in order: the prefix, the parent segment, the row's own segment up to itself.
+    // Visible slots, in order: the prefix, the parent segment, the row's own segment up to itself;
+    // each a run of consecutive slots.
     const SlotSpan span = spans ? spans[r] : SlotSpan{0, 0, prefix};
-    const int self = slot0 + r, n_prefix = prefix, n_parent = span.parent_end - span.parent_begin;
-    const int visible = n_prefix + n_parent + (self - span.first + 1);
-    auto slot = [&](int j) {
-      if (j < n_prefix) return j;
-      if (j < n_prefix + n_parent) return span.parent_begin + (j - n_prefix);
-      return span.first + (j - n_prefix - n_parent);
-    };
+    const int self = slot0 + r;
+    const int runs[3][2] = {{0, prefix},
+                            {span.parent_begin, span.parent_end - span.parent_begin},
+                            {span.first, self - span.first + 1}};
+    const int visible = runs[0][1] + runs[1][1] + runs[2][1];
     Real* p = scratch<Real>((size_t)visible, 0);
     Real mx = sink ? sink[h] : -std::numeric_limits<Real>::infinity();
-    for (int j = 0; j < visible; j++) {
-      const Real* k = k_cache + (size_t)slot(j) * Ck + kv;
-      Real dot = 0;
+    for (int run = 0, j = 0; run < 3; run++) {
+      const Real* k = k_cache + (size_t)runs[run][0] * Ck + kv;
+      for (int i = 0; i < runs[run][1]; i++, j++, k += Ck) {
+        Real dot = 0;
 #pragma omp simd reduction(+ : dot)
-      for (int d = 0; d < D; d++) dot += q[d] * k[d];
-      p[j] = dot * scale;
-      mx = std::max(mx, p[j]);
+        for (int d = 0; d < D; d++) dot += q[d] * k[d];
+        p[j] = dot * scale;
+        mx = std::max(mx, p[j]);
+      }
     }
     Real sum = sink ? fast_exp(sink[h] - mx) : Real(0);  // the sink's value vector is zero
-    for (int j = 0; j < visible; j++) sum += p[j] = fast_exp(p[j] - mx);
+#pragma omp simd reduction(+ : sum)
+    for (int j = 0; j < visible; j++) {
+      p[j] = fast_exp(p[j] - mx);
+      sum += p[j];
+    }
     Real* yr = y + (size_t)r * C + h * D;
     std::fill(yr, yr + D, Real(0));
-    for (int j = 0; j < visible; j++) {
-      const Real* v = v_cache + (size_t)slot(j) * Ck + kv;
-      const Real pj = p[j];
+    for (int run = 0, j = 0; run < 3; run++) {
+      const Real* v = v_cache + (size_t)runs[run][0] * Ck + kv;
+      for (int i = 0; i < runs[run][1]; i++, j++, v += Ck) {
+        const Real pj = p[j];
 #pragma omp simd
-      for (int d = 0; d < D; d++) yr[d] += pj * v[d];
+        for (int d = 0; d < D; d++) yr[d] += pj * v[d];
+      }
     }
     const Real inv = Real(1) / sum;
     for (int d = 0; d < D; d++) yr[d] *= inv;
