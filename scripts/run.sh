@@ -4,6 +4,7 @@
 # share of documents drawn at random), then runs `xsa compare --preset demo`: SA and XSA twins
 # (same initial weights, same batches) trained side by side over 3 seeds on the byte-level shards,
 # and prints the comparison table; the report (report.md, report.json, plots) is in runs/demo.
+# Then a sample from each arm of seed 1 (xsa sample, the same prompt and seed).
 # Idempotent: a finished report is shown again, not recomputed. Extra arguments go to
 # `xsa compare` (for example --variants sa,xsa,xsa-last2 --out runs/other).
 set -euo pipefail
@@ -14,10 +15,23 @@ for tok in gpt2 byte; do
   out=data/default; [ $tok = byte ] && out=data/default-byte
   [ -f $out/meta.json ] || ./build/xsa prepare --default --tokenizer $tok
 done
+# What the SA and XSA arms of seed 1 write after the same prompt, with the same sampling seed.
+show_samples() {
+  for arm in sa xsa; do
+    ckpt=runs/demo/arms/$arm-seed1
+    [ -d "$ckpt" ] || return 0
+    printf '\n%s (seed 1), xsa sample --prompt "The history of" --seed 1:\n' "$arm"
+    ./build/xsa sample --ckpt "$ckpt" --prompt "The history of" --max-new-tokens 160 --seed 1 \
+      2>/dev/null
+    echo
+  done
+}
 if [ $# -eq 0 ] && [ -f runs/demo/report.md ]; then
   echo "runs/demo holds a finished comparison (remove it, or pass options, to run again):"
   echo
   cat runs/demo/report.md
+  show_samples
   exit 0
 fi
 ./build/xsa compare --data data/default-byte --preset demo --out runs/demo "$@"
+if [ $# -eq 0 ]; then show_samples; fi
