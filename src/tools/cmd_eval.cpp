@@ -114,15 +114,21 @@ void add_eval_command(CLI::App& root) {
       if (file.skipped)
         std::fprintf(stderr, "%s: left out %d bad line(s); the first: %s\n", file.path.c_str(),
                      file.skipped, file.first_skipped.c_str());
-      EvalProgress progress = nullptr;
-      if (tty)
-        progress = [&](int done, int total, const TaskResult& r) {
+      // A bar on a terminal; otherwise (logs, batch jobs) a line at every tenth of the examples.
+      int next_line = 1;
+      EvalProgress progress = [&](int done, int total, const TaskResult& r) {
+        if (tty) {
           const int width = 30, filled = (int)((double)done / total * width);
           std::fprintf(stderr, "\r\033[K%s [%s%s] %d/%d acc %.4f  %.1f ex/s", r.task.c_str(),
                        std::string(filled, '#').c_str(), std::string(width - filled, '.').c_str(),
                        done, total, r.acc, done / std::max(r.seconds, 1e-9));
           if (done == total) std::fprintf(stderr, "\r\033[K");
-        };
+        } else if (done * 10 >= next_line * total && done < total) {
+          std::fprintf(stderr, "%s %d/%d acc %.4f  %.1f ex/s\n", r.task.c_str(), done, total, r.acc,
+                       done / std::max(r.seconds, 1e-9));
+          while (done * 10 >= next_line * total) next_line++;
+        }
+      };
       const TaskResult r = evaluate_task(cfg, model.params().w, *tokenizer, file, progress);
       rows.push_back(fmt::format("| {} | {} | {} ± {:.4f} | {} | {} | {} | – | – | {:.1f} |",
                                  r.task, r.n, metric(r.acc), r.acc_stderr, metric(r.acc_norm),
