@@ -315,6 +315,18 @@ struct BadInput {
   std::string expected;  // a piece of the one-line message
 };
 
+// Each bad input: a non-zero exit and one line on stderr, `xsa: error: ` and the expected piece.
+void expect_one_line_errors(const std::vector<BadInput>& cases) {
+  for (const BadInput& c : cases) {
+    SCOPED_TRACE(c.name);
+    Result r = xsa(c.args);
+    EXPECT_NE(r.status, 0);
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_EQ(r.err.rfind("xsa: error: ", 0), 0u) << r.err;
+    EXPECT_NE(r.err.find(c.expected), std::string::npos) << r.err;
+  }
+}
+
 // xsa eval and xsa sample on a trained checkpoint, as a user runs them, and their bad input.
 TEST_F(Cli, EvalAndSample) {
   ASSERT_EQ(xsa("train --data data.txt " + kSmall + " --steps 6 --out ev").status, 0);
@@ -404,13 +416,7 @@ TEST_F(Cli, EvalAndSample) {
       {"byte model without a prompt", "sample --ckpt ev", "give --prompt"},
       {"bad top-p", "sample --ckpt ev --prompt a --top-p 0", "--top-p 0 must be in (0, 1]"},
   };
-  for (const BadInput& bad : cases) {
-    SCOPED_TRACE(bad.name);
-    Result e = xsa(bad.args);
-    EXPECT_NE(e.status, 0);
-    EXPECT_EQ(std::count(e.err.begin(), e.err.end(), '\n'), 1) << e.err;
-    EXPECT_NE(e.err.find(bad.expected), std::string::npos) << e.err;
-  }
+  expect_one_line_errors(cases);
 }
 
 TEST_F(Cli, BadInputGivesOneLineAndKeepsCheckpoints) {
@@ -464,14 +470,7 @@ TEST_F(Cli, BadInputGivesOneLineAndKeepsCheckpoints) {
       {"loss becomes NaN", "train --resume good --steps 8 --lr 1e30 --quiet", "became NaN"},
       {"resume on other data", "train --resume good --data short.txt --steps 8", "short.txt"},
   };
-  for (const BadInput& c : cases) {
-    SCOPED_TRACE(c.name);
-    Result r = xsa(c.args);
-    EXPECT_NE(r.status, 0);
-    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
-    EXPECT_EQ(r.err.rfind("xsa: error: ", 0), 0u) << r.err;
-    EXPECT_NE(r.err.find(c.expected), std::string::npos) << r.err;
-  }
+  expect_one_line_errors(cases);
   EXPECT_EQ(before, read_file(ckpt / "model.safetensors") +
                         read_file(ckpt / "optimizer.safetensors") +
                         read_file(ckpt / "trainer.json"))

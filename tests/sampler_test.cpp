@@ -130,24 +130,33 @@ ModelConfig tiny_config() {
   return cfg;
 }
 
-// A model with weights large enough that greedy decoding does not settle into one token.
-void init_model(Gpt<float>& model) {
-  model.params().init(model.config(), 3);
-  for (size_t i = 0; i < model.params().params.size(); i++) model.params().params[i] *= 6;
-}
+// A model with weights large enough that greedy decoding does not settle into one token, its
+// decoder (a cache of the model's context) and a greedy sampler.
+struct GreedySetup {
+  ModelConfig cfg = tiny_config();
+  Gpt<float> model{cfg, 1, cfg.seq_len, GptMode::inference};
+  Decoder<float> decoder{cfg, (init(), model.params().w), cfg.seq_len};
+  Sampler greedy{{.temperature = 0}};
+
+  int init() {
+    model.params().init(cfg, 3);
+    for (size_t i = 0; i < model.params().params.size(); i++) model.params().params[i] *= 6;
+    return 0;
+  }
+};
 
 int32_t argmax(const float* x, int n) {
   return (int32_t)(std::max_element(x, x + n) - x);
 }
 
-// Greedy generation past the context (two shifts) equals recomputing each step from scratch:
+// Greedy generation past the context (three shifts) equals recomputing each step from scratch:
 // the full forward of the window the cache holds (the sequence since the last shift).
 TEST(Generate, GreedyThroughTheCacheEqualsRecomputingEachStep) {
-  const ModelConfig cfg = tiny_config();
-  Gpt<float> model(cfg, 1, cfg.seq_len, GptMode::inference);
-  init_model(model);
-  Decoder<float> decoder(cfg, model.params().w, cfg.seq_len);
-  Sampler greedy({.temperature = 0});
+  GreedySetup g;
+  const ModelConfig& cfg = g.cfg;
+  Gpt<float>& model = g.model;
+  Decoder<float>& decoder = g.decoder;
+  Sampler& greedy = g.greedy;
   const std::vector<int32_t> prompt = {5, 17, 3};
   const GenerateResult r = generate(decoder, prompt, 25, greedy, -1, [](int32_t) {});
   ASSERT_EQ(r.tokens.size(), 25u);
@@ -174,11 +183,10 @@ TEST(Generate, GreedyThroughTheCacheEqualsRecomputingEachStep) {
 }
 
 TEST(Generate, StopsAtTheStopTokenAndRefusesBadPrompts) {
-  const ModelConfig cfg = tiny_config();
-  Gpt<float> model(cfg, 1, cfg.seq_len, GptMode::inference);
-  init_model(model);
-  Decoder<float> decoder(cfg, model.params().w, cfg.seq_len);
-  Sampler greedy({.temperature = 0});
+  GreedySetup g;
+  const ModelConfig& cfg = g.cfg;
+  Decoder<float>& decoder = g.decoder;
+  Sampler& greedy = g.greedy;
   const GenerateResult first = generate(decoder, {1, 2}, 5, greedy, -1, [](int32_t) {});
   // The first greedy token as the stop token: generation ends right after it.
   const GenerateResult stopped =
