@@ -186,6 +186,22 @@ TEST_F(Cli, PrepareThenTrainOnShards) {
   EXPECT_NE(info.out.find("tokenizer:   gpt2 (vocab 50257, padded 50304)"), std::string::npos)
       << info.out;
   EXPECT_NE(info.out.find("val loss:"), std::string::npos) << info.out;
+  // Sampling and scoring with GPT-2 tokens: a prompt of several tokens, and none (a new document).
+  r = xsa("sample --ckpt run_gpt2 --prompt \"It was the best\" --max-new-tokens 8 --threads 1" +
+          vocab);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("It was the best", 0), 0u) << r.out;
+  EXPECT_NE(r.err.find("prompt 4 tokens"), std::string::npos) << r.err;
+  r = xsa("sample --ckpt run_gpt2 --max-new-tokens 8 --ignore-eot --threads 1" + vocab);
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("8 tokens"), std::string::npos) << r.err;
+  write(
+      "mc_gpt2.jsonl",
+      "{\"context\": \"It was the best of\", \"choices\": [\"times\", \"days\"], \"label\": 0}\n");
+  r = xsa("eval --ckpt run_gpt2 --task mc --file mc_gpt2.jsonl --data shards --threads 1" + vocab);
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("| mc | 1 |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("| val |"), std::string::npos) << r.out;
 
   // Bad data: one line each, naming the file.
   write("broken/x_train_000000.bin", "not a shard at all, just some bytes that are far too short");
