@@ -89,6 +89,12 @@ void check_equivalence(const std::string& attn, double tolerance) {
     }
     EXPECT_EQ(dec.length(), T);
   }
+  {  // the whole sequence in one pass on an empty cache (the tiled training kernel)
+    Decoder<Real> dec(cfg, model.params().w, T);
+    std::vector<Real> got((size_t)T * Vp);
+    dec.append_all(tokens.data(), T, got.data());
+    EXPECT_LT(row_error(got.data(), full.data(), T, Vp), tolerance);
+  }
   {  // uneven chunks through passes of at most 4 rows; every row's logits
     Decoder<Real> dec(cfg, model.params().w, T, /*max_rows=*/4);
     std::vector<Real> got((size_t)T * Vp);

@@ -208,12 +208,15 @@ TEST(Scoring, MultipleChoiceMatchesAnIndependentBigramReference) {
   auto tokenizer = make_tokenizer(TokenizerKind::byte);
   TaskFile file;
   file.kind = TaskKind::mc, file.path = "fixture";
-  const std::vector<std::string> contexts = {"The cat", "Once upon", "x", "Water is", "She said"};
-  const std::vector<std::vector<std::string>> choices = {{"a", "sat on the long mat", "ran"},
-                                                         {"a time", "tea", "q"},
-                                                         {"yz", "long answer here"},
-                                                         {"wet", "dry", "very, very wet"},
-                                                         {"no", "yes indeed", "m"}};
+  const std::vector<std::string> contexts = {"The cat",  "Once upon", "x",
+                                             "Water is", "She said",  "Il était"};
+  const std::vector<std::vector<std::string>> choices = {
+      {"a", "sat on the long mat", "ran"}, {"a time", "tea", "q"},
+      {"yz", "long answer here"},          {"wet", "dry", "very, very wet"},
+      {"no", "yes indeed", "m"},           {"naïve", "très très naïf", "à"}};
+  // acc_norm divides by characters, not bytes: the last example's, counted by hand.
+  const std::vector<std::vector<int>> characters = {{1, 19, 3}, {6, 3, 1},  {2, 16},
+                                                    {3, 3, 14}, {2, 10, 1}, {5, 14, 1}};
   // Labels alternate, so each rule is right on some examples and wrong on others.
   int want_acc = 0, want_norm = 0, want_mean = 0, differ = 0;
   for (size_t e = 0; e < contexts.size(); e++) {
@@ -223,8 +226,7 @@ TEST(Scoring, MultipleChoiceMatchesAnIndependentBigramReference) {
     for (const std::string& c : ex.choices) ll.push_back(bigram.loglik(ex.context, c));
     for (size_t c = 1; c < ll.size(); c++) {
       if (ll[c] > ll[best]) best = c;
-      if (ll[c] / ex.choices[c].size() > ll[best_norm] / ex.choices[best_norm].size())
-        best_norm = c;
+      if (ll[c] / characters[e][c] > ll[best_norm] / characters[e][best_norm]) best_norm = c;
       if (ll[c] / (ex.choices[c].size() + 1) >
           ll[best_mean] / (ex.choices[best_mean].size() + 1))  // bytes: one token per byte
         best_mean = c;
@@ -247,11 +249,12 @@ TEST(Scoring, MultipleChoiceMatchesAnIndependentBigramReference) {
   // Passes of at most 60 tokens: the five examples run in several groups.
   const TaskResult r =
       evaluate_task(bigram.cfg, bigram.model->params().w, *tokenizer, file, nullptr, 60);
-  EXPECT_EQ(r.n, 5);
-  EXPECT_DOUBLE_EQ(r.acc, want_acc / 5.0);
-  EXPECT_DOUBLE_EQ(r.acc_norm, want_norm / 5.0);
-  EXPECT_DOUBLE_EQ(r.acc_mean_token, want_mean / 5.0);
+  EXPECT_EQ(r.n, 6);
+  EXPECT_DOUBLE_EQ(r.acc, want_acc / 6.0);
+  EXPECT_DOUBLE_EQ(r.acc_norm, want_norm / 6.0);
+  EXPECT_DOUBLE_EQ(r.acc_mean_token, want_mean / 6.0);
   EXPECT_NE(r.acc, r.acc_norm);
+  EXPECT_DOUBLE_EQ(r.acc_stderr, std::sqrt(r.acc * (1 - r.acc) / 5));
 }
 
 TEST(Scoring, LambadaAccuracyAndPerplexityMatchTheBigramReference) {
@@ -308,18 +311,21 @@ TEST(Scoring, FullModelContinuationsMatchWholeSequenceForwards) {
     for (int32_t& x : t) x = (int32_t)(r.next_u64() % cfg.vocab_size);
     return t;
   };
-  // Two questions scored together in one pass, and each alone.
+  // Two questions scored together, in passes of at most 5 rows (so that answers cross passes),
+  // and each alone.
   const std::vector<ScoringItem> items = {
       {tokens(5, 5), {tokens(3, 1), tokens(6, 2), tokens(1, 3)}},
-      {tokens(30, 30), {tokens(2, 4), tokens(6, 5)}}};  // 30 > 20: the last 20 − 6 tokens kept
-  Decoder<float> together(cfg, model.params().w, 40);
+      {tokens(30, 30), {tokens(2, 4), tokens(6, 5)}}};  // 30 > 20: the last 20 + 1 − 6 kept
+  Decoder<float> together(cfg, model.params().w, 40, /*max_rows=*/5);
   const auto got_together = score_items(together, items);
   for (size_t i = 0; i < items.size(); i++) {
     const std::vector<int32_t>& context = items[i].context;
     const auto& conts = items[i].continuations;
     Decoder<float> decoder(cfg, model.params().w, 2 * cfg.seq_len);
     const auto got = score_continuations(decoder, context, conts);
-    const size_t keep = std::min<size_t>(context.size(), cfg.seq_len - 6);
+    // The documented cut: inputs (context and a choice but its last token) fit the context for
+    // the longest choice, 6 tokens.
+    const size_t keep = std::min<size_t>(context.size(), cfg.seq_len + 1 - 6);
     for (size_t c = 0; c < conts.size(); c++) {
       std::vector<int32_t> seq(context.end() - keep, context.end());
       seq.insert(seq.end(), conts[c].begin(), conts[c].end());
@@ -337,9 +343,91 @@ TEST(Scoring, FullModelContinuationsMatchWholeSequenceForwards) {
           << "question " << i << " choice " << c << ", scored with the other question";
     }
   }
+  // One choice: the cut equals lm-evaluation-harness's, the last seq_len + 1 tokens of context +
+  // continuation, the last of them not an input.
+  {
+    const std::vector<int32_t> context = tokens(30, 7), cont = tokens(6, 8);
+    std::vector<int32_t> whole = context;
+    whole.insert(whole.end(), cont.begin(), cont.end());
+    whole.erase(whole.begin(), whole.end() - (cfg.seq_len + 1));
+    std::vector<int32_t> in(whole.begin(), whole.end() - 1), tg(in.size(), -1);
+    for (size_t t = in.size() - cont.size(); t < in.size(); t++) tg[t] = whole[t + 1];
+    Gpt<double> run(cfg, 1, (int)in.size(), GptMode::inference);
+    std::copy(reference.params().params.data(),
+              reference.params().params.data() + reference.params().params.size(),
+              run.params().params.data());
+    const double want = -run.forward(in.data(), tg.data()) * cont.size();
+    Decoder<float> decoder(cfg, model.params().w, 2 * cfg.seq_len);
+    const double got = score_continuations(decoder, context, {cont})[0].loglik;
+    EXPECT_NEAR(got, want, 1e-4 * std::max(1.0, std::fabs(want)));
+  }
   Decoder<float> decoder(cfg, model.params().w, 2 * cfg.seq_len);
-  EXPECT_THROW(score_continuations(decoder, tokens(3, 9), {tokens(20, 1)}), Error);  // no room
+  // A choice of the whole context fits after one context token; one more does not.
+  EXPECT_NO_THROW(score_continuations(decoder, tokens(3, 9), {tokens(20, 1)}));
+  EXPECT_THROW(score_continuations(decoder, tokens(3, 9), {tokens(21, 1)}), Error);
   EXPECT_THROW(score_continuations(decoder, {}, {tokens(2, 1)}), Error);
+}
+
+// The same questions scored in passes of every size give the same accuracies, and the picks of
+// scoring each question alone (no attention between questions or passes).
+TEST(Scoring, GroupingIntoPassesChangesNothing) {
+  ModelConfig cfg;
+  cfg.vocab_size = 256, cfg.padded_vocab = 256;
+  cfg.n_layer = 2, cfg.n_head = 2, cfg.n_embd = 16, cfg.seq_len = 32;
+  set_layer_attn(cfg, "sa,xsa");
+  Gpt<float> model(cfg, 1, cfg.seq_len, GptMode::inference);
+  model.params().init(cfg, 8);
+  for (size_t i = 0; i < model.params().params.size(); i++) model.params().params[i] *= 6;
+  auto tokenizer = make_tokenizer(TokenizerKind::byte);
+  TaskFile file;
+  file.kind = TaskKind::mc, file.path = "fixture";
+  Rng rng(1);
+  auto word = [&](int n) {
+    std::string w;
+    for (int i = 0; i < n; i++) w.push_back((char)('a' + rng.next_u64() % 26));
+    return w;
+  };
+  for (int e = 0; e < 12; e++)
+    file.examples.push_back(
+        {word(4 + e % 9), {word(1 + e % 3), word(5), word(2 + e % 4)}, e % 3, e + 1});
+  const std::vector<ScoringItem> items = tokenize_task(cfg, *tokenizer, file, false);
+  int want = 0;
+  for (size_t e = 0; e < items.size(); e++) {
+    Decoder<float> decoder(cfg, model.params().w, 2 * cfg.seq_len);
+    const auto s = score_continuations(decoder, items[e].context, items[e].continuations);
+    size_t best = 0;
+    for (size_t c = 1; c < s.size(); c++)
+      if (s[c].loglik > s[best].loglik) best = c;
+    want += (int)best == file.examples[e].label;
+  }
+  for (int rows : {1, 20, 64, 1000}) {
+    const TaskResult r = evaluate_task(cfg, model.params().w, file, items, nullptr, rows);
+    EXPECT_EQ(r.n, 12);
+    EXPECT_DOUBLE_EQ(r.acc, want / 12.0) << rows << " rows per pass";
+  }
+}
+
+TEST(Scoring, TrailingWhitespaceMovesToTheChoiceAndUnscorableExamplesAreNamed) {
+  ModelConfig cfg;
+  cfg.vocab_size = 256, cfg.padded_vocab = 256;
+  cfg.n_layer = 1, cfg.n_head = 2, cfg.n_embd = 16, cfg.seq_len = 8;
+  auto tokenizer = make_tokenizer(TokenizerKind::byte);
+  TaskFile file;
+  file.kind = TaskKind::mc, file.path = "t.jsonl";
+  file.examples = {{"Answer: ", {"yes", "no"}, 0, 1}, {"Q", {"far too long a choice", "x"}, 0, 2}};
+  EXPECT_THROW(
+      {
+        TaskFile copy = file;
+        tokenize_task(cfg, *tokenizer, copy, false);
+      },
+      Error);
+  const std::vector<ScoringItem> items = tokenize_task(cfg, *tokenizer, file, true);
+  ASSERT_EQ(items.size(), 1u);
+  EXPECT_EQ(file.skipped, 1);
+  EXPECT_NE(file.first_skipped.find("t.jsonl:2: a choice of 22 tokens"), std::string::npos)
+      << file.first_skipped;
+  EXPECT_EQ(items[0].context, tokenizer->encode("Answer:"));
+  EXPECT_EQ(items[0].continuations[0], tokenizer->encode("  yes"));
 }
 
 // ---- Validation: the training loop's loss, and bytes counted from the decoded text ----

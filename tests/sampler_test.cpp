@@ -83,6 +83,31 @@ TEST(Sampler, CutDistributionsComeMostLikelyFirst) {
   for (size_t i = 0; i < d.size(); i++) EXPECT_EQ(d[i].first, want[i].first);
 }
 
+TEST(Sampler, TiesAtTheCutGoToTheLowerIds) {
+  const std::vector<float> logits = {1.0f, 3.0f, 2.0f, 2.0f, 2.0f, 0.0f};
+  Sampler k({.temperature = 1.0, .top_k = 3, .seed = 1});
+  const auto d = k.distribution(logits.data(), 6);
+  ASSERT_EQ(d.size(), 3u);
+  EXPECT_EQ(d[0].first, 1);
+  EXPECT_EQ(d[1].first, 2);
+  EXPECT_EQ(d[2].first, 3);
+  expect_same(d, reference(logits, 1.0, 3, 1.0));
+  // Top-p reaching its mass inside a run of equal logits cuts the run by id.
+  Sampler p({.temperature = 1.0, .top_p = 0.5, .seed = 1});
+  const auto cut = p.distribution(logits.data(), 6);
+  ASSERT_EQ(cut.size(), 2u);  // 0.44 after token 1, 0.60 after token 2 (of 2, 3, 4 equal)
+  expect_same(cut, reference(logits, 1.0, 0, 0.5));
+}
+
+TEST(Sampler, ATinyTemperatureIsGreedyNotNaN) {
+  const std::vector<float> logits = random_logits(100, 12);
+  Sampler tiny({.temperature = 1e-300, .seed = 1});
+  const auto d = tiny.distribution(logits.data(), 100);
+  const int32_t top = (int32_t)(std::max_element(logits.begin(), logits.end()) - logits.begin());
+  for (const auto& [id, prob] : d) EXPECT_EQ(prob, id == top ? 1.0 : 0.0) << id;
+  EXPECT_EQ(tiny.sample(logits.data(), 100), top);
+}
+
 TEST(Sampler, GreedyIsTheArgmaxWithTheLowestIdAmongEquals) {
   std::vector<float> logits = {0.5f, 3.0f, -1.0f, 3.0f};
   Sampler s({.temperature = 0, .seed = 1});
@@ -101,6 +126,24 @@ TEST(Sampler, DrawsFollowTheDistribution) {
     const double se = std::sqrt(p * (1 - p) / draws);
     EXPECT_NEAR((double)count[id] / draws, p, 4.5 * se) << "token " << id;
   }
+}
+
+// The same through top-k and top-p: 40 000 draws from the kept, renormalized tokens only.
+TEST(Sampler, DrawsFollowTheCutDistribution) {
+  const std::vector<float> logits = {1.0f, 0.0f, 2.0f, -1.0f, 0.5f, 1.5f};
+  Sampler s({.temperature = 0.7, .top_k = 4, .top_p = 0.9, .seed = 9});
+  const auto dist = reference(logits, 0.7, 4, 0.9);
+  ASSERT_LT(dist.size(), 4u);  // top-p cut below top-k's four
+  const int draws = 40000;
+  std::vector<int> count(6);
+  for (int i = 0; i < draws; i++) count[s.sample(logits.data(), 6)]++;
+  int kept = 0;
+  for (const auto& [id, p] : dist) {
+    const double se = std::sqrt(p * (1 - p) / draws);
+    EXPECT_NEAR((double)count[id] / draws, p, 4.5 * se) << "token " << id;
+    kept += count[id];
+  }
+  EXPECT_EQ(kept, draws) << "a token outside the cut was drawn";
 }
 
 TEST(Sampler, SameSeedSameTokensOtherSeedOthers) {

@@ -28,7 +28,9 @@ struct ScoredRow {
   int item, continuation;
 };
 
-// Keeps the newest tokens of the context that leave room for the longest continuation.
+// Keeps the newest tokens of the context that leave room for the longest continuation. The
+// model's inputs are the kept context and a continuation but its last token, at most seq_len: as
+// lm-evaluation-harness, which keeps the last seq_len + 1 tokens of context + continuation.
 size_t context_kept(const ModelConfig& cfg, const ScoringItem& item) {
   if (item.context.empty()) fail("the context is empty: no token to predict the first one from");
   size_t longest = 0;
@@ -36,10 +38,9 @@ size_t context_kept(const ModelConfig& cfg, const ScoringItem& item) {
     if (c.empty()) fail("a choice encodes to no tokens");
     longest = std::max(longest, c.size());
   }
-  if ((int)longest >= cfg.seq_len)
-    fail("a choice of {} tokens leaves no room for context in the model's {}", longest,
-         cfg.seq_len);
-  return std::min(item.context.size(), (size_t)cfg.seq_len - longest);
+  if ((int)longest > cfg.seq_len)
+    fail("a choice of {} tokens does not fit the model's context of {}", longest, cfg.seq_len);
+  return std::min(item.context.size(), (size_t)cfg.seq_len + 1 - longest);
 }
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
@@ -119,28 +120,58 @@ std::vector<ContinuationScore> score_continuations(Decoder<float>& decoder,
   return score_items(decoder, {{context, conts}})[0];
 }
 
-TaskResult evaluate_task(const ModelConfig& cfg, const Weights<float>& weights,
-                         const Tokenizer& tokenizer, const TaskFile& file,
-                         const EvalProgress& progress, int rows_per_pass) {
-  const auto t0 = std::chrono::steady_clock::now();
-  // Every example tokenized and checked first: a bad one stops the run before any forward pass.
+std::vector<ScoringItem> tokenize_task(const ModelConfig& cfg, const Tokenizer& tokenizer,
+                                       TaskFile& file, bool skip_bad_lines) {
   std::vector<ScoringItem> items;
-  std::vector<int> item_rows;
-  int most_rows = 1;
-  for (const TaskExample& ex : file.examples) {
+  std::vector<TaskExample> kept;
+  for (TaskExample& ex : file.examples) {
+    // lm-evaluation-harness moves a context's trailing whitespace to the front of the continuation.
+    std::string context = ex.context, moved;
+    const size_t end = context.find_last_not_of(" \t\n\r\f\v") + 1;  // 0 when all whitespace
+    moved = context.substr(end), context.resize(end);
     ScoringItem item;
-    item.context = tokenizer.encode(ex.context);
+    item.context = tokenizer.encode(context);
     if (item.context.empty() && tokenizer.end_of_text() >= 0)
       item.context = {tokenizer.end_of_text()};
     for (const std::string& choice : ex.choices)
-      item.continuations.push_back(tokenizer.encode(" " + choice));
+      item.continuations.push_back(tokenizer.encode(moved + " " + choice));
     try {
-      item_rows.push_back(scoring_rows(cfg, item));
+      scoring_rows(cfg, item);  // throws when the example cannot be scored
     } catch (const Error& e) {
-      fail("{}:{}: {}", file.path, ex.line, e.what());
+      const std::string where = fmt::format("{}:{}: {}", file.path, ex.line, e.what());
+      if (!skip_bad_lines) fail("{} (--skip-bad-lines leaves such lines out)", where);
+      if (file.skipped++ == 0) file.first_skipped = where;
+      continue;
     }
-    most_rows = std::max(most_rows, item_rows.back());
     items.push_back(std::move(item));
+    kept.push_back(std::move(ex));
+  }
+  file.examples = std::move(kept);
+  if (file.examples.empty())
+    fail("{}: no {} example can be scored ({} left out)", file.path, to_string(file.kind),
+         file.skipped);
+  return items;
+}
+
+TaskResult evaluate_task(const ModelConfig& cfg, const Weights<float>& weights,
+                         const Tokenizer& tokenizer, const TaskFile& file,
+                         const EvalProgress& progress, int rows_per_pass) {
+  TaskFile copy = file;
+  const std::vector<ScoringItem> items = tokenize_task(cfg, tokenizer, copy, false);
+  return evaluate_task(cfg, weights, copy, items, progress, rows_per_pass);
+}
+
+TaskResult evaluate_task(const ModelConfig& cfg, const Weights<float>& weights,
+                         const TaskFile& file, const std::vector<ScoringItem>& items,
+                         const EvalProgress& progress, int rows_per_pass) {
+  const auto t0 = std::chrono::steady_clock::now();
+  XSA_CHECK(items.size() == file.examples.size(), "{} items for {} examples", items.size(),
+            file.examples.size());
+  std::vector<int> item_rows;
+  int most_rows = 1;
+  for (const ScoringItem& item : items) {
+    item_rows.push_back(scoring_rows(cfg, item));
+    most_rows = std::max(most_rows, item_rows.back());
   }
   const int budget = std::max(rows_per_pass, most_rows);
   Decoder<float> decoder(cfg, weights, budget, std::min(budget, 1024));

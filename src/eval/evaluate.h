@@ -52,12 +52,22 @@ struct TaskResult {
   double seconds = 0;
 };
 
-// Calls progress(done, total, result so far) after each example.
+// Calls progress(done, total, result so far) after each forward pass (a group of examples).
 using EvalProgress = std::function<void(int, int, const TaskResult&)>;
 
-// The context is encoded as is; each choice as " " + choice (lm-evaluation-harness's delimiter).
-// An empty context starts from the end-of-text token (GPT-2), and is an Error without one (bytes).
-// Examples are scored in groups of about rows_per_pass tokens, one forward pass per group.
+// Tokenizes a task's examples: the context as is (its trailing whitespace moved to the front of
+// each continuation, as lm-evaluation-harness does), each choice as " " + choice (its delimiter);
+// an empty context starts from the end-of-text token (GPT-2). An example that cannot be scored (a
+// choice longer than the model's context, an empty context without an end-of-text token) is an
+// Error naming the file and line, or with skip_bad_lines is removed from `file` and counted.
+std::vector<ScoringItem> tokenize_task(const ModelConfig& cfg, const Tokenizer& tokenizer,
+                                       TaskFile& file, bool skip_bad_lines);
+// Scores the examples in groups of about rows_per_pass tokens, one forward pass per group;
+// items[i] belongs to file.examples[i].
+TaskResult evaluate_task(const ModelConfig& cfg, const Weights<float>& weights,
+                         const TaskFile& file, const std::vector<ScoringItem>& items,
+                         const EvalProgress& progress = nullptr, int rows_per_pass = 1024);
+// Both steps, stopping at the first example that cannot be scored.
 TaskResult evaluate_task(const ModelConfig& cfg, const Weights<float>& weights,
                          const Tokenizer& tokenizer, const TaskFile& file,
                          const EvalProgress& progress = nullptr, int rows_per_pass = 1024);

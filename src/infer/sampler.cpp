@@ -30,8 +30,9 @@ std::vector<std::pair<int32_t, double>> Sampler::distribution(const float* logit
     return {{*std::min_element(ids.begin(), ids.end(), before), 1.0}};
   }
   int keep = cfg_.top_k > 0 ? std::min(cfg_.top_k, V) : V;
-  const double inv_t = 1.0 / cfg_.temperature, top = *std::max_element(logits, logits + V);
-  auto weight = [&](int32_t id) { return std::exp((logits[id] - top) * inv_t); };
+  const double top = *std::max_element(logits, logits + V);
+  // Divided, not multiplied by 1/T: a tiny T then gives exp(0) = 1 for the top, never 0 · inf.
+  auto weight = [&](int32_t id) { return std::exp((logits[id] - top) / cfg_.temperature); };
   // Sort only as far as needed: top-k's k, or for top-p a prefix that grows until it holds p of
   // the mass (a trained model's nucleus is usually a few dozen tokens out of 50 257).
   double total = 0;
@@ -56,9 +57,9 @@ std::vector<std::pair<int32_t, double>> Sampler::distribution(const float* logit
       }
     }
   }
-  // Nothing cut: no order is needed to draw, and sorting 50 257 ids per token would cost more than
-  // the head's matrix product; the ids stay in id order.
-  if (sorted < keep && keep < V) std::sort(ids.begin() + sorted, ids.begin() + keep, before);
+  // Nothing cut by top-p: no order is needed to draw, and sorting 50 257 ids per token would cost
+  // more than the head's matrix product; the ids not sorted by top-k stay in id order.
+
   std::vector<std::pair<int32_t, double>> out(keep);
   double kept = 0;
   for (int i = 0; i < keep; i++) kept += weight(ids[i]);

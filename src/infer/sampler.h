@@ -27,8 +27,8 @@ class Sampler {
   // Draws a token from logits [0, V); the same seed and logits give the same tokens.
   int32_t sample(const float* logits, int V);
   // The distribution sample() draws from: (token, probability) pairs after temperature, top-k and
-  // top-p, renormalized; most likely first (ties by id) when top-k or top-p cut it, in id order
-  // when nothing was cut. Greedy: the argmax (the lowest id among equals) with probability 1.
+  // top-p, renormalized; most likely first (ties by id) when top-k or top-p is on, in id order
+  // otherwise. Greedy: the argmax (the lowest id among equals) with probability 1.
   std::vector<std::pair<int32_t, double>> distribution(const float* logits, int V) const;
 
  private:

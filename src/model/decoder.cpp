@@ -64,12 +64,6 @@ Decoder<Real>::Decoder(const ModelConfig& cfg, const Weights<Real>& weights, int
 }
 
 template <typename Real>
-double Decoder<Real>::memory_bytes(const ModelConfig& cfg, int capacity, int max_rows) {
-  DecoderViews v;
-  return sizeof(Real) * (double)decoder_layout<Real>(v, cfg, capacity, max_rows);
-}
-
-template <typename Real>
 void Decoder<Real>::truncate(int n) {
   XSA_CHECK(n >= 0 && n <= length_, "truncate to {} outside [0, {}]", n, length_);
   length_ = n;

@@ -51,9 +51,6 @@ class Decoder {
   // logits [rows, V_pad] of final features [rows, C] (the tied head).
   void head(const Real* features, int rows, Real* logits) const;
 
-  // Bytes of the cache and the per-pass buffers (the weights not included).
-  static double memory_bytes(const ModelConfig& cfg, int capacity, int max_rows);
-
  private:
   enum class Output { last_logits, all_logits, features };
   // One pass over n ≤ max_rows rows written at slots length_ + r, at positions pos[r]; prefix and

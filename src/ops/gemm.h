@@ -18,14 +18,4 @@ inline void gemm(bool trans_a, bool trans_b, int M, int N, int K, double alpha, 
               trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
 }
 
-// y = alpha·A·x + beta·y with A [M, N] row-major: one row against a matrix (decoding a token).
-inline void gemv(int M, int N, float alpha, const float* A, int lda, const float* x, float beta,
-                 float* y) {
-  cblas_sgemv(CblasRowMajor, CblasNoTrans, M, N, alpha, A, lda, x, 1, beta, y, 1);
-}
-inline void gemv(int M, int N, double alpha, const double* A, int lda, const double* x, double beta,
-                 double* y) {
-  cblas_dgemv(CblasRowMajor, CblasNoTrans, M, N, alpha, A, lda, x, 1, beta, y, 1);
-}
-
 }  // namespace xsa::ops

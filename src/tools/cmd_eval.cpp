@@ -79,8 +79,11 @@ void add_eval_command(CLI::App& root) {
     const ModelConfig cfg = load_checkpoint_config(ckpt);
     auto tokenizer = make_tokenizer(cfg.tokenizer, a->vocab_dir);
     std::vector<TaskFile> files;
-    for (size_t i = 0; i < kinds.size(); i++)
+    std::vector<std::vector<ScoringItem>> items;  // every task tokenized and checked up front
+    for (size_t i = 0; i < kinds.size(); i++) {
       files.push_back(load_task_file(kinds[i], a->files[i], a->skip_bad_lines, a->limit));
+      items.push_back(tokenize_task(cfg, *tokenizer, files.back(), a->skip_bad_lines));
+    }
     std::string data_path = a->data;
     double val_fraction = 0.1;
     std::error_code ec;
@@ -110,7 +113,8 @@ void add_eval_command(CLI::App& root) {
     nlohmann::json records = nlohmann::json::array();
     std::vector<std::string> rows;
     const bool tty = isatty(STDERR_FILENO);
-    for (const TaskFile& file : files) {
+    for (size_t t = 0; t < files.size(); t++) {
+      const TaskFile& file = files[t];
       if (file.skipped)
         std::fprintf(stderr, "%s: left out %d bad line(s); the first: %s\n", file.path.c_str(),
                      file.skipped, file.first_skipped.c_str());
@@ -129,7 +133,7 @@ void add_eval_command(CLI::App& root) {
           while (done * 10 >= next_line * total) next_line++;
         }
       };
-      const TaskResult r = evaluate_task(cfg, model.params().w, *tokenizer, file, progress);
+      const TaskResult r = evaluate_task(cfg, model.params().w, file, items[t], progress);
       rows.push_back(fmt::format("| {} | {} | {} ± {:.4f} | {} | {} | {} | – | – | {:.1f} |",
                                  r.task, r.n, metric(r.acc), r.acc_stderr, metric(r.acc_norm),
                                  metric(r.acc_mean_token), metric(r.ppl), r.seconds));
