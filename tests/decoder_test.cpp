@@ -50,15 +50,11 @@ std::vector<int32_t> random_tokens(int n, int V, uint64_t seed) {
 template <typename Real>
 std::vector<Real> full_logits(Gpt<Real>& model, const std::vector<int32_t>& tokens) {
   const int T = (int)tokens.size(), Vp = model.config().padded_vocab;
-  Gpt<Real> run(model.config(), 1, T, GptMode::inference);
-  run.params().params.zero();
-  std::copy(model.params().params.data(),
-            model.params().params.data() + model.params().params.size(),
-            run.params().params.data());
+  auto run = test::copy_model<Real>(model, T);
   std::vector<int32_t> targets(T, -1);
-  run.forward(tokens.data(), targets.data());
+  run->forward(tokens.data(), targets.data());
   std::vector<Real> out((size_t)T * Vp);
-  for (int t = 0; t < T; t++) run.logits_row(t, out.data() + (size_t)t * Vp);
+  for (int t = 0; t < T; t++) run->logits_row(t, out.data() + (size_t)t * Vp);
   return out;
 }
 

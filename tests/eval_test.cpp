@@ -292,10 +292,7 @@ TEST(Scoring, LambadaAccuracyAndPerplexityMatchTheBigramReference) {
 
 // ---- A full model: contexts longer than the model's context lose their oldest tokens ----
 TEST(Scoring, FullModelContinuationsMatchWholeSequenceForwards) {
-  ModelConfig cfg;
-  cfg.vocab_size = 60, cfg.padded_vocab = 64;
-  cfg.n_layer = 2, cfg.n_head = 2, cfg.n_embd = 16, cfg.seq_len = 20;
-  set_layer_attn(cfg, "xsa+sink,xsa-gated");
+  const ModelConfig cfg = test::small_test_config(60, 2, 20, "xsa+sink,xsa-gated");
   Gpt<double> reference(cfg, 1, cfg.seq_len, GptMode::inference);
   reference.params().init(cfg, 4);
   Rng rng(6);
@@ -329,14 +326,11 @@ TEST(Scoring, FullModelContinuationsMatchWholeSequenceForwards) {
     for (size_t c = 0; c < conts.size(); c++) {
       std::vector<int32_t> seq(context.end() - keep, context.end());
       seq.insert(seq.end(), conts[c].begin(), conts[c].end());
-      Gpt<double> run(cfg, 1, (int)seq.size() - 1, GptMode::inference);
-      std::copy(reference.params().params.data(),
-                reference.params().params.data() + reference.params().params.size(),
-                run.params().params.data());
+      auto run = test::copy_model<double>(reference, (int)seq.size() - 1);
       // Targets only on the continuation: the loss is then −mean log p over its tokens.
       std::vector<int32_t> in(seq.begin(), seq.end() - 1), tg(seq.size() - 1, -1);
       for (size_t t = keep - 1; t < tg.size(); t++) tg[t] = seq[t + 1];
-      const double want = -run.forward(in.data(), tg.data()) * conts[c].size();
+      const double want = -run->forward(in.data(), tg.data()) * conts[c].size();
       EXPECT_NEAR(got[c].loglik, want, 1e-4 * std::max(1.0, std::fabs(want)))
           << "question " << i << " choice " << c;
       EXPECT_NEAR(got_together[i][c].loglik, want, 1e-4 * std::max(1.0, std::fabs(want)))
@@ -352,11 +346,9 @@ TEST(Scoring, FullModelContinuationsMatchWholeSequenceForwards) {
     whole.erase(whole.begin(), whole.end() - (cfg.seq_len + 1));
     std::vector<int32_t> in(whole.begin(), whole.end() - 1), tg(in.size(), -1);
     for (size_t t = in.size() - cont.size(); t < in.size(); t++) tg[t] = whole[t + 1];
-    Gpt<double> run(cfg, 1, (int)in.size(), GptMode::inference);
-    std::copy(reference.params().params.data(),
-              reference.params().params.data() + reference.params().params.size(),
-              run.params().params.data());
-    const double want = -run.forward(in.data(), tg.data()) * cont.size();
+    const double want =
+        -test::copy_model<double>(reference, (int)in.size())->forward(in.data(), tg.data()) *
+        cont.size();
     Decoder<float> decoder(cfg, model.params().w, 2 * cfg.seq_len);
     const double got = score_continuations(decoder, context, {cont})[0].loglik;
     EXPECT_NEAR(got, want, 1e-4 * std::max(1.0, std::fabs(want)));
@@ -371,10 +363,7 @@ TEST(Scoring, FullModelContinuationsMatchWholeSequenceForwards) {
 // The same questions scored in passes of every size give the same accuracies, and the picks of
 // scoring each question alone (no attention between questions or passes).
 TEST(Scoring, GroupingIntoPassesChangesNothing) {
-  ModelConfig cfg;
-  cfg.vocab_size = 256, cfg.padded_vocab = 256;
-  cfg.n_layer = 2, cfg.n_head = 2, cfg.n_embd = 16, cfg.seq_len = 32;
-  set_layer_attn(cfg, "sa,xsa");
+  const ModelConfig cfg = test::small_test_config(256, 2, 32, "sa,xsa");
   Gpt<float> model(cfg, 1, cfg.seq_len, GptMode::inference);
   model.params().init(cfg, 8);
   for (size_t i = 0; i < model.params().params.size(); i++) model.params().params[i] *= 6;
@@ -408,9 +397,7 @@ TEST(Scoring, GroupingIntoPassesChangesNothing) {
 }
 
 TEST(Scoring, TrailingWhitespaceMovesToTheChoiceAndUnscorableExamplesAreNamed) {
-  ModelConfig cfg;
-  cfg.vocab_size = 256, cfg.padded_vocab = 256;
-  cfg.n_layer = 1, cfg.n_head = 2, cfg.n_embd = 16, cfg.seq_len = 8;
+  const ModelConfig cfg = test::small_test_config(256, 1, 8, "sa");
   auto tokenizer = make_tokenizer(TokenizerKind::byte);
   TaskFile file;
   file.kind = TaskKind::mc, file.path = "t.jsonl";

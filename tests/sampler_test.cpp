@@ -165,18 +165,10 @@ TEST(Sampler, RefusesBadSettings) {
   EXPECT_THROW(Sampler({.top_p = 1.5}), Error);
 }
 
-ModelConfig tiny_config() {
-  ModelConfig cfg;
-  cfg.vocab_size = 40, cfg.padded_vocab = pad_vocab(40);
-  cfg.n_layer = 2, cfg.n_head = 2, cfg.n_embd = 16, cfg.seq_len = 12;
-  set_layer_attn(cfg, "sa,xsa");
-  return cfg;
-}
-
 // A model with weights large enough that greedy decoding does not settle into one token, its
 // decoder (a cache of the model's context) and a greedy sampler.
 struct GreedySetup {
-  ModelConfig cfg = tiny_config();
+  ModelConfig cfg = test::small_test_config(40, 2, 12, "sa,xsa");
   Gpt<float> model{cfg, 1, cfg.seq_len, GptMode::inference};
   Decoder<float> decoder{cfg, (init(), model.params().w), cfg.seq_len};
   Sampler greedy{{.temperature = 0}};
@@ -208,13 +200,10 @@ TEST(Generate, GreedyThroughTheCacheEqualsRecomputingEachStep) {
   std::vector<int32_t> window = prompt, history = prompt, want;
   std::vector<float> logits(cfg.padded_vocab);
   for (int i = 0; i < 25; i++) {
-    Gpt<float> full(cfg, 1, (int)window.size(), GptMode::inference);
-    std::copy(model.params().params.data(),
-              model.params().params.data() + model.params().params.size(),
-              full.params().params.data());
+    auto full = test::copy_model<float>(model, (int)window.size());
     std::vector<int32_t> targets(window.size(), -1);
-    full.forward(window.data(), targets.data());
-    full.logits_row((int)window.size() - 1, logits.data());
+    full->forward(window.data(), targets.data());
+    full->logits_row((int)window.size() - 1, logits.data());
     const int32_t token = argmax(logits.data(), cfg.vocab_size);
     want.push_back(token), history.push_back(token);
     if ((int)window.size() == cfg.seq_len)

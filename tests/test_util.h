@@ -7,9 +7,11 @@
 #include <cmath>
 #include <cstdint>
 #include <filesystem>
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "model/gpt.h"
 #include "util/rng.h"
 
 namespace xsa::test {
@@ -42,10 +44,31 @@ double max_rel_error(const std::vector<A>& a, const std::vector<B>& b) {
   return max_rel_error(a.data(), b.data(), std::min(a.size(), b.size()));
 }
 
+// A small model configuration for the inference tests: V real tokens (padded to 64), L layers,
+// two heads of width 8, the given context and attention (as --attn).
+inline ModelConfig small_test_config(int V, int L, int seq_len, const std::string& attn) {
+  ModelConfig cfg;
+  cfg.vocab_size = V, cfg.padded_vocab = pad_vocab(V);
+  cfg.n_layer = L, cfg.n_head = 2, cfg.n_embd = 16, cfg.seq_len = seq_len;
+  set_layer_attn(cfg, attn);
+  return cfg;
+}
+
+// A model of `from`'s configuration for sequences of T tokens (inference), with its weights:
+// the full forward of one whole sequence, the reference the cached paths are held to.
+template <typename To, typename From>
+std::unique_ptr<Gpt<To>> copy_model(const Gpt<From>& from, int T) {
+  auto to = std::make_unique<Gpt<To>>(from.config(), 1, T, GptMode::inference);
+  const auto& src = from.params().params;
+  std::copy(src.data(), src.data() + src.size(), to->params().params.data());
+  return to;
+}
+
 // A fresh, empty folder per test and process under the system's temporary directory.
 inline std::filesystem::path temp_dir(const std::string& name) {
   namespace fs = std::filesystem;
-  fs::path dir = fs::temp_directory_path() / ("xsa_test_" + name + "_" + std::to_string(::getpid()));
+  fs::path dir =
+      fs::temp_directory_path() / ("xsa_test_" + name + "_" + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;
