@@ -59,13 +59,14 @@ void add_eval_command(CLI::App& root) {
   cmd->add_flag("--skip-bad-lines", a->skip_bad_lines,
                 "Leave out malformed task lines (counted and reported) instead of stopping");
   cmd->add_option("--json", a->json_path, "Write the results to this file (a JSON array)");
-  cmd->add_option("--batch", a->batch, "Validation sequences per forward pass")
-      ->capture_default_str();
+  cmd->add_option("--batch", a->batch,
+                  "Validation sequences per forward pass (default: 8, fewer when their "
+                  "activations would pass 1 GB)");
   cmd->add_option("--val-batches", a->val_batches, "Validation batches to score (0: all)")
       ->capture_default_str();
   cmd->add_option("--vocab-dir", a->vocab_dir, "Folder with GPT-2's encoder.json and vocab.bpe");
   cmd->add_option("--threads", a->threads, "Threads (0: every core)")->capture_default_str();
-  cmd->callback([a] {
+  cmd->callback([a, cmd] {
     if (a->tasks.size() != a->files.size())
       fail("{} --task but {} --file: give one --file per --task, in the same order",
            a->tasks.size(), a->files.size());
@@ -100,6 +101,15 @@ void add_eval_command(CLI::App& root) {
     if (!data_path.empty())  // refuses data of another tokenizer than the checkpoint's
       data = open_dataset(data_path, cfg.tokenizer, val_fraction, 1, cfg.seq_len, a->vocab_dir);
 
+    // Inference keeps every layer's activations (analyze reads them): with a long context and a
+    // wide model, 8 sequences can take gigabytes, so the default batch shrinks to fit 1 GB.
+    if (data && cmd->count("--batch") == 0) {
+      const double weights = Gpt<float>::memory_bytes(cfg, 1, 1, GptMode::inference);
+      while (a->batch > 1 &&
+             Gpt<float>::memory_bytes(cfg, a->batch, cfg.seq_len, GptMode::inference) - weights >
+                 1e9)
+        a->batch /= 2;
+    }
     const int threads = set_thread_count(a->threads);
     // The forward's activations are sized for validation batches; tasks use the decoder's own.
     Gpt<float> model(cfg, data ? a->batch : 1, cfg.seq_len, GptMode::inference);
