@@ -34,7 +34,11 @@ PY
 for task in "hellaswag $out/hellaswag.jsonl questions (context once, endings side by side)" \
   "mc $out/per_ending.jsonl questions (one per ending: the context once per ending)"; do
   set -- $task
-  ./build/xsa eval --ckpt "$out/small" --task "$1" --file "$2" --json "$out/$1.json" >/dev/null
+  if ! ./build/xsa eval --ckpt "$out/small" --task "$1" --file "$2" --json "$out/$1.json" \
+    >/dev/null 2>"$out/stderr"; then
+    cat "$out/stderr" >&2
+    exit 1
+  fi
   python3 -c "import json,sys; r=json.load(open(sys.argv[1]))[0]; \
 print(f\"{sys.argv[2]}: {r['n']} {sys.argv[3]} in {r['seconds']:.1f} s\")" \
     "$out/$1.json" "$1" "${*:3}"
