@@ -406,6 +406,10 @@ TEST_F(Cli, EvalAndSample) {
   EXPECT_EQ(a.out, b.out);
   EXPECT_NE(a.out, c.out);
   EXPECT_NE(a.err.find("tokens/s"), std::string::npos) << a.err;
+  write("prompt.txt", "It was");
+  Result f =
+      xsa("sample --ckpt ev --prompt-file prompt.txt --max-new-tokens 30 --threads 1 --seed 5");
+  EXPECT_EQ(f.out, a.out) << "a prompt from a file is the same prompt";
   // Past the context of 16: the context shifts and generation goes on.
   r = xsa("sample --ckpt ev --prompt \"It\" --max-new-tokens 40 --threads 1 --temperature 0");
   EXPECT_EQ(r.status, 0) << r.err;
@@ -431,6 +435,8 @@ TEST_F(Cli, EvalAndSample) {
        "the prompt is 17 tokens; the model's context is 16"},
       {"byte model without a prompt", "sample --ckpt ev", "give --prompt"},
       {"bad top-p", "sample --ckpt ev --prompt a --top-p 0", "--top-p 0 must be in (0, 1]"},
+      {"missing prompt file", "sample --ckpt ev --prompt-file none.txt",
+       "--prompt-file none.txt: no such file"},
   };
   expect_one_line_errors(cases);
 }

@@ -8,13 +8,14 @@
 #include "tokenizer/tokenizer.h"
 #include "tools/commands.h"
 #include "util/error.h"
+#include "util/files.h"
 
 namespace xsa::cli {
 
 void add_sample_command(CLI::App& root) {
   auto* cmd = root.add_subcommand("sample", "Generate text from a checkpoint (key/value cache)");
   struct Args {
-    std::string ckpt, vocab_dir;
+    std::string ckpt, vocab_dir, prompt_file;
     std::optional<std::string> prompt;
     int max_new_tokens = 200, samples = 1, threads = 0;
     bool ignore_eot = false;
@@ -26,6 +27,8 @@ void add_sample_command(CLI::App& root) {
   cmd->add_option("--prompt", a->prompt,
                   "Text to continue (default: the end-of-text token, i.e. a new document; byte "
                   "models need a prompt)");
+  cmd->add_option("--prompt-file", a->prompt_file, "Read the prompt from this file")
+      ->excludes("--prompt");
   cmd->add_option("--max-new-tokens", a->max_new_tokens, "Tokens to generate per sample")
       ->capture_default_str();
   cmd->add_option("--temperature", a->sampling.temperature, "Softmax temperature; 0: greedy")
@@ -50,6 +53,12 @@ void add_sample_command(CLI::App& root) {
     const fs::path ckpt = resolve_checkpoint(a->ckpt);
     const ModelConfig cfg = load_checkpoint_config(ckpt);
     auto tokenizer = make_tokenizer(cfg.tokenizer, a->vocab_dir);
+    if (!a->prompt_file.empty()) {
+      std::error_code ec;
+      if (!fs::is_regular_file(a->prompt_file, ec))
+        fail("--prompt-file {}: no such file", a->prompt_file);
+      a->prompt = read_file(a->prompt_file);
+    }
     std::vector<int32_t> prompt;
     if (a->prompt) {
       prompt = tokenizer->encode(*a->prompt);
