@@ -381,6 +381,29 @@ TEST_F(Cli, EvalAndSample) {
   EXPECT_NEAR(v["val_loss"].get<double>(), last_val["loss"].get<double>(), 1e-6);
   EXPECT_NEAR(v["bpb"].get<double>(), v["val_loss"].get<double>() / std::log(2.0), 1e-9);
 
+  // Two checkpoints on the same examples: a row each, and the paired counts agree with their
+  // accuracies (Δ acc · n = only the second right − only the first right).
+  ASSERT_EQ(xsa("train --data data.txt " + kSmall + " --steps 6 --attn sa --out ev_sa").status, 0);
+  r =
+      xsa("eval --ckpt ev_sa --ckpt ev --task mc --file mc.jsonl --task lambada --file "
+          "lambada.jsonl --threads 1 --json paired.json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("| checkpoint | task |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("exact McNemar"), std::string::npos) << r.out;
+  const nlohmann::json pj = nlohmann::json::parse(read_file(work_dir() / "paired.json"));
+  ASSERT_EQ(pj.size(), 6u);  // 2 checkpoints × 2 tasks, then 2 paired records
+  for (int t = 0; t < 2; t++) {
+    const nlohmann::json &first = pj[t], &second = pj[2 + t], &pair = pj[4 + t];
+    EXPECT_EQ(pair["task"], first["task"]);
+    const int n = pair["n"].get<int>();
+    EXPECT_NEAR(pair["delta_acc"].get<double>(),
+                second["acc"].get<double>() - first["acc"].get<double>(), 1e-12);
+    EXPECT_NEAR(pair["delta_acc"].get<double>() * n,
+                pair["only_second_right"].get<int>() - pair["only_first_right"].get<int>(), 1e-9);
+    EXPECT_GE(pair["p_mcnemar"].get<double>(), 0.0);
+    EXPECT_LE(pair["p_mcnemar"].get<double>(), 1.0);
+  }
+
   // A bad line stops the run, naming file and line; --skip-bad-lines counts it and goes on.
   write("bad.jsonl",
         "{\"context\": \"a\", \"choices\": [\"b\", \"c\"], \"label\": 1}\n"

@@ -32,6 +32,18 @@ TEST(Stats, PairedTTestMatchesKnownValues) {
   EXPECT_NEAR(sample_sd({2, 4, 4, 4, 5, 5, 7, 9}), 2.13809, 1e-5);
 }
 
+// Exact values from Python's integer binomials: min(1, 2 Σ_{i ≤ min(b,c)} C(b+c, i) / 2^(b+c)).
+TEST(Stats, McNemarMatchesExactBinomialSums) {
+  EXPECT_NEAR(mcnemar_exact_p(10, 2), 0.03857421875, 1e-12);  // 2 · 79 / 4096
+  EXPECT_NEAR(mcnemar_exact_p(2, 10), 0.03857421875, 1e-12);
+  EXPECT_NEAR(mcnemar_exact_p(0, 6), 0.03125, 1e-12);
+  EXPECT_NEAR(mcnemar_exact_p(60, 40), 0.05688793364098079, 1e-10);
+  EXPECT_NEAR(mcnemar_exact_p(400, 350), 0.07350777405843545, 1e-9);
+  EXPECT_EQ(mcnemar_exact_p(5, 5), 1.0);
+  EXPECT_EQ(mcnemar_exact_p(0, 0), 1.0);
+  EXPECT_EQ(mcnemar_exact_p(1, 0), 1.0);
+}
+
 TEST(Variants, LayerSelections) {
   auto layers = [](const std::string& name) {
     Variant v = parse_variant(name, 4);

@@ -200,6 +200,7 @@ TaskResult evaluate_task(const ModelConfig& cfg, const Weights<float>& weights,
         if (norm(c) > norm(best_norm)) best_norm = c;
         if (mean(c) > mean(best_mean)) best_mean = c;
       }
+      r.correct.push_back(lambada ? s[0].greedy : (int)best == ex.label);
       if (lambada) {
         right += s[0].greedy;
         loglik_sum += s[0].loglik;

@@ -50,6 +50,7 @@ struct TaskResult {
   double acc_stderr = 0;  // sqrt(acc (1 − acc) / (n − 1)), as lm-evaluation-harness reports
   double ppl = -1;        // LAMBADA: exp(−mean log-likelihood of the answer)
   double seconds = 0;
+  std::vector<uint8_t> correct;  // per example, in file order: right by acc's rule
 };
 
 // Calls progress(done, total, result so far) after each forward pass (a group of examples).

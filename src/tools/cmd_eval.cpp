@@ -11,13 +11,14 @@
 #include "tools/commands.h"
 #include "util/error.h"
 #include "util/files.h"
+#include "util/stats.h"
 
 namespace xsa::cli {
 namespace {
 
 struct EvalArgs {
-  std::string ckpt, data, json_path, vocab_dir;
-  std::vector<std::string> tasks, files;
+  std::vector<std::string> ckpts, tasks, files;
+  std::string data, json_path, vocab_dir;
   int limit = 0, batch = 8, val_batches = 0, threads = 0;
   bool skip_bad_lines = false;
 };
@@ -38,6 +39,74 @@ nlohmann::json record(const TaskResult& r, const std::string& ckpt, const TaskFi
   return j;
 }
 
+// One checkpoint with everything read and checked, before any forward pass.
+struct Prepared {
+  fs::path ckpt;
+  ModelConfig cfg;
+  std::unique_ptr<Tokenizer> tokenizer;
+  std::vector<TaskFile> files;
+  std::vector<std::vector<ScoringItem>> items;
+  std::string data_path;
+  std::optional<Dataset> data;
+  int batch = 8;
+};
+
+Prepared prepare(const std::string& path, const EvalArgs& a, const std::vector<TaskKind>& kinds,
+                 bool batch_given) {
+  Prepared p;
+  p.ckpt = resolve_checkpoint(path);
+  p.cfg = load_checkpoint_config(p.ckpt);
+  p.tokenizer = make_tokenizer(p.cfg.tokenizer, a.vocab_dir);
+  for (size_t i = 0; i < kinds.size(); i++) {
+    p.files.push_back(load_task_file(kinds[i], a.files[i], a.skip_bad_lines, a.limit));
+    p.items.push_back(tokenize_task(p.cfg, *p.tokenizer, p.files.back(), a.skip_bad_lines));
+  }
+  p.data_path = a.data;
+  double val_fraction = 0.1;
+  std::error_code ec;
+  if (fs::exists(p.ckpt / "trainer.json", ec)) {
+    const nlohmann::json state = load_trainer_state(p.ckpt);
+    val_fraction = state.value("/run/val_fraction"_json_pointer, val_fraction);
+    if (p.data_path.empty() && p.files.empty())
+      p.data_path = state.value("/data/source"_json_pointer, std::string());
+  }
+  if (p.data_path.empty() && p.files.empty())
+    fail("{}: does not say what data it was trained on; pass --data or --task/--file",
+         p.ckpt.string());
+  if (!p.data_path.empty())  // refuses data of another tokenizer than the checkpoint's
+    p.data =
+        open_dataset(p.data_path, p.cfg.tokenizer, val_fraction, 1, p.cfg.seq_len, a.vocab_dir);
+  // Inference keeps every layer's activations (analyze reads them): with a long context and a
+  // wide model, 8 sequences can take gigabytes, so the default batch shrinks to fit 1 GB.
+  p.batch = a.batch;
+  if (p.data && !batch_given) {
+    const double weights = Gpt<float>::memory_bytes(p.cfg, 1, 1, GptMode::inference);
+    while (p.batch > 1 &&
+           Gpt<float>::memory_bytes(p.cfg, p.batch, p.cfg.seq_len, GptMode::inference) - weights >
+               1e9)
+      p.batch /= 2;
+  }
+  return p;
+}
+
+// A bar on a terminal; otherwise (logs, batch jobs) a line at every tenth of the examples.
+EvalProgress progress_printer(bool tty) {
+  auto next_line = std::make_shared<int>(1);
+  return [tty, next_line](int done, int total, const TaskResult& r) {
+    if (tty) {
+      const int width = 30, filled = (int)((double)done / total * width);
+      std::fprintf(stderr, "\r\033[K%s [%s%s] %d/%d acc %.4f  %.1f ex/s", r.task.c_str(),
+                   std::string(filled, '#').c_str(), std::string(width - filled, '.').c_str(), done,
+                   total, r.acc, done / std::max(r.seconds, 1e-9));
+      if (done == total) std::fprintf(stderr, "\r\033[K");
+    } else if (done * 10 >= *next_line * total && done < total) {
+      std::fprintf(stderr, "%s %d/%d acc %.4f  %.1f ex/s\n", r.task.c_str(), done, total, r.acc,
+                   done / std::max(r.seconds, 1e-9));
+      while (done * 10 >= *next_line * total) ++*next_line;
+    }
+  };
+}
+
 }  // namespace
 
 void add_eval_command(CLI::App& root) {
@@ -46,7 +115,9 @@ void add_eval_command(CLI::App& root) {
       "Score a checkpoint: validation loss/perplexity/bits per byte, HellaSwag, "
       "multiple-choice tasks, LAMBADA");
   auto a = std::make_shared<EvalArgs>();
-  cmd->add_option("--ckpt", a->ckpt, "A run folder (its latest checkpoint) or a checkpoint folder")
+  cmd->add_option("--ckpt", a->ckpts,
+                  "A run folder (its latest checkpoint) or a checkpoint folder; repeat it to score "
+                  "several (e.g. SA and XSA twins) on the same examples, with a paired test")
       ->required();
   cmd->add_option("--data", a->data,
                   "Validation data: shard folder, glob or text file (default, when no --task is "
@@ -73,105 +144,110 @@ void add_eval_command(CLI::App& root) {
     if (a->limit < 0) fail("--limit {} must be 0 (all) or positive", a->limit);
     if (a->batch <= 0) fail("--batch {} must be positive", a->batch);
     if (a->val_batches < 0) fail("--val-batches {} must be 0 (all) or positive", a->val_batches);
-    // Everything that can fail on bad input is read before the first forward pass.
+    // Everything that can fail on bad input is read, for every checkpoint, before the first
+    // forward pass.
     std::vector<TaskKind> kinds;
     for (const std::string& t : a->tasks) kinds.push_back(parse_task_kind(t));
-    const fs::path ckpt = resolve_checkpoint(a->ckpt);
-    const ModelConfig cfg = load_checkpoint_config(ckpt);
-    auto tokenizer = make_tokenizer(cfg.tokenizer, a->vocab_dir);
-    std::vector<TaskFile> files;
-    std::vector<std::vector<ScoringItem>> items;  // every task tokenized and checked up front
-    for (size_t i = 0; i < kinds.size(); i++) {
-      files.push_back(load_task_file(kinds[i], a->files[i], a->skip_bad_lines, a->limit));
-      items.push_back(tokenize_task(cfg, *tokenizer, files.back(), a->skip_bad_lines));
-    }
-    std::string data_path = a->data;
-    double val_fraction = 0.1;
-    std::error_code ec;
-    if (fs::exists(ckpt / "trainer.json", ec)) {
-      const nlohmann::json state = load_trainer_state(ckpt);
-      val_fraction = state.value("/run/val_fraction"_json_pointer, val_fraction);
-      if (data_path.empty() && files.empty())
-        data_path = state.value("/data/source"_json_pointer, std::string());
-    }
-    if (data_path.empty() && files.empty())
-      fail("{}: does not say what data it was trained on; pass --data or --task/--file",
-           ckpt.string());
-    std::optional<Dataset> data;
-    if (!data_path.empty())  // refuses data of another tokenizer than the checkpoint's
-      data = open_dataset(data_path, cfg.tokenizer, val_fraction, 1, cfg.seq_len, a->vocab_dir);
-
-    // Inference keeps every layer's activations (analyze reads them): with a long context and a
-    // wide model, 8 sequences can take gigabytes, so the default batch shrinks to fit 1 GB.
-    if (data && cmd->count("--batch") == 0) {
-      const double weights = Gpt<float>::memory_bytes(cfg, 1, 1, GptMode::inference);
-      while (a->batch > 1 &&
-             Gpt<float>::memory_bytes(cfg, a->batch, cfg.seq_len, GptMode::inference) - weights >
-                 1e9)
-        a->batch /= 2;
-    }
+    std::vector<Prepared> runs;
+    for (const std::string& path : a->ckpts)
+      runs.push_back(prepare(path, *a, kinds, cmd->count("--batch") > 0));
     const int threads = set_thread_count(a->threads);
-    // The forward's activations are sized for validation batches; tasks use the decoder's own.
-    Gpt<float> model(cfg, data ? a->batch : 1, cfg.seq_len, GptMode::inference);
-    load_checkpoint_weights(ckpt, model.params(), false);
-    std::printf(
-        "xsa eval: %s (%s attention, %d layers, %d embd, seq %d, %s tokenizer), %d threads\n\n",
-        ckpt.string().c_str(), layer_attn_string(cfg).c_str(), cfg.n_layer, cfg.n_embd, cfg.seq_len,
-        to_string(cfg.tokenizer), threads);
-    std::fflush(stdout);
+    const bool several = runs.size() > 1, tty = isatty(STDERR_FILENO);
 
     nlohmann::json records = nlohmann::json::array();
     std::vector<std::string> rows;
-    const bool tty = isatty(STDERR_FILENO);
-    for (size_t t = 0; t < files.size(); t++) {
-      const TaskFile& file = files[t];
-      if (file.skipped)
-        std::fprintf(stderr, "%s: left out %d bad line(s); the first: %s\n", file.path.c_str(),
-                     file.skipped, file.first_skipped.c_str());
-      // A bar on a terminal; otherwise (logs, batch jobs) a line at every tenth of the examples.
-      int next_line = 1;
-      EvalProgress progress = [&](int done, int total, const TaskResult& r) {
-        if (tty) {
-          const int width = 30, filled = (int)((double)done / total * width);
-          std::fprintf(stderr, "\r\033[K%s [%s%s] %d/%d acc %.4f  %.1f ex/s", r.task.c_str(),
-                       std::string(filled, '#').c_str(), std::string(width - filled, '.').c_str(),
-                       done, total, r.acc, done / std::max(r.seconds, 1e-9));
-          if (done == total) std::fprintf(stderr, "\r\033[K");
-        } else if (done * 10 >= next_line * total && done < total) {
-          std::fprintf(stderr, "%s %d/%d acc %.4f  %.1f ex/s\n", r.task.c_str(), done, total, r.acc,
-                       done / std::max(r.seconds, 1e-9));
-          while (done * 10 >= next_line * total) next_line++;
-        }
-      };
-      const TaskResult r = evaluate_task(cfg, model.params().w, file, items[t], progress);
-      rows.push_back(fmt::format("| {} | {} | {} ± {:.4f} | {} | {} | {} | – | – | {:.1f} |",
-                                 r.task, r.n, metric(r.acc), r.acc_stderr, metric(r.acc_norm),
-                                 metric(r.acc_mean_token), metric(r.ppl), r.seconds));
-      records.push_back(record(r, ckpt.string(), file));
-    }
-    if (data) {
-      const int available = val_batch_count(data->val, a->batch, cfg.seq_len, INT32_MAX);
-      if (available == 0)
-        fail("{}: the validation split holds no window of {} tokens", data_path, cfg.seq_len + 1);
-      const int batches = a->val_batches ? std::min(a->val_batches, available) : available;
-      const ValResult v = evaluate_val(model, data->val, batches, *tokenizer);
-      rows.push_back(fmt::format("| val | {} | – | – | – | {} | {} | {} | {:.1f} |", v.tokens,
-                                 metric(v.ppl), metric(v.loss), metric(v.bpb), v.seconds));
-      records.push_back({{"task", "val"},
-                         {"n", v.tokens},
-                         {"val_loss", v.loss},
-                         {"ppl", v.ppl},
-                         {"bpb", v.bpb},
-                         {"bytes", v.bytes},
-                         {"batches", v.batches},
-                         {"data", data_path},
-                         {"checkpoint", ckpt.string()},
-                         {"seconds", v.seconds}});
+    std::vector<std::vector<TaskResult>> results(runs.size());
+    for (size_t k = 0; k < runs.size(); k++) {
+      Prepared& p = runs[k];
+      const ModelConfig& cfg = p.cfg;
+      // The forward's activations are sized for validation batches; tasks use the decoder's own.
+      Gpt<float> model(cfg, p.data ? p.batch : 1, cfg.seq_len, GptMode::inference);
+      load_checkpoint_weights(p.ckpt, model.params(), false);
+      std::printf(
+          "xsa eval: %s (%s attention, %d layers, %d embd, seq %d, %s tokenizer), %d threads\n",
+          p.ckpt.string().c_str(), layer_attn_string(cfg).c_str(), cfg.n_layer, cfg.n_embd,
+          cfg.seq_len, to_string(cfg.tokenizer), threads);
+      std::fflush(stdout);
+      const std::string first_column = several ? fmt::format("| {} ", p.ckpt.string()) : "";
+      for (size_t t = 0; t < p.files.size(); t++) {
+        const TaskFile& file = p.files[t];
+        if (file.skipped)
+          std::fprintf(stderr, "%s: left out %d bad line(s); the first: %s\n", file.path.c_str(),
+                       file.skipped, file.first_skipped.c_str());
+        const TaskResult r =
+            evaluate_task(cfg, model.params().w, file, p.items[t], progress_printer(tty));
+        rows.push_back(first_column +
+                       fmt::format("| {} | {} | {} ± {:.4f} | {} | {} | {} | – | – | {:.1f} |",
+                                   r.task, r.n, metric(r.acc), r.acc_stderr, metric(r.acc_norm),
+                                   metric(r.acc_mean_token), metric(r.ppl), r.seconds));
+        records.push_back(record(r, p.ckpt.string(), file));
+        results[k].push_back(r);
+      }
+      if (p.data) {
+        const int available = val_batch_count(p.data->val, p.batch, cfg.seq_len, INT32_MAX);
+        if (available == 0)
+          fail("{}: the validation split holds no window of {} tokens", p.data_path,
+               cfg.seq_len + 1);
+        const int batches = a->val_batches ? std::min(a->val_batches, available) : available;
+        const ValResult v = evaluate_val(model, p.data->val, batches, *p.tokenizer);
+        rows.push_back(first_column +
+                       fmt::format("| val | {} | – | – | – | {} | {} | {} | {:.1f} |", v.tokens,
+                                   metric(v.ppl), metric(v.loss), metric(v.bpb), v.seconds));
+        records.push_back({{"task", "val"},
+                           {"n", v.tokens},
+                           {"val_loss", v.loss},
+                           {"ppl", v.ppl},
+                           {"bpb", v.bpb},
+                           {"bytes", v.bytes},
+                           {"batches", v.batches},
+                           {"data", p.data_path},
+                           {"checkpoint", p.ckpt.string()},
+                           {"seconds", v.seconds}});
+      }
     }
     std::printf(
-        "| task | n | acc | acc_norm | acc_mean_token | ppl | val_loss | bpb | seconds |\n"
-        "|---|---|---|---|---|---|---|---|---|\n");
+        "\n%s| task | n | acc | acc_norm | acc_mean_token | ppl | val_loss | bpb | seconds |\n"
+        "%s|---|---|---|---|---|---|---|---|---|\n",
+        several ? "| checkpoint " : "", several ? "|---" : "");
     for (const std::string& row : rows) std::printf("%s\n", row.c_str());
+
+    // Each further checkpoint against the first, example by example (exact McNemar test), where
+    // both scored the same examples.
+    if (several && !kinds.empty()) {
+      std::printf(
+          "\nPaired with %s on the same examples (acc's rule; exact McNemar test):\n\n"
+          "| checkpoint | task | n | Δ acc | only the first right | only this right | p |\n"
+          "|---|---|---|---|---|---|---|\n",
+          runs[0].ckpt.string().c_str());
+      for (size_t k = 1; k < runs.size(); k++) {
+        for (size_t t = 0; t < kinds.size(); t++) {
+          const TaskFile &f0 = runs[0].files[t], &fk = runs[k].files[t];
+          bool same = f0.examples.size() == fk.examples.size();
+          for (size_t e = 0; same && e < f0.examples.size(); e++)
+            same = f0.examples[e].line == fk.examples[e].line;
+          if (!same) {  // tokenizers left out different lines
+            std::printf("| %s | %s | – | – | – | – | (other examples) |\n",
+                        runs[k].ckpt.string().c_str(), to_string(kinds[t]));
+            continue;
+          }
+          const TaskResult &r0 = results[0][t], &rk = results[k][t];
+          int only_first = 0, only_this = 0;
+          for (size_t e = 0; e < r0.correct.size(); e++)
+            only_first += r0.correct[e] && !rk.correct[e],
+                only_this += !r0.correct[e] && rk.correct[e];
+          const double p = mcnemar_exact_p(only_first, only_this);
+          std::printf("| %s | %s | %d | %+.4f | %d | %d | %.4g |\n", runs[k].ckpt.string().c_str(),
+                      to_string(kinds[t]), rk.n, rk.acc - r0.acc, only_first, only_this, p);
+          records.push_back({{"task", to_string(kinds[t])},
+                             {"paired", {runs[0].ckpt.string(), runs[k].ckpt.string()}},
+                             {"n", rk.n},
+                             {"delta_acc", rk.acc - r0.acc},
+                             {"only_first_right", only_first},
+                             {"only_second_right", only_this},
+                             {"p_mcnemar", p}});
+        }
+      }
+    }
     if (!a->json_path.empty()) {
       write_file_atomic(a->json_path, records.dump(2) + "\n");
       std::printf("\nwrote %s\n", a->json_path.c_str());

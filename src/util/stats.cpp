@@ -1,5 +1,7 @@
 #include "util/stats.h"
 
+#include <algorithm>
+#include <cmath>
 #include <limits>
 
 namespace xsa {
@@ -63,6 +65,19 @@ double paired_t_test_p(const std::vector<double>& d) {
   const double m = mean(d), sd = sample_sd(d);
   if (sd == 0) return m == 0 ? 1.0 : 0.0;
   return student_t_two_sided_p(m / (sd / std::sqrt((double)d.size())), (double)d.size() - 1);
+}
+
+double mcnemar_exact_p(int b, int c) {
+  const int n = b + c, k = std::min(b, c);
+  if (n == 0) return 1.0;
+  // Σ_{i ≤ k} C(n, i) / 2^n in log space, so that thousands of examples neither overflow nor
+  // underflow.
+  const double log_half_n = n * std::log(0.5);
+  double tail = 0;
+  for (int i = 0; i <= k; i++)
+    tail += std::exp(std::lgamma(n + 1.0) - std::lgamma(i + 1.0) - std::lgamma(n - i + 1.0) +
+                     log_half_n);
+  return std::min(1.0, 2 * tail);
 }
 
 }  // namespace xsa

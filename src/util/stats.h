@@ -1,5 +1,6 @@
-// Small statistics for honest comparisons: mean, sample standard deviation, and the two-sided
-// p-value of a paired t-test (Student's t distribution through the regularized incomplete beta).
+// Small statistics for honest comparisons: mean, sample standard deviation, the two-sided p-value
+// of a paired t-test (Student's t distribution through the regularized incomplete beta), and the
+// exact McNemar test for paired right/wrong outcomes.
 #pragma once
 
 #include <cmath>
@@ -14,5 +15,9 @@ double sample_sd(const std::vector<double>& x);  // n − 1 in the denominator; 
 double paired_t_test_p(const std::vector<double>& d);
 // P(|T| ≥ t) for Student's t with `dof` degrees of freedom.
 double student_t_two_sided_p(double t, double dof);
+// Exact two-sided McNemar test for two classifiers scored on the same examples: b examples only the
+// first got right, c only the second. p = min(1, 2 · P(X ≤ min(b, c))) with X ~ Binomial(b + c,
+// 1/2); 1 when b + c = 0.
+double mcnemar_exact_p(int b, int c);
 
 }  // namespace xsa
