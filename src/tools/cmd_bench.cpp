@@ -447,8 +447,9 @@ void run_bench(const Options& o) {
 }  // namespace
 
 void add_bench_command(CLI::App& root) {
-  auto* cmd = root.add_subcommand(
-      "bench", "Measure training-step and attention speed, SA vs XSA, and the GEMM ceiling");
+  auto* cmd = root.add_subcommand("bench",
+                                  "Measure training-step, attention and (--decode) decoding speed, "
+                                  "SA vs XSA, and the GEMM ceiling");
   auto o = std::make_shared<Options>();
   auto child = std::make_shared<bool>(false);
   cmd->add_option("--config", o->config, "tiny, small, gpt2 or all (shared/SPEC.md §4)")
