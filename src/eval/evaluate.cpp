@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "ops/ops.h"
+#include "train/trainer.h"
 #include "util/error.h"
 
 namespace xsa {
@@ -231,25 +232,15 @@ ValResult evaluate_val(Gpt<float>& model, const TokenStream& stream, int n_batch
   std::vector<int> token_bytes(V);
   for (int32_t id = 0; id < V; id++)
     token_bytes[id] = id == tokenizer.end_of_text() ? 0 : (int)tokenizer.decode(&id, 1).size();
-  std::vector<int32_t> inputs((size_t)B * T), targets((size_t)B * T);
   ValResult r;
-  double loss_sum = 0;
-  for (int i = 0; i < n_batches; i++) {
-    val_batch(stream, i, B, T, inputs.data(), targets.data());
-    model.forward(inputs.data(), targets.data());
-    const float* losses = model.activations().losses;
-    for (size_t n = 0; n < inputs.size(); n++) {
-      if (targets[n] < 0) continue;
-      loss_sum += losses[n];
-      r.tokens++;
-      r.bytes += token_bytes[targets[n]];
-    }
+  r.loss = evaluate_loss(model, stream, n_batches, [&](const int32_t* targets) {
+    for (size_t n = 0; n < (size_t)B * T; n++)
+      if (targets[n] >= 0) r.tokens++, r.bytes += token_bytes[targets[n]];
     r.batches++;
-  }
+  });
   if (r.tokens == 0) fail("the validation data holds no complete window of {} tokens", T + 1);
-  r.loss = loss_sum / r.tokens;
   r.ppl = std::exp(r.loss);
-  r.bpb = r.bytes ? loss_sum / std::log(2.0) / r.bytes : NAN;
+  r.bpb = r.bytes ? r.loss * r.tokens / std::log(2.0) / r.bytes : NAN;
   r.seconds = seconds_since(t0);
   return r;
 }

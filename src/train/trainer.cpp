@@ -155,7 +155,8 @@ class MetricsLog {
 
 }  // namespace
 
-double evaluate_loss(Gpt<float>& model, const TokenStream& stream, int n_batches) {
+double evaluate_loss(Gpt<float>& model, const TokenStream& stream, int n_batches,
+                     const std::function<void(const int32_t* targets)>& on_batch) {
   const int B = model.batch_size(), T = model.seq_len();
   std::vector<int32_t> inputs((size_t)B * T), targets((size_t)B * T);
   double weighted = 0;
@@ -163,6 +164,7 @@ double evaluate_loss(Gpt<float>& model, const TokenStream& stream, int n_batches
   for (int i = 0; i < n_batches; i++) {
     val_batch(stream, i, B, T, inputs.data(), targets.data());
     double loss = model.forward(inputs.data(), targets.data());
+    if (on_batch) on_batch(targets.data());
     weighted += loss * model.target_count();
     count += model.target_count();
   }

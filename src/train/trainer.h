@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -67,8 +68,10 @@ double gradient_norm(const ParamArena<float>& arena);
 void optimizer_step(ParamArena<float>& arena, const RunConfig& run, double lr, int64_t step,
                     double grad_norm);
 
-// Mean loss over the first n_batches fixed windows of `stream` (see val_batch).
-double evaluate_loss(Gpt<float>& model, const TokenStream& stream, int n_batches);
+// Mean loss over the first n_batches fixed windows of `stream` (see val_batch). After each batch's
+// forward, on_batch (when given) sees its targets [B·T] (−1: not scored).
+double evaluate_loss(Gpt<float>& model, const TokenStream& stream, int n_batches,
+                     const std::function<void(const int32_t* targets)>& on_batch = nullptr);
 
 // Sets the thread count of OpenMP and OpenBLAS (0: every core) and returns it.
 int set_thread_count(int threads);
