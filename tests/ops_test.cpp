@@ -461,37 +461,52 @@ TEST(Attention, StableForLargeScores) {
 }
 
 // ---------------------------------------------------------------- xsa
-TEST(Xsa, ForwardBackwardMatchReference) {
+// The batch XSA kernels in float32 and float64 against the reference, plain (alpha null) or gated
+// (z = y − α_h (y·u) u with a gate per head; then ∂L/∂α per token and head too). Token 0 of head 0
+// has a zero value vector.
+void check_xsa_against_reference(bool gated) {
   for (AttnShape s : kAttnShapes) {
     SCOPED_TRACE(testing::Message() << "B=" << s.B << " T=" << s.T << " C=" << s.C << " H=" << s.H);
     const int N = s.B * s.T, D = s.C / s.H;
     Vec qkv = random_vector(N * 3 * s.C, 1), y = random_vector(N * s.C, 2),
         dz = random_vector(N * s.C, 3);
-    for (int d = 0; d < D; d++) qkv[2 * s.C + d] = 0;  // token 0, head 0: a zero value vector
-    Vec dqkv0 = random_vector(N * 3 * s.C, 4);
-    Vec z_ref(N * s.C), dy_ref(N * s.C), dqkv_ref = dqkv0;
-    ref::xsa_forward(z_ref.data(), y.data(), qkv.data(), s.B, s.T, s.C, s.H);
+    for (int d = 0; d < D; d++) qkv[2 * s.C + d] = 0;
+    Vec dqkv0 = random_vector(N * 3 * s.C, 4), alpha = random_vector(s.H, 5, 0.5);
+    const double* a = gated ? alpha.data() : nullptr;
+    Vec z_ref(N * s.C), dy_ref(N * s.C), dqkv_ref = dqkv0, da_ref(N * s.H);
+    ref::xsa_forward(z_ref.data(), y.data(), qkv.data(), s.B, s.T, s.C, s.H, a);
     ref::xsa_backward(dy_ref.data(), dqkv_ref.data(), dz.data(), y.data(), qkv.data(), s.B, s.T,
-                      s.C, s.H);
+                      s.C, s.H, a, gated ? da_ref.data() : nullptr);
 
-    auto qkvf = cast_vector<float>(qkv), yf = cast_vector<float>(y), dzf = cast_vector<float>(dz);
-    std::vector<float> zf(N * s.C), dyf(N * s.C);
-    auto dqkvf = cast_vector<float>(dqkv0);
-    ops::xsa_forward(zf.data(), yf.data(), qkvf.data(), s.B, s.T, s.C, s.H);
+    auto qkvf = cast_vector<float>(qkv), yf = cast_vector<float>(y), dzf = cast_vector<float>(dz),
+         af = cast_vector<float>(alpha), dqkvf = cast_vector<float>(dqkv0);
+    std::vector<float> zf(N * s.C), dyf(N * s.C), daf(N * s.H);
+    const float* a32 = gated ? af.data() : nullptr;
+    ops::xsa_forward(zf.data(), yf.data(), qkvf.data(), s.B, s.T, s.C, s.H, a32);
     ops::xsa_backward(dyf.data(), dqkvf.data(), dzf.data(), yf.data(), qkvf.data(), s.B, s.T, s.C,
-                      s.H);
+                      s.H, a32, gated ? daf.data() : nullptr);
     EXPECT_LE(max_rel_error(zf, z_ref), kTolF32);
     EXPECT_LE(max_rel_error(dyf, dy_ref), kTolF32);
     EXPECT_LE(max_rel_error(dqkvf, dqkv_ref), kTolF32);
+    if (gated) {
+      EXPECT_LE(max_rel_error(daf, da_ref), kTolF32);
+    }
 
-    Vec z64(N * s.C), dy64(N * s.C), dqkv64 = dqkv0;
-    ops::xsa_forward(z64.data(), y.data(), qkv.data(), s.B, s.T, s.C, s.H);
+    Vec z64(N * s.C), dy64(N * s.C), dqkv64 = dqkv0, da64(N * s.H);
+    ops::xsa_forward(z64.data(), y.data(), qkv.data(), s.B, s.T, s.C, s.H, a);
     ops::xsa_backward(dy64.data(), dqkv64.data(), dz.data(), y.data(), qkv.data(), s.B, s.T, s.C,
-                      s.H);
+                      s.H, a, gated ? da64.data() : nullptr);
     EXPECT_LE(max_rel_error(z64, z_ref), kTolF64);
     EXPECT_LE(max_rel_error(dy64, dy_ref), kTolF64);
     EXPECT_LE(max_rel_error(dqkv64, dqkv_ref), kTolF64);
+    if (gated) {
+      EXPECT_LE(max_rel_error(da64, da_ref), kTolF64);
+    }
   }
+}
+
+TEST(Xsa, ForwardBackwardMatchReference) {
+  check_xsa_against_reference(false);
 }
 
 TEST(Xsa, ReferenceBackwardMatchesFiniteDifferences) {
@@ -511,29 +526,8 @@ TEST(Xsa, ReferenceBackwardMatchesFiniteDifferences) {
             kTolFiniteDiff);
 }
 
-// Gated XSA: z = y − α_h (y·u) u with a gate per head; ∂L/∂α per token and head.
 TEST(Xsa, GatedMatchesReference) {
-  for (AttnShape s : kAttnShapes) {
-    SCOPED_TRACE(testing::Message() << "B=" << s.B << " T=" << s.T << " C=" << s.C << " H=" << s.H);
-    const int N = s.B * s.T;
-    Vec qkv = random_vector(N * 3 * s.C, 1), y = random_vector(N * s.C, 2),
-        dz = random_vector(N * s.C, 3);
-    Vec alpha = random_vector(s.H, 4, 0.5), dqkv0 = random_vector(N * 3 * s.C, 5);
-    Vec z_ref(N * s.C), dy_ref(N * s.C), dqkv_ref = dqkv0, da_ref(N * s.H);
-    ref::xsa_forward(z_ref.data(), y.data(), qkv.data(), s.B, s.T, s.C, s.H, alpha.data());
-    ref::xsa_backward(dy_ref.data(), dqkv_ref.data(), dz.data(), y.data(), qkv.data(), s.B, s.T,
-                      s.C, s.H, alpha.data(), da_ref.data());
-    auto qkvf = cast_vector<float>(qkv), yf = cast_vector<float>(y), dzf = cast_vector<float>(dz),
-         af = cast_vector<float>(alpha), dqkvf = cast_vector<float>(dqkv0);
-    std::vector<float> zf(N * s.C), dyf(N * s.C), daf(N * s.H);
-    ops::xsa_forward(zf.data(), yf.data(), qkvf.data(), s.B, s.T, s.C, s.H, af.data());
-    ops::xsa_backward(dyf.data(), dqkvf.data(), dzf.data(), yf.data(), qkvf.data(), s.B, s.T, s.C,
-                      s.H, af.data(), daf.data());
-    EXPECT_LE(max_rel_error(zf, z_ref), kTolF32);
-    EXPECT_LE(max_rel_error(dyf, dy_ref), kTolF32);
-    EXPECT_LE(max_rel_error(dqkvf, dqkv_ref), kTolF32);
-    EXPECT_LE(max_rel_error(daf, da_ref), kTolF32);
-  }
+  check_xsa_against_reference(true);
 }
 
 TEST(Xsa, GatedReferenceBackwardMatchesFiniteDifferences) {
