@@ -13,6 +13,29 @@
 
 namespace xsa {
 
+namespace {
+
+// The options a sweep can vary: name, whether it takes whole numbers only, and where it goes.
+struct SweepOption {
+  const char* name;
+  bool whole;
+  void (*set)(CompareConfig&, double);
+};
+constexpr SweepOption kSweepOptions[] = {
+    {"seq-len", true, [](CompareConfig& c, double v) { c.model.seq_len = (int)v; }},
+    {"lr", false, [](CompareConfig& c, double v) { c.run.lr = v; }},
+    {"embd", true, [](CompareConfig& c, double v) { c.model.n_embd = (int)v; }},
+    {"layers", true, [](CompareConfig& c, double v) { c.model.n_layer = (int)v; }},
+    {"heads", true, [](CompareConfig& c, double v) { c.model.n_head = (int)v; }},
+    {"kv-heads", true, [](CompareConfig& c, double v) { c.model.n_kv_head = (int)v; }},
+    {"steps", true, [](CompareConfig& c, double v) { c.run.steps = (int64_t)v; }},
+    {"batch", true, [](CompareConfig& c, double v) { c.run.batch = (int)v; }},
+    {"warmup", true, [](CompareConfig& c, double v) { c.run.warmup = (int64_t)v; }},
+    {"weight-decay", false, [](CompareConfig& c, double v) { c.run.weight_decay = v; }},
+};
+
+}  // namespace
+
 void apply_sweep_param(CompareConfig& cfg, const std::string& param, const std::string& value) {
   double v = 0;
   size_t used = 0;
@@ -23,36 +46,17 @@ void apply_sweep_param(CompareConfig& cfg, const std::string& param, const std::
   }
   if (used == 0 || used != value.size())
     fail("--param {}: value '{}' is not a number", param, value);
-  auto whole = [&]() {
-    if (v != std::floor(v) || v < 1)
-      fail("--param {}: value '{}' must be a positive whole number", param, value);
-    return (int)v;
-  };
-  if (param == "seq-len")
-    cfg.model.seq_len = whole();
-  else if (param == "embd")
-    cfg.model.n_embd = whole();
-  else if (param == "layers")
-    cfg.model.n_layer = whole();
-  else if (param == "heads")
-    cfg.model.n_head = whole();
-  else if (param == "kv-heads")
-    cfg.model.n_kv_head = whole();
-  else if (param == "steps")
-    cfg.run.steps = whole();
-  else if (param == "batch")
-    cfg.run.batch = whole();
-  else if (param == "warmup")
-    cfg.run.warmup = whole();
-  else if (param == "lr")
-    cfg.run.lr = v;
-  else if (param == "weight-decay")
-    cfg.run.weight_decay = v;
-  else
-    fail(
-        "--param {} is not a sweepable option (seq-len, lr, embd, layers, heads, kv-heads, steps, "
-        "batch, warmup, weight-decay)",
-        param);
+  std::string names;
+  for (const SweepOption& option : kSweepOptions) {
+    if (param == option.name) {
+      if (option.whole && (v != std::floor(v) || v < 1))
+        fail("--param {}: value '{}' must be a positive whole number", param, value);
+      option.set(cfg, v);
+      return;
+    }
+    names += (names.empty() ? "" : ", ") + std::string(option.name);
+  }
+  fail("--param {} is not a sweepable option ({})", param, names);
 }
 
 void sweep(const CompareConfig& base, const std::string& param,
