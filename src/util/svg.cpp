@@ -38,6 +38,17 @@ std::vector<double> ticks(double lo, double hi, int target = 6, bool integer = f
   return t;
 }
 
+// The opening of a chart: the svg element (W × H, a base font size), a white background and the
+// title at (x, y).
+std::string svg_open(double W, double H, int font_size, double x, int y, const std::string& title) {
+  return fmt::format(
+      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{:.0f}\" height=\"{:.0f}\" "
+      "font-family=\"sans-serif\" font-size=\"{}\">\n"
+      "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n<text x=\"{}\" y=\"{}\" "
+      "font-size=\"15\">{}</text>\n",
+      W, H, font_size, x, y, escape(title));
+}
+
 }  // namespace
 
 std::string svg_line_chart(const std::string& title, const std::string& x_label,
@@ -60,12 +71,7 @@ std::string svg_line_chart(const std::string& title, const std::string& x_label,
   y0 -= pad, y1 += pad;
   auto px = [&](double x) { return left + (x - x0) / (x1 - x0) * (W - left - right); };
   auto py = [&](double y) { return top + (y1 - y) / (y1 - y0) * (H - top - bottom); };
-  std::string svg = fmt::format(
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{}\" height=\"{}\" "
-      "font-family=\"sans-serif\" font-size=\"12\">\n"
-      "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n<text x=\"{}\" y=\"22\" "
-      "font-size=\"15\">{}</text>\n",
-      W, H, left, escape(title));
+  std::string svg = svg_open(W, H, 12, left, 22, title);
   bool integer_x = true;  // layers, steps: no ticks between whole numbers
   for (const Series& s : series)
     for (double x : s.x) integer_x &= x == std::floor(x);
@@ -131,12 +137,7 @@ std::string svg_heatmap(const std::string& title, const std::vector<std::vector<
   const double cell = std::clamp(480.0 / std::max<size_t>(cols, 1), 18.0, 60.0), left = 80,
                top = 50;
   const double W = left + cell * cols + 120, H = top + cell * rows + 60;
-  std::string svg = fmt::format(
-      "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"{:.0f}\" height=\"{:.0f}\" "
-      "font-family=\"sans-serif\" font-size=\"11\">\n"
-      "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n<text x=\"{}\" y=\"24\" "
-      "font-size=\"15\">{}</text>\n",
-      W, H, left, escape(title));
+  std::string svg = svg_open(W, H, 11, left, 24, title);
   auto color = [&](double v) {  // white (lo) to dark red (hi)
     double t = std::clamp((v - lo) / (hi - lo), 0.0, 1.0);
     return fmt::format("rgb({},{},{})", (int)(255 - 75 * t), (int)(255 - 230 * t),
