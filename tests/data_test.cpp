@@ -359,21 +359,18 @@ TEST_F(PrepareTest, BadInputsFailCleanly) {
 
   PrepareConfig c = cfg;
   c.out = (dir / "o2").string();
-  std::ofstream(dir / "bad.jsonl") << R"({"text": "fine"})"
-                                   << "\n"
-                                   << R"({"text": "also fine"})"
-                                   << "\n{not json\n";
-  c.inputs = {{(dir / "bad.jsonl").string()}};
-  expect_error(c, "bad.jsonl:3: not valid JSON");
-  std::ofstream(dir / "notext.jsonl") << R"({"text": "fine"})"
-                                      << "\n"
-                                      << R"({"body": "no text"})"
-                                      << "\n";
-  c.inputs = {{(dir / "notext.jsonl").string()}};
-  expect_error(c, "notext.jsonl:2: has no \"text\" field");
-  std::ofstream(dir / "empty.txt") << "";
-  c.inputs = {{(dir / "empty.txt").string()}};
-  expect_error(c, "hold no documents");
+  // Each input written, then given alone.
+  auto expect_input_error = [&](const std::string& name, const std::string& text,
+                                const std::string& expected) {
+    std::ofstream(dir / name) << text;
+    c.inputs = {{(dir / name).string()}};
+    expect_error(c, expected);
+  };
+  expect_input_error("bad.jsonl", "{\"text\": \"fine\"}\n{\"text\": \"also fine\"}\n{not json\n",
+                     "bad.jsonl:3: not valid JSON");
+  expect_input_error("notext.jsonl", "{\"text\": \"fine\"}\n{\"body\": \"no text\"}\n",
+                     "notext.jsonl:2: has no \"text\" field");
+  expect_input_error("empty.txt", "", "hold no documents");
   c.inputs = {{(dir / "nothere").string()}};
   expect_error(c, "nothere: no such file or folder");
   c.inputs = cfg.inputs;
