@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# xsa vs PyTorch on the same training step (shared/SPEC.md §4 configurations), back to back on
+# xsa vs PyTorch on the same training step (docs/SPEC.md §4 configurations), back to back on
 # this machine: `xsa bench` (SA and XSA interleaved) and bench/torch_step.py for each arm, at
 # PyTorch's fastest settings. Needs Debian's python3-torch. Usage: bash bench/compare_torch.sh [small gpt2]
 set -euo pipefail

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# How fast `xsa eval` scores a HellaSwag-shaped task on the `small` configuration (shared/SPEC.md
+# How fast `xsa eval` scores a HellaSwag-shaped task on the `small` configuration (docs/SPEC.md
 # §4; GPT-2 tokens, random weights after one training step: speed does not depend on them), and
 # what sharing each question's context across its four endings is worth: the same questions split
 # into one question per ending (choices: that ending and a one-letter dummy), so that the context

@@ -4,8 +4,8 @@
 
 #include <string>
 
-#include "tokenizer/gpt2_tokenizer.h"
-#include "util/files.h"
+#include "xsa/tokenizer/gpt2_tokenizer.h"
+#include "xsa/util/files.h"
 
 namespace {
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """A PyTorch reference for `xsa bench`: the same xsa-gpt model (nanoGPT with RoPE, tied head,
-SA or XSA, shared/SPEC.md §1-2) and the same training step (forward, backward, clipping, AdamW)
-on the shared/SPEC.md §4 configurations. Prints one JSON line per arm: ms per step (median and
+SA or XSA, docs/SPEC.md §1-2) and the same training step (forward, backward, clipping, AdamW)
+on the docs/SPEC.md §4 configurations. Prints one JSON line per arm: ms per step (median and
 range of --steps after 2 warm-up steps), tokens/s and peak resident memory of the process.
 
 Needs Debian's python3-torch (apt-get install python3-torch); not part of the test suite.

@@ -1,6 +1,6 @@
 // The BLAS kernel correction: which OpenBLAS choices get overridden, and that the library runs the
 // kernels xsa asked for.
-#include "util/blas.h"
+#include "xsa/util/blas.h"
 
 #include <gtest/gtest.h>
 

@@ -8,8 +8,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "util/blas.h"
-#include "util/files.h"
+#include "xsa/util/blas.h"
+#include "xsa/util/files.h"
 
 namespace xsa {
 namespace {

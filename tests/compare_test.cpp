@@ -1,6 +1,6 @@
 // The research tools: variants, statistics, the similarity-bias analysis against an independent
 // float64 computation, and xsa compare end to end, including the proof that twins are twins.
-#include "train/compare.h"
+#include "xsa/research/compare.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -8,11 +8,11 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "ops/reference.h"
-#include "train/analyze.h"
-#include "util/error.h"
-#include "util/files.h"
-#include "util/stats.h"
+#include "xsa/ops/reference.h"
+#include "xsa/analysis/similarity_bias.h"
+#include "xsa/util/error.h"
+#include "xsa/util/files.h"
+#include "xsa/util/stats.h"
 
 namespace xsa {
 namespace {
@@ -73,7 +73,7 @@ TEST(Analyze, MatchesAnIndependentComputation) {
   Gpt<float> model(cfg, B, T);
   model.params().init(cfg, 3);
   for (size_t i = 0; i < model.params().params.size(); i++)
-    model.params().params[i] *= 8;  // a non-uniform attention
+    model.params().params.data()[i] *= 8;  // a non-uniform attention
   TokenStream stream;
   std::vector<uint16_t> tokens(B * T * 3);
   for (size_t i = 0; i < tokens.size(); i++) tokens[i] = (uint16_t)((i * 37 + i / 5) % 256);

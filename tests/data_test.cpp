@@ -8,13 +8,13 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
-#include "data/dataset.h"
-#include "data/prepare.h"
-#include "data/shards.h"
+#include "xsa/data/dataset.h"
+#include "xsa/data/prepare.h"
+#include "xsa/data/shards.h"
 #include "test_util.h"
-#include "tokenizer/tokenizer.h"
-#include "util/error.h"
-#include "util/files.h"
+#include "xsa/tokenizer/tokenizer.h"
+#include "xsa/util/error.h"
+#include "xsa/util/files.h"
 
 namespace xsa {
 namespace {

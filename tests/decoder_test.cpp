@@ -4,13 +4,13 @@
 // another, as the answers of a question do). Every
 // attention variant; float to 1e-5 (the bound) and double to 1e-10 (the same arithmetic
 // up to summation order).
-#include "model/decoder.h"
+#include "xsa/model/decoder.h"
 
 #include <gtest/gtest.h>
 
-#include "model/gpt.h"
+#include "xsa/model/gpt.h"
 #include "test_util.h"
-#include "util/error.h"
+#include "xsa/util/error.h"
 
 namespace xsa {
 namespace {
@@ -34,7 +34,7 @@ void randomize(ParamArena<Real>& arena, const ModelConfig& cfg) {
   Rng rng(5);
   for (const TensorInfo& t : arena.layout)
     for (size_t i = 0; i < t.numel; i++) {
-      Real& p = arena.params[t.offset + i];
+      Real& p = arena.params.data()[t.offset + i];
       p = t.init == Init::ones || t.init == Init::zeros ? p + Real(0.5 * rng.normal()) : p * 8;
     }
 }

@@ -7,12 +7,12 @@
 #include <cmath>
 #include <fstream>
 
-#include "eval/evaluate.h"
-#include "eval/tasks.h"
+#include "xsa/eval/evaluate.h"
+#include "xsa/eval/tasks.h"
 #include "test_util.h"
-#include "tokenizer/tokenizer.h"
-#include "train/trainer.h"
-#include "util/error.h"
+#include "xsa/tokenizer/tokenizer.h"
+#include "xsa/train/trainer.h"
+#include "xsa/util/error.h"
 
 namespace xsa {
 namespace {
@@ -297,10 +297,10 @@ TEST(Scoring, FullModelContinuationsMatchWholeSequenceForwards) {
   reference.params().init(cfg, 4);
   Rng rng(6);
   for (size_t i = 0; i < reference.params().params.size(); i++)
-    reference.params().params[i] = reference.params().params[i] * 6 + 0.05 * rng.normal();
+    reference.params().params.data()[i] = reference.params().params.data()[i] * 6 + 0.05 * rng.normal();
   Gpt<float> model(cfg, 1, cfg.seq_len, GptMode::inference);
   for (size_t i = 0; i < model.params().params.size(); i++)
-    model.params().params[i] = (float)reference.params().params[i];
+    model.params().params.data()[i] = (float)reference.params().params.data()[i];
 
   auto tokens = [&](int n, uint64_t seed) {
     Rng r(seed);
@@ -366,7 +366,7 @@ TEST(Scoring, GroupingIntoPassesChangesNothing) {
   const ModelConfig cfg = test::small_test_config(256, 2, 32, "sa,xsa");
   Gpt<float> model(cfg, 1, cfg.seq_len, GptMode::inference);
   model.params().init(cfg, 8);
-  for (size_t i = 0; i < model.params().params.size(); i++) model.params().params[i] *= 6;
+  for (size_t i = 0; i < model.params().params.size(); i++) model.params().params.data()[i] *= 6;
   auto tokenizer = make_tokenizer(TokenizerKind::byte);
   TaskFile file;
   file.kind = TaskKind::mc, file.path = "fixture";

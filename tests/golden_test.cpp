@@ -1,5 +1,5 @@
 // The whole model, forward, backward and AdamW, against an independent PyTorch implementation
-// (tests/data/pytorch_tiny.json, shared/SPEC.md §5) on the `tiny` configuration, in float32 and
+// (tests/data/pytorch_tiny.json, docs/SPEC.md §5) on the `tiny` configuration, in float32 and
 // float64, SA and XSA. Weights and batch are rebuilt from the file's hash formulas.
 #include <gtest/gtest.h>
 
@@ -7,8 +7,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "model/gpt.h"
-#include "ops/ops.h"
+#include "xsa/model/gpt.h"
+#include "xsa/ops/ops.h"
 
 namespace xsa {
 namespace {

@@ -5,10 +5,10 @@
 
 #include <cstring>
 
-#include "model/gpt.h"
-#include "ops/ops.h"
+#include "xsa/model/gpt.h"
+#include "xsa/ops/ops.h"
 #include "test_util.h"
-#include "util/error.h"
+#include "xsa/util/error.h"
 
 namespace xsa {
 namespace {
@@ -45,19 +45,19 @@ TEST_P(GradCheck, WholeModelGradientMatchesFiniteDifferences) {
   Rng rng(3);
   for (const TensorInfo& t : arena.layout)
     if (t.init == Init::ones || t.init == Init::zeros)
-      for (size_t i = 0; i < t.numel; i++) arena.params[t.offset + i] += 0.1 * rng.normal();
+      for (size_t i = 0; i < t.numel; i++) arena.params.data()[t.offset + i] += 0.1 * rng.normal();
   // Larger weights than at init, so attention is not uniform and XSA's projection matters.
-  for (size_t i = 0; i < arena.params.size(); i++) arena.params[i] *= 5;
+  for (size_t i = 0; i < arena.params.size(); i++) arena.params.data()[i] *= 5;
   std::vector<int32_t> inputs, targets;
   fill_batch(inputs, targets, B, T, cfg.vocab_size);
 
   model.forward_backward(inputs.data(), targets.data());
   std::vector<double> grad(arena.grads.data(), arena.grads.data() + arena.grads.size());
   auto loss_at = [&](size_t i, double value) {
-    double keep = arena.params[i];
-    arena.params[i] = value;
+    double keep = arena.params.data()[i];
+    arena.params.data()[i] = value;
     double loss = model.forward(inputs.data(), targets.data());
-    arena.params[i] = keep;
+    arena.params.data()[i] = keep;
     return loss;
   };
   const double h = 1e-5;
@@ -71,7 +71,7 @@ TEST_P(GradCheck, WholeModelGradientMatchesFiniteDifferences) {
         i %= (size_t)cfg.vocab_size * cfg.n_embd;  // real rows
       size_t at = t.offset + i;
       double numeric =
-          (loss_at(at, arena.params[at] + h) - loss_at(at, arena.params[at] - h)) / (2 * h);
+          (loss_at(at, arena.params.data()[at] + h) - loss_at(at, arena.params.data()[at] - h)) / (2 * h);
       EXPECT_NEAR(grad[at], numeric, 1e-6 * scale + 1e-10) << t.name << "[" << i << "]";
     }
   }
@@ -82,7 +82,7 @@ TEST_P(GradCheck, WholeModelGradientMatchesFiniteDifferences) {
   for (double& d : dir) d /= std::sqrt(dir_norm);  // a unit step, so h bounds the perturbation
   std::vector<double> base(arena.params.data(), arena.params.data() + arena.params.size());
   auto loss_along = [&](double s) {
-    for (size_t i = 0; i < base.size(); i++) arena.params[i] = base[i] + s * dir[i];
+    for (size_t i = 0; i < base.size(); i++) arena.params.data()[i] = base[i] + s * dir[i];
     return model.forward(inputs.data(), targets.data());
   };
   double numeric = (loss_along(h) - loss_along(-h)) / (2 * h);
@@ -151,7 +151,7 @@ TEST(Model, InitMatchesSpec) {
     EXPECT_EQ(t.decay, t.shape.size() == 2) << t.name << ": weight decay on 2-D matrices only";
   }
   for (size_t i = (size_t)cfg.vocab_size * cfg.n_embd; i < arena.layout[0].numel; i++)
-    ASSERT_EQ(arena.params[i], 0.0) << "padded vocabulary rows start at zero";
+    ASSERT_EQ(arena.params.data()[i], 0.0) << "padded vocabulary rows start at zero";
 }
 
 TEST(Model, ImpossibleConfigIsAnErrorNotACrash) {
@@ -198,7 +198,7 @@ TEST(Model, FloatTrainingTracksDoubleOver50Steps) {
     Gpt<double> d(cfg, B, T);
     f.params().init(cfg, 1);
     for (size_t i = 0; i < f.params().params.size(); i++)
-      d.params().params[i] = f.params().params[i];
+      d.params().params.data()[i] = f.params().params.data()[i];
     Rng rng(17);
     std::vector<int32_t> inputs(B * T), targets(B * T);
     double worst = 0;

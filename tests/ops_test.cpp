@@ -4,13 +4,13 @@
 //  - the reference backward itself against central finite differences of the reference forward
 //    (step 1e-6, within 1e-6), so the oracle is checked independently of the code it judges.
 // Shapes include T = 1, odd sizes and sizes that are no multiple of any SIMD width or tile.
-#include "ops/ops.h"
+#include "xsa/ops/ops.h"
 
 #include <gtest/gtest.h>
 
 #include <functional>
 
-#include "ops/reference.h"
+#include "xsa/ops/reference.h"
 #include "test_util.h"
 
 namespace xsa {
@@ -244,10 +244,11 @@ TEST(Attention, ForwardBackwardMatchReference) {
       auto qkvf = cast_vector<float>(qkv), doutf = cast_vector<float>(dout),
            dqkvf = cast_vector<float>(dqkv0);
       std::vector<float> yf(N * s.C), zf(N * s.C), lsef(s.B * s.H * s.T);
-      ops::attention_forward(yf.data(), exclusive ? zf.data() : nullptr, lsef.data(), qkvf.data(),
-                             s.B, s.T, s.C, s.H);
-      ops::attention_backward(dqkvf.data(), doutf.data(), qkvf.data(), yf.data(), lsef.data(), s.B,
-                              s.T, s.C, s.H, exclusive);
+      ops::AttentionArgs<float> af{.B = s.B, .T = s.T, .C = s.C, .H = s.H, .exclusive = exclusive,
+                                   .qkv = qkvf.data(), .y = yf.data(), .z = zf.data(),
+                                   .lse = lsef.data(), .dqkv = dqkvf.data(), .d_out = doutf.data()};
+      ops::attention_forward(af);
+      ops::attention_backward(af);
       EXPECT_LE(max_rel_error(yf, y_ref), kTolF32);
       EXPECT_LE(max_rel_error(lsef, lse_ref), kTolF32);
       if (exclusive) {
@@ -256,10 +257,12 @@ TEST(Attention, ForwardBackwardMatchReference) {
       EXPECT_LE(max_rel_error(dqkvf, dqkv_ref), kTolF32);
 
       Vec y64(N * s.C), z64(N * s.C), lse64(s.B * s.H * s.T), dqkv64 = dqkv0, dout64 = dout;
-      ops::attention_forward(y64.data(), exclusive ? z64.data() : nullptr, lse64.data(), qkv.data(),
-                             s.B, s.T, s.C, s.H);
-      ops::attention_backward(dqkv64.data(), dout64.data(), qkv.data(), y64.data(), lse64.data(),
-                              s.B, s.T, s.C, s.H, exclusive);
+      ops::AttentionArgs<double> a64{.B = s.B, .T = s.T, .C = s.C, .H = s.H,
+                                     .exclusive = exclusive, .qkv = qkv.data(), .y = y64.data(),
+                                     .z = z64.data(), .lse = lse64.data(), .dqkv = dqkv64.data(),
+                                     .d_out = dout64.data()};
+      ops::attention_forward(a64);
+      ops::attention_backward(a64);
       EXPECT_LE(max_rel_error(y64, y_ref), kTolF64);
       if (exclusive) {
         EXPECT_LE(max_rel_error(z64, z_ref), kTolF64);
@@ -304,11 +307,15 @@ TEST(Attention, GroupedQueryMatchesReference) {
            sinkf = cast_vector<float>(sink), af = cast_vector<float>(alpha);
       std::vector<float> yf(N * s.C), zf(N * s.C), lsef(s.B * s.H * s.T), dqkvf(N * W, 0.f),
           dsinkr(s.B * s.H), daf(N * s.H);
-      ops::attention_forward(yf.data(), exclusive ? zf.data() : nullptr, lsef.data(), qkvf.data(),
-                             s.B, s.T, s.C, s.H, af.data(), sinkf.data(), s.Hkv);
-      ops::attention_backward(dqkvf.data(), doutf.data(), qkvf.data(), yf.data(), lsef.data(), s.B,
-                              s.T, s.C, s.H, exclusive, af.data(), daf.data(), sinkf.data(),
-                              dsinkr.data(), s.Hkv);
+      ops::AttentionArgs<float> args{.B = s.B, .T = s.T, .C = s.C, .H = s.H, .Hkv = s.Hkv,
+                                     .exclusive = exclusive, .qkv = qkvf.data(), .y = yf.data(),
+                                     .z = zf.data(), .lse = lsef.data(),
+                                     .alpha = exclusive ? af.data() : nullptr,
+                                     .sink = sinkf.data(), .dqkv = dqkvf.data(),
+                                     .d_out = doutf.data(), .dalpha = daf.data(),
+                                     .dsink = dsinkr.data()};
+      ops::attention_forward(args);
+      ops::attention_backward(args);
       std::vector<double> dsinkf(s.H, 0.0);
       for (int b = 0; b < s.B; b++)
         for (int h = 0; h < s.H; h++) dsinkf[h] += dsinkr[b * s.H + h];
@@ -358,11 +365,11 @@ TEST(Attention, GroupedQueryEqualsRepeatedValues) {
       }
   auto qkvf = cast_vector<float>(gqa), doutf = cast_vector<float>(dout);
   std::vector<float> yf(N * C), zf(N * C), lsef(B * H * T), dqkvf(N * W, 0.f);
-  ops::attention_forward(yf.data(), zf.data(), lsef.data(), qkvf.data(), B, T, C, H,
-                         (float*)nullptr, (float*)nullptr, Hkv);
-  ops::attention_backward(dqkvf.data(), doutf.data(), qkvf.data(), yf.data(), lsef.data(), B, T, C,
-                          H, true, (float*)nullptr, (float*)nullptr, (float*)nullptr,
-                          (float*)nullptr, Hkv);
+  ops::AttentionArgs<float> args{.B = B, .T = T, .C = C, .H = H, .Hkv = Hkv, .exclusive = true,
+                                 .qkv = qkvf.data(), .y = yf.data(), .z = zf.data(),
+                                 .lse = lsef.data(), .dqkv = dqkvf.data(), .d_out = doutf.data()};
+  ops::attention_forward(args);
+  ops::attention_backward(args);
   EXPECT_LE(max_rel_error(yf, y_ref), kTolF32);
   EXPECT_LE(max_rel_error(zf, z_ref), kTolF32);
   EXPECT_LE(max_rel_error(dqkvf, dgqa_ref), kTolF32);
@@ -402,11 +409,12 @@ TEST(Attention, SinkMatchesReference) {
          sinkf = cast_vector<float>(sink);
     std::vector<float> yf(N * s.C), lsef(s.B * s.H * s.T), dqkvf(N * 3 * s.C, 0.f),
         dsink_rows(s.B * s.H);
-    ops::attention_forward(yf.data(), (float*)nullptr, lsef.data(), qkvf.data(), s.B, s.T, s.C, s.H,
-                           (float*)nullptr, sinkf.data());
-    ops::attention_backward(dqkvf.data(), dyf.data(), qkvf.data(), yf.data(), lsef.data(), s.B, s.T,
-                            s.C, s.H, false, (float*)nullptr, (float*)nullptr, sinkf.data(),
-                            dsink_rows.data());
+    ops::AttentionArgs<float> args{.B = s.B, .T = s.T, .C = s.C, .H = s.H, .qkv = qkvf.data(),
+                                   .y = yf.data(), .lse = lsef.data(), .sink = sinkf.data(),
+                                   .dqkv = dqkvf.data(), .d_out = dyf.data(),
+                                   .dsink = dsink_rows.data()};
+    ops::attention_forward(args);
+    ops::attention_backward(args);
     std::vector<double> dsinkf(s.H, 0.0);
     for (int b = 0; b < s.B; b++)
       for (int h = 0; h < s.H; h++) dsinkf[h] += dsink_rows[b * s.H + h];
@@ -455,7 +463,8 @@ TEST(Attention, StableForLargeScores) {
   ref::attention_forward(y_ref.data(), lse_ref.data(), qkv.data(), B, T, C, H);
   auto qkvf = cast_vector<float>(qkv);
   std::vector<float> yf(N * C), lsef(T);
-  ops::attention_forward(yf.data(), (float*)nullptr, lsef.data(), qkvf.data(), B, T, C, H);
+  ops::attention_forward<float>(
+      {.B = B, .T = T, .C = C, .H = H, .qkv = qkvf.data(), .y = yf.data(), .lse = lsef.data()});
   for (float v : yf) ASSERT_TRUE(std::isfinite(v));
   EXPECT_LE(max_rel_error(yf, y_ref), 1e-4);  // scores ~1e3: float32 rounding of q·k dominates
 }
@@ -598,7 +607,9 @@ TEST(Xsa, FirstPositionOutputIsZero) {
   const int B = 2, T = 6, C = 12, H = 3;
   auto qkv = cast_vector<float>(random_vector(B * T * 3 * C, 9));
   std::vector<float> y(B * T * C), lse(B * H * T), z(B * T * C);
-  ops::attention_forward(y.data(), z.data(), lse.data(), qkv.data(), B, T, C, H);
+  ops::attention_forward<float>({.B = B, .T = T, .C = C, .H = H, .exclusive = true,
+                                 .qkv = qkv.data(), .y = y.data(), .z = z.data(),
+                                 .lse = lse.data()});
   for (int b = 0; b < B; b++)
     for (int c = 0; c < C; c++) {
       EXPECT_EQ(y[b * T * C + c], qkv[b * T * 3 * C + 2 * C + c]);

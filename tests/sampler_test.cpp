@@ -1,7 +1,7 @@
 // Sampling: each filter against a plain recomputation (softmax in double, a full sort), the drawn
 // frequencies against the distribution, seed reproducibility; generation through the cache against
 // recomputing every step with the full forward (greedy, across context shifts); bad input.
-#include "infer/sampler.h"
+#include "xsa/infer/sampler.h"
 
 #include <gtest/gtest.h>
 
@@ -9,9 +9,9 @@
 #include <cmath>
 #include <numeric>
 
-#include "model/gpt.h"
+#include "xsa/model/gpt.h"
 #include "test_util.h"
-#include "util/error.h"
+#include "xsa/util/error.h"
 
 namespace xsa {
 namespace {
@@ -175,7 +175,7 @@ struct GreedySetup {
 
   int init() {
     model.params().init(cfg, 3);
-    for (size_t i = 0; i < model.params().params.size(); i++) model.params().params[i] *= 6;
+    for (size_t i = 0; i < model.params().params.size(); i++) model.params().params.data()[i] *= 6;
     return 0;
   }
 };

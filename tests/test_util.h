@@ -11,8 +11,8 @@
 #include <string>
 #include <vector>
 
-#include "model/gpt.h"
-#include "util/rng.h"
+#include "xsa/model/gpt.h"
+#include "xsa/util/rng.h"
 
 namespace xsa::test {
 

@@ -7,10 +7,10 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "tokenizer/byte_tokenizer.h"
-#include "tokenizer/gpt2_tokenizer.h"
-#include "util/error.h"
-#include "util/rng.h"
+#include "xsa/tokenizer/byte_tokenizer.h"
+#include "xsa/tokenizer/gpt2_tokenizer.h"
+#include "xsa/util/error.h"
+#include "xsa/util/rng.h"
 
 namespace xsa {
 namespace {

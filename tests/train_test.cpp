@@ -5,13 +5,13 @@
 #include <cstring>
 #include <fstream>
 
-#include "io/checkpoint.h"
-#include "io/safetensors.h"
-#include "model/gpt.h"
+#include "xsa/io/checkpoint.h"
+#include "xsa/io/safetensors.h"
+#include "xsa/model/gpt.h"
 #include "test_util.h"
-#include "train/trainer.h"
-#include "util/error.h"
-#include "util/files.h"
+#include "xsa/train/trainer.h"
+#include "xsa/util/error.h"
+#include "xsa/util/files.h"
 
 namespace xsa {
 namespace {
@@ -132,7 +132,7 @@ TEST(Checkpoint, RoundTripIsExact) {
   ParamArena<float> a(cfg);
   a.init(cfg, 3);
   for (size_t i = 0; i < a.params.size(); i++)
-    a.adam_m[i] = 0.5f * a.params[i], a.adam_v[i] = a.params[i] * a.params[i];
+    a.adam_m.data()[i] = 0.5f * a.params.data()[i], a.adam_v.data()[i] = a.params.data()[i] * a.params.data()[i];
   nlohmann::json state = {{"step", 17}, {"data_position", 12345}};
   fs::path ckpt = save_checkpoint(dir, 17, cfg, a, state, false);
   EXPECT_EQ(ckpt.filename(), "ckpt_000017");

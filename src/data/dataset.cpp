@@ -1,13 +1,13 @@
-#include "data/dataset.h"
+#include "xsa/data/dataset.h"
 
 #include <glob.h>
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
-#include "tokenizer/tokenizer.h"
-#include "util/error.h"
-#include "util/files.h"
+#include "xsa/tokenizer/tokenizer.h"
+#include "xsa/util/error.h"
+#include "xsa/util/files.h"
 
 namespace xsa {
 

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "data/shards.h"
-#include "model/config.h"
+#include "xsa/data/shards.h"
+#include "xsa/tokenizer/kind.h"
 
 namespace xsa {
 

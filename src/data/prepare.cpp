@@ -1,4 +1,4 @@
-#include "data/prepare.h"
+#include "xsa/data/prepare.h"
 
 #include <unistd.h>
 
@@ -10,12 +10,12 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "data/shards.h"
-#include "tokenizer/tokenizer.h"
-#include "train/trainer.h"
-#include "util/error.h"
-#include "util/files.h"
-#include "util/rng.h"
+#include "xsa/data/shards.h"
+#include "xsa/tokenizer/tokenizer.h"
+#include "xsa/util/threads.h"
+#include "xsa/util/error.h"
+#include "xsa/util/files.h"
+#include "xsa/util/rng.h"
 
 namespace xsa {
 

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "model/config.h"
+#include "xsa/tokenizer/kind.h"
 
 namespace xsa {
 

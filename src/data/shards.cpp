@@ -1,9 +1,9 @@
-#include "data/shards.h"
+#include "xsa/data/shards.h"
 
 #include <bit>
 #include <cstring>
 
-#include "util/error.h"
+#include "xsa/util/error.h"
 
 namespace xsa {
 

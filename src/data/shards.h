@@ -1,4 +1,4 @@
-// Token shards in llm.c's format (shared/SPEC.md §3): a header of 256 little-endian int32 —
+// Token shards in llm.c's format (docs/SPEC.md §3): a header of 256 little-endian int32 —
 // [0] magic 20240520, [1] version 1, [2] token count — then the tokens as little-endian uint16.
 // FineWeb and TinyStories shards made by llm.c's scripts load unchanged.
 #pragma once
@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "util/files.h"
+#include "xsa/util/files.h"
 
 namespace xsa {
 

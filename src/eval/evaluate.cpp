@@ -1,12 +1,10 @@
-#include "eval/evaluate.h"
+#include "xsa/eval/evaluate.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 
-#include "ops/ops.h"
-#include "train/trainer.h"
-#include "util/error.h"
+#include "xsa/util/error.h"
 
 namespace xsa {
 namespace {
@@ -49,6 +47,22 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 
 }  // namespace
+
+double evaluate_loss(Gpt<float>& model, const TokenStream& stream, int n_batches,
+                     const std::function<void(const int32_t* targets)>& on_batch) {
+  const int B = model.batch_size(), T = model.seq_len();
+  std::vector<int32_t> inputs((size_t)B * T), targets((size_t)B * T);
+  double weighted = 0;
+  int64_t count = 0;
+  for (int i = 0; i < n_batches; i++) {
+    val_batch(stream, i, B, T, inputs.data(), targets.data());
+    double loss = model.forward(inputs.data(), targets.data());
+    if (on_batch) on_batch(targets.data());
+    weighted += loss * model.target_count();
+    count += model.target_count();
+  }
+  return count ? weighted / count : NAN;
+}
 
 int scoring_rows(const ModelConfig& cfg, const ScoringItem& item) {
   size_t rows = context_kept(cfg, item);
@@ -105,8 +119,9 @@ std::vector<std::vector<ContinuationScore>> score_items(Decoder<float>& decoder,
       ContinuationScore& s = scores[row.item][row.continuation];
       s.greedy = s.greedy && is_greedy(logits.data() + (size_t)r * Vp, V, row.target);
     }
-    ops::crossentropy_forward_backward(logits.data(), losses.data(), targets.data(), n, V, Vp,
-                                       0.0f);
+    // The logits are in host memory: the host's backend turns them into losses.
+    cpu_backend<float>().crossentropy_forward_backward(logits.data(), losses.data(),
+                                                       targets.data(), n, V, Vp, 0.0f);
     for (int r = 0; r < n; r++) {
       const ScoredRow& row = rows[r0 + r];
       scores[row.item][row.continuation].loglik -= losses[r];

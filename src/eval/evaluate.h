@@ -9,11 +9,11 @@
 #include <string>
 #include <vector>
 
-#include "data/dataset.h"
-#include "eval/tasks.h"
-#include "model/decoder.h"
-#include "model/gpt.h"
-#include "tokenizer/tokenizer.h"
+#include "xsa/data/dataset.h"
+#include "xsa/eval/tasks.h"
+#include "xsa/model/decoder.h"
+#include "xsa/model/gpt.h"
+#include "xsa/tokenizer/tokenizer.h"
 
 namespace xsa {
 
@@ -72,6 +72,12 @@ TaskResult evaluate_task(const ModelConfig& cfg, const Weights<float>& weights,
 TaskResult evaluate_task(const ModelConfig& cfg, const Weights<float>& weights,
                          const Tokenizer& tokenizer, const TaskFile& file,
                          const EvalProgress& progress = nullptr, int rows_per_pass = 1024);
+
+// Mean loss over the first n_batches fixed windows of `stream` (see val_batch), the figure training
+// reports as its validation loss. After each batch's forward, on_batch (when given) sees its
+// targets [B·T] (−1: not scored).
+double evaluate_loss(Gpt<float>& model, const TokenStream& stream, int n_batches,
+                     const std::function<void(const int32_t* targets)>& on_batch = nullptr);
 
 struct ValResult {
   double loss = 0, ppl = 0, bpb = 0;  // mean token loss (nats), exp(loss), bits per UTF-8 byte

@@ -1,10 +1,10 @@
-#include "eval/tasks.h"
+#include "xsa/eval/tasks.h"
 
 #include <cctype>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "util/error.h"
+#include "xsa/util/error.h"
 
 namespace xsa {
 

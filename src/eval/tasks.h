@@ -1,4 +1,4 @@
-// Downstream task files (shared/SPEC.md §3), read line by line from jsonl:
+// Downstream task files (docs/SPEC.md §3), read line by line from jsonl:
 //   hellaswag: {"ctx" or "activity_label"/"ctx_a"/"ctx_b", "endings": [...], "label"}, the context
 //              and endings preprocessed as lm-evaluation-harness does;
 //   mc:        {"context", "choices": [...], "label"}, a generic multiple-choice task;

@@ -1,10 +1,10 @@
-#include "infer/sampler.h"
+#include "xsa/infer/sampler.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 
-#include "util/error.h"
+#include "xsa/util/error.h"
 
 namespace xsa {
 

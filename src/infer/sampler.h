@@ -8,8 +8,8 @@
 #include <utility>
 #include <vector>
 
-#include "model/decoder.h"
-#include "util/rng.h"
+#include "xsa/model/decoder.h"
+#include "xsa/util/rng.h"
 
 namespace xsa {
 

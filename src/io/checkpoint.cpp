@@ -1,12 +1,12 @@
-#include "io/checkpoint.h"
+#include "xsa/io/checkpoint.h"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 
-#include "io/safetensors.h"
-#include "util/error.h"
-#include "util/files.h"
+#include "xsa/io/safetensors.h"
+#include "xsa/util/error.h"
+#include "xsa/util/files.h"
 
 namespace xsa {
 namespace {
@@ -61,11 +61,12 @@ fs::path save_checkpoint(const fs::path& run_dir, int64_t step, const ModelConfi
 
   nlohmann::json config_json = cfg;
   write_file_atomic(tmp_dir / "config.json", config_json.dump(2) + "\n");
+  const HostView<float> params(arena.params), adam_m(arena.adam_m), adam_v(arena.adam_v);
   write_file_atomic(tmp_dir / "model.safetensors",
-                    encode_safetensors(tensor_refs(arena.layout, arena.params.data(), ""),
+                    encode_safetensors(tensor_refs(arena.layout, params.data(), ""),
                                        {{"format", "pt"}, {"step", std::to_string(step)}}));
-  std::vector<TensorRef> moments = tensor_refs(arena.layout, arena.adam_m.data(), ".exp_avg");
-  for (TensorRef& r : tensor_refs(arena.layout, arena.adam_v.data(), ".exp_avg_sq"))
+  std::vector<TensorRef> moments = tensor_refs(arena.layout, adam_m.data(), ".exp_avg");
+  for (TensorRef& r : tensor_refs(arena.layout, adam_v.data(), ".exp_avg_sq"))
     moments.push_back(r);
   write_file_atomic(tmp_dir / "optimizer.safetensors", encode_safetensors(moments));
   write_file_atomic(tmp_dir / "trainer.json", trainer_state.dump(2) + "\n");
@@ -117,12 +118,12 @@ void load_checkpoint_weights(const fs::path& ckpt_dir, ParamArena<float>& arena,
                              bool with_optimizer) {
   const fs::path model_path = ckpt_dir / "model.safetensors";
   SafetensorsFile model(model_path.string(), read_file(model_path));
-  read_tensors(model, arena.layout, arena.params.data(), "");
+  read_tensors(model, arena.layout, HostView<float>(arena.params, true).data(), "");
   if (!with_optimizer) return;
   const fs::path opt_path = ckpt_dir / "optimizer.safetensors";
   SafetensorsFile opt(opt_path.string(), read_file(opt_path));
-  read_tensors(opt, arena.layout, arena.adam_m.data(), ".exp_avg");
-  read_tensors(opt, arena.layout, arena.adam_v.data(), ".exp_avg_sq");
+  read_tensors(opt, arena.layout, HostView<float>(arena.adam_m, true).data(), ".exp_avg");
+  read_tensors(opt, arena.layout, HostView<float>(arena.adam_v, true).data(), ".exp_avg_sq");
 }
 
 nlohmann::json load_trainer_state(const fs::path& ckpt_dir) {

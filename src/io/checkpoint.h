@@ -1,4 +1,4 @@
-// Checkpoints (shared/SPEC.md §3): a directory run/ckpt_NNNNNN/ holding config.json,
+// Checkpoints (docs/SPEC.md §3): a directory run/ckpt_NNNNNN/ holding config.json,
 // model.safetensors (nanoGPT names, [out, in] layouts), and for resuming optimizer.safetensors
 // (AdamW moments) and trainer.json (step, data position, RNG state, run settings).
 // A checkpoint is written into a temporary directory and renamed into place when complete, so
@@ -11,8 +11,8 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
-#include "model/config.h"
-#include "model/params.h"
+#include "xsa/model/config.h"
+#include "xsa/model/params.h"
 
 namespace xsa {
 

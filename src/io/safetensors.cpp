@@ -1,10 +1,10 @@
-#include "io/safetensors.h"
+#include "xsa/io/safetensors.h"
 
 #include <bit>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
-#include "util/error.h"
+#include "xsa/util/error.h"
 
 namespace xsa {
 

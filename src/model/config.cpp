@@ -1,11 +1,11 @@
-#include "model/config.h"
+#include "xsa/model/config.h"
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
-#include "model/params.h"
-#include "util/error.h"
+#include "xsa/model/params.h"
+#include "xsa/util/error.h"
 
 namespace xsa {
 
@@ -34,10 +34,6 @@ int pad_vocab(int vocab_size) {
   return (vocab_size + 63) / 64 * 64;
 }
 
-int vocab_size_of(TokenizerKind kind) {
-  return kind == TokenizerKind::byte ? 256 : 50257;
-}
-
 const char* to_string(AttnKind kind) {
   switch (kind) {
     case AttnKind::sa:
@@ -51,16 +47,6 @@ const char* to_string(AttnKind kind) {
   }
   return "?";
 }
-const char* to_string(TokenizerKind kind) {
-  return kind == TokenizerKind::byte ? "byte" : "gpt2";
-}
-
-TokenizerKind parse_tokenizer(const std::string& name) {
-  if (name == "byte") return TokenizerKind::byte;
-  if (name == "gpt2") return TokenizerKind::gpt2;
-  fail("--tokenizer '{}' is not known (expected byte or gpt2)", name);
-}
-
 namespace {
 AttnKind parse_attn(const std::string& word) {
   if (word == "sa") return AttnKind::sa;

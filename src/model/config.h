@@ -8,13 +8,14 @@
 #include <string>
 #include <type_traits>
 
+#include "xsa/tokenizer/kind.h"
+
 namespace xsa {
 
-// sa: standard attention; xsa: exclusive (shared/SPEC.md §2); xsa_gated: z = y − tanh(w_h)(y·u)u
+// sa: standard attention; xsa: exclusive (docs/SPEC.md §2); xsa_gated: z = y − tanh(w_h)(y·u)u
 // with a learnable w per head, zero-initialised (training starts as exact SA).
 // xsa_gated_one: the same with w = 1 at the start (α = tanh 1 ≈ 0.76, mostly exclusive).
 enum class AttnKind : uint8_t { sa, xsa, xsa_gated, xsa_gated_one };
-enum class TokenizerKind : uint8_t { byte, gpt2 };
 
 inline constexpr int kMaxLayers = 256;
 
@@ -40,10 +41,7 @@ struct ModelConfig {
 static_assert(std::is_trivially_copyable_v<ModelConfig>);
 
 int pad_vocab(int vocab_size);  // multiple of 64
-int vocab_size_of(TokenizerKind kind);
 const char* to_string(AttnKind kind);
-const char* to_string(TokenizerKind kind);
-TokenizerKind parse_tokenizer(const std::string& name);  // throws Error
 
 // "sa", "xsa" (every layer), or a comma list with one entry per layer ("sa,sa,xsa,xsa").
 void set_layer_attn(ModelConfig& cfg, const std::string& spec);

@@ -1,26 +1,25 @@
-#include "model/decoder.h"
+#include "xsa/model/decoder.h"
 
 #include <algorithm>
-#include <cmath>
 #include <cstring>
 
-#include "ops/ops.h"
-#include "util/error.h"
+#include "xsa/util/error.h"
 
 namespace xsa {
 namespace {
 
-struct DecoderViews {
+// Offsets (in elements) of every buffer in the decoder's one allocation.
+struct DecoderLayout {
   std::vector<size_t> k_cache, v_cache;
   size_t x, ln, mean, rstd, qkv, y, z, lse, fc, fc_gelu, cos, sin, alpha, rope_cos, rope_sin,
-      last_logits;
+      last_logits, out, total;
 };
 
-// Offsets (in elements) of every buffer in the decoder's one allocation; returns the total.
 template <typename Real>
-size_t decoder_layout(DecoderViews& v, const ModelConfig& cfg, int capacity, int rows) {
+DecoderLayout decoder_layout(const ModelConfig& cfg, int capacity, int rows, bool staging) {
   const size_t C = cfg.n_embd, H = cfg.n_head, half = cfg.head_dim() / 2,
                kv = (size_t)cfg.kv_heads() * cfg.head_dim();
+  DecoderLayout v;
   size_t offset = 0;
   auto take = [&](size_t& at, size_t n) {
     at = offset;
@@ -35,32 +34,49 @@ size_t decoder_layout(DecoderViews& v, const ModelConfig& cfg, int capacity, int
   take(v.cos, rows * half), take(v.sin, rows * half), take(v.alpha, H);
   take(v.rope_cos, (size_t)cfg.seq_len * half), take(v.rope_sin, (size_t)cfg.seq_len * half);
   take(v.last_logits, cfg.padded_vocab);
-  return offset;
+  take(v.out, staging ? rows * std::max(C, (size_t)cfg.padded_vocab) : 0);
+  v.total = offset;
+  return v;
 }
 
 }  // namespace
 
 template <typename Real>
 Decoder<Real>::Decoder(const ModelConfig& cfg, const Weights<Real>& weights, int capacity,
-                       int max_rows)
-    : cfg_(cfg), w_(weights), capacity_(capacity), max_rows_(max_rows) {
+                       int max_rows, Backend<Real>& backend)
+    : cfg_(cfg), w_(weights), backend_(backend), capacity_(capacity), max_rows_(max_rows) {
   cfg_.validate();
   if (capacity <= 0) fail("key/value cache capacity {} must be positive", capacity);
   if (max_rows <= 0) fail("rows per pass {} must be positive", max_rows);
-  DecoderViews v;
-  memory_.reset(decoder_layout<Real>(v, cfg_, capacity, max_rows));
+  const bool staging = !backend.host_addressable();
+  const DecoderLayout v = decoder_layout<Real>(cfg_, capacity, max_rows, staging);
+  memory_ = DeviceBuffer<Real>(backend, v.total, MemoryUse::activations);
   Real* base = memory_.data();
-  for (int l = 0; l < cfg_.n_layer; l++) {
-    k_cache_.push_back(base + v.k_cache[l]);
-    v_cache_.push_back(base + v.v_cache[l]);
-  }
-  x_ = base + v.x, ln_ = base + v.ln, mean_ = base + v.mean, rstd_ = base + v.rstd;
-  qkv_ = base + v.qkv, y_ = base + v.y, z_ = base + v.z, lse_ = base + v.lse;
-  fc_ = base + v.fc, fc_gelu_ = base + v.fc_gelu, cos_ = base + v.cos, sin_ = base + v.sin;
-  alpha_ = base + v.alpha, rope_cos_ = base + v.rope_cos, rope_sin_ = base + v.rope_sin;
+  for (int l = 0; l < cfg_.n_layer; l++)
+    cache_.push_back({base + v.k_cache[l], base + v.v_cache[l], {}});
+  x_ = base + v.x;
+  // The block runs in place on x_: the residual stream after attention is x_ itself, and both
+  // LayerNorms share one output.
+  buf_ = {base + v.ln, base + v.mean,    base + v.rstd, base + v.qkv, base + v.y,
+          base + v.lse, x_,             base + v.ln,   base + v.mean, base + v.rstd,
+          base + v.fc,  base + v.fc_gelu};
+  scratch_ = {base + v.z, base + v.alpha, nullptr, nullptr};
+  cos_ = base + v.cos, sin_ = base + v.sin;
+  rope_cos_ = base + v.rope_cos, rope_sin_ = base + v.rope_sin;
   last_logits_ = base + v.last_logits;
-  ops::rope_table(rope_cos_, rope_sin_, cfg_.seq_len, cfg_.head_dim(), cfg_.rope_theta);
+  if (staging) out_ = base + v.out, host_logits_.resize(cfg_.padded_vocab);
+  backend_.rope_table(rope_cos_, rope_sin_, cfg_.seq_len, cfg_.head_dim(), cfg_.rope_theta);
   pos_.resize(max_rows);
+}
+
+template <typename Real>
+Real* Decoder<Real>::device_out(Real* host_out) const {
+  return out_ ? out_ : host_out;
+}
+
+template <typename Real>
+void Decoder<Real>::finish_out(Real* host_out, size_t n) const {
+  if (out_) backend_.to_host(host_out, out_, n);
 }
 
 template <typename Real>
@@ -79,7 +95,9 @@ void Decoder<Real>::check_tokens(const int32_t* tokens, int n) const {
 template <typename Real>
 const Real* Decoder<Real>::append(const int32_t* tokens, int n) {
   append_all(tokens, n, nullptr);
-  return last_logits_;
+  if (host_logits_.empty()) return last_logits_;
+  backend_.to_host(host_logits_.data(), last_logits_, cfg_.padded_vocab);
+  return host_logits_.data();
 }
 
 template <typename Real>
@@ -103,8 +121,8 @@ void Decoder<Real>::append_all(const int32_t* tokens, int n, Real* logits) {
     length_ += rows, done += rows;
   }
   if (logits)
-    std::memcpy(last_logits_, logits + (size_t)(n - 1) * cfg_.padded_vocab,
-                sizeof(Real) * cfg_.padded_vocab);
+    backend_.from_host(last_logits_, logits + (size_t)(n - 1) * cfg_.padded_vocab,
+                       cfg_.padded_vocab);
 }
 
 template <typename Real>
@@ -156,58 +174,47 @@ void Decoder<Real>::branch(const std::vector<Segment>& segments, Real* features)
 
 template <typename Real>
 void Decoder<Real>::head(const Real* features, int rows, Real* logits) const {
-  ops::matmul_forward(logits, features, w_.wte, rows, cfg_.n_embd, cfg_.padded_vocab);
+  const int C = cfg_.n_embd, Vp = cfg_.padded_vocab;
+  if (!out_) {
+    backend_.matmul_forward(logits, features, w_.wte, rows, C, Vp, false);
+    return;
+  }
+  for (int r0 = 0; r0 < rows; r0 += max_rows_) {  // through the device, max_rows at a time
+    const int n = std::min(max_rows_, rows - r0);
+    backend_.from_host(x_, features + (size_t)r0 * C, (size_t)n * C);
+    backend_.matmul_forward(out_, x_, w_.wte, n, C, Vp, false);
+    backend_.to_host(logits + (size_t)r0 * Vp, out_, (size_t)n * Vp);
+  }
 }
 
 template <typename Real>
 void Decoder<Real>::pass(const int32_t* tokens, int n, const int* pos, int prefix,
                          const ops::SlotSpan* spans, Real* out, Output what) {
-  const int C = cfg_.n_embd, H = cfg_.n_head, Hkv = cfg_.kv_heads(), QKV = cfg_.qkv_dim();
-  const int half = cfg_.head_dim() / 2, Ck = Hkv * cfg_.head_dim(), Vp = cfg_.padded_vocab;
+  const int C = cfg_.n_embd, half = cfg_.head_dim() / 2, Vp = cfg_.padded_vocab;
+  Backend<Real>& be = backend_;
   const Weights<Real>& w = w_;
-  const int slot0 = length_;  // this pass's rows write their keys and values from here on
-  for (int r = 0; r < n; r++) {
-    std::memcpy(cos_ + (size_t)r * half, rope_cos_ + (size_t)pos[r] * half, sizeof(Real) * half);
-    std::memcpy(sin_ + (size_t)r * half, rope_sin_ + (size_t)pos[r] * half, sizeof(Real) * half);
-  }
-  ops::encoder_forward(x_, tokens, w.wte, n, C);
+  be.gather_rows(cos_, rope_cos_, pos, n, half);
+  be.gather_rows(sin_, rope_sin_, pos, n, half);
+  be.encoder_forward(x_, tokens, w.wte, n, C);
+  const RowShape<Real> rows{1, n, cos_, sin_};
   for (int l = 0; l < cfg_.n_layer; l++) {
-    const LayerWeights<Real>& W = w.layers[l];
-    ops::layernorm_forward(ln_, mean_, rstd_, x_, W.ln1_w, W.ln1_b, n, C);
-    ops::matmul_forward(qkv_, ln_, W.qkv_w, n, C, QKV);
-    ops::rope_forward(qkv_, cos_, sin_, 1, n, C, H, Hkv);
-    for (int r = 0; r < n; r++) {
-      const Real* row = qkv_ + (size_t)r * QKV;
-      std::memcpy(k_cache_[l] + (size_t)(slot0 + r) * Ck, row + C, sizeof(Real) * Ck);
-      std::memcpy(v_cache_[l] + (size_t)(slot0 + r) * Ck, row + C + Ck, sizeof(Real) * Ck);
-    }
-    const bool exclusive = cfg_.layer_attn[l] != AttnKind::sa;
-    const Real* alpha = nullptr;
-    if (W.xsa_gate) {
-      for (int h = 0; h < H; h++) alpha_[h] = std::tanh(W.xsa_gate[h]);
-      alpha = alpha_;
-    }
-    Real* z = exclusive ? z_ : nullptr;
-    if (slot0 == 0 && !spans)  // a fresh sequence: the training kernel, tiled
-      ops::attention_forward(y_, z, lse_, qkv_, 1, n, C, H, alpha, W.sink, Hkv);
-    else
-      ops::attention_forward_cached(y_, z, qkv_, k_cache_[l], v_cache_[l], n, prefix, slot0, spans,
-                                    C, H, alpha, W.sink, Hkv);
-    ops::matmul_forward(x_, exclusive ? z_ : y_, W.attn_proj_w, n, C, C, /*accumulate=*/true);
-    ops::layernorm_forward(ln_, mean_, rstd_, x_, W.ln2_w, W.ln2_b, n, C);
-    ops::matmul_forward(fc_, ln_, W.fc_w, n, C, 4 * C);
-    ops::gelu_forward(fc_gelu_, fc_, (size_t)n * 4 * C);
-    ops::matmul_forward(x_, fc_gelu_, W.mlp_proj_w, n, 4 * C, C, /*accumulate=*/true);
+    // This pass's rows write their keys and values from slot length_ on.
+    LayerCache<Real> cache = cache_[l];
+    cache.view = {cache.k, cache.v, prefix, length_, spans};
+    block_forward(be, cfg_, l, w.layers[l], x_, x_, buf_, scratch_, rows, &cache);
   }
+  Real* ln = buf_.ln1;
   if (what == Output::last_logits) {  // only the last row's features and logits
     const size_t last = (size_t)(n - 1) * C;
-    ops::layernorm_forward(ln_, mean_, rstd_, x_ + last, w.lnf_w, w.lnf_b, 1, C);
-    ops::matmul_forward(out, ln_, w.wte, 1, C, Vp);
+    be.layernorm_forward(ln, buf_.ln1_mean, buf_.ln1_rstd, x_ + last, w.lnf_w, w.lnf_b, 1, C);
+    be.matmul_forward(out, ln, w.wte, 1, C, Vp, false);  // out is last_logits_ (device)
     return;
   }
-  Real* features = what == Output::features ? out : ln_;
-  ops::layernorm_forward(features, mean_, rstd_, x_, w.lnf_w, w.lnf_b, n, C);
-  if (what == Output::all_logits) ops::matmul_forward(out, features, w.wte, n, C, Vp);
+  Real* dev = device_out(out);
+  Real* features = what == Output::features ? dev : ln;
+  be.layernorm_forward(features, buf_.ln1_mean, buf_.ln1_rstd, x_, w.lnf_w, w.lnf_b, n, C);
+  if (what == Output::all_logits) be.matmul_forward(dev, features, w.wte, n, C, Vp, false);
+  finish_out(out, (size_t)n * (what == Output::features ? C : Vp));
 }
 
 template class Decoder<float>;

@@ -8,10 +8,10 @@
 #include <cstdint>
 #include <vector>
 
-#include "model/config.h"
-#include "model/params.h"
-#include "ops/ops.h"
-#include "util/arena.h"
+#include "xsa/backend/backend.h"
+#include "xsa/model/block.h"
+#include "xsa/model/config.h"
+#include "xsa/model/params.h"
 
 namespace xsa {
 
@@ -21,7 +21,9 @@ class Decoder {
   // capacity: key/value slots per layer, at least the positions of the longest sequence (≤ the
   // model's seq_len) plus room for branch(); max_rows: rows per forward pass (longer inputs run in
   // several passes).
-  Decoder(const ModelConfig& cfg, const Weights<Real>& weights, int capacity, int max_rows = 256);
+  // The backend must be the one whose memory holds the weights.
+  Decoder(const ModelConfig& cfg, const Weights<Real>& weights, int capacity, int max_rows = 256,
+          Backend<Real>& backend = cpu_backend<Real>());
 
   const ModelConfig& config() const { return cfg_; }
   int length() const { return length_; }  // positions in the cache
@@ -30,10 +32,10 @@ class Decoder {
   void truncate(int n);
 
   // Appends tokens to the sequence (positions length() …) and returns the logits [V_pad] that
-  // follow the last one; valid until the next call. Throws Error when the sequence would pass the
+  // follow the last one, in host memory; valid until the next call. Throws Error when the sequence would pass the
   // model's context (seq_len) or the cache.
   const Real* append(const int32_t* tokens, int n);
-  // Like append, but writes the logits after every token: logits [n, V_pad].
+  // Like append, but writes the logits after every token: logits [n, V_pad] (host memory).
   void append_all(const int32_t* tokens, int n, Real* logits);
 
   // Sequences side by side in one pass, after the cached sequence: a segment sees the cache, its
@@ -48,7 +50,7 @@ class Decoder {
     int parent = -1;
   };
   void branch(const std::vector<Segment>& segments, Real* features);
-  // logits [rows, V_pad] of final features [rows, C] (the tied head).
+  // logits [rows, V_pad] of final features [rows, C] (the tied head), both in host memory.
   void head(const Real* features, int rows, Real* logits) const;
 
  private:
@@ -60,15 +62,25 @@ class Decoder {
             Real* out, Output what);
   void check_tokens(const int32_t* tokens, int n) const;
 
+  // Where a pass writes output meant for host memory: there, where the host can address the
+  // backend's memory, else the device buffer out_, copied to the host by finish_out.
+  Real* device_out(Real* host_out) const;
+  void finish_out(Real* host_out, size_t n) const;
+
   ModelConfig cfg_;
   const Weights<Real>& w_;
+  Backend<Real>& backend_;
   int capacity_, max_rows_;
   int length_ = 0;
-  AlignedBuffer<Real> memory_;
-  std::vector<Real*> k_cache_, v_cache_;  // per layer [capacity, Hkv·D]
-  Real *x_, *ln_, *mean_, *rstd_, *qkv_, *y_, *z_, *lse_, *fc_, *fc_gelu_, *cos_, *sin_, *alpha_;
+  DeviceBuffer<Real> memory_;
+  std::vector<LayerCache<Real>> cache_;  // per layer: k, v [capacity, Hkv·D]
+  BlockBuffers<Real> buf_;               // one set for every layer, in place on x_
+  BlockScratch<Real> scratch_;
+  Real *x_, *cos_, *sin_;       // [max_rows, C], the rows' rotary tables [max_rows, D/2]
   Real *rope_cos_, *rope_sin_;  // [seq_len, D/2] the tables, gathered per row into cos_, sin_
   Real* last_logits_;           // [V_pad]
+  Real* out_ = nullptr;         // [max_rows, max(C, V_pad)], only where the host cannot address
+  std::vector<Real> host_logits_;  // [V_pad] append's result there
   std::vector<int> pos_;
 };
 

@@ -1,8 +1,8 @@
-#include "model/params.h"
+#include "xsa/model/params.h"
 
 #include <cmath>
 
-#include "util/rng.h"
+#include "xsa/util/rng.h"
 
 namespace xsa {
 
@@ -27,15 +27,16 @@ size_t param_arena_size(const std::vector<TensorInfo>& layout) {
 }
 
 template <typename Real>
-ParamArena<Real>::ParamArena(const ModelConfig& cfg, bool training_state)
+ParamArena<Real>::ParamArena(const ModelConfig& cfg, bool training_state, Backend<Real>& backend)
     : layout(param_layout(cfg)) {
   size_t n = param_arena_size(layout);
-  params.reset(n, /*huge_pages=*/!training_state);
+  params = DeviceBuffer<Real>(
+      backend, n, training_state ? MemoryUse::weights : MemoryUse::inference_weights);
   w = point_weights(cfg, params.data());
   if (!training_state) return;
-  grads.reset(n);
-  adam_m.reset(n);
-  adam_v.reset(n);
+  grads = DeviceBuffer<Real>(backend, n, MemoryUse::gradients);
+  adam_m = DeviceBuffer<Real>(backend, n, MemoryUse::optimizer);
+  adam_v = DeviceBuffer<Real>(backend, n, MemoryUse::optimizer);
   dw = point_weights(cfg, grads.data());
 }
 
@@ -43,8 +44,9 @@ template <typename Real>
 void ParamArena<Real>::init(const ModelConfig& cfg, uint64_t seed) {
   const double std_normal = 0.02;
   const double std_residual = 0.02 / std::sqrt(2.0 * cfg.n_layer);
+  HostView<Real> host(params, /*write_back=*/true);
   for (const TensorInfo& t : layout) {
-    Real* p = params.data() + t.offset;
+    Real* p = host.data() + t.offset;
     Rng rng(hash_name(t.name, seed));
     size_t rows_real = t.numel;
     if (t.name == "transformer.wte.weight") rows_real = (size_t)cfg.vocab_size * cfg.n_embd;

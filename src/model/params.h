@@ -8,8 +8,9 @@
 #include <string>
 #include <vector>
 
-#include "model/config.h"
-#include "util/arena.h"
+#include "xsa/model/config.h"
+#include "xsa/backend/backend.h"
+#include "xsa/util/arena.h"
 
 namespace xsa {
 
@@ -98,17 +99,19 @@ Weights<Real> point_weights(const ModelConfig& cfg, Real* base) {
   return w;
 }
 
-// Parameters, gradients and the two AdamW moments: four buffers of one layout.
+// Parameters, gradients and the two AdamW moments: four buffers of one layout, in the memory of
+// one backend.
 template <typename Real>
 struct ParamArena {
   std::vector<TensorInfo> layout;
-  AlignedBuffer<Real> params, grads, adam_m, adam_v;
+  DeviceBuffer<Real> params, grads, adam_m, adam_v;
   Weights<Real> w;   // views into params
   Weights<Real> dw;  // views into grads
 
   // Without training state (inference) only `params` is allocated; grads, moments and dw stay
   // empty.
-  explicit ParamArena(const ModelConfig& cfg, bool training_state = true);
+  explicit ParamArena(const ModelConfig& cfg, bool training_state = true,
+                      Backend<Real>& backend = cpu_backend<Real>());
   // Normal(0, 0.02) matrices (0.02/sqrt(2L) for the residual projections), LayerNorm 1 and 0,
   // padded vocabulary rows 0. Each tensor draws from its own stream, seeded by (seed, name), so
   // models that differ only in attention kind start from identical weights.

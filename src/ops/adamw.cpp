@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "ops/ops.h"
+#include "xsa/ops/ops.h"
 
 namespace xsa::ops {
 

@@ -1,17 +1,20 @@
 // Causal multi-head attention, flash-attention style, in O(T) memory: tiles of queries against
 // tiles of keys, an online softmax over key tiles, the tile products through BLAS. The forward
 // keeps y and the row log-sum-exp; the backward recomputes each probability tile from q, k and the
-// lse. XSA is fused in: the forward epilogue writes z = y − (y·u)u beside y, and the backward
-// prologue turns ∂L/∂z into ∂L/∂y and adds the own-value gradient (shared/SPEC.md §2).
+// lse. XSA runs as separate parallel passes in the same call (docs/perf-log.md #3: fused into the
+// tile epilogue it cost more): after the tiles the forward writes z = y − (y·u)u beside y, and
+// before them the backward turns ∂L/∂z into ∂L/∂y and adds the own-value gradient (docs/SPEC.md
+// §2). The cached variant, one row at a time, does compute z in its epilogue.
 #include <algorithm>
 #include <cmath>
 #include <limits>
 #include <vector>
 
-#include "ops/gemm.h"
-#include "ops/ops.h"
-#include "ops/vmath.h"
-#include "ops/xsa_row.h"
+#include "xsa/ops/gemm.h"
+#include "xsa/ops/ops.h"
+#include "xsa/ops/vmath.h"
+#include "xsa/ops/xsa_row.h"
+#include "xsa/util/error.h"
 
 namespace xsa::ops {
 namespace {
@@ -40,11 +43,31 @@ void exp_tile(Real* S, int rows, int cols, int i0, int j0, const Real* row_max) 
   }
 }
 
+// The contract of AttentionArgs, checked once per call (a bug, not bad input, when it fails).
+template <typename Real>
+void check_args(const AttentionArgs<Real>& a, bool backward) {
+  XSA_CHECK(a.B > 0 && a.T > 0 && a.H > 0 && a.C % a.H == 0, "attention shape B {} T {} C {} H {}",
+            a.B, a.T, a.C, a.H);
+  XSA_CHECK(a.Hkv >= 0 && (a.Hkv == 0 || a.H % a.Hkv == 0), "{} kv heads for {} heads", a.Hkv,
+            a.H);
+  XSA_CHECK(a.qkv && a.y, "attention needs qkv and y");
+  XSA_CHECK(!a.exclusive || a.z || backward, "XSA attention needs z");
+  XSA_CHECK(!a.alpha || a.exclusive, "a gate (alpha) without XSA");
+  if (backward) {
+    XSA_CHECK(a.dqkv && a.d_out && a.lse, "attention backward needs dqkv, d_out and lse");
+    XSA_CHECK(!a.alpha || a.dalpha, "gated XSA backward needs dalpha");
+    XSA_CHECK(!a.sink || a.dsink, "attention backward with sinks needs dsink");
+  }
+}
+
 }  // namespace
 
 template <typename Real>
-void attention_forward(Real* y, Real* z, Real* lse, const Real* qkv, int B, int T, int C, int H,
-                       const Real* alpha, const Real* sink, int Hkv) {
+void attention_forward(const AttentionArgs<Real>& args) {
+  check_args(args, /*backward=*/false);
+  Real *y = args.y, *lse = args.lse;
+  const Real *qkv = args.qkv, *sink = args.sink;
+  const int B = args.B, T = args.T, C = args.C, H = args.H, Hkv = args.Hkv;
   // Grouped-query attention: Hkv key/value heads, query head h reads kv head h / (H / Hkv).
   const int Hk = Hkv > 0 ? Hkv : H, group = H / Hk, D = C / H, Ck = Hk * D, ld = C + 2 * Ck;
   const Real scale = Real(1) / std::sqrt(Real(D));
@@ -101,14 +124,19 @@ void attention_forward(Real* y, Real* z, Real* lse, const Real* qkv, int B, int 
       lse[((size_t)b * H + h) * T + i] = m[r] + std::log(l[r]);
     }
   }
-  if (z) xsa_forward(z, y, qkv, B, T, C, H, alpha, Hkv);
+  if (args.exclusive) xsa_forward(args.z, y, qkv, B, T, C, H, args.alpha, Hkv);
 }
 
 template <typename Real>
-void attention_forward_cached(Real* y, Real* z, const Real* qkv, const Real* k_cache,
-                              const Real* v_cache, int n, int prefix, int slot0,
-                              const SlotSpan* spans, int C, int H, const Real* alpha,
-                              const Real* sink, int Hkv) {
+void attention_forward_cached(const AttentionArgs<Real>& args, const KvCache<Real>& cache) {
+  check_args(args, /*backward=*/false);
+  XSA_CHECK(args.B == 1, "cached attention runs one sequence (B = 1), not {}", args.B);
+  Real *y = args.y, *z = args.exclusive ? args.z : nullptr;
+  const Real *qkv = args.qkv, *alpha = args.alpha, *sink = args.sink;
+  const Real *k_cache = cache.k, *v_cache = cache.v;
+  const int n = args.T, C = args.C, H = args.H, Hkv = args.Hkv;
+  const int prefix = cache.prefix, slot0 = cache.slot0;
+  const SlotSpan* spans = cache.spans;
   const int Hk = Hkv > 0 ? Hkv : H, group = H / Hk, D = C / H, Ck = Hk * D, ld = C + 2 * Ck;
   const Real scale = Real(1) / std::sqrt(Real(D));
 #pragma omp parallel for schedule(dynamic, 1)
@@ -160,9 +188,11 @@ void attention_forward_cached(Real* y, Real* z, const Real* qkv, const Real* k_c
 }
 
 template <typename Real>
-void attention_backward(Real* dqkv, Real* d_out, const Real* qkv, const Real* y, const Real* lse,
-                        int B, int T, int C, int H, bool exclusive, const Real* alpha, Real* dalpha,
-                        const Real* sink, Real* dsink, int Hkv) {
+void attention_backward(const AttentionArgs<Real>& args) {
+  check_args(args, /*backward=*/true);
+  Real *dqkv = args.dqkv, *d_out = args.d_out, *dsink = args.dsink;
+  const Real *qkv = args.qkv, *y = args.y, *lse = args.lse, *sink = args.sink;
+  const int B = args.B, T = args.T, C = args.C, H = args.H, Hkv = args.Hkv;
   // forward: s_ij = q_i·k_j/√D, p_ij = exp(s_ij − lse_i), y_i = Σ_j p_ij v_j.
   //   dv_j += p_ij dy_i;  dp_ij = dy_i·v_j;  ds_ij = p_ij (dp_ij − D_i) with D_i = dy_i·y_i;
   //   dq_i += ds_ij k_j/√D;  dk_j += ds_ij q_i/√D.
@@ -171,8 +201,8 @@ void attention_backward(Real* dqkv, Real* d_out, const Real* qkv, const Real* y,
   // whatever the thread count.
   const int Hk = Hkv > 0 ? Hkv : H, group = H / Hk, D = C / H, Ck = Hk * D, ld = C + 2 * Ck;
   const Real scale = Real(1) / std::sqrt(Real(D));
-  if (exclusive)  // ∂L/∂z → ∂L/∂y, + own-value grad
-    xsa_backward(d_out, dqkv, d_out, y, qkv, B, T, C, H, alpha, dalpha, Hkv);
+  if (args.exclusive)  // ∂L/∂z → ∂L/∂y, + own-value grad
+    xsa_backward(d_out, dqkv, d_out, y, qkv, B, T, C, H, args.alpha, args.dalpha, Hkv);
 #pragma omp parallel for collapse(2) schedule(dynamic, 1)
   for (int b = 0; b < B; b++) {
     for (int g = 0; g < Hk; g++) {
@@ -230,15 +260,10 @@ void attention_backward(Real* dqkv, Real* d_out, const Real* qkv, const Real* y,
   }
 }
 
-#define XSA_INSTANTIATE(Real)                                                                      \
-  template void attention_forward<Real>(Real*, Real*, Real*, const Real*, int, int, int, int,      \
-                                        const Real*, const Real*, int);                            \
-  template void attention_backward<Real>(Real*, Real*, const Real*, const Real*, const Real*, int, \
-                                         int, int, int, bool, const Real*, Real*, const Real*,     \
-                                         Real*, int);                                              \
-  template void attention_forward_cached<Real>(Real*, Real*, const Real*, const Real*,             \
-                                               const Real*, int, int, int, const SlotSpan*, int,   \
-                                               int, const Real*, const Real*, int);
+#define XSA_INSTANTIATE(Real)                                       \
+  template void attention_forward<Real>(const AttentionArgs<Real>&); \
+  template void attention_backward<Real>(const AttentionArgs<Real>&); \
+  template void attention_forward_cached<Real>(const AttentionArgs<Real>&, const KvCache<Real>&);
 XSA_INSTANTIATE(float)
 XSA_INSTANTIATE(double)
 

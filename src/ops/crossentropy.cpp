@@ -3,8 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
-#include "ops/ops.h"
-#include "ops/vmath.h"
+#include "xsa/ops/ops.h"
+#include "xsa/ops/vmath.h"
 
 namespace xsa::ops {
 

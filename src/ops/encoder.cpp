@@ -1,7 +1,7 @@
 // Token embedding: forward gathers rows of wte, backward scatters gradients back.
 #include <cstring>
 
-#include "ops/ops.h"
+#include "xsa/ops/ops.h"
 
 namespace xsa::ops {
 

@@ -1,7 +1,7 @@
 // LayerNorm with weight and bias, eps 1e-5. Statistics in double for stability in fp32.
 #include <cmath>
 
-#include "ops/ops.h"
+#include "xsa/ops/ops.h"
 
 namespace xsa::ops {
 

@@ -1,6 +1,6 @@
 // Matrix products through OpenBLAS. Weights are [out, in] (nn.Linear), so the forward is x · Wᵀ.
-#include "ops/gemm.h"
-#include "ops/ops.h"
+#include "xsa/ops/gemm.h"
+#include "xsa/ops/ops.h"
 
 namespace xsa::ops {
 namespace {

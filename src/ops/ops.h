@@ -11,6 +11,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "xsa/ops/attention.h"
+
 namespace xsa::ops {
 
 // ---- matmul.cpp: y = x · Wᵀ with W stored [out, in] like nn.Linear (OpenBLAS GEMM) ----
@@ -55,46 +57,7 @@ template <typename Real>
 void rope_backward(Real* dqkv, const Real* cos, const Real* sin, int B, int T, int C, int H,
                    int Hkv = 0);
 
-// Grouped-query attention: every kernel that reads qkv takes Hkv, the number of key/value heads
-// (0: Hkv = H). qkv rows are then [q: C | k: Hkv·D | v: Hkv·D], query head h uses kv head
-// h / (H / Hkv), and XSA removes from each query head's output its shared value vector.
-//
-// ---- attention.cpp: causal softmax(q kᵀ/sqrt(D)) v, flash-style tiles, O(T) memory ----
-// y [B, T, C] (heads side by side, [B, T, H, D]) and lse [B, H, T] (row log-sum-exp of the scaled
-// scores) from qkv [B, T, 3C] (q | k | v, head h at columns h*D of each). No T×T buffer exists.
-// When z is not null the exclusive step is fused in: z [B, T, C] = y − (y·u)u (XSA).
-// alpha [H] (optional): gated XSA, z = y − α_h (y·u) u; null means α = 1 (plain XSA).
-// sink [H] (optional): a learned logit b_h joins every row's softmax with a zero value vector.
-template <typename Real>
-void attention_forward(Real* y, Real* z, Real* lse, const Real* qkv, int B, int T, int C, int H,
-                       const Real* alpha = nullptr, const Real* sink = nullptr, int Hkv = 0);
-// Inference over a key/value cache: n new query rows against cached keys and values.
-// qkv [n, C + 2·Hkv·D] holds the new rows (q after RoPE); k_cache, v_cache [slots, Hkv·D] hold
-// every key (after RoPE) and value, row r's own already written at slot slot0 + r. Every row sees
-// the slots [0, prefix); with spans null, it then sees [prefix, slot0 + r] (one sequence continuing
-// the cache). With spans, row r sees instead its parent segment [parent_begin, parent_end) and its
-// own segment [first, slot0 + r]: several sequences side by side, e.g. the choices of a
-// multiple-choice question each after the question. y [n, C]; z [n, C] (XSA; null for SA) removes
-// each row's own value. alpha and sink as in attention_forward.
-struct SlotSpan {
-  int parent_begin = 0, parent_end = 0;  // empty: no parent
-  int first = 0;                         // where the row's own segment begins
-};
-template <typename Real>
-void attention_forward_cached(Real* y, Real* z, const Real* qkv, const Real* k_cache,
-                              const Real* v_cache, int n, int prefix, int slot0,
-                              const SlotSpan* spans, int C, int H, const Real* alpha = nullptr,
-                              const Real* sink = nullptr, int Hkv = 0);
-// dqkv [B, T, 3C] accumulates ∂L/∂q, ∂L/∂k, ∂L/∂v; probabilities are recomputed from qkv and lse.
-// d_out [B, T, C] is ∂L/∂y, or with exclusive (XSA) ∂L/∂z, which the fused XSA backward turns into
-// ∂L/∂y in place (d_out is overwritten) while adding the own-value gradient to dqkv.
-template <typename Real>
-// With alpha (gated XSA), dalpha [B·T, H] receives each token's ∂L/∂α_h (overwritten); with sink,
-// dsink [B, H] receives ∂L/∂b_h = −Σ_rows p_sink D_i per batch row (overwritten).
-void attention_backward(Real* dqkv, Real* d_out, const Real* qkv, const Real* y, const Real* lse,
-                        int B, int T, int C, int H, bool exclusive, const Real* alpha = nullptr,
-                        Real* dalpha = nullptr, const Real* sink = nullptr, Real* dsink = nullptr,
-                        int Hkv = 0);
+// ---- attention.cpp: causal attention with SA, XSA, gated XSA, sinks, GQA (ops/attention.h) ----
 
 // ---- xsa.cpp: the exclusive step z = y − (y·u) u, u = v/max(‖v‖, 1e-6), per token and head ----
 // (row functions in ops/xsa_row.h; the attention kernels fuse them)

@@ -4,7 +4,7 @@
 // with angle(t, j) = t · theta^(−2j/D). Applied to q and k of every head, in place.
 #include <cmath>
 
-#include "ops/ops.h"
+#include "xsa/ops/ops.h"
 
 namespace xsa::ops {
 

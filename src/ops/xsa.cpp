@@ -1,8 +1,8 @@
-// The exclusive step of XSA over a whole batch (shared/SPEC.md §2): z = y − (y·u) u per token and
+// The exclusive step of XSA over a whole batch (docs/SPEC.md §2): z = y − (y·u) u per token and
 // head. The attention kernels fuse the same row functions (ops/xsa_row.h); these batch forms serve
 // the model's recomputation of z for W_o's gradient, and analysis.
-#include "ops/ops.h"
-#include "ops/xsa_row.h"
+#include "xsa/ops/ops.h"
+#include "xsa/ops/xsa_row.h"
 
 namespace xsa::ops {
 

@@ -1,4 +1,4 @@
-// The exclusive step for one token and head (shared/SPEC.md §2), shared by the batch kernels in
+// The exclusive step for one token and head (docs/SPEC.md §2), shared by the batch kernels in
 // xsa.cpp and the fused attention epilogue/prologue in attention.cpp.
 #pragma once
 

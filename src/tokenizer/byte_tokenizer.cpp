@@ -1,7 +1,7 @@
 // The byte tokenizer: token = byte value. No end-of-text token.
-#include "tokenizer/byte_tokenizer.h"
+#include "xsa/tokenizer/byte_tokenizer.h"
 
-#include "util/error.h"
+#include "xsa/util/error.h"
 
 namespace xsa {
 

@@ -1,6 +1,6 @@
 #pragma once
 
-#include "tokenizer/tokenizer.h"
+#include "xsa/tokenizer/tokenizer.h"
 
 namespace xsa {
 

@@ -1,4 +1,4 @@
-#include "tokenizer/gpt2_tokenizer.h"
+#include "xsa/tokenizer/gpt2_tokenizer.h"
 
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
@@ -9,9 +9,9 @@
 #include <queue>
 #include <sstream>
 
-#include "tokenizer/byte_tokenizer.h"
-#include "util/error.h"
-#include "util/files.h"
+#include "xsa/tokenizer/byte_tokenizer.h"
+#include "xsa/util/error.h"
+#include "xsa/util/files.h"
 
 namespace xsa {
 namespace {

@@ -9,7 +9,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "tokenizer/tokenizer.h"
+#include "xsa/tokenizer/tokenizer.h"
 
 namespace xsa {
 

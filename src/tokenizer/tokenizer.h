@@ -10,7 +10,7 @@
 #include <string_view>
 #include <vector>
 
-#include "model/config.h"
+#include "xsa/tokenizer/kind.h"
 
 namespace xsa {
 

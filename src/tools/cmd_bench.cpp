@@ -1,4 +1,4 @@
-// xsa bench: training-step speed of the shared/SPEC.md §4 configurations (SA and XSA, interleaved
+// xsa bench: training-step speed of the docs/SPEC.md §4 configurations (SA and XSA, interleaved
 // in one process), the GEMM ceiling on the same shapes, attention alone up to T = 8192, the effect
 // of the BLAS kernel choice, and decoding with the key/value cache against recomputing the whole
 // sequence. Markdown on stdout; --json / --csv for scripts.
@@ -11,16 +11,17 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "model/decoder.h"
-#include "model/gpt.h"
-#include "ops/ops.h"
-#include "tools/commands.h"
-#include "train/trainer.h"
-#include "util/blas.h"
-#include "util/error.h"
-#include "util/files.h"
-#include "util/memory.h"
-#include "util/rng.h"
+#include "xsa/model/decoder.h"
+#include "xsa/model/gpt.h"
+#include "xsa/ops/ops.h"
+#include "xsa/tools/commands.h"
+#include "xsa/train/step.h"
+#include "xsa/util/blas.h"
+#include "xsa/util/error.h"
+#include "xsa/util/threads.h"
+#include "xsa/util/files.h"
+#include "xsa/util/memory.h"
+#include "xsa/util/rng.h"
 
 namespace xsa::cli {
 namespace {
@@ -71,17 +72,15 @@ double step_flops(const ModelConfig& cfg, int B, int T) {
 
 struct StepBench {
   Gpt<float> model;
-  RunConfig run;
+  TrainStep trainer;
   int64_t step = 0;
-  StepBench(const ModelConfig& cfg, int B, int T) : model(cfg, B, T) {
+  StepBench(const ModelConfig& cfg, int B, int T) : model(cfg, B, T), trainer(model) {
     model.params().init(cfg, 1);
   }
-  // forward + backward + clipping + AdamW, as in training
+  // forward + backward + clipping + AdamW: the training step itself
   double time_step(const std::vector<int32_t>& inputs, const std::vector<int32_t>& targets) {
     auto t0 = clock_type::now();
-    model.forward_backward(inputs.data(), targets.data());
-    double norm = gradient_norm(model.params());
-    optimizer_step(model.params(), run, 1e-4, ++step, norm);
+    trainer.run(inputs.data(), targets.data(), 1e-4, ++step);
     return ms_since(t0);
   }
 };
@@ -359,13 +358,15 @@ void run_bench(const Options& o) {
             const double before = rss_mb();
             reset_peak_rss();
             auto t0 = clock_type::now();
-            ops::attention_forward(y.data(), exclusive ? z.data() : nullptr, lse.data(), qkv.data(),
-                                   B, T, C, H);
+            ops::AttentionArgs<float> args;
+            args.B = B, args.T = T, args.C = C, args.H = H, args.exclusive = exclusive;
+            args.qkv = qkv.data(), args.y = y.data(), args.z = z.data(), args.lse = lse.data();
+            ops::attention_forward(args);
             if (backward) {
               std::copy(grad.data(), grad.data() + grad.size(), dout.data());
               dqkv.zero();
-              ops::attention_backward(dqkv.data(), dout.data(), qkv.data(), y.data(), lse.data(), B,
-                                      T, C, H, exclusive);
+              args.dqkv = dqkv.data(), args.d_out = dout.data();
+              ops::attention_backward(args);
             }
             double t = ms_since(t0);
             if (r == 0)
@@ -452,7 +453,7 @@ void add_bench_command(CLI::App& root) {
                                   "SA vs XSA, and the GEMM ceiling");
   auto o = std::make_shared<Options>();
   auto child = std::make_shared<bool>(false);
-  cmd->add_option("--config", o->config, "tiny, small, gpt2 or all (shared/SPEC.md §4)")
+  cmd->add_option("--config", o->config, "tiny, small, gpt2 or all (docs/SPEC.md §4)")
       ->capture_default_str();
   cmd->add_option("--steps", o->steps, "Timed steps per arm")->capture_default_str();
   cmd->add_option("--warmup", o->warmup, "Warm-up steps per arm")->capture_default_str();

@@ -5,14 +5,15 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "io/checkpoint.h"
-#include "tools/commands.h"
-#include "train/analyze.h"
-#include "train/compare.h"
-#include "train/sweep.h"
-#include "util/error.h"
-#include "util/files.h"
-#include "util/svg.h"
+#include "xsa/io/checkpoint.h"
+#include "xsa/tools/commands.h"
+#include "xsa/analysis/similarity_bias.h"
+#include "xsa/research/compare.h"
+#include "xsa/research/sweep.h"
+#include "xsa/util/error.h"
+#include "xsa/util/threads.h"
+#include "xsa/util/files.h"
+#include "xsa/report/svg.h"
 
 namespace xsa::cli {
 
@@ -20,14 +21,14 @@ namespace {
 
 struct CompareArgs {
   CompareConfig cfg;
-  std::string variants = "sa,xsa", preset, tokenizer;
+  std::string variants = "sa,xsa", preset;
 };
 
 // The options of compare, shared by sweep.
 void add_compare_options(CLI::App* cmd, CompareArgs& a) {
   ModelConfig& m = a.cfg.model;
   RunConfig& r = a.cfg.run;
-  add_training_options(cmd, r, a.tokenizer);
+  add_training_options(cmd, r);
   add_model_options(cmd, m);
   cmd->get_option("--data")->required();
   cmd->add_option("--preset", a.preset,
@@ -41,8 +42,8 @@ void add_compare_options(CLI::App* cmd, CompareArgs& a) {
       ->capture_default_str();
   cmd->add_option("--eval-data", a.cfg.eval_data,
                   "Further evaluation sets (their validation split, else all)");
-  cmd->add_option("--out", r.out, "Report folder")->capture_default_str();
-  cmd->add_flag("--force", r.force, "Replace a report in --out");
+  add_run_option(cmd, r, "out", "Report folder");
+  add_run_option(cmd, r, "force", "Replace a report in --out");
 }
 
 // The preset first, then every option given on the command line again on top of it.
@@ -63,7 +64,6 @@ CompareConfig compare_config_of(const CLI::App* cmd, const CompareArgs& a) {
     if (!given("--val-batches")) cfg.run.val_batches = preset.run.val_batches;
     if (!given("--seeds")) cfg.seeds = preset.seeds;
   }
-  cfg.run.tokenizer = a.tokenizer;
   cfg.variants = split_list(a.variants);
   return cfg;
 }

@@ -6,12 +6,13 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "eval/evaluate.h"
-#include "io/checkpoint.h"
-#include "tools/commands.h"
-#include "util/error.h"
-#include "util/files.h"
-#include "util/stats.h"
+#include "xsa/eval/evaluate.h"
+#include "xsa/io/checkpoint.h"
+#include "xsa/tools/commands.h"
+#include "xsa/util/error.h"
+#include "xsa/util/threads.h"
+#include "xsa/util/files.h"
+#include "xsa/util/stats.h"
 
 namespace xsa::cli {
 namespace {

@@ -2,9 +2,9 @@
 #include <cstdio>
 #include <fstream>
 
-#include "io/checkpoint.h"
-#include "model/params.h"
-#include "tools/commands.h"
+#include "xsa/io/checkpoint.h"
+#include "xsa/model/params.h"
+#include "xsa/tools/commands.h"
 
 namespace xsa::cli {
 

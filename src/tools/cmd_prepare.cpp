@@ -1,7 +1,7 @@
 // xsa prepare: text → token shards (see data/prepare.h).
-#include "data/prepare.h"
-#include "tools/commands.h"
-#include "util/error.h"
+#include "xsa/data/prepare.h"
+#include "xsa/tools/commands.h"
+#include "xsa/util/error.h"
 
 namespace xsa::cli {
 

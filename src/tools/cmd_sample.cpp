@@ -3,12 +3,13 @@
 
 #include <cstdio>
 
-#include "infer/sampler.h"
-#include "io/checkpoint.h"
-#include "tokenizer/tokenizer.h"
-#include "tools/commands.h"
-#include "util/error.h"
-#include "util/files.h"
+#include "xsa/infer/sampler.h"
+#include "xsa/io/checkpoint.h"
+#include "xsa/tokenizer/tokenizer.h"
+#include "xsa/tools/commands.h"
+#include "xsa/util/error.h"
+#include "xsa/util/threads.h"
+#include "xsa/util/files.h"
 
 namespace xsa::cli {
 

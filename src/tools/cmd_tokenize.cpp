@@ -3,9 +3,9 @@
 #include <iostream>
 #include <iterator>
 
-#include "tokenizer/tokenizer.h"
-#include "tools/commands.h"
-#include "util/error.h"
+#include "xsa/tokenizer/tokenizer.h"
+#include "xsa/tools/commands.h"
+#include "xsa/util/error.h"
 
 namespace xsa::cli {
 

@@ -4,10 +4,10 @@
 #include <cstdio>
 #include <memory>
 
-#include "io/checkpoint.h"
-#include "tools/commands.h"
-#include "train/trainer.h"
-#include "util/error.h"
+#include "xsa/io/checkpoint.h"
+#include "xsa/tools/commands.h"
+#include "xsa/train/trainer.h"
+#include "xsa/util/error.h"
 
 namespace xsa::cli {
 namespace {
@@ -16,7 +16,6 @@ struct TrainArgs {
   ModelConfig model;
   RunConfig run;
   std::string attn = "xsa";
-  std::string tokenizer;
   std::string resume;
 };
 
@@ -41,28 +40,24 @@ void add_train_command(CLI::App& root) {
   ModelConfig& m = a->model;
   RunConfig& r = a->run;
 
-  add_training_options(cmd, r, a->tokenizer);
+  add_training_options(cmd, r);
   add_model_options(cmd, m);
   cmd->add_option(
          "--attn", a->attn,
          "Attention: sa, xsa, xsa-gated, xsa-gated-one, each optionally +sink; or one per layer "
          "(sa,sa,xsa,xsa)")
       ->capture_default_str();
-  cmd->add_option("--ckpt-every", r.ckpt_every, "Steps between checkpoints (0: only at the end)")
-      ->capture_default_str();
-  cmd->add_option("--out", r.out, "Run folder: checkpoints and metrics.jsonl")
-      ->capture_default_str();
+  add_run_option(cmd, r, "ckpt_every");
+  add_run_option(cmd, r, "out", "Run folder: checkpoints and metrics.jsonl");
   cmd->add_option("--resume", a->resume, "Continue a run (its folder, or one checkpoint folder)");
-  cmd->add_flag("--force", r.force,
-                "Start over in a folder that holds a run, or resume over later checkpoints");
+  add_run_option(cmd, r, "force",
+                 "Start over in a folder that holds a run, or resume over later checkpoints");
 
   cmd->callback([a, cmd] {
     ModelConfig model = a->model;
     RunConfig run = a->run;
     if (a->resume.empty()) {
-      if (!a->tokenizer.empty())
-        parse_tokenizer(a->tokenizer);  // reject a bad name before anything else
-      run.tokenizer = a->tokenizer;
+      if (!run.tokenizer.empty()) parse_tokenizer(run.tokenizer);  // reject a bad name first
       set_layer_attn(model, a->attn);
       train(model, run);
       return;
@@ -78,8 +73,8 @@ void add_train_command(CLI::App& root) {
     if (cmd->count("--rope-theta") && model.rope_theta != stored.rope_theta)
       fail("--rope-theta {} contradicts the checkpoint {} ({})", model.rope_theta,
            (ckpt / "config.json").string(), stored.rope_theta);
-    if (cmd->count("--tokenizer") && parse_tokenizer(a->tokenizer) != stored.tokenizer)
-      fail("--tokenizer {} contradicts the checkpoint {} ({})", a->tokenizer,
+    if (cmd->count("--tokenizer") && parse_tokenizer(run.tokenizer) != stored.tokenizer)
+      fail("--tokenizer {} contradicts the checkpoint {} ({})", run.tokenizer,
            (ckpt / "config.json").string(), to_string(stored.tokenizer));
     if (cmd->count("--attn")) {
       ModelConfig wanted = stored;
@@ -94,15 +89,14 @@ void add_train_command(CLI::App& root) {
     if (cmd->count("--seed") && stored_run.contains("seed") && stored_run["seed"] != run.seed)
       fail("--seed {} contradicts the checkpoint {} (seed {})", run.seed, state_path,
            stored_run["seed"].dump());
-    // Run options given again override the stored ones: --min-lr-fraction is key min_lr_fraction.
+    // Run options given again override the stored ones (the table maps flags to keys).
     const nlohmann::json given = run_config_to_json(run);
-    for (CLI::Option* opt : cmd->get_options()) {
-      std::string key = opt->get_name();
-      if (opt->count() == 0 || key.rfind("--", 0) != 0 || key == "--out") continue;
-      key = key.substr(2);
-      std::replace(key.begin(), key.end(), '-', '_');
-      if (given.contains(key)) stored_run[key] = given[key];
-    }
+    for_each_run_option(run, [&](const RunOption& o, const auto&) {
+      const std::string flag = std::string(o.flag).substr(0, std::string(o.flag).find(','));
+      const CLI::Option* opt = cmd->get_option_no_throw(flag);
+      if (opt && opt->count() > 0 && flag != "--out" && given.contains(o.key))
+        stored_run[o.key] = given[o.key];
+    });
     RunConfig resumed;
     run_config_update_from_json(resumed, stored_run, state_path);
     resumed.tokenizer = to_string(stored.tokenizer);  // a text file is tokenized as before

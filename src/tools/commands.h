@@ -5,14 +5,18 @@
 #include <CLI/CLI.hpp>
 #include <string>
 
-#include "model/config.h"
-#include "train/trainer.h"
+#include "xsa/model/config.h"
+#include "xsa/train/trainer.h"
 
 namespace xsa::cli {
 
 // Shared option groups (options.cpp).
 void add_model_options(CLI::App* cmd, ModelConfig& m);
-void add_training_options(CLI::App* cmd, RunConfig& r, std::string& tokenizer);
+// The run options of the one table marked kShared.
+void add_training_options(CLI::App* cmd, RunConfig& r);
+// One more option of the table (a command's own, e.g. --ckpt-every); help: the table's when empty.
+void add_run_option(CLI::App* cmd, RunConfig& r, const std::string& key,
+                    const std::string& help = "");
 
 void add_train_command(CLI::App& root);
 void add_info_command(CLI::App& root);

@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "tools/commands.h"
-#include "util/blas.h"
-#include "util/error.h"
+#include "xsa/tools/commands.h"
+#include "xsa/util/blas.h"
+#include "xsa/util/error.h"
 
 namespace {
 

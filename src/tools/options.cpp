@@ -1,6 +1,10 @@
-// The model and training options that train, compare and sweep share: each declared once here
-// (name, default, help), bound straight to ModelConfig and RunConfig.
-#include "tools/commands.h"
+// The model and training options that train, compare and sweep share: the model's declared here
+// (name, default, help), the run's from the one table of run options (train/run_config.h), bound
+// straight to ModelConfig and RunConfig.
+#include <type_traits>
+
+#include "xsa/tools/commands.h"
+#include "xsa/util/error.h"
 
 namespace xsa::cli {
 
@@ -15,46 +19,28 @@ void add_model_options(CLI::App* cmd, ModelConfig& m) {
   cmd->add_option("--rope-theta", m.rope_theta, "RoPE base")->capture_default_str();
 }
 
-void add_training_options(CLI::App* cmd, RunConfig& r, std::string& tokenizer) {
-  cmd->add_option(
-      "--data", r.data,
-      "A text file, a folder of token shards (xsa prepare, llm.c), or a glob of shard files");
-  cmd->add_option("--tokenizer", tokenizer,
-                  "byte or gpt2 (default: byte for a text file, the shards' meta.json, else gpt2)");
-  cmd->add_option("--vocab-dir", r.vocab_dir,
-                  "Folder with GPT-2's encoder.json and vocab.bpe (default: data/gpt2)");
-  cmd->add_flag("--shuffle,!--no-shuffle", r.shuffle,
-                "Visit training windows in a seeded random order (default) or in order");
-  cmd->add_option("--batch", r.batch, "Sequences per step (B)")->capture_default_str();
-  cmd->add_option("--steps", r.steps, "Optimizer steps (per model)")->capture_default_str();
-  cmd->add_option("--lr", r.lr, "Peak learning rate")->capture_default_str();
-  cmd->add_option("--min-lr-fraction", r.min_lr_fraction,
-                  "Final learning rate as a fraction of the peak")
-      ->capture_default_str();
-  cmd->add_option("--warmup", r.warmup, "Linear warm-up steps (-1: 5% of --steps)")
-      ->capture_default_str();
-  cmd->add_option("--weight-decay", r.weight_decay,
-                  "AdamW decoupled weight decay (2-D weights only)")
-      ->capture_default_str();
-  cmd->add_option("--beta1", r.beta1, "AdamW beta1")->capture_default_str();
-  cmd->add_option("--beta2", r.beta2, "AdamW beta2")->capture_default_str();
-  cmd->add_option("--grad-clip", r.grad_clip, "Global gradient-norm clip (0: off)")
-      ->capture_default_str();
-  cmd->add_option("--seed", r.seed, "Seed of the initial weights and of the batch order")
-      ->capture_default_str();
-  cmd->add_option("--threads", r.threads, "Threads (0: every core)")->capture_default_str();
-  cmd->add_option("--val-fraction", r.val_fraction,
-                  "Share of a text file held out (its tail) for validation")
-      ->capture_default_str();
-  cmd->add_option("--val-every", r.val_every,
-                  "Steps between validation passes (0: only at the end)")
-      ->capture_default_str();
-  cmd->add_option("--val-batches", r.val_batches, "Batches per validation pass")
-      ->capture_default_str();
-  cmd->add_option("--log-every", r.log_every,
-                  "Steps between progress lines when output is not a terminal")
-      ->capture_default_str();
-  cmd->add_flag("--quiet", r.quiet, "No progress output");
+void add_training_options(CLI::App* cmd, RunConfig& r) {
+  for_each_run_option(r, [&](const RunOption& o, auto& field) {
+    if (!(o.roles & kShared)) return;
+    if constexpr (std::is_same_v<std::decay_t<decltype(field)>, bool>)
+      cmd->add_flag(o.flag, field, o.help);
+    else
+      cmd->add_option(o.flag, field, o.help)->capture_default_str();
+  });
+}
+
+void add_run_option(CLI::App* cmd, RunConfig& r, const std::string& key, const std::string& help) {
+  bool found = false;
+  for_each_run_option(r, [&](const RunOption& o, auto& field) {
+    if (o.key != key) return;
+    found = true;
+    const std::string text = help.empty() ? o.help : help;
+    if constexpr (std::is_same_v<std::decay_t<decltype(field)>, bool>)
+      cmd->add_flag(o.flag, field, text);
+    else
+      cmd->add_option(o.flag, field, text)->capture_default_str();
+  });
+  XSA_CHECK(found, "no run option {}", key);
 }
 
 }  // namespace xsa::cli

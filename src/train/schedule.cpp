@@ -1,4 +1,4 @@
-#include "train/schedule.h"
+#include "xsa/train/schedule.h"
 
 #include <cmath>
 

@@ -1,4 +1,4 @@
-#include "util/blas.h"
+#include "xsa/util/blas.h"
 
 #include <unistd.h>
 

@@ -1,4 +1,4 @@
-#include "util/error.h"
+#include "xsa/util/error.h"
 
 #include <cstdio>
 #include <cstdlib>

@@ -1,4 +1,4 @@
-#include "util/files.h"
+#include "xsa/util/files.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>
@@ -9,7 +9,7 @@
 #include <cstring>
 #include <fstream>
 
-#include "util/error.h"
+#include "xsa/util/error.h"
 
 namespace xsa {
 

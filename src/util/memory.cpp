@@ -1,4 +1,4 @@
-#include "util/memory.h"
+#include "xsa/util/memory.h"
 
 #include <cstring>
 #include <fstream>

@@ -1,4 +1,4 @@
-#include "util/stats.h"
+#include "xsa/util/stats.h"
 
 #include <algorithm>
 #include <cmath>

@@ -7,8 +7,9 @@
 #include <string>
 #include <vector>
 
-#include "model/config.h"
-#include "train/trainer.h"
+#include "xsa/model/config.h"
+#include "xsa/report/compare_report.h"
+#include "xsa/train/trainer.h"
 
 namespace xsa {
 
@@ -33,34 +34,6 @@ struct CompareConfig {
   int seeds = 1;                       // seeds run.seed, run.seed + 1, ...
   std::vector<std::string> eval_data;  // further evaluation sets, reported separately
   int analyze_batches = 2;             // batches for the similarity-bias chart (0: none)
-};
-
-struct ArmResult {
-  std::string variant;
-  uint64_t seed = 0;
-  double train_loss = 0;  // mean of the last 10 % of steps
-  double val_loss = 0;
-  std::vector<double> eval_losses;  // one per CompareConfig::eval_data
-  double ms_per_step = 0, tokens_per_s = 0, peak_mb = 0;
-  std::vector<std::pair<int64_t, double>> val_curve, train_curve;
-  // Fingerprints proving the twins are twins: of the initial weights and of every batch seen.
-  uint64_t init_hash = 0, batches_hash = 0;
-};
-
-struct VariantSummary {
-  std::string variant;
-  int n_seeds = 0;
-  double train_loss_mean = 0, val_loss_mean = 0, val_loss_sd = 0;
-  double delta_vs_sa_mean = 0, delta_vs_sa_sd = 0, p_value = 0;  // NaN where undefined
-  std::vector<double> eval_loss_mean, eval_delta_vs_sa_mean;
-  double overhead_vs_sa = 0;  // median over interleaved steps of ms / ms(SA) − 1
-  std::string verdict;
-};
-
-struct CompareResult {
-  std::vector<ArmResult> arms;
-  std::vector<VariantSummary> summary;
-  std::string report_dir;
 };
 
 CompareResult compare(const CompareConfig& cfg);

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "train/compare.h"
+#include "xsa/research/compare.h"
 
 namespace xsa {
 

@@ -1,4 +1,4 @@
-#include "train/sweep.h"
+#include "xsa/research/sweep.h"
 
 #include <fmt/format.h>
 
@@ -7,9 +7,9 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
-#include "util/error.h"
-#include "util/files.h"
-#include "util/svg.h"
+#include "xsa/util/error.h"
+#include "xsa/util/files.h"
+#include "xsa/report/svg.h"
 
 namespace xsa {
 

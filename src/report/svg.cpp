@@ -1,4 +1,4 @@
-#include "util/svg.h"
+#include "xsa/report/svg.h"
 
 #include <fmt/format.h>
 
@@ -6,7 +6,7 @@
 #include <cmath>
 #include <cstdlib>
 
-#include "util/files.h"
+#include "xsa/util/files.h"
 
 namespace xsa {
 namespace {

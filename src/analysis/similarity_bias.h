@@ -1,4 +1,4 @@
-// The attention similarity bias (shared/SPEC.md §2), per layer and head, measured on data: the mean
+// The attention similarity bias (docs/SPEC.md §2), per layer and head, measured on data: the mean
 // cos(y_i, v_i) between a token's attention output (before W_o) and its own value, position 0
 // excluded (there y = v); for XSA layers also |cos(z_i, v_i)| (≈ 0); the mean self-attention weight
 // a_ii; and the mean cos(v_i, v_j) over pairs j < i (how alike the values are to begin with).
@@ -6,8 +6,8 @@
 
 #include <vector>
 
-#include "data/dataset.h"
-#include "model/gpt.h"
+#include "xsa/data/dataset.h"
+#include "xsa/model/gpt.h"
 
 namespace xsa {
 

@@ -1,9 +1,9 @@
-#include "train/analyze.h"
+#include "xsa/analysis/similarity_bias.h"
 
 #include <cmath>
 
-#include "ops/xsa_row.h"
-#include "util/error.h"
+#include "xsa/ops/xsa_row.h"
+#include "xsa/util/error.h"
 
 namespace xsa {
 
@@ -36,7 +36,7 @@ std::vector<HeadBias> attention_similarity_bias(Gpt<float>& model, const TokenSt
     model.forward(inputs.data(), targets.data());
     const Activations<float>& a = model.activations();
     for (int l = 0; l < L; l++) {
-      const LayerActivations<float>& act = a.layers[l];
+      const BlockBuffers<float>& act = a.layers[l];
       for (int h = 0; h < H; h++) {
         HeadBias& r = out[l * H + h];
         for (int b = 0; b < B; b++) {

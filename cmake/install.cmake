@@ -1,0 +1,27 @@
+# `cmake --install build --prefix P`: libxsa (static and shared), the headers under
+# P/include/xsa/, the CMake package (find_package(xsa) → xsa::xsa, xsa::xsa_static), the pkg-config
+# file (pkg-config --cflags --libs xsa) and the `xsa` tool.
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+
+install(TARGETS xsa_static xsa_shared EXPORT xsaTargets
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
+        INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(TARGETS xsa RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+install(DIRECTORY src/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/xsa
+        FILES_MATCHING PATTERN "*.h" PATTERN "tools" EXCLUDE)
+install(EXPORT xsaTargets NAMESPACE xsa:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/xsa)
+
+set(XSA_OPENBLAS_LIBRARY ${OPENBLAS_LIBRARY})
+configure_package_config_file(cmake/xsaConfig.cmake.in ${CMAKE_BINARY_DIR}/xsaConfig.cmake
+                              INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/xsa)
+write_basic_package_version_file(${CMAKE_BINARY_DIR}/xsaConfigVersion.cmake
+                                 COMPATIBILITY SameMinorVersion)
+install(FILES ${CMAKE_BINARY_DIR}/xsaConfig.cmake ${CMAKE_BINARY_DIR}/xsaConfigVersion.cmake
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/xsa)
+
+# Relocatable: the prefix is found from the .pc file's own place, so --prefix at install time holds.
+file(RELATIVE_PATH XSA_PC_TO_PREFIX /prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig /prefix)
+configure_file(cmake/xsa.pc.in ${CMAKE_BINARY_DIR}/xsa.pc @ONLY)
+install(FILES ${CMAKE_BINARY_DIR}/xsa.pc DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

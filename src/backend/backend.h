@@ -1,0 +1,146 @@
+// The seam between the model and the hardware. A backend owns the memory it computes on (each
+// buffer knows its device and its backend releases it) and runs every op of the model's forward
+// and backward, the optimizer and the reductions on that memory. The model (model/), the training
+// step (train/) and the decoder reach ops only through a Backend; the CPU backend (cpu_backend.cpp)
+// dispatches to the kernels in ops/. Another device (CUDA) is another implementation of this
+// interface in its own files.
+//
+// Conventions: device pointers everywhere, except token ids (inputs, targets), which stay on the
+// host — a device backend copies the B·T ids itself. Sizes and layouts as in ops/ops.h.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "xsa/ops/ops.h"
+
+namespace xsa {
+
+enum class Device : uint8_t { cpu };
+const char* to_string(Device device);
+
+// What a buffer holds, so a backend can place it well (the CPU backend puts inference weights on
+// transparent huge pages: decoding streams them once per token).
+enum class MemoryUse : uint8_t { weights, inference_weights, gradients, optimizer, activations };
+
+template <typename Real>
+class Backend;
+
+// Memory on one device, allocated and released by its backend; zeroed when allocated.
+template <typename Real>
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  DeviceBuffer(Backend<Real>& backend, size_t n, MemoryUse use);
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  DeviceBuffer(DeviceBuffer&& o) noexcept;
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
+  ~DeviceBuffer();
+
+  Real* data() { return data_; }
+  const Real* data() const { return data_; }
+  size_t size() const { return size_; }
+  Backend<Real>* backend() const { return backend_; }
+  void zero();
+
+ private:
+  Backend<Real>* backend_ = nullptr;
+  Real* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+// The contents of a buffer where host code can read and write them (initialisation, checkpoint
+// I/O, analysis): the buffer itself where the host can address it, else a copy, written back on
+// destruction when `write_back`.
+template <typename Real>
+class HostView {
+ public:
+  HostView(DeviceBuffer<Real>& buffer, bool write_back);
+  explicit HostView(const DeviceBuffer<Real>& buffer);  // read only
+  HostView(const HostView&) = delete;
+  HostView& operator=(const HostView&) = delete;
+  ~HostView();
+  Real* data() { return data_; }
+  const Real* data() const { return data_; }
+
+ private:
+  DeviceBuffer<Real>* buffer_ = nullptr;
+  std::vector<Real> copy_;
+  Real* data_ = nullptr;
+  bool write_back_ = false;
+};
+
+template <typename Real>
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual Device device() const = 0;
+  // Whether host code may dereference this backend's pointers (the CPU: yes).
+  virtual bool host_addressable() const = 0;
+
+  // ---- memory ----
+  virtual Real* allocate(size_t n, MemoryUse use) = 0;  // zeroed; throws std::bad_alloc
+  virtual void release(Real* p, size_t n) = 0;
+  virtual void fill_zero(Real* p, size_t n) = 0;
+  virtual void copy(Real* dst, const Real* src, size_t n) = 0;         // device → device
+  virtual void to_host(Real* host, const Real* src, size_t n) = 0;     // device → host
+  virtual void from_host(Real* dst, const Real* host, size_t n) = 0;   // host → device
+  // dst[r·dst_stride …] = src[r·src_stride …], `width` elements of each of `rows` rows.
+  virtual void copy_rows(Real* dst, size_t dst_stride, const Real* src, size_t src_stride,
+                         int rows, int width) = 0;
+  // dst [n, width] = table rows index[0 … n) (host indices).
+  virtual void gather_rows(Real* dst, const Real* table, const int* index, int n, int width) = 0;
+
+  // ---- the model's ops (ops/ops.h documents each) ----
+  virtual void matmul_forward(Real* out, const Real* inp, const Real* weight, int N, int in_dim,
+                              int out_dim, bool accumulate) = 0;
+  virtual void matmul_backward(Real* dinp, Real* dweight, const Real* dout, const Real* inp,
+                               const Real* weight, int N, int in_dim, int out_dim) = 0;
+  virtual void encoder_forward(Real* out, const int32_t* tokens, const Real* wte, int N,
+                               int C) = 0;
+  virtual void encoder_backward(Real* dwte, const Real* dout, const int32_t* tokens, int N,
+                                int C) = 0;
+  virtual void layernorm_forward(Real* out, Real* mean, Real* rstd, const Real* inp,
+                                 const Real* weight, const Real* bias, int N, int C) = 0;
+  virtual void layernorm_backward(Real* dinp, Real* dweight, Real* dbias, const Real* dout,
+                                  const Real* inp, const Real* weight, const Real* mean,
+                                  const Real* rstd, int N, int C) = 0;
+  virtual void rope_table(Real* cos, Real* sin, int T, int D, double theta) = 0;
+  virtual void rope_forward(Real* qkv, const Real* cos, const Real* sin, int B, int T, int C, int H,
+                            int Hkv) = 0;
+  virtual void rope_backward(Real* dqkv, const Real* cos, const Real* sin, int B, int T, int C,
+                             int H, int Hkv) = 0;
+  virtual void attention_forward(const ops::AttentionArgs<Real>& args) = 0;
+  virtual void attention_backward(const ops::AttentionArgs<Real>& args) = 0;
+  virtual void attention_forward_cached(const ops::AttentionArgs<Real>& args,
+                                        const ops::KvCache<Real>& cache) = 0;
+  virtual void xsa_forward(Real* z, const Real* y, const Real* qkv, int B, int T, int C, int H,
+                           const Real* alpha, int Hkv) = 0;
+  virtual void gelu_forward(Real* out, const Real* inp, size_t n) = 0;
+  virtual void gelu_backward(Real* dinp, const Real* inp, const Real* dout, size_t n) = 0;
+  virtual void crossentropy_forward_backward(Real* logits, Real* losses, const int32_t* targets,
+                                             int N, int V, int Vp, Real dloss) = 0;
+
+  // ---- gates and sinks: their per-head parameters and gradients ----
+  // alpha [H] = tanh(w [H]).
+  virtual void gate_alpha(Real* alpha, const Real* w, int H) = 0;
+  // dw [H] += (1 − α_h²) Σ_n dalpha [N, H], summed in row order.
+  virtual void gate_backward(Real* dw, const Real* dalpha, const Real* alpha, int N, int H) = 0;
+  // dsink [H] += Σ_b dlogit [B, H], in order.
+  virtual void sink_backward(Real* dsink, const Real* dlogit, int B, int H) = 0;
+
+  // ---- reductions and the optimizer ----
+  virtual double sum(const Real* x, size_t n) = 0;             // in order, in double
+  virtual double sum_of_squares(const Real* x, size_t n) = 0;  // thread-count independent
+  // Decoupled AdamW, one tensor.
+  virtual void adamw_update(Real* param, const Real* grad, Real* m, Real* v, size_t n,
+                            const ops::AdamWSettings& settings) = 0;
+};
+
+// The process's CPU backend (OpenBLAS products, OpenMP kernels).
+template <typename Real>
+Backend<Real>& cpu_backend();
+
+}  // namespace xsa

@@ -1,0 +1,215 @@
+// The CPU backend: host memory (64-byte aligned, inference weights on transparent huge pages) and
+// the kernels of ops/ (OpenBLAS products, OpenMP elsewhere).
+#include <sys/mman.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <new>
+
+#include "xsa/backend/backend.h"
+#include "xsa/util/arena.h"
+
+namespace xsa {
+
+const char* to_string(Device device) {
+  switch (device) {
+    case Device::cpu:
+      return "cpu";
+  }
+  return "?";
+}
+
+namespace {
+
+template <typename Real>
+class CpuBackend final : public Backend<Real> {
+ public:
+  Device device() const override { return Device::cpu; }
+  bool host_addressable() const override { return true; }
+
+  Real* allocate(size_t n, MemoryUse use) override {
+    // Decoding streams all weights per token, and through 4 kB pages pays a TLB miss every 4 kB
+    // (docs/perf-log.md #10). Training does not ask: there the pages' slower first touch cost
+    // more than they gave. Where THP is off, the request is a no-op.
+    const bool huge = use == MemoryUse::inference_weights;
+    const size_t align = huge ? kHugePageBytes : kAlignBytes;
+    const size_t bytes = (n * sizeof(Real) + align - 1) / align * align;
+    Real* p = static_cast<Real*>(std::aligned_alloc(align, bytes));
+    if (!p) throw std::bad_alloc();
+    if (huge) madvise(p, bytes, MADV_HUGEPAGE);
+    std::memset(p, 0, bytes);
+    return p;
+  }
+  void release(Real* p, size_t) override { std::free(p); }
+  void fill_zero(Real* p, size_t n) override { std::memset(p, 0, n * sizeof(Real)); }
+  void copy(Real* dst, const Real* src, size_t n) override {
+    if (dst != src) std::memcpy(dst, src, n * sizeof(Real));
+  }
+  void to_host(Real* host, const Real* src, size_t n) override { copy(host, src, n); }
+  void from_host(Real* dst, const Real* host, size_t n) override { copy(dst, host, n); }
+  void copy_rows(Real* dst, size_t dst_stride, const Real* src, size_t src_stride, int rows,
+                 int width) override {
+    for (int r = 0; r < rows; r++)
+      std::memcpy(dst + r * dst_stride, src + r * src_stride, sizeof(Real) * width);
+  }
+  void gather_rows(Real* dst, const Real* table, const int* index, int n, int width) override {
+    for (int r = 0; r < n; r++)
+      std::memcpy(dst + (size_t)r * width, table + (size_t)index[r] * width, sizeof(Real) * width);
+  }
+
+  void matmul_forward(Real* out, const Real* inp, const Real* weight, int N, int in_dim,
+                      int out_dim, bool accumulate) override {
+    ops::matmul_forward(out, inp, weight, N, in_dim, out_dim, accumulate);
+  }
+  void matmul_backward(Real* dinp, Real* dweight, const Real* dout, const Real* inp,
+                       const Real* weight, int N, int in_dim, int out_dim) override {
+    ops::matmul_backward(dinp, dweight, dout, inp, weight, N, in_dim, out_dim);
+  }
+  void encoder_forward(Real* out, const int32_t* tokens, const Real* wte, int N, int C) override {
+    ops::encoder_forward(out, tokens, wte, N, C);
+  }
+  void encoder_backward(Real* dwte, const Real* dout, const int32_t* tokens, int N,
+                        int C) override {
+    ops::encoder_backward(dwte, dout, tokens, N, C);
+  }
+  void layernorm_forward(Real* out, Real* mean, Real* rstd, const Real* inp, const Real* weight,
+                         const Real* bias, int N, int C) override {
+    ops::layernorm_forward(out, mean, rstd, inp, weight, bias, N, C);
+  }
+  void layernorm_backward(Real* dinp, Real* dweight, Real* dbias, const Real* dout,
+                          const Real* inp, const Real* weight, const Real* mean, const Real* rstd,
+                          int N, int C) override {
+    ops::layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
+  }
+  void rope_table(Real* cos, Real* sin, int T, int D, double theta) override {
+    ops::rope_table(cos, sin, T, D, theta);
+  }
+  void rope_forward(Real* qkv, const Real* cos, const Real* sin, int B, int T, int C, int H,
+                    int Hkv) override {
+    ops::rope_forward(qkv, cos, sin, B, T, C, H, Hkv);
+  }
+  void rope_backward(Real* dqkv, const Real* cos, const Real* sin, int B, int T, int C, int H,
+                     int Hkv) override {
+    ops::rope_backward(dqkv, cos, sin, B, T, C, H, Hkv);
+  }
+  void attention_forward(const ops::AttentionArgs<Real>& args) override {
+    ops::attention_forward(args);
+  }
+  void attention_backward(const ops::AttentionArgs<Real>& args) override {
+    ops::attention_backward(args);
+  }
+  void attention_forward_cached(const ops::AttentionArgs<Real>& args,
+                                const ops::KvCache<Real>& cache) override {
+    ops::attention_forward_cached(args, cache);
+  }
+  void xsa_forward(Real* z, const Real* y, const Real* qkv, int B, int T, int C, int H,
+                   const Real* alpha, int Hkv) override {
+    ops::xsa_forward(z, y, qkv, B, T, C, H, alpha, Hkv);
+  }
+  void gelu_forward(Real* out, const Real* inp, size_t n) override {
+    ops::gelu_forward(out, inp, n);
+  }
+  void gelu_backward(Real* dinp, const Real* inp, const Real* dout, size_t n) override {
+    ops::gelu_backward(dinp, inp, dout, n);
+  }
+  void crossentropy_forward_backward(Real* logits, Real* losses, const int32_t* targets, int N,
+                                     int V, int Vp, Real dloss) override {
+    ops::crossentropy_forward_backward(logits, losses, targets, N, V, Vp, dloss);
+  }
+
+  void gate_alpha(Real* alpha, const Real* w, int H) override {
+    for (int h = 0; h < H; h++) alpha[h] = std::tanh(w[h]);
+  }
+  void gate_backward(Real* dw, const Real* dalpha, const Real* alpha, int N, int H) override {
+    for (int h = 0; h < H; h++) {  // α = tanh(w): ∂L/∂w_h = (1 − α_h²) Σ_tokens ∂L/∂α_h
+      double sum = 0;
+      for (int n = 0; n < N; n++) sum += dalpha[(size_t)n * H + h];
+      dw[h] += Real((1.0 - (double)alpha[h] * alpha[h]) * sum);
+    }
+  }
+  void sink_backward(Real* dsink, const Real* dlogit, int B, int H) override {
+    for (int h = 0; h < H; h++)
+      for (int b = 0; b < B; b++) dsink[h] += dlogit[(size_t)b * H + h];
+  }
+
+  double sum(const Real* x, size_t n) override {
+    double total = 0;
+    for (size_t i = 0; i < n; i++) total += x[i];
+    return total;
+  }
+  double sum_of_squares(const Real* x, size_t n) override { return ops::sum_of_squares(x, n); }
+  void adamw_update(Real* param, const Real* grad, Real* m, Real* v, size_t n,
+                    const ops::AdamWSettings& settings) override {
+    ops::adamw_update(param, grad, m, v, n, settings);
+  }
+};
+
+}  // namespace
+
+template <typename Real>
+Backend<Real>& cpu_backend() {
+  static CpuBackend<Real> backend;
+  return backend;
+}
+
+// ---- DeviceBuffer and HostView: memory through whichever backend owns it ----
+
+template <typename Real>
+DeviceBuffer<Real>::DeviceBuffer(Backend<Real>& backend, size_t n, MemoryUse use)
+    : backend_(&backend), data_(n ? backend.allocate(n, use) : nullptr), size_(n) {}
+
+template <typename Real>
+DeviceBuffer<Real>::DeviceBuffer(DeviceBuffer&& o) noexcept
+    : backend_(o.backend_), data_(o.data_), size_(o.size_) {
+  o.data_ = nullptr, o.size_ = 0;
+}
+
+template <typename Real>
+DeviceBuffer<Real>& DeviceBuffer<Real>::operator=(DeviceBuffer&& o) noexcept {
+  std::swap(backend_, o.backend_);
+  std::swap(data_, o.data_);
+  std::swap(size_, o.size_);
+  return *this;
+}
+
+template <typename Real>
+DeviceBuffer<Real>::~DeviceBuffer() {
+  if (data_) backend_->release(data_, size_);
+}
+
+template <typename Real>
+void DeviceBuffer<Real>::zero() {
+  if (data_) backend_->fill_zero(data_, size_);
+}
+
+template <typename Real>
+HostView<Real>::HostView(DeviceBuffer<Real>& buffer, bool write_back)
+    : buffer_(&buffer), write_back_(write_back) {
+  if (!buffer.backend() || buffer.backend()->host_addressable()) {
+    data_ = buffer.data();
+    write_back_ = false;
+    return;
+  }
+  copy_.resize(buffer.size());
+  buffer.backend()->to_host(copy_.data(), buffer.data(), buffer.size());
+  data_ = copy_.data();
+}
+
+template <typename Real>
+HostView<Real>::HostView(const DeviceBuffer<Real>& buffer)
+    : HostView(const_cast<DeviceBuffer<Real>&>(buffer), false) {}
+
+template <typename Real>
+HostView<Real>::~HostView() {
+  if (write_back_) buffer_->backend()->from_host(buffer_->data(), copy_.data(), copy_.size());
+}
+
+template Backend<float>& cpu_backend<float>();
+template Backend<double>& cpu_backend<double>();
+template class DeviceBuffer<float>;
+template class DeviceBuffer<double>;
+template class HostView<float>;
+template class HostView<double>;
+
+}  // namespace xsa

@@ -1,0 +1,112 @@
+#include "xsa/model/block.h"
+
+namespace xsa {
+namespace {
+
+// α_h = tanh(w_h) of a gated layer into the scratch; null for SA and plain XSA.
+template <typename Real>
+const Real* gate_alpha(Backend<Real>& be, const ModelConfig& cfg, const LayerWeights<Real>& W,
+                       const BlockScratch<Real>& scratch) {
+  if (!W.xsa_gate) return nullptr;
+  be.gate_alpha(scratch.gate_alpha, W.xsa_gate, cfg.n_head);
+  return scratch.gate_alpha;
+}
+
+template <typename Real>
+ops::AttentionArgs<Real> attention_args(const ModelConfig& cfg, int layer,
+                                        const LayerWeights<Real>& W, const BlockBuffers<Real>& buf,
+                                        const BlockScratch<Real>& scratch, const Real* alpha,
+                                        int B, int T) {
+  ops::AttentionArgs<Real> a;
+  a.B = B, a.T = T, a.C = cfg.n_embd, a.H = cfg.n_head, a.Hkv = cfg.kv_heads();
+  a.exclusive = cfg.layer_attn[layer] != AttnKind::sa;
+  a.qkv = buf.qkv, a.y = buf.att_y, a.z = a.exclusive ? scratch.att_z : nullptr;
+  a.lse = buf.att_lse, a.alpha = alpha, a.sink = W.sink;
+  return a;
+}
+
+}  // namespace
+
+template <typename Real>
+void block_forward(Backend<Real>& be, const ModelConfig& cfg, int layer,
+                   const LayerWeights<Real>& W, const Real* x_in, Real* x_out,
+                   const BlockBuffers<Real>& buf, const BlockScratch<Real>& scratch,
+                   const RowShape<Real>& rows, const LayerCache<Real>* cache) {
+  const int B = rows.B, T = rows.T, N = B * T, C = cfg.n_embd, H = cfg.n_head;
+  const int Hkv = cfg.kv_heads(), QKV = cfg.qkv_dim(), Ck = Hkv * cfg.head_dim();
+  // x_mid = x + attn(LN1(x)) W_o
+  be.layernorm_forward(buf.ln1, buf.ln1_mean, buf.ln1_rstd, x_in, W.ln1_w, W.ln1_b, N, C);
+  be.matmul_forward(buf.qkv, buf.ln1, W.qkv_w, N, C, QKV, false);
+  be.rope_forward(buf.qkv, rows.rope_cos, rows.rope_sin, B, T, C, H, Hkv);
+  const ops::AttentionArgs<Real> args =
+      attention_args(cfg, layer, W, buf, scratch, gate_alpha(be, cfg, W, scratch), B, T);
+  if (cache) {  // the new rows' keys and values join the cache first: they see themselves
+    const size_t slot0 = (size_t)cache->view.slot0 * Ck;
+    be.copy_rows(cache->k + slot0, Ck, buf.qkv + C, QKV, N, Ck);
+    be.copy_rows(cache->v + slot0, Ck, buf.qkv + C + Ck, QKV, N, Ck);
+  }
+  if (!cache || (cache->view.slot0 == 0 && !cache->view.spans))
+    be.attention_forward(args);  // tiled
+  else
+    be.attention_forward_cached(args, cache->view);
+  const Real* z = args.exclusive ? args.z : buf.att_y;
+  be.copy(buf.resid_mid, x_in, (size_t)N * C);  // nothing to do when resid_mid is x_in
+  be.matmul_forward(buf.resid_mid, z, W.attn_proj_w, N, C, C, /*accumulate=*/true);
+  // x_out = x_mid + gelu(LN2(x_mid) W_fc) W_proj
+  be.layernorm_forward(buf.ln2, buf.ln2_mean, buf.ln2_rstd, buf.resid_mid, W.ln2_w, W.ln2_b, N, C);
+  be.matmul_forward(buf.fc, buf.ln2, W.fc_w, N, C, 4 * C, false);
+  be.gelu_forward(buf.fc_gelu, buf.fc, (size_t)N * 4 * C);
+  be.copy(x_out, buf.resid_mid, (size_t)N * C);
+  be.matmul_forward(x_out, buf.fc_gelu, W.mlp_proj_w, N, 4 * C, C, /*accumulate=*/true);
+}
+
+template <typename Real>
+void block_backward(Backend<Real>& be, const ModelConfig& cfg, int layer,
+                    const LayerWeights<Real>& W, LayerWeights<Real>& dW, const Real* x_in,
+                    const BlockBuffers<Real>& buf, const BlockScratch<Real>& scratch,
+                    const RowShape<Real>& rows, Real* d_resid, Real* d_buf, Real* d_qkv,
+                    Real* d_fc) {
+  const int B = rows.B, T = rows.T, N = B * T, C = cfg.n_embd, H = cfg.n_head;
+  const int Hkv = cfg.kv_heads(), QKV = cfg.qkv_dim();
+  // MLP block: d_resid holds ∂L/∂x_out and becomes ∂L/∂x_mid.
+  be.matmul_backward(d_fc, dW.mlp_proj_w, d_resid, buf.fc_gelu, W.mlp_proj_w, N, 4 * C, C);
+  be.gelu_backward(d_fc, buf.fc, d_fc, (size_t)N * 4 * C);
+  be.matmul_backward(d_buf, dW.fc_w, d_fc, buf.ln2, W.fc_w, N, C, 4 * C);
+  be.layernorm_backward(d_resid, dW.ln2_w, dW.ln2_b, d_buf, buf.resid_mid, W.ln2_w, buf.ln2_mean,
+                        buf.ln2_rstd, N, C);
+  // Attention block: x_mid = x + z W_oᵀ. z is recomputed from y (not stored) for XSA.
+  const Real* alpha = gate_alpha(be, cfg, W, scratch);
+  ops::AttentionArgs<Real> args = attention_args(cfg, layer, W, buf, scratch, alpha, B, T);
+  const Real* z = buf.att_y;
+  if (args.exclusive) {
+    be.xsa_forward(scratch.att_z, buf.att_y, buf.qkv, B, T, C, H, alpha, Hkv);
+    z = scratch.att_z;
+  }
+  // d_buf = ∂L/∂z; the attention backward applies XSA's backward to it in place.
+  be.matmul_backward(d_buf, dW.attn_proj_w, d_resid, z, W.attn_proj_w, N, C, C);
+  be.fill_zero(d_qkv, (size_t)N * QKV);
+  args.dqkv = d_qkv, args.d_out = d_buf;
+  args.dalpha = alpha ? scratch.gate_dalpha : nullptr;
+  args.dsink = W.sink ? scratch.sink_dlogit : nullptr;
+  be.attention_backward(args);
+  if (W.sink) be.sink_backward(dW.sink, scratch.sink_dlogit, B, H);
+  if (alpha) be.gate_backward(dW.xsa_gate, scratch.gate_dalpha, alpha, N, H);
+  be.rope_backward(d_qkv, rows.rope_cos, rows.rope_sin, B, T, C, H, Hkv);
+  be.matmul_backward(d_buf, dW.qkv_w, d_qkv, buf.ln1, W.qkv_w, N, C, QKV);
+  be.layernorm_backward(d_resid, dW.ln1_w, dW.ln1_b, d_buf, x_in, W.ln1_w, buf.ln1_mean,
+                        buf.ln1_rstd, N, C);
+}
+
+#define XSA_INSTANTIATE(Real)                                                                    \
+  template void block_forward<Real>(Backend<Real>&, const ModelConfig&, int,                     \
+                                    const LayerWeights<Real>&, const Real*, Real*,               \
+                                    const BlockBuffers<Real>&, const BlockScratch<Real>&,        \
+                                    const RowShape<Real>&, const LayerCache<Real>*);             \
+  template void block_backward<Real>(Backend<Real>&, const ModelConfig&, int,                    \
+                                     const LayerWeights<Real>&, LayerWeights<Real>&, const Real*, \
+                                     const BlockBuffers<Real>&, const BlockScratch<Real>&,       \
+                                     const RowShape<Real>&, Real*, Real*, Real*, Real*);
+XSA_INSTANTIATE(float)
+XSA_INSTANTIATE(double)
+
+}  // namespace xsa

@@ -1,0 +1,77 @@
+// One transformer block, forward beside backward: x_mid = x + attn(LN1(x)) W_o,
+// x_out = x_mid + gelu(LN2(x_mid) W_fc) W_proj, with SA or XSA (gated, with sinks, grouped-query)
+// per layer. The forward is written once: training runs it over B sequences of T tokens keeping
+// every layer's buffers for the backward; the cached decoder runs it over new rows in place,
+// reusing one set of buffers, and hands it its key/value cache.
+#pragma once
+
+#include "xsa/backend/backend.h"
+#include "xsa/model/config.h"
+#include "xsa/model/params.h"
+
+namespace xsa {
+
+// Where a block's forward writes (N = B·T rows). Training keeps one set per layer (the backward
+// reads them); the decoder passes one set for every layer, with resid_mid = x and ln1 = ln2.
+template <typename Real>
+struct BlockBuffers {
+  Real* ln1;        // [N, C]
+  Real* ln1_mean;   // [N]
+  Real* ln1_rstd;   // [N]
+  Real* qkv;        // [N, C + 2·Hkv·D] (q | k | v) after RoPE on q and k
+  Real* att_y;      // [N, C] attention output y, before the exclusive step
+  Real* att_lse;    // [B, H, T] row log-sum-exp of the scores
+  Real* resid_mid;  // [N, C] residual stream after the attention block
+  Real* ln2;        // [N, C]
+  Real* ln2_mean;   // [N]
+  Real* ln2_rstd;   // [N]
+  Real* fc;         // [N, 4C] before GELU
+  Real* fc_gelu;    // [N, 4C]
+};
+
+// Scratch shared by all layers.
+template <typename Real>
+struct BlockScratch {
+  Real* att_z;        // [N, C] exclusive output z (SA: unused); the backward recomputes it
+  Real* gate_alpha;   // [H] α_h = tanh(w_h) of the gated layer at hand
+  Real* gate_dalpha;  // [N, H] backward: per-token ∂L/∂α_h
+  Real* sink_dlogit;  // [B, H] backward: ∂L/∂b_h per sequence
+};
+
+// The rows' rotary tables: cos, sin [T, D/2], row (b, t) at t. The decoder gathers each new row's
+// position into a table of its own with B = 1.
+template <typename Real>
+struct RowShape {
+  int B, T;
+  const Real* rope_cos;
+  const Real* rope_sin;
+};
+
+// The decoder's key/value cache of one layer: slots [capacity, Hkv·D]; the rows write theirs at
+// view.slot0 + r and see what view (ops::KvCache) says. A fresh sequence (slot0 0, no spans) runs
+// the tiled training kernel.
+template <typename Real>
+struct LayerCache {
+  Real* k;
+  Real* v;
+  ops::KvCache<Real> view;
+};
+
+// x_out = block(x_in); x_out may be x_in (in place) and buf.resid_mid may be x_in too.
+template <typename Real>
+void block_forward(Backend<Real>& be, const ModelConfig& cfg, int layer,
+                   const LayerWeights<Real>& W, const Real* x_in, Real* x_out,
+                   const BlockBuffers<Real>& buf, const BlockScratch<Real>& scratch,
+                   const RowShape<Real>& rows, const LayerCache<Real>* cache = nullptr);
+
+// The backward of block_forward over the buffers it kept. d_resid [N, C] holds ∂L/∂x_out and
+// becomes ∂L/∂x_in; d_buf [N, C], d_qkv [N, QKV] and d_fc [N, 4C] are scratch. Parameter
+// gradients accumulate into dW.
+template <typename Real>
+void block_backward(Backend<Real>& be, const ModelConfig& cfg, int layer,
+                    const LayerWeights<Real>& W, LayerWeights<Real>& dW, const Real* x_in,
+                    const BlockBuffers<Real>& buf, const BlockScratch<Real>& scratch,
+                    const RowShape<Real>& rows, Real* d_resid, Real* d_buf, Real* d_qkv,
+                    Real* d_fc);
+
+}  // namespace xsa

@@ -1,0 +1,229 @@
+#include "xsa/report/compare_report.h"
+
+#include <fmt/ranges.h>
+
+#include <cmath>
+
+#include "xsa/report/svg.h"
+#include "xsa/util/files.h"
+#include "xsa/util/stats.h"
+
+namespace xsa {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+json arm_to_json(const ArmResult& a) {
+  json curve = json::array(), evals = json::array();
+  for (auto& [st, v] : a.val_curve)
+    curve.push_back({st, std::isfinite(v) ? json(v) : json(nullptr)});
+  for (double v : a.eval_losses) evals.push_back(std::isfinite(v) ? json(v) : json(nullptr));
+  return {{"variant", a.variant},
+          {"seed", a.seed},
+          {"train_loss", a.train_loss},
+          {"val_loss", std::isfinite(a.val_loss) ? json(a.val_loss) : json(nullptr)},
+          {"eval_losses", evals},
+          {"ms_per_step", a.ms_per_step},
+          {"tokens_per_s", a.tokens_per_s},
+          {"peak_mb", a.peak_mb},
+          {"val_curve", curve},
+          {"init_hash", fmt::format("{:016x}", a.init_hash)},
+          {"batches_hash", fmt::format("{:016x}", a.batches_hash)}};
+}
+
+ArmResult arm_from_json(const json& j) {
+  auto num = [](const json& v) { return v.is_null() ? NAN : v.get<double>(); };
+  ArmResult a;
+  a.variant = j.at("variant"), a.seed = j.at("seed");
+  a.train_loss = num(j.at("train_loss")), a.val_loss = num(j.at("val_loss"));
+  for (const auto& v : j.at("eval_losses")) a.eval_losses.push_back(num(v));
+  a.ms_per_step = j.at("ms_per_step"), a.tokens_per_s = j.at("tokens_per_s"),
+  a.peak_mb = j.at("peak_mb");
+  for (const auto& p : j.at("val_curve")) a.val_curve.push_back({p[0].get<int64_t>(), num(p[1])});
+  a.init_hash = std::stoull(j.at("init_hash").get<std::string>(), nullptr, 16);
+  a.batches_hash = std::stoull(j.at("batches_hash").get<std::string>(), nullptr, 16);
+  return a;
+}
+
+std::vector<const ArmResult*> arms_of(const CompareResult& result, const std::string& variant) {
+  std::vector<const ArmResult*> r;
+  for (const ArmResult& a : result.arms)
+    if (a.variant == variant) r.push_back(&a);
+  return r;
+}
+
+namespace {
+
+json nan_to_null(double v) {
+  return std::isfinite(v) ? json(v) : json(nullptr);
+}
+
+std::string fmt_or_dash(const char* f, double v) {
+  return std::isfinite(v) ? fmt::vformat(f, fmt::make_format_args(v)) : "–";
+}
+
+// Validation curves (mean over seeds, ± sd band), their difference to SA, the similarity bias.
+std::vector<std::string> write_plots(const fs::path& out, const CompareReport& r,
+                                     const CompareResult& result) {
+  const auto sa_arms = arms_of(result, "sa");
+  auto arms_of = [&](const std::string& v) { return xsa::arms_of(result, v); };
+  std::vector<std::string> plots;
+  {
+    std::vector<Series> curves, deltas;
+    for (size_t k = 0; k < r.variants.size(); k++) {
+      const auto mine = arms_of(r.variants[k]);
+      Series c{r.variants[k], {}, {}, {}, {}}, d = c;
+      for (size_t p = 0; p < mine[0]->val_curve.size(); p++) {
+        std::vector<double> v, dv;
+        for (size_t i = 0; i < mine.size(); i++)
+          v.push_back(mine[i]->val_curve[p].second),
+              dv.push_back(mine[i]->val_curve[p].second - sa_arms[i]->val_curve[p].second);
+        const double x = (double)mine[0]->val_curve[p].first;
+        c.x.push_back(x), c.y.push_back(mean(v));
+        d.x.push_back(x), d.y.push_back(mean(dv));
+        if (mine.size() > 1) {
+          c.y_low.push_back(mean(v) - sample_sd(v)), c.y_high.push_back(mean(v) + sample_sd(v));
+          d.y_low.push_back(mean(dv) - sample_sd(dv)), d.y_high.push_back(mean(dv) + sample_sd(dv));
+        }
+      }
+      // The first point (step 0) is at initialisation: show the curve from the first evaluation on.
+      curves.push_back(c);
+      if (k > 0) deltas.push_back(d);
+    }
+    for (Series& c : curves)
+      if (c.x.size() > 2) {
+        c.x.erase(c.x.begin()), c.y.erase(c.y.begin());
+        if (!c.y_low.empty()) c.y_low.erase(c.y_low.begin()), c.y_high.erase(c.y_high.begin());
+      }
+    auto add = [&](const std::vector<std::string>& files) {
+      plots.insert(plots.end(), files.begin(), files.end());
+    };
+    add(write_plot((out / "val_loss").string(),
+                   svg_line_chart(fmt::format("Validation loss ({} seed{}, band: ± sd)", r.seeds,
+                                              r.seeds > 1 ? "s" : ""),
+                                  "step", "validation loss", curves)));
+    if (!deltas.empty())
+      add(write_plot((out / "delta_vs_sa").string(),
+                     svg_line_chart("Validation loss minus SA's (below 0: better than SA)", "step",
+                                    "Δ validation loss", deltas, true)));
+    if (!r.bias[0].empty()) {
+      std::vector<Series> per_layer;
+      for (size_t k = 0; k < r.variants.size(); k++) {
+        Series s{r.variants[k] + " cos(y,v)", {}, {}, {}, {}};
+        for (int l = 0; l < r.model.n_layer; l++) {
+          double sum = 0;
+          for (int h = 0; h < r.model.n_head; h++) sum += r.bias[k][l * r.model.n_head + h].cos_yv;
+          s.x.push_back(l), s.y.push_back(sum / r.model.n_head);
+        }
+        per_layer.push_back(s);
+      }
+      add(write_plot(
+          (out / "similarity_bias").string(),
+          svg_line_chart("Attention similarity r.bias: mean cos(y_i, v_i) per layer (seed 1)",
+                         "layer", "cos(y, v)", per_layer, true)));
+    }
+  }
+
+  return plots;
+}
+
+void write_report_json(const fs::path& out, const CompareReport& r, const CompareResult& result) {
+  json j_arms = json::array(), j_summary = json::array();
+  for (const ArmResult& a : result.arms) j_arms.push_back(arm_to_json(a));
+  for (const VariantSummary& s : result.summary)
+    j_summary.push_back({{"variant", s.variant},
+                         {"n_seeds", s.n_seeds},
+                         {"train_loss_mean", s.train_loss_mean},
+                         {"val_loss_mean", nan_to_null(s.val_loss_mean)},
+                         {"val_loss_sd", nan_to_null(s.val_loss_sd)},
+                         {"delta_vs_sa_mean", nan_to_null(s.delta_vs_sa_mean)},
+                         {"delta_vs_sa_sd", nan_to_null(s.delta_vs_sa_sd)},
+                         {"p_value", nan_to_null(s.p_value)},
+                         {"overhead_vs_sa", s.overhead_vs_sa},
+                         {"eval_loss_mean", s.eval_loss_mean},
+                         {"eval_delta_vs_sa_mean", s.eval_delta_vs_sa_mean},
+                         {"verdict", s.verdict}});
+  json j_bias = json::array();
+  for (size_t k = 0; k < r.variants.size(); k++)
+    for (const HeadBias& h : r.bias[k])
+      j_bias.push_back({{"variant", r.variants[k]},
+                        {"layer", h.layer},
+                        {"head", h.head},
+                        {"cos_yv", h.cos_yv},
+                        {"cos_zv", nan_to_null(h.cos_zv)},
+                        {"self_weight", h.self_weight},
+                        {"cos_vv", h.cos_vv}});
+  nlohmann::json model_json = r.model;
+  json report = {{"data", r.run.data},         {"eval_data", r.eval_data},
+                 {"model", model_json},      {"run", run_config_to_json(r.run)},
+                 {"variants", r.variants}, {"seeds", r.seeds},
+                 {"arms", j_arms},           {"summary", j_summary},
+                 {"similarity_bias", j_bias}};
+  write_file_atomic(out / "report.json", report.dump(2) + "\n");
+}
+
+}  // namespace
+
+std::string write_compare_report(const fs::path& out, const CompareReport& r,
+                                 const CompareResult& result) {
+  const std::vector<std::string> plots = write_plots(out, r, result);
+  write_report_json(out, r, result);
+  auto arms_of = [&](const std::string& v) { return xsa::arms_of(result, v); };
+
+  std::string md = fmt::format(
+      "# xsa compare\n\n{} on `{}`: {} layers, {} heads, width {}, context {}, batch {}, {} steps, "
+      "peak lr {}, "
+      "{} seed(s) ({}…).\nEvery arm of a seed starts from the same weights and sees the same "
+      "batches; steps run "
+      "interleaved, so the timing columns compare like with like.\n\n",
+      fmt::join(r.variants, ", "), r.run.data, r.model.n_layer, r.model.n_head, r.model.n_embd, r.model.seq_len, r.run.batch,
+      r.run.steps, r.run.lr, r.seeds, r.run.seed);
+  md +=
+      "| variant | seeds | train loss | val loss | Δ val vs SA (mean ± sd) | p (paired t) | "
+      "verdict | ms/step | overhead vs SA | tokens/s | peak MB |\n";
+  md += "|---|---|---|---|---|---|---|---|---|---|---|\n";
+  for (const VariantSummary& s : result.summary) {
+    const auto mine = arms_of(s.variant);
+    std::vector<double> ms, tok;
+    for (auto* a : mine) ms.push_back(a->ms_per_step), tok.push_back(a->tokens_per_s);
+    md += fmt::format(
+        "| {} | {} | {:.4f} | {} | {} | {} | {} | {:.1f} | {:+.1f}% | {:.0f} | {:.0f} |\n",
+        s.variant, s.n_seeds, s.train_loss_mean,
+        fmt_or_dash("{:.4f}", s.val_loss_mean) +
+            (s.n_seeds > 1 ? " ± " + fmt_or_dash("{:.4f}", s.val_loss_sd) : ""),
+        s.variant == "sa" ? "–"
+                          : fmt::format("{:+.4f} ± {:.4f}", s.delta_vs_sa_mean, s.delta_vs_sa_sd),
+        fmt_or_dash("{:.3f}", s.p_value), s.verdict, mean(ms), 100 * s.overhead_vs_sa, mean(tok),
+        r.peak_mb[&s - &result.summary[0]]);
+  }
+  if (!r.eval_data.empty()) {
+    md +=
+        "\nFurther evaluation sets (mean loss over seeds; Δ to SA). The sign of an effect can "
+        "differ between "
+        "in-domain and shifted text.\n\n| variant |";
+    for (const std::string& e : r.eval_data) md += fmt::format(" {} | Δ |", e);
+    md += "\n|---|";
+    for (size_t e = 0; e < r.eval_data.size(); e++) md += "---|---|";
+    md += "\n";
+    for (const VariantSummary& s : result.summary) {
+      md += "| " + s.variant + " |";
+      for (size_t e = 0; e < r.eval_data.size(); e++)
+        md += fmt::format(
+            " {} | {} |", fmt_or_dash("{:.4f}", s.eval_loss_mean[e]),
+            s.variant == "sa" ? "–" : fmt_or_dash("{:+.4f}", s.eval_delta_vs_sa_mean[e]));
+      md += "\n";
+    }
+  }
+  md += "\n";
+  for (const std::string& p : plots)
+    if (p.size() > 4 && p.substr(p.size() - 4) == ".svg")
+      md += fmt::format("![{0}]({0})\n\n", fs::path(p).filename().string());
+  md +=
+      "Final weights of every arm: `arms/<variant>-seed<seed>/` (inspect with `xsa analyze "
+      "--ckpt`).\n";
+  write_file_atomic(out / "report.md", md);
+
+  return md;
+}
+
+}  // namespace xsa

@@ -1,0 +1,68 @@
+// The report of a comparison (xsa compare): report.md, report.json and the plots (validation
+// curves with their seed spread, the difference to SA, the similarity bias per layer), and the
+// JSON form of each arm's result that the seed files of an interrupted comparison keep.
+#pragma once
+
+#include <cstdint>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "xsa/analysis/similarity_bias.h"
+#include "xsa/model/config.h"
+#include "xsa/train/run_config.h"
+
+namespace xsa {
+
+struct ArmResult {
+  std::string variant;
+  uint64_t seed = 0;
+  double train_loss = 0;  // mean of the last 10 % of steps
+  double val_loss = 0;
+  std::vector<double> eval_losses;  // one per evaluation set
+  double ms_per_step = 0, tokens_per_s = 0, peak_mb = 0;
+  std::vector<std::pair<int64_t, double>> val_curve, train_curve;
+  // Fingerprints proving the twins are twins: of the initial weights and of every batch seen.
+  uint64_t init_hash = 0, batches_hash = 0;
+};
+
+struct VariantSummary {
+  std::string variant;
+  int n_seeds = 0;
+  double train_loss_mean = 0, val_loss_mean = 0, val_loss_sd = 0;
+  double delta_vs_sa_mean = 0, delta_vs_sa_sd = 0, p_value = 0;  // NaN where undefined
+  std::vector<double> eval_loss_mean, eval_delta_vs_sa_mean;
+  double overhead_vs_sa = 0;  // median over interleaved steps of ms / ms(SA) − 1
+  std::string verdict;
+};
+
+struct CompareResult {
+  std::vector<ArmResult> arms;
+  std::vector<VariantSummary> summary;
+  std::string report_dir;
+};
+
+// What a report shows besides the results.
+struct CompareReport {
+  std::vector<std::string> variants;  // names, SA first
+  std::vector<std::string> eval_data;
+  ModelConfig model;  // the shape (attention per variant)
+  RunConfig run;
+  int seeds = 1;
+  std::vector<std::vector<HeadBias>> bias;  // per variant, from the first seed; empty: none
+  std::vector<double> peak_mb;              // per variant
+};
+
+nlohmann::json arm_to_json(const ArmResult& arm);
+ArmResult arm_from_json(const nlohmann::json& j);  // throws nlohmann::json::exception
+
+// The results of one variant, seed by seed.
+std::vector<const ArmResult*> arms_of(const CompareResult& result, const std::string& variant);
+
+// Writes report.md, report.json and the plots into `out`; returns the text of report.md.
+std::string write_compare_report(const std::filesystem::path& out, const CompareReport& r,
+                                 const CompareResult& result);
+
+}  // namespace xsa

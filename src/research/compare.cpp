@@ -1,0 +1,498 @@
+#include "xsa/research/compare.h"
+
+#include <fmt/ranges.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "xsa/io/checkpoint.h"
+#include "xsa/analysis/similarity_bias.h"
+#include "xsa/eval/evaluate.h"
+#include "xsa/train/schedule.h"
+#include "xsa/util/error.h"
+#include "xsa/util/threads.h"
+#include "xsa/util/files.h"
+#include "xsa/util/memory.h"
+#include "xsa/util/stats.h"
+
+namespace xsa {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+Variant parse_variant(const std::string& name, int n_layer) {
+  if (name.size() > 5 && name.compare(name.size() - 5, 5, "+sink") == 0) {
+    Variant v = parse_variant(name.substr(0, name.size() - 5), n_layer);
+    v.name = name;
+    std::fill(v.sinks.begin(), v.sinks.end(), true);
+    return v;
+  }
+  Variant v{name, {}, {}};
+  auto set_all = [&](AttnKind k) { std::fill(v.layers.begin(), v.layers.end(), k); };
+  auto count_after = [&](const std::string& prefix) {
+    int n = 0;
+    try {
+      size_t used = 0;
+      n = std::stoi(name.substr(prefix.size()), &used);
+      if (used != name.size() - prefix.size()) n = -1;
+    } catch (const std::exception&) {
+      n = -1;
+    }
+    if (n < 1 || n > n_layer)
+      fail("--variants {}: needs a layer count between 1 and {} (--layers)", name, n_layer);
+    return n;
+  };
+  if (name == "sa") {
+    set_all(AttnKind::sa);
+  } else if (name == "xsa") {
+    set_all(AttnKind::xsa);
+  } else if (name == "xsa-gated") {
+    set_all(AttnKind::xsa_gated);
+  } else if (name == "xsa-gated-one") {
+    set_all(AttnKind::xsa_gated_one);
+  } else if (name.rfind("xsa-last", 0) == 0) {
+    set_all(AttnKind::sa);
+    for (int l = n_layer - count_after("xsa-last"); l < n_layer; l++) v.layers[l] = AttnKind::xsa;
+  } else if (name.rfind("xsa-first", 0) == 0) {
+    set_all(AttnKind::sa);
+    for (int l = 0, n = count_after("xsa-first"); l < n; l++) v.layers[l] = AttnKind::xsa;
+  } else if (name.rfind("xsa-layers-", 0) == 0) {
+    set_all(AttnKind::sa);
+    std::string list = name.substr(11);
+    size_t pos = 0;
+    while (pos <= list.size()) {
+      size_t dot = list.find('.', pos);
+      std::string item = list.substr(pos, dot == std::string::npos ? std::string::npos : dot - pos);
+      int l = -1;
+      try {
+        l = std::stoi(item);
+      } catch (const std::exception&) {
+      }
+      if (l < 0 || l >= n_layer || item.find_first_not_of("0123456789") != std::string::npos)
+        fail("--variants {}: '{}' is not a layer index between 0 and {}", name, item, n_layer - 1);
+      v.layers[l] = AttnKind::xsa;
+      if (dot == std::string::npos) break;
+      pos = dot + 1;
+    }
+  } else {
+    fail(
+        "--variants {} is not known (sa, xsa, xsa-gated, xsa-lastN, xsa-firstN, xsa-layers-0.2.5; "
+        "+sink)",
+        name);
+  }
+  return v;
+}
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  for (size_t pos = 0; pos <= s.size();) {
+    size_t comma = s.find(',', pos);
+    out.push_back(s.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos));
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  return out;
+}
+
+void apply_compare_preset(const std::string& name, ModelConfig& model, RunConfig& run,
+                          CompareConfig& cfg) {
+  if (name == "demo") {  // about 9 minutes on 2 cores: 4 × 128, context 256, 3 seeds
+    model.n_layer = 4, model.n_head = 4, model.n_embd = 128, model.seq_len = 256;
+    run.batch = 16, run.steps = 300, run.lr = 2e-3, run.val_every = 50, run.val_batches = 8;
+    cfg.seeds = 3;
+  } else if (name == "tiny") {  // seconds: for trying the tool
+    model.n_layer = 2, model.n_head = 4, model.n_embd = 64, model.seq_len = 64;
+    run.batch = 8, run.steps = 60, run.lr = 3e-3, run.val_every = 20, run.val_batches = 4;
+    cfg.seeds = 2;
+  } else {
+    fail("--preset {} is not known (demo, tiny)", name);
+  }
+}
+
+namespace {
+
+using clock_type = std::chrono::steady_clock;
+
+struct Arm {
+  Variant variant;
+  std::unique_ptr<Gpt<float>> model;
+  std::unique_ptr<TrainStep> step;
+  std::unique_ptr<BatchLoader> loader;
+  std::vector<double> ms, losses;
+  ArmResult result;
+};
+
+double median(std::vector<double> v) {
+  if (v.empty()) return NAN;
+  std::sort(v.begin(), v.end());
+  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
+}
+
+constexpr uint64_t kFnvBasis = 1469598103934665603ull;
+
+uint64_t fnv1a(const void* data, size_t bytes, uint64_t h) {
+  const unsigned char* p = static_cast<const unsigned char*>(data);
+  for (size_t i = 0; i < bytes; i++) h = (h ^ p[i]) * 1099511628211ull;
+  return h;
+}
+
+// Everything a comparison needs before its first step, checked before anything is written.
+struct Setup {
+  std::vector<Variant> variants;
+  Dataset data;
+  std::vector<Dataset> evals;
+  ModelConfig base;  // the shape with the data's vocabulary
+  nlohmann::json identity;  // finished seeds of an interrupted run with the same one resume
+  int n_val = 0, threads = 0;
+};
+
+ModelConfig variant_model(const ModelConfig& base, const Variant& v) {
+  ModelConfig m = base;
+  m.layer_attn = v.layers, m.layer_sink = v.sinks;
+  return m;
+}
+
+std::vector<Variant> parse_variants(const CompareConfig& cfg) {
+  if (cfg.variants.empty() || cfg.variants[0] != "sa")
+    fail("--variants must start with sa, the baseline every other variant is compared with");
+  std::vector<Variant> variants;
+  for (const std::string& v : cfg.variants) {
+    for (const Variant& seen : variants)
+      if (seen.name == v) fail("--variants lists {} twice", v);
+    variants.push_back(parse_variant(v, cfg.model.n_layer));
+  }
+  return variants;
+}
+
+// Every arm of a seed lives in memory at once: refuse a run that cannot fit.
+void check_memory(const Setup& s, int B, int T) {
+  const ModelConfig m = variant_model(s.base, s.variants.back());
+  const double need =
+      (double)s.variants.size() * Gpt<float>::memory_bytes(m, B, T) + s.data.train.size() * 2.0;
+  const double available = available_memory_bytes();
+  if (available > 0 && need > 0.9 * available)
+    fail(
+        "{} arms of this model need about {:.1f} GB at --batch {} and --seq-len {}, but {:.1f} GB "
+        "are available; use fewer variants, a smaller model or batch",
+        s.variants.size(), need / 1e9, B, T, available / 1e9);
+}
+
+Setup prepare(const CompareConfig& cfg) {
+  const RunConfig& run = cfg.run;
+  run.validate();
+  cfg.model.validate();
+  if (cfg.seeds < 1) fail("--seeds {} must be at least 1", cfg.seeds);
+  Setup s;
+  s.variants = parse_variants(cfg);
+  const fs::path out = run.out;
+  std::error_code ec;
+  if (fs::exists(out / "report.json", ec) && !run.force)
+    fail("{}: already holds a report; pass --force to replace it, or choose another --out",
+         out.string());
+  if (run.force)  // start over: finished seeds of an earlier, interrupted run go too
+    for (int k = 0; k < 1000; k++) fs::remove(out / fmt::format("seed-{}.json", run.seed + k), ec);
+
+  const int B = run.batch, T = cfg.model.seq_len;
+  s.threads = set_thread_count(run.threads);
+  std::optional<TokenizerKind> tokenizer;
+  if (!run.tokenizer.empty()) tokenizer = parse_tokenizer(run.tokenizer);
+  s.data = open_dataset(run.data, tokenizer, run.val_fraction, B, T, run.vocab_dir);
+  s.base = cfg.model;
+  s.base.tokenizer = s.data.tokenizer;
+  s.base.vocab_size = vocab_size_of(s.data.tokenizer);
+  s.base.padded_vocab = pad_vocab(s.base.vocab_size);
+  check_memory(s, B, T);
+  // Only the options that change the numbers: threads, the output folder or logging do not.
+  s.identity = {{"model", json(s.base)},
+                {"run", run_config_to_json(run, kSaved | kResult)},
+                {"variants", cfg.variants},
+                {"eval_data", cfg.eval_data}};
+  for (const std::string& path : cfg.eval_data)
+    s.evals.push_back(open_dataset(path, s.data.tokenizer, 0, B, T, run.vocab_dir));
+  s.n_val = val_batch_count(s.data.val, B, T, run.val_batches);
+  return s;
+}
+
+void print_header(const CompareConfig& cfg, const Setup& s) {
+  const RunConfig& run = cfg.run;
+  std::printf(
+      "xsa compare: %s | %d layers, %d heads, %d embd, seq %d, batch %d, %lld steps, %d seed(s), "
+      "%d threads\n",
+      fmt::format("{}", fmt::join(cfg.variants, " vs ")).c_str(), s.base.n_layer, s.base.n_head,
+      s.base.n_embd, s.base.seq_len, run.batch, (long long)run.steps, cfg.seeds, s.threads);
+  std::printf("data: %s: %zu train / %zu val tokens; report folder %s\n",
+              s.data.description.c_str(), s.data.train.size(), s.data.val.size(),
+              run.out.c_str());
+  std::fflush(stdout);
+}
+
+// Peak memory of each variant alone: a fresh model and one step.
+std::vector<double> measure_peaks(const CompareConfig& cfg, const Setup& s) {
+  const RunConfig& run = cfg.run;
+  const int B = run.batch, T = s.base.seq_len;
+  std::vector<double> peak(s.variants.size());
+  std::vector<int32_t> in((size_t)B * T), tg((size_t)B * T);
+  BatchLoader probe(s.data.train, B, T, run.shuffle, run.seed);
+  probe.next(in.data(), tg.data());
+  for (size_t k = 0; k < s.variants.size(); k++) {
+    reset_peak_rss();
+    const ModelConfig m = variant_model(s.base, s.variants[k]);
+    Gpt<float> model(m, B, T);
+    model.params().init(m, run.seed);
+    TrainStep(model, optimizer_settings(run)).run(in.data(), tg.data(), run.lr, 1);
+    peak[k] = peak_rss_mb();
+  }
+  return peak;
+}
+
+// The arms of one seed: the same initial weights (XSA adds no parameters) and the same batches.
+std::vector<Arm> make_arms(const CompareConfig& cfg, const Setup& s, uint64_t seed) {
+  const int B = cfg.run.batch, T = s.base.seq_len;
+  std::vector<Arm> arms(s.variants.size());
+  for (size_t k = 0; k < s.variants.size(); k++) {
+    Arm& a = arms[k];
+    const ModelConfig m = variant_model(s.base, s.variants[k]);
+    a.variant = s.variants[k];
+    a.model = std::make_unique<Gpt<float>>(m, B, T);
+    a.model->params().init(m, seed);
+    a.step = std::make_unique<TrainStep>(*a.model, optimizer_settings(cfg.run));
+    a.loader = std::make_unique<BatchLoader>(s.data.train, B, T, cfg.run.shuffle, seed);
+    a.result.variant = s.variants[k].name, a.result.seed = seed;
+    // Over the tensors every variant has (a gated variant's extra gates start at zero, as SA).
+    a.result.init_hash = kFnvBasis;
+    for (const TensorInfo& t : a.model->params().layout)
+      if (t.name.find("xsa_gate") == std::string::npos &&
+          t.name.find("attn.sink") == std::string::npos)
+        a.result.init_hash = fnv1a(a.model->params().params.data() + t.offset,
+                                   t.numel * sizeof(float), a.result.init_hash);
+    a.result.batches_hash = kFnvBasis;
+  }
+  return arms;
+}
+
+// Steps every arm of a seed interleaved, rotating who goes first so the timing stays fair;
+// appends each step's ms / ms(SA) per variant to overhead.
+void train_arms(const CompareConfig& cfg, const Setup& s, std::vector<Arm>& arms, uint64_t seed,
+                int seed_index, std::vector<std::vector<double>>& overhead,
+                clock_type::time_point start) {
+  const RunConfig& run = cfg.run;
+  const int B = run.batch, T = s.base.seq_len;
+  const bool tty = !run.quiet && isatty(STDOUT_FILENO);
+  const LrSchedule schedule{run.lr, run.min_lr_fraction, run.warmup_steps(), run.steps};
+  std::vector<int32_t> inputs((size_t)B * T), targets((size_t)B * T);
+  auto validate_all = [&](int64_t step) {
+    for (Arm& a : arms)
+      a.result.val_curve.push_back(
+          {step, s.n_val ? evaluate_loss(*a.model, s.data.val, s.n_val) : NAN});
+  };
+  validate_all(0);
+  for (int64_t step = 0; step < run.steps; step++) {
+    const double lr = schedule.at(step);
+    std::vector<double> ms_this(arms.size());
+    for (size_t i = 0; i < arms.size(); i++) {
+      const size_t k = (i + step) % arms.size();
+      Arm& a = arms[k];
+      const auto t0 = clock_type::now();
+      a.loader->next(inputs.data(), targets.data());
+      a.result.batches_hash =
+          fnv1a(inputs.data(), inputs.size() * sizeof(int32_t), a.result.batches_hash);
+      const StepResult r = a.step->run(inputs.data(), targets.data(), lr, step + 1);
+      if (!r.finite)
+        fail("{} (seed {}): loss or gradient norm became {} at step {} (lr {:.3g})",
+             a.variant.name, seed, std::isnan(r.loss) || std::isnan(r.grad_norm) ? "NaN"
+                                                                               : "infinite",
+             step + 1, lr);
+      ms_this[k] = std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
+      a.ms.push_back(ms_this[k]);
+      a.losses.push_back(r.loss);
+      a.result.train_curve.push_back({step + 1, r.loss});
+    }
+    for (size_t k = 1; k < arms.size(); k++) overhead[k].push_back(ms_this[k] / ms_this[0]);
+    const int64_t done = step + 1;
+    const bool val_now = (run.val_every > 0 && done % run.val_every == 0) || done == run.steps;
+    if (val_now) validate_all(done);
+    if (!run.quiet && (tty || val_now || done % run.log_every == 0)) {
+      const double spent = std::chrono::duration<double>(clock_type::now() - start).count();
+      const double total = (double)run.steps * cfg.seeds,
+                   so_far = (double)seed_index * run.steps + done;
+      std::string line = fmt::format("seed {} step {}/{}", seed, done, run.steps);
+      for (const Arm& a : arms) {
+        line += fmt::format(" | {} {:.4f}", a.variant.name, a.losses.back());
+        if (val_now && std::isfinite(a.result.val_curve.back().second))
+          line += fmt::format(" (val {:.4f})", a.result.val_curve.back().second);
+      }
+      line += fmt::format(" | ETA {:.0f}s", spent / so_far * (total - so_far));
+      std::printf("%s%s%s", tty ? "\r\033[K" : "", line.c_str(), tty && !val_now ? "" : "\n");
+      std::fflush(stdout);
+    }
+  }
+}
+
+fs::path arm_folder(const fs::path& out, const std::string& variant, uint64_t seed) {
+  return out / "arms" / fmt::format("{}-seed{}", variant, seed);
+}
+
+// After the last step: each arm's summary figures, its further evaluations and its checkpoint.
+void finish_arms(const CompareConfig& cfg, const Setup& s, std::vector<Arm>& arms,
+                 const std::vector<double>& peak) {
+  const RunConfig& run = cfg.run;
+  const int B = run.batch, T = s.base.seq_len;
+  for (size_t k = 0; k < arms.size(); k++) {
+    Arm& a = arms[k];
+    const size_t tail = std::max<size_t>(1, a.losses.size() / 10);
+    a.result.train_loss = mean(std::vector<double>(a.losses.end() - tail, a.losses.end()));
+    a.result.val_loss = a.result.val_curve.back().second;
+    for (const Dataset& e : s.evals) {
+      const TokenStream& st = e.val.size() > (size_t)T ? e.val : e.train;
+      a.result.eval_losses.push_back(
+          evaluate_loss(*a.model, st, val_batch_count(st, B, T, run.val_batches)));
+    }
+    a.result.ms_per_step = median(a.ms);
+    a.result.tokens_per_s = B * T / (a.result.ms_per_step / 1000);
+    a.result.peak_mb = peak[k];
+    // The final weights, as a checkpoint xsa analyze, eval and sample can read.
+    save_checkpoint(arm_folder(run.out, a.variant.name, a.result.seed), run.steps,
+                    a.model->config(), a.model->params(),
+                    json{{"step", run.steps},
+                         {"compare_variant", a.variant.name},
+                         {"data", {{"source", run.data}}}},
+                    true);
+  }
+}
+
+// A seed finished before an interruption: its results, when it belongs to this comparison.
+bool take_finished_seed(const fs::path& seed_file, const Setup& s, const RunConfig& run,
+                        CompareResult& result, std::vector<std::vector<double>>& overhead) {
+  std::error_code ec;
+  if (!fs::exists(seed_file, ec)) return false;
+  json done = json::parse(read_file(seed_file), nullptr, false);
+  if (done.is_discarded() || done.value("identity", json()) != s.identity)
+    fail(
+        "{}: comes from a different comparison (other data, model, settings or variants); pass "
+        "--force to start over",
+        seed_file.string());
+  for (const auto& a : done["arms"]) result.arms.push_back(arm_from_json(a));
+  for (size_t k = 1; k < s.variants.size(); k++)
+    for (const auto& r : done["overhead"][k]) overhead[k].push_back(r.get<double>());
+  if (!run.quiet)
+    std::printf("seed %s: finished earlier, results taken from %s\n",
+                seed_file.stem().string().substr(5).c_str(), seed_file.string().c_str());
+  return true;
+}
+
+// This seed is done: its results survive an interruption (Ctrl-C) of the later ones.
+void save_finished_seed(const fs::path& seed_file, const Setup& s, const std::vector<Arm>& arms,
+                        const std::vector<std::vector<double>>& overhead, size_t first_overhead) {
+  json done = {{"identity", s.identity}, {"arms", json::array()}, {"overhead", json::array()}};
+  for (const Arm& a : arms) done["arms"].push_back(arm_to_json(a.result));
+  for (size_t k = 0; k < s.variants.size(); k++)
+    done["overhead"].push_back(
+        k ? std::vector<double>(overhead[k].begin() + first_overhead, overhead[k].end())
+          : std::vector<double>());
+  write_file_atomic(seed_file, done.dump() + "\n");
+}
+
+// Differences to SA paired by seed, with a verdict that never calls a single seed a win.
+std::vector<VariantSummary> summarize(const CompareResult& result, const Setup& s,
+                                      const std::vector<std::vector<double>>& overhead) {
+  std::vector<VariantSummary> out;
+  const auto sa_arms = arms_of(result, "sa");
+  for (size_t k = 0; k < s.variants.size(); k++) {
+    VariantSummary sm;
+    sm.variant = s.variants[k].name;
+    const auto mine = arms_of(result, sm.variant);
+    std::vector<double> val, train, delta;
+    for (size_t i = 0; i < mine.size(); i++) {
+      val.push_back(mine[i]->val_loss), train.push_back(mine[i]->train_loss);
+      delta.push_back(mine[i]->val_loss - sa_arms[i]->val_loss);
+    }
+    sm.n_seeds = (int)mine.size();
+    sm.train_loss_mean = mean(train), sm.val_loss_mean = mean(val), sm.val_loss_sd = sample_sd(val);
+    for (size_t e = 0; e < s.evals.size(); e++) {
+      std::vector<double> el, ed;
+      for (size_t i = 0; i < mine.size(); i++)
+        el.push_back(mine[i]->eval_losses[e]),
+            ed.push_back(mine[i]->eval_losses[e] - sa_arms[i]->eval_losses[e]);
+      sm.eval_loss_mean.push_back(mean(el)), sm.eval_delta_vs_sa_mean.push_back(mean(ed));
+    }
+    if (k == 0) {
+      sm.p_value = NAN, sm.verdict = "baseline";
+    } else {
+      sm.delta_vs_sa_mean = mean(delta), sm.delta_vs_sa_sd = sample_sd(delta),
+      sm.p_value = paired_t_test_p(delta);
+      sm.overhead_vs_sa = median(overhead[k]) - 1;
+      if (sm.n_seeds < 2)
+        sm.verdict = "one seed: no spread to judge a difference";
+      else if (sm.p_value < 0.05)
+        sm.verdict = sm.delta_vs_sa_mean < 0 ? "lower val loss than SA (p < 0.05)"
+                                             : "higher val loss than SA (p < 0.05)";
+      else
+        sm.verdict = "no difference beyond the seed-to-seed spread";
+    }
+    out.push_back(sm);
+  }
+  return out;
+}
+
+// The similarity bias of every variant, from the first seed's saved final weights.
+std::vector<std::vector<HeadBias>> analyze_arms(const CompareConfig& cfg, const Setup& s) {
+  std::vector<std::vector<HeadBias>> bias(s.variants.size());
+  if (cfg.analyze_batches <= 0 || s.n_val <= 0) return bias;
+  for (size_t k = 0; k < s.variants.size(); k++) {
+    const fs::path ckpt =
+        resolve_checkpoint(arm_folder(cfg.run.out, s.variants[k].name, cfg.run.seed));
+    ModelConfig m = load_checkpoint_config(ckpt);
+    Gpt<float> model(m, cfg.run.batch, s.base.seq_len, GptMode::inference);
+    load_checkpoint_weights(ckpt, model.params(), false);
+    bias[k] = attention_similarity_bias(model, s.data.val, std::min(cfg.analyze_batches, s.n_val));
+  }
+  return bias;
+}
+
+}  // namespace
+
+CompareResult compare(const CompareConfig& cfg) {
+  const RunConfig& run = cfg.run;
+  const Setup s = prepare(cfg);
+  const fs::path out = run.out;
+  if (!run.quiet) print_header(cfg, s);
+  const std::vector<double> peak = measure_peaks(cfg, s);
+
+  CompareResult result;
+  result.report_dir = out.string();
+  std::error_code ec;
+  fs::create_directories(out, ec);
+  if (ec) fail("{}: cannot create the report folder: {}", out.string(), ec.message());
+  // Per variant: ms / ms(SA), step by step.
+  std::vector<std::vector<double>> overhead(s.variants.size());
+  const auto start = clock_type::now();
+  for (int k = 0; k < cfg.seeds; k++) {
+    const uint64_t seed = run.seed + k;
+    const fs::path seed_file = out / fmt::format("seed-{}.json", seed);
+    if (take_finished_seed(seed_file, s, run, result, overhead)) continue;
+    const size_t first_overhead = overhead.size() > 1 ? overhead[1].size() : 0;
+    std::vector<Arm> arms = make_arms(cfg, s, seed);
+    train_arms(cfg, s, arms, seed, k, overhead, start);
+    finish_arms(cfg, s, arms, peak);
+    for (const Arm& a : arms) result.arms.push_back(a.result);
+    save_finished_seed(seed_file, s, arms, overhead, first_overhead);
+  }
+  result.summary = summarize(result, s, overhead);
+
+  CompareReport report{cfg.variants, cfg.eval_data, s.base, run, cfg.seeds, analyze_arms(cfg, s),
+                       peak};
+  const std::string md = write_compare_report(out, report, result);
+  if (!run.quiet) {
+    const size_t table = md.find("| variant");
+    std::printf("\n%s\nreport: %s (report.md, report.json, plot files)\n",
+                md.substr(table, md.find("\n\n", table) - table).c_str(), out.string().c_str());
+  }
+  return result;
+}
+
+}  // namespace xsa

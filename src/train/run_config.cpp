@@ -1,0 +1,51 @@
+#include "xsa/train/run_config.h"
+
+#include <cmath>
+
+#include "xsa/util/error.h"
+
+namespace xsa {
+
+void RunConfig::validate() const {
+  if (data.empty()) fail("--data is required: a text file to train on");
+  if (batch <= 0) fail("--batch {} must be positive", batch);
+  if (steps <= 0) fail("--steps {} must be positive", steps);
+  if (!(lr > 0) || !std::isfinite(lr)) fail("--lr {} must be a positive number", lr);
+  if (!(min_lr_fraction >= 0 && min_lr_fraction <= 1))
+    fail("--min-lr-fraction {} must be in [0, 1]", min_lr_fraction);
+  if (warmup < -1 || warmup > steps)
+    fail("--warmup {} must be between 0 and --steps {}", warmup, steps);
+  if (!(weight_decay >= 0)) fail("--weight-decay {} must be non-negative", weight_decay);
+  if (!(beta1 >= 0 && beta1 < 1) || !(beta2 >= 0 && beta2 < 1))
+    fail("--beta1/--beta2 must be in [0, 1)");
+  if (!(adam_eps > 0)) fail("--adam-eps {} must be positive", adam_eps);
+  if (!(grad_clip >= 0)) fail("--grad-clip {} must be non-negative", grad_clip);
+  if (threads < 0) fail("--threads {} must be 0 (every core) or positive", threads);
+  if (ckpt_every < 0) fail("--ckpt-every {} must be non-negative", ckpt_every);
+  if (val_every < 0) fail("--val-every {} must be non-negative", val_every);
+  if (val_batches < 0) fail("--val-batches {} must be non-negative", val_batches);
+  if (log_every <= 0) fail("--log-every {} must be positive", log_every);
+}
+
+nlohmann::json run_config_to_json(const RunConfig& r, unsigned roles) {
+  nlohmann::json j = nlohmann::json::object();
+  for_each_run_option(r, [&](const RunOption& o, const auto& field) {
+    if ((o.roles & roles) == roles) j[o.key] = field;
+  });
+  if (j.contains("warmup")) j["warmup"] = r.warmup_steps();
+  return j;
+}
+
+void run_config_update_from_json(RunConfig& r, const nlohmann::json& j, const std::string& source) {
+  if (!j.is_object()) fail("{}: run settings are not a JSON object", source);
+  for_each_run_option(r, [&](const RunOption& o, auto& field) {
+    if (!(o.roles & kSaved) || !j.contains(o.key)) return;
+    try {
+      field = j[o.key].get<std::decay_t<decltype(field)>>();
+    } catch (const nlohmann::json::exception& e) {
+      fail("{}: run setting {} has the wrong type ({})", source, o.key, e.what());
+    }
+  });
+}
+
+}  // namespace xsa

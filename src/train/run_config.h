@@ -1,0 +1,123 @@
+// Run settings, kept apart from the model's shape (ModelConfig), and the one table of them: every
+// option's JSON key, command-line flag, help and role, read by the code that writes trainer.json,
+// reads it back on resume, fingerprints a comparison and declares the command-line options, so a
+// new option cannot be forgotten by any of them.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <type_traits>
+
+namespace xsa {
+
+struct RunConfig {
+  std::string data;       // text file, shard folder or glob (see open_dataset)
+  std::string tokenizer;  // "byte" or "gpt2"; empty: from the data (text: byte, shards: meta.json)
+  std::string vocab_dir;  // GPT-2 vocabulary folder; empty: the default places
+  bool shuffle = true;    // visit windows in a seeded random order each epoch
+  std::string out = "runs/run";
+  int batch = 16;  // B
+  int64_t steps = 500;
+  double lr = 1e-3;  // peak learning rate
+  double min_lr_fraction = 0.1;
+  int64_t warmup = -1;  // steps; −1: 5 % of steps
+  double weight_decay = 0.1;
+  double beta1 = 0.9;
+  double beta2 = 0.95;
+  double adam_eps = 1e-8;
+  double grad_clip = 1.0;  // global norm; 0 disables
+  uint64_t seed = 1;
+  int threads = 0;          // 0: every core
+  int64_t ckpt_every = 0;   // steps between checkpoints; 0: only at the end
+  int64_t val_every = 100;  // steps between validation passes; 0: only at the end
+  int val_batches = 8;
+  double val_fraction = 0.1;
+  int64_t log_every = 10;  // progress lines when stdout is not a terminal
+  bool force = false;      // start over in (or resume into) a folder with later checkpoints
+  bool quiet = false;      // no progress output (tests)
+
+  int64_t warmup_steps() const { return warmup >= 0 ? warmup : steps / 20; }
+  void validate() const;  // throws Error naming the bad value
+};
+
+// An option's roles.
+enum RunOptionRole : unsigned {
+  kSaved = 1,   // written to trainer.json and read back on resume
+  kResult = 2,  // changes the numbers a run produces: part of a comparison's fingerprint
+  kShared = 4,  // declared by the option group train, compare and sweep share (tools/options.cpp)
+};
+
+struct RunOption {
+  const char* key;   // JSON key
+  const char* flag;  // command-line flag(s) in CLI11's syntax; its first name is the option's
+  const char* help;
+  unsigned roles;
+};
+
+// Calls fn(option, field) for every RunConfig member, in one order. Run is RunConfig or const
+// RunConfig.
+template <typename Run, typename Fn>
+void for_each_run_option(Run& r, Fn&& fn) {
+  static_assert(std::is_same_v<std::remove_const_t<Run>, RunConfig>);
+  constexpr unsigned all = kSaved | kResult | kShared;
+  fn(RunOption{"data", "--data",
+               "A text file, a folder of token shards (xsa prepare, llm.c), or a glob of shard files",
+               all},
+     r.data);
+  fn(RunOption{"tokenizer", "--tokenizer",
+               "byte or gpt2 (default: byte for a text file, the shards' meta.json, else gpt2)",
+               all},
+     r.tokenizer);
+  fn(RunOption{"vocab_dir", "--vocab-dir",
+               "Folder with GPT-2's encoder.json and vocab.bpe (default: data/gpt2)", kShared},
+     r.vocab_dir);
+  fn(RunOption{"shuffle", "--shuffle,!--no-shuffle",
+               "Visit training windows in a seeded random order (default) or in order", all},
+     r.shuffle);
+  fn(RunOption{"out", "--out", "Output folder", kSaved}, r.out);
+  fn(RunOption{"batch", "--batch", "Sequences per step (B)", all}, r.batch);
+  fn(RunOption{"steps", "--steps", "Optimizer steps (per model)", all}, r.steps);
+  fn(RunOption{"lr", "--lr", "Peak learning rate", all}, r.lr);
+  fn(RunOption{"min_lr_fraction", "--min-lr-fraction",
+               "Final learning rate as a fraction of the peak", all},
+     r.min_lr_fraction);
+  fn(RunOption{"warmup", "--warmup", "Linear warm-up steps (-1: 5% of --steps)", all}, r.warmup);
+  fn(RunOption{"weight_decay", "--weight-decay",
+               "AdamW decoupled weight decay (2-D weights only)", all},
+     r.weight_decay);
+  fn(RunOption{"beta1", "--beta1", "AdamW beta1", all}, r.beta1);
+  fn(RunOption{"beta2", "--beta2", "AdamW beta2", all}, r.beta2);
+  fn(RunOption{"adam_eps", "--adam-eps", "AdamW epsilon", all}, r.adam_eps);
+  fn(RunOption{"grad_clip", "--grad-clip", "Global gradient-norm clip (0: off)", all},
+     r.grad_clip);
+  fn(RunOption{"seed", "--seed", "Seed of the initial weights and of the batch order", all},
+     r.seed);
+  fn(RunOption{"threads", "--threads", "Threads (0: every core)", kSaved | kShared}, r.threads);
+  fn(RunOption{"ckpt_every", "--ckpt-every", "Steps between checkpoints (0: only at the end)",
+               kSaved},
+     r.ckpt_every);
+  fn(RunOption{"val_every", "--val-every",
+               "Steps between validation passes (0: only at the end)", all},
+     r.val_every);
+  fn(RunOption{"val_batches", "--val-batches", "Batches per validation pass", all},
+     r.val_batches);
+  fn(RunOption{"val_fraction", "--val-fraction",
+               "Share of a text file held out (its tail) for validation", all},
+     r.val_fraction);
+  fn(RunOption{"log_every", "--log-every",
+               "Steps between progress lines when output is not a terminal", kSaved | kShared},
+     r.log_every);
+  fn(RunOption{"force", "--force", "Start over, or replace what the output folder holds", 0},
+     r.force);
+  fn(RunOption{"quiet", "--quiet", "No progress output", kShared}, r.quiet);
+}
+
+// The options with all of `roles`, as JSON (the warm-up as resolved: a resumed run keeps it when
+// --steps changes).
+nlohmann::json run_config_to_json(const RunConfig& run, unsigned roles = kSaved);
+// Overlays the saved options present in j onto `run`; `source` names the file in errors.
+void run_config_update_from_json(RunConfig& run, const nlohmann::json& j,
+                                 const std::string& source);
+
+}  // namespace xsa
