@@ -130,24 +130,42 @@ TEST_F(Cli, ConfigFileSetsOptionsAndTheCommandLineWins) {
 }
 
 // With a constant learning rate the schedule does not depend on --steps, so a run stopped at step
-// 10 and resumed to 20 must reproduce the uninterrupted 20-step run exactly.
+// 10 and resumed to 20 must reproduce the uninterrupted 20-step run exactly, whatever run options
+// it was started with (resume reads them all back from trainer.json).
 TEST_F(Cli, ResumeReproducesTheUninterruptedCurve) {
+  for (const std::string extra :
+       {"", " --no-shuffle --beta2 0.99 --adam-eps 1e-6 --grad-clip 0.5 --weight-decay 0.05"}) {
+    SCOPED_TRACE(extra);
+    const std::string flags =
+        "--data data.txt " + kSmall + " --min-lr-fraction 1 --warmup 0 --val-every 0" + extra;
+    ASSERT_EQ(xsa("train " + flags + " --steps 20 --out whole --force").status, 0);
+    ASSERT_EQ(xsa("train " + flags + " --steps 10 --out split --force").status, 0);
+    Result r = xsa("train --resume split --steps 20 --quiet");
+    ASSERT_EQ(r.status, 0) << r.err;
+    auto a = metrics("whole"), b = metrics("split");
+    std::vector<double> la, lb;
+    for (auto& m : a)
+      if (!m.contains("split")) la.push_back(m["loss"]);
+    for (auto& m : b)
+      if (!m.contains("split")) lb.push_back(m["loss"]);
+    ASSERT_EQ(la.size(), 20u);
+    EXPECT_EQ(la, lb);
+    EXPECT_EQ(read_file(work_dir() / "whole/ckpt_000020/model.safetensors"),
+              read_file(work_dir() / "split/ckpt_000020/model.safetensors"));
+  }
+}
+
+// A comparison's finished seeds are taken over only by the same comparison: --no-shuffle (like
+// every option that changes the numbers) is part of its fingerprint.
+TEST_F(Cli, CompareFingerprintHoldsEveryResultOption) {
   const std::string flags =
-      "--data data.txt " + kSmall + " --min-lr-fraction 1 --warmup 0 --val-every 0";
-  ASSERT_EQ(xsa("train " + flags + " --steps 20 --out whole").status, 0);
-  ASSERT_EQ(xsa("train " + flags + " --steps 10 --out split").status, 0);
-  Result r = xsa("train --resume split --steps 20 --quiet");
-  ASSERT_EQ(r.status, 0) << r.err;
-  auto a = metrics("whole"), b = metrics("split");
-  std::vector<double> la, lb;
-  for (auto& m : a)
-    if (!m.contains("split")) la.push_back(m["loss"]);
-  for (auto& m : b)
-    if (!m.contains("split")) lb.push_back(m["loss"]);
-  ASSERT_EQ(la.size(), 20u);
-  EXPECT_EQ(la, lb);
-  EXPECT_EQ(read_file(work_dir() / "whole/ckpt_000020/model.safetensors"),
-            read_file(work_dir() / "split/ckpt_000020/model.safetensors"));
+      "compare --data data.txt --preset tiny --steps 2 --val-every 1 --seeds 1 --quiet --out fp";
+  ASSERT_EQ(xsa(flags + " --no-shuffle --threads 1").status, 0);
+  fs::remove(work_dir() / "fp/report.json");  // as if interrupted after the seed
+  Result r = xsa(flags + " --threads 1");
+  EXPECT_NE(r.err.find("seed-1.json: comes from a different comparison"), std::string::npos)
+      << r.err;
+  EXPECT_EQ(xsa(flags + " --no-shuffle --threads 2").status, 0) << "threads change no number";
 }
 
 TEST_F(Cli, TokenizeEncodesAndDecodes) {

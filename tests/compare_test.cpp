@@ -8,8 +8,8 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
-#include "xsa/ops/reference.h"
 #include "xsa/analysis/similarity_bias.h"
+#include "xsa/ops/reference.h"
 #include "xsa/util/error.h"
 #include "xsa/util/files.h"
 #include "xsa/util/stats.h"

@@ -8,10 +8,10 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "test_util.h"
 #include "xsa/data/dataset.h"
 #include "xsa/data/prepare.h"
 #include "xsa/data/shards.h"
-#include "test_util.h"
 #include "xsa/tokenizer/tokenizer.h"
 #include "xsa/util/error.h"
 #include "xsa/util/files.h"

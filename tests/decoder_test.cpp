@@ -8,8 +8,8 @@
 
 #include <gtest/gtest.h>
 
-#include "xsa/model/gpt.h"
 #include "test_util.h"
+#include "xsa/model/gpt.h"
 #include "xsa/util/error.h"
 
 namespace xsa {

@@ -7,9 +7,9 @@
 #include <cmath>
 #include <fstream>
 
+#include "test_util.h"
 #include "xsa/eval/evaluate.h"
 #include "xsa/eval/tasks.h"
-#include "test_util.h"
 #include "xsa/tokenizer/tokenizer.h"
 #include "xsa/train/trainer.h"
 #include "xsa/util/error.h"
@@ -297,7 +297,8 @@ TEST(Scoring, FullModelContinuationsMatchWholeSequenceForwards) {
   reference.params().init(cfg, 4);
   Rng rng(6);
   for (size_t i = 0; i < reference.params().params.size(); i++)
-    reference.params().params.data()[i] = reference.params().params.data()[i] * 6 + 0.05 * rng.normal();
+    reference.params().params.data()[i] =
+        reference.params().params.data()[i] * 6 + 0.05 * rng.normal();
   Gpt<float> model(cfg, 1, cfg.seq_len, GptMode::inference);
   for (size_t i = 0; i < model.params().params.size(); i++)
     model.params().params.data()[i] = (float)reference.params().params.data()[i];

@@ -5,9 +5,9 @@
 
 #include <cstring>
 
+#include "test_util.h"
 #include "xsa/model/gpt.h"
 #include "xsa/ops/ops.h"
-#include "test_util.h"
 #include "xsa/util/error.h"
 
 namespace xsa {
@@ -71,7 +71,8 @@ TEST_P(GradCheck, WholeModelGradientMatchesFiniteDifferences) {
         i %= (size_t)cfg.vocab_size * cfg.n_embd;  // real rows
       size_t at = t.offset + i;
       double numeric =
-          (loss_at(at, arena.params.data()[at] + h) - loss_at(at, arena.params.data()[at] - h)) / (2 * h);
+          (loss_at(at, arena.params.data()[at] + h) - loss_at(at, arena.params.data()[at] - h)) /
+          (2 * h);
       EXPECT_NEAR(grad[at], numeric, 1e-6 * scale + 1e-10) << t.name << "[" << i << "]";
     }
   }

@@ -10,8 +10,8 @@
 
 #include <functional>
 
-#include "xsa/ops/reference.h"
 #include "test_util.h"
+#include "xsa/ops/reference.h"
 
 namespace xsa {
 namespace {
@@ -244,9 +244,17 @@ TEST(Attention, ForwardBackwardMatchReference) {
       auto qkvf = cast_vector<float>(qkv), doutf = cast_vector<float>(dout),
            dqkvf = cast_vector<float>(dqkv0);
       std::vector<float> yf(N * s.C), zf(N * s.C), lsef(s.B * s.H * s.T);
-      ops::AttentionArgs<float> af{.B = s.B, .T = s.T, .C = s.C, .H = s.H, .exclusive = exclusive,
-                                   .qkv = qkvf.data(), .y = yf.data(), .z = zf.data(),
-                                   .lse = lsef.data(), .dqkv = dqkvf.data(), .d_out = doutf.data()};
+      ops::AttentionArgs<float> af{.B = s.B,
+                                   .T = s.T,
+                                   .C = s.C,
+                                   .H = s.H,
+                                   .exclusive = exclusive,
+                                   .qkv = qkvf.data(),
+                                   .y = yf.data(),
+                                   .z = zf.data(),
+                                   .lse = lsef.data(),
+                                   .dqkv = dqkvf.data(),
+                                   .d_out = doutf.data()};
       ops::attention_forward(af);
       ops::attention_backward(af);
       EXPECT_LE(max_rel_error(yf, y_ref), kTolF32);
@@ -257,9 +265,16 @@ TEST(Attention, ForwardBackwardMatchReference) {
       EXPECT_LE(max_rel_error(dqkvf, dqkv_ref), kTolF32);
 
       Vec y64(N * s.C), z64(N * s.C), lse64(s.B * s.H * s.T), dqkv64 = dqkv0, dout64 = dout;
-      ops::AttentionArgs<double> a64{.B = s.B, .T = s.T, .C = s.C, .H = s.H,
-                                     .exclusive = exclusive, .qkv = qkv.data(), .y = y64.data(),
-                                     .z = z64.data(), .lse = lse64.data(), .dqkv = dqkv64.data(),
+      ops::AttentionArgs<double> a64{.B = s.B,
+                                     .T = s.T,
+                                     .C = s.C,
+                                     .H = s.H,
+                                     .exclusive = exclusive,
+                                     .qkv = qkv.data(),
+                                     .y = y64.data(),
+                                     .z = z64.data(),
+                                     .lse = lse64.data(),
+                                     .dqkv = dqkv64.data(),
                                      .d_out = dout64.data()};
       ops::attention_forward(a64);
       ops::attention_backward(a64);
@@ -307,12 +322,21 @@ TEST(Attention, GroupedQueryMatchesReference) {
            sinkf = cast_vector<float>(sink), af = cast_vector<float>(alpha);
       std::vector<float> yf(N * s.C), zf(N * s.C), lsef(s.B * s.H * s.T), dqkvf(N * W, 0.f),
           dsinkr(s.B * s.H), daf(N * s.H);
-      ops::AttentionArgs<float> args{.B = s.B, .T = s.T, .C = s.C, .H = s.H, .Hkv = s.Hkv,
-                                     .exclusive = exclusive, .qkv = qkvf.data(), .y = yf.data(),
-                                     .z = zf.data(), .lse = lsef.data(),
+      ops::AttentionArgs<float> args{.B = s.B,
+                                     .T = s.T,
+                                     .C = s.C,
+                                     .H = s.H,
+                                     .Hkv = s.Hkv,
+                                     .exclusive = exclusive,
+                                     .qkv = qkvf.data(),
+                                     .y = yf.data(),
+                                     .z = zf.data(),
+                                     .lse = lsef.data(),
                                      .alpha = exclusive ? af.data() : nullptr,
-                                     .sink = sinkf.data(), .dqkv = dqkvf.data(),
-                                     .d_out = doutf.data(), .dalpha = daf.data(),
+                                     .sink = sinkf.data(),
+                                     .dqkv = dqkvf.data(),
+                                     .d_out = doutf.data(),
+                                     .dalpha = daf.data(),
                                      .dsink = dsinkr.data()};
       ops::attention_forward(args);
       ops::attention_backward(args);
@@ -365,9 +389,18 @@ TEST(Attention, GroupedQueryEqualsRepeatedValues) {
       }
   auto qkvf = cast_vector<float>(gqa), doutf = cast_vector<float>(dout);
   std::vector<float> yf(N * C), zf(N * C), lsef(B * H * T), dqkvf(N * W, 0.f);
-  ops::AttentionArgs<float> args{.B = B, .T = T, .C = C, .H = H, .Hkv = Hkv, .exclusive = true,
-                                 .qkv = qkvf.data(), .y = yf.data(), .z = zf.data(),
-                                 .lse = lsef.data(), .dqkv = dqkvf.data(), .d_out = doutf.data()};
+  ops::AttentionArgs<float> args{.B = B,
+                                 .T = T,
+                                 .C = C,
+                                 .H = H,
+                                 .Hkv = Hkv,
+                                 .exclusive = true,
+                                 .qkv = qkvf.data(),
+                                 .y = yf.data(),
+                                 .z = zf.data(),
+                                 .lse = lsef.data(),
+                                 .dqkv = dqkvf.data(),
+                                 .d_out = doutf.data()};
   ops::attention_forward(args);
   ops::attention_backward(args);
   EXPECT_LE(max_rel_error(yf, y_ref), kTolF32);
@@ -409,9 +442,16 @@ TEST(Attention, SinkMatchesReference) {
          sinkf = cast_vector<float>(sink);
     std::vector<float> yf(N * s.C), lsef(s.B * s.H * s.T), dqkvf(N * 3 * s.C, 0.f),
         dsink_rows(s.B * s.H);
-    ops::AttentionArgs<float> args{.B = s.B, .T = s.T, .C = s.C, .H = s.H, .qkv = qkvf.data(),
-                                   .y = yf.data(), .lse = lsef.data(), .sink = sinkf.data(),
-                                   .dqkv = dqkvf.data(), .d_out = dyf.data(),
+    ops::AttentionArgs<float> args{.B = s.B,
+                                   .T = s.T,
+                                   .C = s.C,
+                                   .H = s.H,
+                                   .qkv = qkvf.data(),
+                                   .y = yf.data(),
+                                   .lse = lsef.data(),
+                                   .sink = sinkf.data(),
+                                   .dqkv = dqkvf.data(),
+                                   .d_out = dyf.data(),
                                    .dsink = dsink_rows.data()};
     ops::attention_forward(args);
     ops::attention_backward(args);
@@ -607,8 +647,14 @@ TEST(Xsa, FirstPositionOutputIsZero) {
   const int B = 2, T = 6, C = 12, H = 3;
   auto qkv = cast_vector<float>(random_vector(B * T * 3 * C, 9));
   std::vector<float> y(B * T * C), lse(B * H * T), z(B * T * C);
-  ops::attention_forward<float>({.B = B, .T = T, .C = C, .H = H, .exclusive = true,
-                                 .qkv = qkv.data(), .y = y.data(), .z = z.data(),
+  ops::attention_forward<float>({.B = B,
+                                 .T = T,
+                                 .C = C,
+                                 .H = H,
+                                 .exclusive = true,
+                                 .qkv = qkv.data(),
+                                 .y = y.data(),
+                                 .z = z.data(),
                                  .lse = lse.data()});
   for (int b = 0; b < B; b++)
     for (int c = 0; c < C; c++) {

@@ -9,8 +9,8 @@
 #include <cmath>
 #include <numeric>
 
-#include "xsa/model/gpt.h"
 #include "test_util.h"
+#include "xsa/model/gpt.h"
 #include "xsa/util/error.h"
 
 namespace xsa {

@@ -5,10 +5,10 @@
 #include <cstring>
 #include <fstream>
 
+#include "test_util.h"
 #include "xsa/io/checkpoint.h"
 #include "xsa/io/safetensors.h"
 #include "xsa/model/gpt.h"
-#include "test_util.h"
 #include "xsa/train/trainer.h"
 #include "xsa/util/error.h"
 #include "xsa/util/files.h"
@@ -113,6 +113,37 @@ TEST(Train, ResumeIsBitIdentical) {
   fs::remove_all(dir);
 }
 
+// Every run option marked saved goes into trainer.json and comes back on resume: set each to a
+// value other than its default, write, read into a fresh RunConfig, and compare all of them.
+TEST(RunOptions, SavedOptionsRoundTrip) {
+  RunConfig changed;
+  for_each_run_option(changed, [](const RunOption&, auto& field) {
+    using T = std::decay_t<decltype(field)>;
+    if constexpr (std::is_same_v<T, bool>)
+      field = !field;
+    else if constexpr (std::is_same_v<T, std::string>)
+      field += "x";
+    else
+      field = field + 3;
+  });
+  RunConfig back;
+  run_config_update_from_json(back, run_config_to_json(changed), "test");
+  const nlohmann::json want = run_config_to_json(changed, 0), got = run_config_to_json(back, 0);
+  int saved = 0;
+  for_each_run_option(changed, [&](const RunOption& o, const auto&) {
+    if (!(o.roles & kSaved)) return;
+    saved++;
+    EXPECT_EQ(got[o.key], want[o.key]) << o.key << " does not survive a resume";
+  });
+  EXPECT_GE(saved, 20);
+  // What changes the numbers is saved (so resume and compare's fingerprint see it).
+  for_each_run_option(changed, [&](const RunOption& o, const auto&) {
+    if (o.roles & kResult) EXPECT_TRUE(o.roles & kSaved) << o.key;
+  });
+  for (const char* key : {"shuffle", "tokenizer", "data", "seed", "adam_eps"})
+    EXPECT_TRUE(run_config_to_json(changed, kSaved | kResult).contains(key)) << key;
+}
+
 TEST(Train, SameSeedSameCurve) {
   fs::path dir = temp_dir("repeat");
   fs::path data = write_text(dir, 20000);
@@ -132,7 +163,8 @@ TEST(Checkpoint, RoundTripIsExact) {
   ParamArena<float> a(cfg);
   a.init(cfg, 3);
   for (size_t i = 0; i < a.params.size(); i++)
-    a.adam_m.data()[i] = 0.5f * a.params.data()[i], a.adam_v.data()[i] = a.params.data()[i] * a.params.data()[i];
+    a.adam_m.data()[i] = 0.5f * a.params.data()[i],
+    a.adam_v.data()[i] = a.params.data()[i] * a.params.data()[i];
   nlohmann::json state = {{"step", 17}, {"data_position", 12345}};
   fs::path ckpt = save_checkpoint(dir, 17, cfg, a, state, false);
   EXPECT_EQ(ckpt.filename(), "ckpt_000017");

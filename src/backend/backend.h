@@ -84,12 +84,12 @@ class Backend {
   virtual Real* allocate(size_t n, MemoryUse use) = 0;  // zeroed; throws std::bad_alloc
   virtual void release(Real* p, size_t n) = 0;
   virtual void fill_zero(Real* p, size_t n) = 0;
-  virtual void copy(Real* dst, const Real* src, size_t n) = 0;         // device → device
-  virtual void to_host(Real* host, const Real* src, size_t n) = 0;     // device → host
-  virtual void from_host(Real* dst, const Real* host, size_t n) = 0;   // host → device
+  virtual void copy(Real* dst, const Real* src, size_t n) = 0;        // device → device
+  virtual void to_host(Real* host, const Real* src, size_t n) = 0;    // device → host
+  virtual void from_host(Real* dst, const Real* host, size_t n) = 0;  // host → device
   // dst[r·dst_stride …] = src[r·src_stride …], `width` elements of each of `rows` rows.
-  virtual void copy_rows(Real* dst, size_t dst_stride, const Real* src, size_t src_stride,
-                         int rows, int width) = 0;
+  virtual void copy_rows(Real* dst, size_t dst_stride, const Real* src, size_t src_stride, int rows,
+                         int width) = 0;
   // dst [n, width] = table rows index[0 … n) (host indices).
   virtual void gather_rows(Real* dst, const Real* table, const int* index, int n, int width) = 0;
 
@@ -98,8 +98,7 @@ class Backend {
                               int out_dim, bool accumulate) = 0;
   virtual void matmul_backward(Real* dinp, Real* dweight, const Real* dout, const Real* inp,
                                const Real* weight, int N, int in_dim, int out_dim) = 0;
-  virtual void encoder_forward(Real* out, const int32_t* tokens, const Real* wte, int N,
-                               int C) = 0;
+  virtual void encoder_forward(Real* out, const int32_t* tokens, const Real* wte, int N, int C) = 0;
   virtual void encoder_backward(Real* dwte, const Real* dout, const int32_t* tokens, int N,
                                 int C) = 0;
   virtual void layernorm_forward(Real* out, Real* mean, Real* rstd, const Real* inp,

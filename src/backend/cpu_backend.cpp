@@ -77,9 +77,9 @@ class CpuBackend final : public Backend<Real> {
                          const Real* bias, int N, int C) override {
     ops::layernorm_forward(out, mean, rstd, inp, weight, bias, N, C);
   }
-  void layernorm_backward(Real* dinp, Real* dweight, Real* dbias, const Real* dout,
-                          const Real* inp, const Real* weight, const Real* mean, const Real* rstd,
-                          int N, int C) override {
+  void layernorm_backward(Real* dinp, Real* dweight, Real* dbias, const Real* dout, const Real* inp,
+                          const Real* weight, const Real* mean, const Real* rstd, int N,
+                          int C) override {
     ops::layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
   }
   void rope_table(Real* cos, Real* sin, int T, int D, double theta) override {

@@ -120,8 +120,8 @@ std::vector<std::vector<ContinuationScore>> score_items(Decoder<float>& decoder,
       s.greedy = s.greedy && is_greedy(logits.data() + (size_t)r * Vp, V, row.target);
     }
     // The logits are in host memory: the host's backend turns them into losses.
-    cpu_backend<float>().crossentropy_forward_backward(logits.data(), losses.data(),
-                                                       targets.data(), n, V, Vp, 0.0f);
+    cpu_backend<float>().crossentropy_forward_backward(logits.data(), losses.data(), targets.data(),
+                                                       n, V, Vp, 0.0f);
     for (int r = 0; r < n; r++) {
       const ScoredRow& row = rows[r0 + r];
       scores[row.item][row.continuation].loglik -= losses[r];

@@ -66,8 +66,7 @@ fs::path save_checkpoint(const fs::path& run_dir, int64_t step, const ModelConfi
                     encode_safetensors(tensor_refs(arena.layout, params.data(), ""),
                                        {{"format", "pt"}, {"step", std::to_string(step)}}));
   std::vector<TensorRef> moments = tensor_refs(arena.layout, adam_m.data(), ".exp_avg");
-  for (TensorRef& r : tensor_refs(arena.layout, adam_v.data(), ".exp_avg_sq"))
-    moments.push_back(r);
+  for (TensorRef& r : tensor_refs(arena.layout, adam_v.data(), ".exp_avg_sq")) moments.push_back(r);
   write_file_atomic(tmp_dir / "optimizer.safetensors", encode_safetensors(moments));
   write_file_atomic(tmp_dir / "trainer.json", trainer_state.dump(2) + "\n");
 

@@ -15,8 +15,8 @@ const Real* gate_alpha(Backend<Real>& be, const ModelConfig& cfg, const LayerWei
 template <typename Real>
 ops::AttentionArgs<Real> attention_args(const ModelConfig& cfg, int layer,
                                         const LayerWeights<Real>& W, const BlockBuffers<Real>& buf,
-                                        const BlockScratch<Real>& scratch, const Real* alpha,
-                                        int B, int T) {
+                                        const BlockScratch<Real>& scratch, const Real* alpha, int B,
+                                        int T) {
   ops::AttentionArgs<Real> a;
   a.B = B, a.T = T, a.C = cfg.n_embd, a.H = cfg.n_head, a.Hkv = cfg.kv_heads();
   a.exclusive = cfg.layer_attn[layer] != AttnKind::sa;
@@ -97,14 +97,14 @@ void block_backward(Backend<Real>& be, const ModelConfig& cfg, int layer,
                         buf.ln1_rstd, N, C);
 }
 
-#define XSA_INSTANTIATE(Real)                                                                    \
-  template void block_forward<Real>(Backend<Real>&, const ModelConfig&, int,                     \
-                                    const LayerWeights<Real>&, const Real*, Real*,               \
-                                    const BlockBuffers<Real>&, const BlockScratch<Real>&,        \
-                                    const RowShape<Real>&, const LayerCache<Real>*);             \
-  template void block_backward<Real>(Backend<Real>&, const ModelConfig&, int,                    \
+#define XSA_INSTANTIATE(Real)                                                                     \
+  template void block_forward<Real>(Backend<Real>&, const ModelConfig&, int,                      \
+                                    const LayerWeights<Real>&, const Real*, Real*,                \
+                                    const BlockBuffers<Real>&, const BlockScratch<Real>&,         \
+                                    const RowShape<Real>&, const LayerCache<Real>*);              \
+  template void block_backward<Real>(Backend<Real>&, const ModelConfig&, int,                     \
                                      const LayerWeights<Real>&, LayerWeights<Real>&, const Real*, \
-                                     const BlockBuffers<Real>&, const BlockScratch<Real>&,       \
+                                     const BlockBuffers<Real>&, const BlockScratch<Real>&,        \
                                      const RowShape<Real>&, Real*, Real*, Real*, Real*);
 XSA_INSTANTIATE(float)
 XSA_INSTANTIATE(double)

@@ -57,9 +57,8 @@ Decoder<Real>::Decoder(const ModelConfig& cfg, const Weights<Real>& weights, int
   x_ = base + v.x;
   // The block runs in place on x_: the residual stream after attention is x_ itself, and both
   // LayerNorms share one output.
-  buf_ = {base + v.ln, base + v.mean,    base + v.rstd, base + v.qkv, base + v.y,
-          base + v.lse, x_,             base + v.ln,   base + v.mean, base + v.rstd,
-          base + v.fc,  base + v.fc_gelu};
+  buf_ = {base + v.ln, base + v.mean, base + v.rstd, base + v.qkv,  base + v.y,  base + v.lse,
+          x_,          base + v.ln,   base + v.mean, base + v.rstd, base + v.fc, base + v.fc_gelu};
   scratch_ = {base + v.z, base + v.alpha, nullptr, nullptr};
   cos_ = base + v.cos, sin_ = base + v.sin;
   rope_cos_ = base + v.rope_cos, rope_sin_ = base + v.rope_sin;

@@ -32,8 +32,8 @@ class Decoder {
   void truncate(int n);
 
   // Appends tokens to the sequence (positions length() …) and returns the logits [V_pad] that
-  // follow the last one, in host memory; valid until the next call. Throws Error when the sequence would pass the
-  // model's context (seq_len) or the cache.
+  // follow the last one, in host memory; valid until the next call. Throws Error when the sequence
+  // would pass the model's context (seq_len) or the cache.
   const Real* append(const int32_t* tokens, int n);
   // Like append, but writes the logits after every token: logits [n, V_pad] (host memory).
   void append_all(const int32_t* tokens, int n, Real* logits);
@@ -76,10 +76,10 @@ class Decoder {
   std::vector<LayerCache<Real>> cache_;  // per layer: k, v [capacity, Hkv·D]
   BlockBuffers<Real> buf_;               // one set for every layer, in place on x_
   BlockScratch<Real> scratch_;
-  Real *x_, *cos_, *sin_;       // [max_rows, C], the rows' rotary tables [max_rows, D/2]
-  Real *rope_cos_, *rope_sin_;  // [seq_len, D/2] the tables, gathered per row into cos_, sin_
-  Real* last_logits_;           // [V_pad]
-  Real* out_ = nullptr;         // [max_rows, max(C, V_pad)], only where the host cannot address
+  Real *x_, *cos_, *sin_;          // [max_rows, C], the rows' rotary tables [max_rows, D/2]
+  Real *rope_cos_, *rope_sin_;     // [seq_len, D/2] the tables, gathered per row into cos_, sin_
+  Real* last_logits_;              // [V_pad]
+  Real* out_ = nullptr;            // [max_rows, max(C, V_pad)], only where the host cannot address
   std::vector<Real> host_logits_;  // [V_pad] append's result there
   std::vector<int> pos_;
 };

@@ -144,8 +144,8 @@ double Gpt<Real>::run_forward(const int32_t* inputs, const int32_t* targets, Rea
     be.matmul_forward(a.logits, lnf_rows, w.wte, rows, C, Vp, false);
     be.crossentropy_forward_backward(a.logits, a.losses + r0, targets + r0, rows, V, Vp, dloss);
     if (dloss != Real(0))
-      be.matmul_backward(a.d_buf + (size_t)r0 * C, params_.dw.wte, a.logits, lnf_rows, w.wte,
-                         rows, C, Vp);
+      be.matmul_backward(a.d_buf + (size_t)r0 * C, params_.dw.wte, a.logits, lnf_rows, w.wte, rows,
+                         C, Vp);
   }
   return be.sum(a.losses, N);  // in order, so the loss does not depend on the thread count
 }
@@ -163,8 +163,8 @@ void Gpt<Real>::backward(const int32_t* inputs) {
                         a.lnf_mean, a.lnf_rstd, N, C);
   const RowShape<Real> rows{B_, T_, a.rope_cos, a.rope_sin};
   for (int l = cfg_.n_layer - 1; l >= 0; l--)
-    block_backward(be, cfg_, l, w.layers[l], dw.layers[l], a.resid[l], a.layers[l], a.scratch,
-                   rows, a.d_resid, a.d_buf, a.d_qkv, a.d_fc);
+    block_backward(be, cfg_, l, w.layers[l], dw.layers[l], a.resid[l], a.layers[l], a.scratch, rows,
+                   a.d_resid, a.d_buf, a.d_qkv, a.d_fc);
   be.encoder_backward(dw.wte, a.d_resid, inputs, N, C);
 }
 

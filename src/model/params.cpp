@@ -30,8 +30,8 @@ template <typename Real>
 ParamArena<Real>::ParamArena(const ModelConfig& cfg, bool training_state, Backend<Real>& backend)
     : layout(param_layout(cfg)) {
   size_t n = param_arena_size(layout);
-  params = DeviceBuffer<Real>(
-      backend, n, training_state ? MemoryUse::weights : MemoryUse::inference_weights);
+  params = DeviceBuffer<Real>(backend, n,
+                              training_state ? MemoryUse::weights : MemoryUse::inference_weights);
   w = point_weights(cfg, params.data());
   if (!training_state) return;
   grads = DeviceBuffer<Real>(backend, n, MemoryUse::gradients);

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "xsa/model/config.h"
 #include "xsa/backend/backend.h"
+#include "xsa/model/config.h"
 #include "xsa/util/arena.h"
 
 namespace xsa {

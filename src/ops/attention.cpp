@@ -48,8 +48,7 @@ template <typename Real>
 void check_args(const AttentionArgs<Real>& a, bool backward) {
   XSA_CHECK(a.B > 0 && a.T > 0 && a.H > 0 && a.C % a.H == 0, "attention shape B {} T {} C {} H {}",
             a.B, a.T, a.C, a.H);
-  XSA_CHECK(a.Hkv >= 0 && (a.Hkv == 0 || a.H % a.Hkv == 0), "{} kv heads for {} heads", a.Hkv,
-            a.H);
+  XSA_CHECK(a.Hkv >= 0 && (a.Hkv == 0 || a.H % a.Hkv == 0), "{} kv heads for {} heads", a.Hkv, a.H);
   XSA_CHECK(a.qkv && a.y, "attention needs qkv and y");
   XSA_CHECK(!a.exclusive || a.z || backward, "XSA attention needs z");
   XSA_CHECK(!a.alpha || a.exclusive, "a gate (alpha) without XSA");
@@ -260,8 +259,8 @@ void attention_backward(const AttentionArgs<Real>& args) {
   }
 }
 
-#define XSA_INSTANTIATE(Real)                                       \
-  template void attention_forward<Real>(const AttentionArgs<Real>&); \
+#define XSA_INSTANTIATE(Real)                                         \
+  template void attention_forward<Real>(const AttentionArgs<Real>&);  \
   template void attention_backward<Real>(const AttentionArgs<Real>&); \
   template void attention_forward_cached<Real>(const AttentionArgs<Real>&, const KvCache<Real>&);
 XSA_INSTANTIATE(float)

@@ -154,9 +154,9 @@ void write_report_json(const fs::path& out, const CompareReport& r, const Compar
                         {"self_weight", h.self_weight},
                         {"cos_vv", h.cos_vv}});
   nlohmann::json model_json = r.model;
-  json report = {{"data", r.run.data},         {"eval_data", r.eval_data},
+  json report = {{"data", r.run.data},       {"eval_data", r.eval_data},
                  {"model", model_json},      {"run", run_config_to_json(r.run)},
-                 {"variants", r.variants}, {"seeds", r.seeds},
+                 {"variants", r.variants},   {"seeds", r.seeds},
                  {"arms", j_arms},           {"summary", j_summary},
                  {"similarity_bias", j_bias}};
   write_file_atomic(out / "report.json", report.dump(2) + "\n");
@@ -176,8 +176,8 @@ std::string write_compare_report(const fs::path& out, const CompareReport& r,
       "{} seed(s) ({}…).\nEvery arm of a seed starts from the same weights and sees the same "
       "batches; steps run "
       "interleaved, so the timing columns compare like with like.\n\n",
-      fmt::join(r.variants, ", "), r.run.data, r.model.n_layer, r.model.n_head, r.model.n_embd, r.model.seq_len, r.run.batch,
-      r.run.steps, r.run.lr, r.seeds, r.run.seed);
+      fmt::join(r.variants, ", "), r.run.data, r.model.n_layer, r.model.n_head, r.model.n_embd,
+      r.model.seq_len, r.run.batch, r.run.steps, r.run.lr, r.seeds, r.run.seed);
   md +=
       "| variant | seeds | train loss | val loss | Δ val vs SA (mean ± sd) | p (paired t) | "
       "verdict | ms/step | overhead vs SA | tokens/s | peak MB |\n";

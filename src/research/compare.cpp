@@ -10,15 +10,15 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 
-#include "xsa/io/checkpoint.h"
 #include "xsa/analysis/similarity_bias.h"
 #include "xsa/eval/evaluate.h"
+#include "xsa/io/checkpoint.h"
 #include "xsa/train/schedule.h"
 #include "xsa/util/error.h"
-#include "xsa/util/threads.h"
 #include "xsa/util/files.h"
 #include "xsa/util/memory.h"
 #include "xsa/util/stats.h"
+#include "xsa/util/threads.h"
 
 namespace xsa {
 
@@ -146,7 +146,7 @@ struct Setup {
   std::vector<Variant> variants;
   Dataset data;
   std::vector<Dataset> evals;
-  ModelConfig base;  // the shape with the data's vocabulary
+  ModelConfig base;         // the shape with the data's vocabulary
   nlohmann::json identity;  // finished seeds of an interrupted run with the same one resume
   int n_val = 0, threads = 0;
 };
@@ -226,8 +226,7 @@ void print_header(const CompareConfig& cfg, const Setup& s) {
       fmt::format("{}", fmt::join(cfg.variants, " vs ")).c_str(), s.base.n_layer, s.base.n_head,
       s.base.n_embd, s.base.seq_len, run.batch, (long long)run.steps, cfg.seeds, s.threads);
   std::printf("data: %s: %zu train / %zu val tokens; report folder %s\n",
-              s.data.description.c_str(), s.data.train.size(), s.data.val.size(),
-              run.out.c_str());
+              s.data.description.c_str(), s.data.train.size(), s.data.val.size(), run.out.c_str());
   std::fflush(stdout);
 }
 
@@ -303,10 +302,9 @@ void train_arms(const CompareConfig& cfg, const Setup& s, std::vector<Arm>& arms
           fnv1a(inputs.data(), inputs.size() * sizeof(int32_t), a.result.batches_hash);
       const StepResult r = a.step->run(inputs.data(), targets.data(), lr, step + 1);
       if (!r.finite)
-        fail("{} (seed {}): loss or gradient norm became {} at step {} (lr {:.3g})",
-             a.variant.name, seed, std::isnan(r.loss) || std::isnan(r.grad_norm) ? "NaN"
-                                                                               : "infinite",
-             step + 1, lr);
+        fail("{} (seed {}): loss or gradient norm became {} at step {} (lr {:.3g})", a.variant.name,
+             seed, std::isnan(r.loss) || std::isnan(r.grad_norm) ? "NaN" : "infinite", step + 1,
+             lr);
       ms_this[k] = std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
       a.ms.push_back(ms_this[k]);
       a.losses.push_back(r.loss);
@@ -484,8 +482,8 @@ CompareResult compare(const CompareConfig& cfg) {
   }
   result.summary = summarize(result, s, overhead);
 
-  CompareReport report{cfg.variants, cfg.eval_data, s.base, run, cfg.seeds, analyze_arms(cfg, s),
-                       peak};
+  CompareReport report{cfg.variants, cfg.eval_data,        s.base, run,
+                       cfg.seeds,    analyze_arms(cfg, s), peak};
   const std::string md = write_compare_report(out, report, result);
   if (!run.quiet) {
     const size_t table = md.find("| variant");

@@ -7,9 +7,9 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "xsa/report/svg.h"
 #include "xsa/util/error.h"
 #include "xsa/util/files.h"
-#include "xsa/report/svg.h"
 
 namespace xsa {
 

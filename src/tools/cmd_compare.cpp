@@ -5,15 +5,15 @@
 #include <cstdio>
 #include <nlohmann/json.hpp>
 
-#include "xsa/io/checkpoint.h"
-#include "xsa/tools/commands.h"
 #include "xsa/analysis/similarity_bias.h"
+#include "xsa/io/checkpoint.h"
+#include "xsa/report/svg.h"
 #include "xsa/research/compare.h"
 #include "xsa/research/sweep.h"
+#include "xsa/tools/commands.h"
 #include "xsa/util/error.h"
-#include "xsa/util/threads.h"
 #include "xsa/util/files.h"
-#include "xsa/report/svg.h"
+#include "xsa/util/threads.h"
 
 namespace xsa::cli {
 

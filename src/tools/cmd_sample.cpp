@@ -8,8 +8,8 @@
 #include "xsa/tokenizer/tokenizer.h"
 #include "xsa/tools/commands.h"
 #include "xsa/util/error.h"
-#include "xsa/util/threads.h"
 #include "xsa/util/files.h"
+#include "xsa/util/threads.h"
 
 namespace xsa::cli {
 

@@ -61,10 +61,12 @@ template <typename Run, typename Fn>
 void for_each_run_option(Run& r, Fn&& fn) {
   static_assert(std::is_same_v<std::remove_const_t<Run>, RunConfig>);
   constexpr unsigned all = kSaved | kResult | kShared;
-  fn(RunOption{"data", "--data",
-               "A text file, a folder of token shards (xsa prepare, llm.c), or a glob of shard files",
-               all},
-     r.data);
+  fn(
+      RunOption{
+          "data", "--data",
+          "A text file, a folder of token shards (xsa prepare, llm.c), or a glob of shard files",
+          all},
+      r.data);
   fn(RunOption{"tokenizer", "--tokenizer",
                "byte or gpt2 (default: byte for a text file, the shards' meta.json, else gpt2)",
                all},
@@ -83,25 +85,23 @@ void for_each_run_option(Run& r, Fn&& fn) {
                "Final learning rate as a fraction of the peak", all},
      r.min_lr_fraction);
   fn(RunOption{"warmup", "--warmup", "Linear warm-up steps (-1: 5% of --steps)", all}, r.warmup);
-  fn(RunOption{"weight_decay", "--weight-decay",
-               "AdamW decoupled weight decay (2-D weights only)", all},
+  fn(RunOption{"weight_decay", "--weight-decay", "AdamW decoupled weight decay (2-D weights only)",
+               all},
      r.weight_decay);
   fn(RunOption{"beta1", "--beta1", "AdamW beta1", all}, r.beta1);
   fn(RunOption{"beta2", "--beta2", "AdamW beta2", all}, r.beta2);
   fn(RunOption{"adam_eps", "--adam-eps", "AdamW epsilon", all}, r.adam_eps);
-  fn(RunOption{"grad_clip", "--grad-clip", "Global gradient-norm clip (0: off)", all},
-     r.grad_clip);
+  fn(RunOption{"grad_clip", "--grad-clip", "Global gradient-norm clip (0: off)", all}, r.grad_clip);
   fn(RunOption{"seed", "--seed", "Seed of the initial weights and of the batch order", all},
      r.seed);
   fn(RunOption{"threads", "--threads", "Threads (0: every core)", kSaved | kShared}, r.threads);
   fn(RunOption{"ckpt_every", "--ckpt-every", "Steps between checkpoints (0: only at the end)",
                kSaved},
      r.ckpt_every);
-  fn(RunOption{"val_every", "--val-every",
-               "Steps between validation passes (0: only at the end)", all},
+  fn(RunOption{"val_every", "--val-every", "Steps between validation passes (0: only at the end)",
+               all},
      r.val_every);
-  fn(RunOption{"val_batches", "--val-batches", "Batches per validation pass", all},
-     r.val_batches);
+  fn(RunOption{"val_batches", "--val-batches", "Batches per validation pass", all}, r.val_batches);
   fn(RunOption{"val_fraction", "--val-fraction",
                "Share of a text file held out (its tail) for validation", all},
      r.val_fraction);

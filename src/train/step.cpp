@@ -4,8 +4,7 @@
 
 namespace xsa {
 
-TrainStep::TrainStep(Gpt<float>& model, const OptimizerSettings& settings,
-                     GradientReducer* reducer)
+TrainStep::TrainStep(Gpt<float>& model, const OptimizerSettings& settings, GradientReducer* reducer)
     : model_(model), settings_(settings), reducer_(reducer ? reducer : &local_) {}
 
 StepResult TrainStep::run(const int32_t* inputs, const int32_t* targets, double lr, int64_t step,

@@ -24,7 +24,7 @@ struct OptimizerSettings {
 class GradientReducer {
  public:
   virtual ~GradientReducer() = default;
-  virtual void sum(float* values, size_t n) {}      // in place: every process gets the sum
+  virtual void sum(float* values, size_t n) {}        // in place: every process gets the sum
   virtual double sum(double value) { return value; }  // a scalar (the loss)
 };
 

@@ -10,14 +10,14 @@
 #include <vector>
 
 #include "xsa/data/dataset.h"
+#include "xsa/eval/evaluate.h"
 #include "xsa/io/checkpoint.h"
 #include "xsa/model/gpt.h"
-#include "xsa/eval/evaluate.h"
 #include "xsa/train/schedule.h"
 #include "xsa/util/error.h"
-#include "xsa/util/threads.h"
 #include "xsa/util/files.h"
 #include "xsa/util/rng.h"
+#include "xsa/util/threads.h"
 
 namespace xsa {
 
@@ -119,9 +119,8 @@ LoopState restore(const RunStart& start, ParamArena<float>& arena, BatchLoader& 
   load_checkpoint_weights(start.resume_ckpt, arena, /*with_optimizer=*/true);
   try {
     s.step = start.state.at("step").get<int64_t>();
-    loader.set_position(
-        {start.state.at("/data_position/epoch"_json_pointer).get<uint64_t>(),
-         start.state.at("/data_position/cursor"_json_pointer).get<uint64_t>()});
+    loader.set_position({start.state.at("/data_position/epoch"_json_pointer).get<uint64_t>(),
+                         start.state.at("/data_position/cursor"_json_pointer).get<uint64_t>()});
     rng.state = start.state.at("rng_state").get<uint64_t>();
     s.elapsed_before = start.state.value("elapsed_s", 0.0);
   } catch (const nlohmann::json::exception& e) {
@@ -230,8 +229,8 @@ TrainResult train(const ModelConfig& requested_model, const RunConfig& run,
   TrainResult result;
 
   auto save = [&](int64_t at_step, double elapsed) {
-    const nlohmann::json st = trainer_state(run, data, loader.position(), rng, at_step,
-                                                (int64_t)B * T, elapsed);
+    const nlohmann::json st =
+        trainer_state(run, data, loader.position(), rng, at_step, (int64_t)B * T, elapsed);
     result.last_checkpoint =
         save_checkpoint(run_dir, at_step, model_cfg, model.params(), st, run.force).string();
   };
@@ -276,8 +275,8 @@ TrainResult train(const ModelConfig& requested_model, const RunConfig& run,
     }
     if ((run.val_every > 0 && done % run.val_every == 0) || done == run.steps) validate_now(done);
     if ((run.ckpt_every > 0 && done % run.ckpt_every == 0) || done == run.steps)
-      save(done, loop.elapsed_before +
-                     std::chrono::duration<double>(clock::now() - t_start).count());
+      save(done,
+           loop.elapsed_before + std::chrono::duration<double>(clock::now() - t_start).count());
   }
   if (tty) std::printf("\n");
   if (!run.quiet && !result.last_checkpoint.empty())

@@ -31,5 +31,4 @@ TrainResult train(const ModelConfig& model, const RunConfig& run,
 // The optimizer settings of a run.
 OptimizerSettings optimizer_settings(const RunConfig& run);
 
-
 }  // namespace xsa
