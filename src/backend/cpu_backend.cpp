@@ -1,11 +1,8 @@
 // The CPU backend: host memory (64-byte aligned, inference weights on transparent huge pages) and
 // the kernels of ops/ (OpenBLAS products, OpenMP elsewhere).
-#include <sys/mman.h>
-
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
-#include <new>
 
 #include "xsa/backend/backend.h"
 #include "xsa/util/arena.h"
@@ -29,17 +26,9 @@ class CpuBackend final : public Backend<Real> {
   bool host_addressable() const override { return true; }
 
   Real* allocate(size_t n, MemoryUse use) override {
-    // Decoding streams all weights per token, and through 4 kB pages pays a TLB miss every 4 kB
-    // (docs/perf-log.md #10). Training does not ask: there the pages' slower first touch cost
-    // more than they gave. Where THP is off, the request is a no-op.
-    const bool huge = use == MemoryUse::inference_weights;
-    const size_t align = huge ? kHugePageBytes : kAlignBytes;
-    const size_t bytes = (n * sizeof(Real) + align - 1) / align * align;
-    Real* p = static_cast<Real*>(std::aligned_alloc(align, bytes));
-    if (!p) throw std::bad_alloc();
-    if (huge) madvise(p, bytes, MADV_HUGEPAGE);
-    std::memset(p, 0, bytes);
-    return p;
+    // Inference weights on transparent huge pages: decoding streams them once per token.
+    return static_cast<Real*>(
+        allocate_zeroed(n * sizeof(Real), use == MemoryUse::inference_weights));
   }
   void release(Real* p, size_t) override { std::free(p); }
   void fill_zero(Real* p, size_t n) override { std::memset(p, 0, n * sizeof(Real)); }

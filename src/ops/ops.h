@@ -60,7 +60,8 @@ void rope_backward(Real* dqkv, const Real* cos, const Real* sin, int B, int T, i
 // ---- attention.cpp: causal attention with SA, XSA, gated XSA, sinks, GQA (ops/attention.h) ----
 
 // ---- xsa.cpp: the exclusive step z = y − (y·u) u, u = v/max(‖v‖, 1e-6), per token and head ----
-// (row functions in ops/xsa_row.h; the attention kernels fuse them)
+// (row functions in ops/xsa_row.h; the cached attention applies them per row, the tiled kernels
+// call these batch forms in a separate pass, docs/perf-log.md #3)
 
 // z [B, T, C] from y [B, T, C] and the v part of qkv [B, T, 3C]. z may alias y.
 template <typename Real>

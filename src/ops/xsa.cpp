@@ -1,6 +1,7 @@
 // The exclusive step of XSA over a whole batch (docs/SPEC.md §2): z = y − (y·u) u per token and
-// head. The attention kernels fuse the same row functions (ops/xsa_row.h); these batch forms serve
-// the model's recomputation of z for W_o's gradient, and analysis.
+// head, from the row functions of ops/xsa_row.h. The tiled attention runs these batch forms as a
+// parallel pass after its tiles (forward) and before them (backward); the model also calls
+// xsa_forward to recompute z for W_o's gradient.
 #include "xsa/ops/ops.h"
 #include "xsa/ops/xsa_row.h"
 

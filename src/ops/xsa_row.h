@@ -1,5 +1,6 @@
 // The exclusive step for one token and head (docs/SPEC.md §2), shared by the batch kernels in
-// xsa.cpp and the fused attention epilogue/prologue in attention.cpp.
+// xsa.cpp (which the tiled attention calls as a pass after its tiles) and the per-row epilogue of
+// the cached attention in attention.cpp.
 #pragma once
 
 #include <algorithm>

@@ -264,11 +264,12 @@ std::vector<Arm> make_arms(const CompareConfig& cfg, const Setup& s, uint64_t se
     a.result.variant = s.variants[k].name, a.result.seed = seed;
     // Over the tensors every variant has (a gated variant's extra gates start at zero, as SA).
     a.result.init_hash = kFnvBasis;
+    const HostView<float> weights(a.model->params().params);
     for (const TensorInfo& t : a.model->params().layout)
       if (t.name.find("xsa_gate") == std::string::npos &&
           t.name.find("attn.sink") == std::string::npos)
-        a.result.init_hash = fnv1a(a.model->params().params.data() + t.offset,
-                                   t.numel * sizeof(float), a.result.init_hash);
+        a.result.init_hash =
+            fnv1a(weights.data() + t.offset, t.numel * sizeof(float), a.result.init_hash);
     a.result.batches_hash = kFnvBasis;
   }
   return arms;

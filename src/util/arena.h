@@ -21,6 +21,21 @@ constexpr size_t align_elements(size_t n) {
   return (n + per_line - 1) / per_line * per_line;
 }
 
+// `bytes` zeroed bytes on a 64-byte boundary, released with std::free; throws std::bad_alloc. With
+// huge_pages the block starts on a 2 MB boundary and asks for transparent huge pages: decoding
+// streams all weights per token, and through 4 kB pages pays a TLB miss every 4 kB
+// (docs/perf-log.md #10). Training does not ask: there the pages' slower first touch cost more
+// than they gave. Where THP is off, the request is a no-op.
+inline void* allocate_zeroed(size_t bytes, bool huge_pages) {
+  const size_t align = huge_pages ? kHugePageBytes : kAlignBytes;
+  bytes = (bytes + align - 1) / align * align;
+  void* p = std::aligned_alloc(align, bytes);
+  if (!p) throw std::bad_alloc();
+  if (huge_pages) madvise(p, bytes, MADV_HUGEPAGE);
+  std::memset(p, 0, bytes);
+  return p;
+}
+
 template <typename Real>
 class AlignedBuffer {
  public:
@@ -38,22 +53,11 @@ class AlignedBuffer {
   }
   ~AlignedBuffer() { std::free(data_); }
 
-  // Allocates n zeroed elements (previous contents are released). With huge_pages the buffer
-  // starts on a 2 MB boundary and asks for transparent huge pages: decoding streams all weights
-  // per token, and through 4 kB pages pays a TLB miss every 4 kB (docs/perf-log.md). Training
-  // does not ask: there the pages' slower first touch cost more than they gave. Where THP is off,
-  // the request is a no-op.
-  void reset(size_t n, bool huge_pages = false) {
+  // Allocates n zeroed elements (previous contents are released).
+  void reset(size_t n) {
     std::free(data_);
-    data_ = nullptr;
     size_ = n;
-    if (n == 0) return;
-    const size_t align = huge_pages ? kHugePageBytes : kAlignBytes;
-    size_t bytes = (n * sizeof(Real) + align - 1) / align * align;
-    data_ = static_cast<Real*>(std::aligned_alloc(align, bytes));
-    if (!data_) throw std::bad_alloc();
-    if (huge_pages) madvise(data_, bytes, MADV_HUGEPAGE);
-    std::memset(data_, 0, bytes);
+    data_ = n ? static_cast<Real*>(allocate_zeroed(n * sizeof(Real), false)) : nullptr;
   }
   void zero() {
     if (data_) std::memset(data_, 0, size_ * sizeof(Real));
