@@ -218,7 +218,34 @@ TEST(Rope, ReferenceBackwardMatchesFiniteDifferences) {
 }
 
 // ---------------------------------------------------------------- attention
-// The tiled kernel against the full-matrix reference, SA and with XSA fused (against reference
+// The tiled kernel's outputs, computed in Real on a float64 problem, as float64.
+struct AttentionOutputs {
+  Vec y, z, lse, dqkv;
+};
+template <typename Real>
+AttentionOutputs run_tiled_attention(const AttnShape& s, bool exclusive, const Vec& qkv,
+                                     const Vec& dout, const Vec& dqkv0) {
+  const int N = s.B * s.T;
+  auto q = cast_vector<Real>(qkv), d = cast_vector<Real>(dout), dq = cast_vector<Real>(dqkv0);
+  std::vector<Real> y(N * s.C), z(N * s.C), lse(s.B * s.H * s.T);
+  ops::AttentionArgs<Real> args{.B = s.B,
+                                .T = s.T,
+                                .C = s.C,
+                                .H = s.H,
+                                .exclusive = exclusive,
+                                .qkv = q.data(),
+                                .y = y.data(),
+                                .z = z.data(),
+                                .lse = lse.data(),
+                                .dqkv = dq.data(),
+                                .d_out = d.data()};
+  ops::attention_forward(args);
+  ops::attention_backward(args);
+  return {cast_vector<double>(y), cast_vector<double>(z), cast_vector<double>(lse),
+          cast_vector<double>(dq)};
+}
+
+// The tiled kernel against the full-matrix reference, SA and with XSA (against reference
 // attention followed by the reference exclusive step), over shapes that cut tiles unevenly.
 TEST(Attention, ForwardBackwardMatchReference) {
   std::vector<AttnShape> shapes(std::begin(kAttnShapes), std::end(kAttnShapes));
@@ -241,48 +268,17 @@ TEST(Attention, ForwardBackwardMatchReference) {
       }
       ref::attention_backward(dqkv_ref.data(), dy_ref.data(), qkv.data(), s.B, s.T, s.C, s.H);
 
-      auto qkvf = cast_vector<float>(qkv), doutf = cast_vector<float>(dout),
-           dqkvf = cast_vector<float>(dqkv0);
-      std::vector<float> yf(N * s.C), zf(N * s.C), lsef(s.B * s.H * s.T);
-      ops::AttentionArgs<float> af{.B = s.B,
-                                   .T = s.T,
-                                   .C = s.C,
-                                   .H = s.H,
-                                   .exclusive = exclusive,
-                                   .qkv = qkvf.data(),
-                                   .y = yf.data(),
-                                   .z = zf.data(),
-                                   .lse = lsef.data(),
-                                   .dqkv = dqkvf.data(),
-                                   .d_out = doutf.data()};
-      ops::attention_forward(af);
-      ops::attention_backward(af);
-      EXPECT_LE(max_rel_error(yf, y_ref), kTolF32);
-      EXPECT_LE(max_rel_error(lsef, lse_ref), kTolF32);
-      if (exclusive) {
-        EXPECT_LE(max_rel_error(zf, z_ref), kTolF32);
+      // The kernel in float32 and in float64, against the reference.
+      for (auto [out, tol] :
+           {std::pair{run_tiled_attention<float>(s, exclusive, qkv, dout, dqkv0), kTolF32},
+            std::pair{run_tiled_attention<double>(s, exclusive, qkv, dout, dqkv0), kTolF64}}) {
+        EXPECT_LE(max_rel_error(out.y, y_ref), tol);
+        EXPECT_LE(max_rel_error(out.lse, lse_ref), tol);
+        if (exclusive) {
+          EXPECT_LE(max_rel_error(out.z, z_ref), tol);
+        }
+        EXPECT_LE(max_rel_error(out.dqkv, dqkv_ref), tol);
       }
-      EXPECT_LE(max_rel_error(dqkvf, dqkv_ref), kTolF32);
-
-      Vec y64(N * s.C), z64(N * s.C), lse64(s.B * s.H * s.T), dqkv64 = dqkv0, dout64 = dout;
-      ops::AttentionArgs<double> a64{.B = s.B,
-                                     .T = s.T,
-                                     .C = s.C,
-                                     .H = s.H,
-                                     .exclusive = exclusive,
-                                     .qkv = qkv.data(),
-                                     .y = y64.data(),
-                                     .z = z64.data(),
-                                     .lse = lse64.data(),
-                                     .dqkv = dqkv64.data(),
-                                     .d_out = dout64.data()};
-      ops::attention_forward(a64);
-      ops::attention_backward(a64);
-      EXPECT_LE(max_rel_error(y64, y_ref), kTolF64);
-      if (exclusive) {
-        EXPECT_LE(max_rel_error(z64, z_ref), kTolF64);
-      }
-      EXPECT_LE(max_rel_error(dqkv64, dqkv_ref), kTolF64);
     }
   }
 }
