@@ -12,10 +12,10 @@
 
 #include "xsa/data/shards.h"
 #include "xsa/tokenizer/tokenizer.h"
-#include "xsa/util/threads.h"
 #include "xsa/util/error.h"
 #include "xsa/util/files.h"
 #include "xsa/util/rng.h"
+#include "xsa/util/threads.h"
 
 namespace xsa {
 

@@ -18,10 +18,10 @@
 #include "xsa/train/step.h"
 #include "xsa/util/blas.h"
 #include "xsa/util/error.h"
-#include "xsa/util/threads.h"
 #include "xsa/util/files.h"
 #include "xsa/util/memory.h"
 #include "xsa/util/rng.h"
+#include "xsa/util/threads.h"
 
 namespace xsa::cli {
 namespace {

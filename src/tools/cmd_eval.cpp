@@ -10,9 +10,9 @@
 #include "xsa/io/checkpoint.h"
 #include "xsa/tools/commands.h"
 #include "xsa/util/error.h"
-#include "xsa/util/threads.h"
 #include "xsa/util/files.h"
 #include "xsa/util/stats.h"
+#include "xsa/util/threads.h"
 
 namespace xsa::cli {
 namespace {
