@@ -12,10 +12,10 @@
 
 #include "xsa/data/shards.h"
 #include "xsa/tokenizer/tokenizer.h"
-#include "xsa/util/threads.h"
 #include "xsa/util/error.h"
 #include "xsa/util/files.h"
 #include "xsa/util/rng.h"
+#include "xsa/util/threads.h"
 
 namespace xsa {
 
@@ -173,11 +173,14 @@ std::string format_bytes(double b) {
   return fmt::format("{:.0f} kB", b / 1e3);
 }
 
-}  // namespace
+using clock_type = std::chrono::steady_clock;
 
-PrepareResult prepare(const PrepareConfig& cfg) {
-  using clock = std::chrono::steady_clock;
-  const auto start = clock::now();
+double seconds_since(clock_type::time_point t0) {
+  return std::chrono::duration<double>(clock_type::now() - t0).count();
+}
+
+// Options that cannot work, and an output folder that is there without --force.
+void check_config(const PrepareConfig& cfg) {
   if (cfg.out.empty()) fail("--out is required: the folder to write the shards into");
   if (cfg.inputs.empty()) fail("--input is required: text files or folders to prepare");
   if (!(cfg.val_fraction >= 0 && cfg.val_fraction < 1))
@@ -185,64 +188,109 @@ PrepareResult prepare(const PrepareConfig& cfg) {
   if (cfg.shard_tokens < 1024)
     fail("--shard-tokens {} is too small (at least 1024)", cfg.shard_tokens);
   std::error_code ec;
-  const fs::path out = fs::path(cfg.out);
-  if (fs::exists(out, ec) && !cfg.force)
+  if (fs::exists(fs::path(cfg.out), ec) && !cfg.force)
     fail("{}: already exists; pass --force to replace it", cfg.out);
-  const std::vector<PrepareInput> files = list_files(cfg.inputs);
-  auto tokenizer = make_tokenizer(cfg.tokenizer, cfg.vocab_dir);
-  const int threads = set_thread_count(cfg.threads);
-  size_t total_bytes = 0;
-  for (const PrepareInput& f : files) total_bytes += fs::file_size(f.path, ec);
+}
 
-  if (out.has_parent_path()) fs::create_directories(out.parent_path(), ec);
-  TempDirGuard tmp{out.string() + ".partial-" + std::to_string(::getpid())};
-  fs::remove_all(tmp.path, ec);
-  if (!fs::create_directory(tmp.path, ec))
-    fail("{}: cannot create: {}", tmp.path.string(), ec.message());
+size_t total_size(const std::vector<PrepareInput>& files) {
+  std::error_code ec;
+  size_t total = 0;
+  for (const PrepareInput& f : files) total += fs::file_size(f.path, ec);
+  return total;
+}
 
-  ShardWriter train(tmp.path, "train", cfg.shard_tokens), val(tmp.path, "val", cfg.shard_tokens);
-  PrepareResult result;
-  nlohmann::json sources = nlohmann::json::array();
-  const bool tty = !cfg.quiet && isatty(STDERR_FILENO);
-  auto last_report = clock::now();
-  auto report = [&](bool final) {
-    if (cfg.quiet) return;
-    double seconds = std::chrono::duration<double>(clock::now() - start).count();
-    if (!final && !tty && std::chrono::duration<double>(clock::now() - last_report).count() < 5)
-      return;
-    last_report = clock::now();
+// The progress line on stderr: redrawn in place on a terminal; otherwise (logs, batch jobs) a line
+// at most every 5 seconds, and the last one.
+class ProgressLine {
+ public:
+  ProgressLine(bool quiet, size_t total_bytes, clock_type::time_point start)
+      : quiet_(quiet),
+        tty_(!quiet && isatty(STDERR_FILENO)),
+        total_bytes_(total_bytes),
+        start_(start),
+        last_report_(clock_type::now()) {}
+
+  void report(const PrepareResult& result, bool final) {
+    if (quiet_) return;
+    double seconds = seconds_since(start_);
+    if (!final && !tty_ && seconds_since(last_report_) < 5) return;
+    last_report_ = clock_type::now();
     double rate = result.bytes / std::max(seconds, 1e-9);
-    double eta = (total_bytes - std::min(total_bytes, result.bytes)) / std::max(rate, 1.0);
-    int pct = total_bytes ? (int)(100.0 * result.bytes / total_bytes) : 100;
+    double eta = (total_bytes_ - std::min(total_bytes_, result.bytes)) / std::max(rate, 1.0);
+    int pct = total_bytes_ ? (int)(100.0 * result.bytes / total_bytes_) : 100;
     std::string bar(pct / 5, '#');
     bar.resize(20, '.');
     std::fprintf(stderr, "%sprepare [%s] %3d%% %s of %s, %s/s, %zu docs, ETA %.0fs%s",
-                 tty ? "\r\033[K" : "", bar.c_str(), pct, format_bytes(result.bytes).c_str(),
-                 format_bytes(total_bytes).c_str(), format_bytes(rate).c_str(),
-                 result.train_documents + result.val_documents, eta, tty && !final ? "" : "\n");
-  };
+                 tty_ ? "\r\033[K" : "", bar.c_str(), pct, format_bytes(result.bytes).c_str(),
+                 format_bytes(total_bytes_).c_str(), format_bytes(rate).c_str(),
+                 result.train_documents + result.val_documents, eta, tty_ && !final ? "" : "\n");
+  }
 
-  // Documents are gathered into batches of about 32 MB, tokenized in parallel, written in order.
-  std::vector<Document> batch;
-  size_t batch_bytes = 0, doc_index = 0;
-  std::vector<std::vector<int32_t>> ids;
-  const int eot = tokenizer->end_of_text();
-  auto flush_batch = [&]() {
-    ids.assign(batch.size(), {});
+ private:
+  bool quiet_, tty_;
+  size_t total_bytes_;
+  clock_type::time_point start_, last_report_;
+};
+
+// Documents gathered into batches of about 32 MB, tokenized in parallel, written in order to
+// their split's shards (and counted in `result`).
+class BatchTokenizer {
+ public:
+  BatchTokenizer(const Tokenizer& tokenizer, ShardWriter& train, ShardWriter& val,
+                 PrepareResult& result)
+      : tokenizer_(tokenizer),
+        eot_(tokenizer.end_of_text()),
+        train_(train),
+        val_(val),
+        result_(result) {}
+
+  void add(std::string text, bool is_val) {
+    batch_bytes_ += text.size();
+    batch_.push_back({std::move(text), is_val});
+  }
+  bool full() const { return batch_bytes_ >= (32u << 20); }
+
+  void flush() {
+    ids_.assign(batch_.size(), {});
 #pragma omp parallel for schedule(dynamic, 16)
-    for (size_t i = 0; i < batch.size(); i++) {
+    for (size_t i = 0; i < batch_.size(); i++) {
       // GPT-2: the end-of-text token opens every document (as llm.c's scripts write it). The byte
       // tokenizer has none: documents end with a newline.
-      if (eot >= 0) ids[i].push_back(eot);
-      tokenizer->encode(batch[i].text, ids[i]);
-      if (eot < 0 && batch[i].text.back() != '\n') ids[i].push_back('\n');
+      if (eot_ >= 0) ids_[i].push_back(eot_);
+      tokenizer_.encode(batch_[i].text, ids_[i]);
+      if (eot_ < 0 && batch_[i].text.back() != '\n') ids_[i].push_back('\n');
     }
-    for (size_t i = 0; i < batch.size(); i++) {
-      (batch[i].val ? val : train).append(ids[i]);
-      (batch[i].val ? result.val_documents : result.train_documents)++;
+    for (size_t i = 0; i < batch_.size(); i++) {
+      (batch_[i].val ? val_ : train_).append(ids_[i]);
+      (batch_[i].val ? result_.val_documents : result_.train_documents)++;
     }
-    batch.clear(), batch_bytes = 0;
-  };
+    batch_.clear(), batch_bytes_ = 0;
+  }
+
+ private:
+  const Tokenizer& tokenizer_;
+  const int eot_;
+  ShardWriter &train_, &val_;
+  PrepareResult& result_;
+  std::vector<Document> batch_;
+  size_t batch_bytes_ = 0;
+  std::vector<std::vector<int32_t>> ids_;
+};
+
+// A document's split depends only on (seed, its index): reproducible, independent of threads.
+bool drawn_for_val(size_t doc_index, const PrepareConfig& cfg) {
+  Rng pick(hash_name(std::to_string(doc_index), cfg.seed));
+  return pick.uniform() < cfg.val_fraction;
+}
+
+// Reads every file's documents into `batches`, each drawn into its split; returns meta.json's
+// "sources" (one entry per file).
+nlohmann::json tokenize_files(const std::vector<PrepareInput>& files, const PrepareConfig& cfg,
+                              BatchTokenizer& batches, ProgressLine& progress,
+                              PrepareResult& result) {
+  nlohmann::json sources = nlohmann::json::array();
+  std::error_code ec;
+  size_t doc_index = 0;
   std::vector<std::string> docs;
   for (const PrepareInput& f : files) {
     docs.clear();
@@ -252,63 +300,101 @@ PrepareResult prepare(const PrepareConfig& cfg) {
                        {"format", f.format},
                        {"documents", docs.size()},
                        {"bytes", file_bytes}});
-    for (std::string& d : docs) {
-      // A document's split depends only on (seed, its index): reproducible, independent of threads.
-      Rng pick(hash_name(std::to_string(doc_index++), cfg.seed));
-      bool is_val = pick.uniform() < cfg.val_fraction;
-      batch_bytes += d.size();
-      batch.push_back({std::move(d), is_val});
-    }
+    for (std::string& d : docs) batches.add(std::move(d), drawn_for_val(doc_index++, cfg));
     result.bytes += file_bytes;
-    if (batch_bytes >= (32u << 20)) flush_batch();
-    report(false);
+    if (batches.full()) batches.flush();
+    progress.report(result, false);
   }
-  flush_batch();
-  train.finish();
-  val.finish();
+  batches.flush();
+  return sources;
+}
+
+// Inputs that leave a split empty.
+void check_splits(const PrepareResult& result, double val_fraction) {
   if (result.train_documents + result.val_documents == 0)
     fail("the inputs hold no documents (every file and text field is empty)");
-  if (train.total() == 0) fail("no document was left for training; lower --val-fraction");
-  if (cfg.val_fraction > 0 && result.val_documents == 0)
+  if (result.train_tokens == 0) fail("no document was left for training; lower --val-fraction");
+  if (val_fraction > 0 && result.val_documents == 0)
     fail(
         "{} documents are too few to draw a validation share of {}; give more text or "
         "--val-fraction 0",
-        result.train_documents, cfg.val_fraction);
-  result.train_tokens = train.total(), result.val_tokens = val.total();
-  result.shards = (int)(train.files().size() + val.files().size());
+        result.train_documents, val_fraction);
+}
 
-  nlohmann::json meta = {{"format", "xsa-shards"},
-                         {"version", 1},
-                         {"tokenizer", to_string(cfg.tokenizer)},
-                         {"vocab_size", tokenizer->vocab_size()},
-                         {"end_of_text", eot},
-                         {"train_tokens", result.train_tokens},
-                         {"val_tokens", result.val_tokens},
-                         {"train_documents", result.train_documents},
-                         {"val_documents", result.val_documents},
-                         {"val_fraction", cfg.val_fraction},
-                         {"seed", cfg.seed},
-                         {"train_shards", train.files()},
-                         {"val_shards", val.files()},
-                         {"sources", sources}};
-  write_file_atomic(tmp.path / "meta.json", meta.dump(2) + "\n");
+nlohmann::json meta_json(const PrepareConfig& cfg, const Tokenizer& tokenizer,
+                         const PrepareResult& result, const ShardWriter& train,
+                         const ShardWriter& val, const nlohmann::json& sources) {
+  return {{"format", "xsa-shards"},
+          {"version", 1},
+          {"tokenizer", to_string(cfg.tokenizer)},
+          {"vocab_size", tokenizer.vocab_size()},
+          {"end_of_text", tokenizer.end_of_text()},
+          {"train_tokens", result.train_tokens},
+          {"val_tokens", result.val_tokens},
+          {"train_documents", result.train_documents},
+          {"val_documents", result.val_documents},
+          {"val_fraction", cfg.val_fraction},
+          {"seed", cfg.seed},
+          {"train_shards", train.files()},
+          {"val_shards", val.files()},
+          {"sources", sources}};
+}
 
-  // Into place: an existing output (with --force) moves aside first, and goes once the new is in.
-  const fs::path old = out.string() + ".old-" + std::to_string(::getpid());
+// Into place: an existing output (with --force) moves aside first, and goes once the new is in.
+void move_into_place(TempDirGuard& tmp, const std::string& out) {
+  std::error_code ec;
+  const fs::path old = out + ".old-" + std::to_string(::getpid());
   if (fs::exists(out, ec)) fs::rename(out, old);
   fs::rename(tmp.path, out, ec);
-  if (ec) fail("{}: cannot move the prepared shards into place: {}", cfg.out, ec.message());
+  if (ec) fail("{}: cannot move the prepared shards into place: {}", out, ec.message());
   tmp.keep = true;
   fs::remove_all(old, ec);
-  result.seconds = std::chrono::duration<double>(clock::now() - start).count();
-  report(true);
-  if (!cfg.quiet)
-    std::printf(
-        "prepared %s: %zu train tokens (%zu documents), %zu val tokens (%zu documents), %d shards, "
-        "%s tokenizer, %.1f s on %d threads (%s/s)\n",
-        cfg.out.c_str(), result.train_tokens, result.train_documents, result.val_tokens,
-        result.val_documents, result.shards, to_string(cfg.tokenizer), result.seconds, threads,
-        format_bytes(result.bytes / std::max(result.seconds, 1e-9)).c_str());
+}
+
+void print_summary(const PrepareConfig& cfg, const PrepareResult& result, int threads) {
+  std::printf(
+      "prepared %s: %zu train tokens (%zu documents), %zu val tokens (%zu documents), %d shards, "
+      "%s tokenizer, %.1f s on %d threads (%s/s)\n",
+      cfg.out.c_str(), result.train_tokens, result.train_documents, result.val_tokens,
+      result.val_documents, result.shards, to_string(cfg.tokenizer), result.seconds, threads,
+      format_bytes(result.bytes / std::max(result.seconds, 1e-9)).c_str());
+}
+
+}  // namespace
+
+PrepareResult prepare(const PrepareConfig& cfg) {
+  const auto start = clock_type::now();
+  check_config(cfg);
+  const fs::path out = fs::path(cfg.out);
+  const std::vector<PrepareInput> files = list_files(cfg.inputs);
+  auto tokenizer = make_tokenizer(cfg.tokenizer, cfg.vocab_dir);
+  const int threads = set_thread_count(cfg.threads);
+  const size_t total_bytes = total_size(files);
+
+  std::error_code ec;
+  if (out.has_parent_path()) fs::create_directories(out.parent_path(), ec);
+  TempDirGuard tmp{out.string() + ".partial-" + std::to_string(::getpid())};
+  fs::remove_all(tmp.path, ec);
+  if (!fs::create_directory(tmp.path, ec))
+    fail("{}: cannot create: {}", tmp.path.string(), ec.message());
+
+  ShardWriter train(tmp.path, "train", cfg.shard_tokens), val(tmp.path, "val", cfg.shard_tokens);
+  PrepareResult result;
+  ProgressLine progress(cfg.quiet, total_bytes, start);
+  BatchTokenizer batches(*tokenizer, train, val, result);
+  const nlohmann::json sources = tokenize_files(files, cfg, batches, progress, result);
+  train.finish();
+  val.finish();
+  result.train_tokens = train.total(), result.val_tokens = val.total();
+  result.shards = (int)(train.files().size() + val.files().size());
+  check_splits(result, cfg.val_fraction);
+  write_file_atomic(tmp.path / "meta.json",
+                    meta_json(cfg, *tokenizer, result, train, val, sources).dump(2) + "\n");
+
+  move_into_place(tmp, cfg.out);
+  result.seconds = seconds_since(start);
+  progress.report(result, true);
+  if (!cfg.quiet) print_summary(cfg, result, threads);
   return result;
 }
 

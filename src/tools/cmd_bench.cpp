@@ -5,6 +5,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cstdio>
 #include <filesystem>
@@ -18,10 +19,10 @@
 #include "xsa/train/step.h"
 #include "xsa/util/blas.h"
 #include "xsa/util/error.h"
-#include "xsa/util/threads.h"
 #include "xsa/util/files.h"
 #include "xsa/util/memory.h"
 #include "xsa/util/rng.h"
+#include "xsa/util/threads.h"
 
 namespace xsa::cli {
 namespace {
@@ -221,227 +222,275 @@ double gemm_in_child(const std::string& env) {
   return out.empty() ? NAN : std::atof(out.c_str());
 }
 
+// The configurations --config names.
+std::vector<BenchShape> shapes_of(const std::string& config) {
+  std::vector<BenchShape> shapes;
+  for (const BenchShape& s : kShapes)
+    if (config == "all" || config == s.name) shapes.push_back(s);
+  if (shapes.empty()) fail("--config {} is not known (expected tiny, small, gpt2 or all)", config);
+  return shapes;
+}
+
+// The `small` ceiling as xsa runs, against OpenBLAS's own kernel detection and its generic
+// fallback (each measured in a child process, where the other kernels can be chosen).
+void bench_kernel_choice(json& records) {
+  const double own =
+      gemm_in_child("env -u OPENBLAS_CORETYPE -u XSA_BLAS_CORRECTED_FROM XSA_KEEP_BLAS_CORE=1");
+  const double generic = gemm_in_child("env -u XSA_BLAS_CORRECTED_FROM OPENBLAS_CORETYPE=Prescott");
+  const double used =
+      gemm_ceiling(model_of(kShapes[1], AttnKind::sa), kShapes[1].B, kShapes[1].T, 3).gflops;
+  std::printf(
+      "\nKernel choice, `small` ceiling: %.1f GFLOP/s as xsa runs (%s); %.1f with OpenBLAS's own "
+      "detection; %.1f with its generic fallback (Prescott), what an unrecognised CPU gets.\n",
+      used, blas_core().c_str(), own, generic);
+  records.push_back(
+      {{"kind", "ratio"}, {"what", "gemm_small_in_use_over_generic"}, {"value", used / generic}});
+}
+
+void bench_gemm(const std::vector<BenchShape>& shapes, json& records) {
+  std::printf("\n## GEMM ceiling on the model's shapes (OpenBLAS sgemm)\n\n");
+  for (const BenchShape& s : shapes) {
+    GemmCeiling g = gemm_ceiling(model_of(s, AttnKind::sa), s.B, s.T, 3);
+    std::printf(
+        "%s: %.1f GFLOP/s over a step's products\n\n| op | rows × in → out | per step | fwd "
+        "GFLOP/s | bwd GFLOP/s |\n|---|---|---|---|---|\n",
+        s.name, g.gflops);
+    for (const auto& r : g.rows)
+      std::printf("| %s | %d × %d → %d | %d | %.1f | %.1f |\n", r["op"].get<std::string>().c_str(),
+                  r["rows"].get<int>(), r["in"].get<int>(), r["out"].get<int>(),
+                  r["count"].get<int>(), r["fwd_gflops"].get<double>(),
+                  r["bwd_gflops"].get<double>());
+    records.push_back({{"kind", "gemm"},
+                       {"config", s.name},
+                       {"gemm_ceiling_gflops", g.gflops},
+                       {"ops", g.rows},
+                       {"blas_core", blas_core()}});
+  }
+  bench_kernel_choice(records);
+}
+
+// Peak memory of each arm alone (a fresh model, two steps): SA, then XSA.
+std::array<double, 2> step_peak_mb(const ModelConfig& sa, const ModelConfig& xsa_cfg, int B, int T,
+                                   const std::vector<int32_t>& inputs,
+                                   const std::vector<int32_t>& targets) {
+  std::array<double, 2> peak;
+  for (int k = 0; k < 2; k++) {
+    reset_peak_rss();
+    StepBench b(k ? xsa_cfg : sa, B, T);
+    b.time_step(inputs, targets);
+    b.time_step(inputs, targets);
+    peak[k] = peak_rss_mb();
+  }
+  return peak;
+}
+
+// One configuration's rows of the training-step table: SA, XSA and their ratio.
+void bench_step_config(const BenchShape& s, int steps, int warmup, json& records) {
+  const ModelConfig sa = model_of(s, AttnKind::sa), xsa_cfg = model_of(s, AttnKind::xsa);
+  const int N = s.B * s.T;
+  std::vector<int32_t> inputs(N), targets(N);
+  Rng rng(7);
+  for (int i = 0; i < N; i++)
+    inputs[i] = rng.next_u64() % sa.vocab_size, targets[i] = rng.next_u64() % sa.vocab_size;
+  const std::array<double, 2> peak = step_peak_mb(sa, xsa_cfg, s.B, s.T, inputs, targets);
+  const GemmCeiling ceiling = gemm_ceiling(sa, s.B, s.T, 2);
+  StepBench a(sa, s.B, s.T), x(xsa_cfg, s.B, s.T);
+  for (int i = 0; i < warmup; i++) a.time_step(inputs, targets), x.time_step(inputs, targets);
+  std::vector<double> ms_sa, ms_xsa, ratio;
+  for (int i = 0; i < steps; i++) {  // ABBA order: neither arm always runs first
+    if (i % 2 == 0) {
+      ms_sa.push_back(a.time_step(inputs, targets));
+      ms_xsa.push_back(x.time_step(inputs, targets));
+    } else {
+      ms_xsa.push_back(x.time_step(inputs, targets));
+      ms_sa.push_back(a.time_step(inputs, targets));
+    }
+    ratio.push_back(ms_xsa.back() / ms_sa.back());
+  }
+  const double flops = step_flops(sa, s.B, s.T);
+  for (int k = 0; k < 2; k++) {
+    Stats st = stats_of(k ? ms_xsa : ms_sa);
+    double gflops = flops / st.median / 1e6;
+    std::printf("| %s | %s | %.1f | %.1f–%.1f | %.0f | %.1f | %.0f%% | %.0f |\n", s.name,
+                k ? "xsa" : "sa", st.median, st.min, st.max, N / (st.median / 1000), gflops,
+                100 * gflops / ceiling.gflops, peak[k]);
+    records.push_back({{"kind", "step"},
+                       {"config", s.name},
+                       {"attn", k ? "xsa" : "sa"},
+                       {"ms_median", st.median},
+                       {"ms_min", st.min},
+                       {"ms_max", st.max},
+                       {"tokens_per_s", N / (st.median / 1000)},
+                       {"gflops", gflops},
+                       {"gemm_ceiling_gflops", ceiling.gflops},
+                       {"peak_mb", peak[k]}});
+  }
+  Stats r = stats_of(ratio);
+  std::printf("| %s | XSA/SA | %.3f | %.3f–%.3f | | | GEMM ceiling %.1f GFLOP/s | |\n", s.name,
+              r.median, r.min, r.max, ceiling.gflops);
+  records.push_back({{"kind", "ratio"},
+                     {"what", std::string("step_xsa_over_sa_") + s.name},
+                     {"value", r.median}});
+}
+
+void bench_steps(const std::vector<BenchShape>& shapes, int steps, int warmup, json& records) {
+  std::printf(
+      "\n## Training step (forward + backward + AdamW), median of %d after %d warm-up; SA and "
+      "XSA "
+      "interleaved\n\n| config | attn | ms median | ms min–max | tokens/s | GFLOP/s | of GEMM "
+      "ceiling | "
+      "peak MB |\n|---|---|---|---|---|---|---|---|\n",
+      steps, warmup);
+  for (const BenchShape& s : shapes) bench_step_config(s, steps, warmup, records);
+}
+
+// The attention-alone table's layer at sequence length T: one sequence, 8 heads of 64, random
+// inputs and output gradients.
+struct AttentionBench {
+  static constexpr int B = 1, H = 8, D = 64, C = H * D;
+  int T;
+  AlignedBuffer<float> qkv, y, z, lse, dqkv, dout, grad;
+  explicit AttentionBench(int T)
+      : T(T),
+        qkv((size_t)B * T * 3 * C),
+        y((size_t)B * T * C),
+        z((size_t)B * T * C),
+        lse((size_t)B * H * T),
+        dqkv((size_t)B * T * 3 * C),
+        dout((size_t)B * T * C),
+        grad((size_t)B * T * C) {
+    Rng rng(5);
+    for (size_t i = 0; i < qkv.size(); i++) qkv[i] = (float)rng.normal();
+    for (size_t i = 0; i < grad.size(); i++) grad[i] = (float)rng.normal();
+  }
+  // One forward (and backward) pass; returns its milliseconds.
+  double run(bool exclusive, bool backward) {
+    auto t0 = clock_type::now();
+    ops::AttentionArgs<float> args;
+    args.B = B, args.T = T, args.C = C, args.H = H, args.exclusive = exclusive;
+    args.qkv = qkv.data(), args.y = y.data(), args.z = z.data(), args.lse = lse.data();
+    ops::attention_forward(args);
+    if (backward) {
+      std::copy(grad.data(), grad.data() + grad.size(), dout.data());
+      dqkv.zero();
+      args.dqkv = dqkv.data(), args.d_out = dout.data();
+      ops::attention_backward(args);
+    }
+    return ms_since(t0);
+  }
+};
+
+// One row of the attention-alone table: SA and XSA on one pass, interleaved.
+void bench_attention_pass(AttentionBench& bench, bool backward, json& records) {
+  const int T = bench.T;
+  const int reps = T >= 8192 ? 5 : T >= 4096 ? 9 : 21;
+  std::vector<double> ms[2], ratio;
+  double extra[2] = {0, 0};
+  for (int r = 0; r <= reps; r++) {  // r = 0: warm-up, and the memory measurement
+    for (int kk = 0; kk < 2; kk++) {
+      const int k = r % 2 ? 1 - kk : kk;  // ABBA order: neither arm always runs first
+      const double before = rss_mb();
+      reset_peak_rss();
+      double t = bench.run(k == 1, backward);
+      if (r == 0)
+        extra[k] = std::max(0.0, peak_rss_mb() - before);
+      else
+        ms[k].push_back(t);
+    }
+    if (r) ratio.push_back(ms[1].back() / ms[0].back());
+  }
+  const char* pass = backward ? "fwdbwd" : "fwd";
+  Stats rs = stats_of(ratio);
+  std::printf("| %d | %s | %.2f | %.2f | %.3f | %.1f | %.1f |\n", T, pass, stats_of(ms[0]).median,
+              stats_of(ms[1]).median, rs.median, extra[0], extra[1]);
+  for (int k = 0; k < 2; k++)
+    records.push_back({{"kind", "attention"},
+                       {"T", T},
+                       {"pass", pass},
+                       {"attn", k ? "xsa" : "sa"},
+                       {"ms_median", stats_of(ms[k]).median},
+                       {"extra_mb", extra[k]}});
+  records.push_back({{"kind", "ratio"},
+                     {"what", fmt::format("attention_{}_T{}_xsa_over_sa", pass, T)},
+                     {"value", rs.median}});
+}
+
+void bench_attention(const std::vector<int>& attn_T, json& records) {
+  std::printf(
+      "\n## Attention alone (B %d, H %d, D %d, causal), median ms; extra MB = peak resident "
+      "memory "
+      "above inputs and outputs\n\n| T | pass | SA ms | XSA ms | XSA/SA | SA extra MB | XSA "
+      "extra MB |\n"
+      "|---|---|---|---|---|---|---|\n",
+      AttentionBench::B, AttentionBench::H, AttentionBench::D);
+  for (int T : attn_T) {
+    AttentionBench bench(T);
+    for (bool backward : {false, true}) bench_attention_pass(bench, backward, records);
+  }
+}
+
+// One configuration's rows of the decoding table: SA, XSA and their ratio per cached token.
+void bench_decode_config(const BenchShape& s, int tokens, int reps, json& records) {
+  const int T = s.T, n = std::min(tokens, T - 1);
+  DecodeArm arms[2] = {DecodeArm(model_of(s, AttnKind::sa)), DecodeArm(model_of(s, AttnKind::xsa))};
+  std::vector<int32_t> seq(T), targets(T);
+  Rng rng(9);
+  for (int i = 0; i < T; i++)
+    seq[i] = rng.next_u64() % arms[0].full.config().vocab_size,
+    targets[i] = rng.next_u64() % arms[0].full.config().vocab_size;
+  for (int r = 0; r <= reps; r++)  // r = 0: warm-up; ABBA order
+    for (int kk = 0; kk < 2; kk++) arms[r % 2 ? 1 - kk : kk].run(seq, targets, n, r > 0);
+  std::vector<double> ratio;
+  for (size_t i = 0; i < arms[0].times.cached.size(); i++)
+    ratio.push_back(arms[1].times.cached[i] / arms[0].times.cached[i]);
+  for (int k = 0; k < 2; k++) {
+    const DecodeTimes& d = arms[k].times;
+    const double cached = stats_of(d.cached).median, prompt = stats_of(d.prompt).median,
+                 recompute = stats_of(d.recompute).median,
+                 recompute_all = stats_of(d.recompute_all).median;
+    std::printf("| %s | %s | %.1f | %.2f | %.0f | %.1f | %.1f× | %.1f | %.1f× |\n", s.name,
+                k ? "xsa" : "sa", prompt, cached, 1000 / cached, recompute, recompute / cached,
+                recompute_all, recompute_all / cached);
+    records.push_back({{"kind", "decode"},
+                       {"config", s.name},
+                       {"attn", k ? "xsa" : "sa"},
+                       {"context", T},
+                       {"prompt_ms", prompt},
+                       {"cached_ms_per_token", cached},
+                       {"tokens_per_s", 1000 / cached},
+                       {"recompute_ms", recompute},
+                       {"recompute_all_logits_ms", recompute_all},
+                       {"speedup", recompute / cached},
+                       {"speedup_all_logits", recompute_all / cached}});
+  }
+  const double r = stats_of(ratio).median;
+  std::printf("| %s | XSA/SA | | %.3f | | | | | |\n", s.name, r);
+  records.push_back(
+      {{"kind", "ratio"}, {"what", std::string("decode_xsa_over_sa_") + s.name}, {"value", r}});
+}
+
+void bench_decode(const std::vector<BenchShape>& shapes, int steps, json& records) {
+  const int tokens = 32, reps = std::max(3, steps);  // per-token times: reps × 32 of them
+  std::printf(
+      "\n## Decoding with the key/value cache (batch 1), context T: %d new tokens after T − %d, "
+      "median ms per token; recompute = one full forward of all T tokens for the next token "
+      "(last row's logits / every row's)\n\n| config | attn | prompt ms | cached ms/token | "
+      "tokens/s | recompute ms | speed-up | recompute, all logits, ms | speed-up |\n"
+      "|---|---|---|---|---|---|---|---|---|\n",
+      tokens, tokens);
+  for (const BenchShape& s : shapes) bench_decode_config(s, tokens, reps, records);
+}
+
 void run_bench(const Options& o) {
   const int threads = set_thread_count(o.threads);
   json records = json::array();
   std::printf("# xsa bench\n\n%d threads; BLAS: OpenBLAS, %s kernels (%s)\n", threads,
               blas_core().c_str(), blas_origin().c_str());
-
-  std::vector<BenchShape> shapes;
-  for (const BenchShape& s : kShapes)
-    if (o.config == "all" || o.config == s.name) shapes.push_back(s);
-  if (shapes.empty())
-    fail("--config {} is not known (expected tiny, small, gpt2 or all)", o.config);
-
-  if (o.gemm) {
-    std::printf("\n## GEMM ceiling on the model's shapes (OpenBLAS sgemm)\n\n");
-    for (const BenchShape& s : shapes) {
-      GemmCeiling g = gemm_ceiling(model_of(s, AttnKind::sa), s.B, s.T, 3);
-      std::printf(
-          "%s: %.1f GFLOP/s over a step's products\n\n| op | rows × in → out | per step | fwd "
-          "GFLOP/s | bwd GFLOP/s |\n|---|---|---|---|---|\n",
-          s.name, g.gflops);
-      for (const auto& r : g.rows)
-        std::printf("| %s | %d × %d → %d | %d | %.1f | %.1f |\n",
-                    r["op"].get<std::string>().c_str(), r["rows"].get<int>(), r["in"].get<int>(),
-                    r["out"].get<int>(), r["count"].get<int>(), r["fwd_gflops"].get<double>(),
-                    r["bwd_gflops"].get<double>());
-      records.push_back({{"kind", "gemm"},
-                         {"config", s.name},
-                         {"gemm_ceiling_gflops", g.gflops},
-                         {"ops", g.rows},
-                         {"blas_core", blas_core()}});
-    }
-    const double own =
-        gemm_in_child("env -u OPENBLAS_CORETYPE -u XSA_BLAS_CORRECTED_FROM XSA_KEEP_BLAS_CORE=1");
-    const double generic =
-        gemm_in_child("env -u XSA_BLAS_CORRECTED_FROM OPENBLAS_CORETYPE=Prescott");
-    const double used =
-        gemm_ceiling(model_of(kShapes[1], AttnKind::sa), kShapes[1].B, kShapes[1].T, 3).gflops;
-    std::printf(
-        "\nKernel choice, `small` ceiling: %.1f GFLOP/s as xsa runs (%s); %.1f with OpenBLAS's own "
-        "detection; %.1f with its generic fallback (Prescott), what an unrecognised CPU gets.\n",
-        used, blas_core().c_str(), own, generic);
-    records.push_back(
-        {{"kind", "ratio"}, {"what", "gemm_small_in_use_over_generic"}, {"value", used / generic}});
-  }
-
-  if (!o.no_steps) {
-    std::printf(
-        "\n## Training step (forward + backward + AdamW), median of %d after %d warm-up; SA and "
-        "XSA "
-        "interleaved\n\n| config | attn | ms median | ms min–max | tokens/s | GFLOP/s | of GEMM "
-        "ceiling | "
-        "peak MB |\n|---|---|---|---|---|---|---|---|\n",
-        o.steps, o.warmup);
-    for (const BenchShape& s : shapes) {
-      const ModelConfig sa = model_of(s, AttnKind::sa), xsa_cfg = model_of(s, AttnKind::xsa);
-      const int N = s.B * s.T;
-      std::vector<int32_t> inputs(N), targets(N);
-      Rng rng(7);
-      for (int i = 0; i < N; i++)
-        inputs[i] = rng.next_u64() % sa.vocab_size, targets[i] = rng.next_u64() % sa.vocab_size;
-      // Peak memory of each arm alone (a fresh model, two steps).
-      double peak[2];
-      for (int k = 0; k < 2; k++) {
-        reset_peak_rss();
-        StepBench b(k ? xsa_cfg : sa, s.B, s.T);
-        b.time_step(inputs, targets);
-        b.time_step(inputs, targets);
-        peak[k] = peak_rss_mb();
-      }
-      const GemmCeiling ceiling = gemm_ceiling(sa, s.B, s.T, 2);
-      StepBench a(sa, s.B, s.T), x(xsa_cfg, s.B, s.T);
-      for (int i = 0; i < o.warmup; i++) a.time_step(inputs, targets), x.time_step(inputs, targets);
-      std::vector<double> ms_sa, ms_xsa, ratio;
-      for (int i = 0; i < o.steps; i++) {  // ABBA order: neither arm always runs first
-        if (i % 2 == 0) {
-          ms_sa.push_back(a.time_step(inputs, targets));
-          ms_xsa.push_back(x.time_step(inputs, targets));
-        } else {
-          ms_xsa.push_back(x.time_step(inputs, targets));
-          ms_sa.push_back(a.time_step(inputs, targets));
-        }
-        ratio.push_back(ms_xsa.back() / ms_sa.back());
-      }
-      const double flops = step_flops(sa, s.B, s.T);
-      for (int k = 0; k < 2; k++) {
-        Stats st = stats_of(k ? ms_xsa : ms_sa);
-        double gflops = flops / st.median / 1e6;
-        std::printf("| %s | %s | %.1f | %.1f–%.1f | %.0f | %.1f | %.0f%% | %.0f |\n", s.name,
-                    k ? "xsa" : "sa", st.median, st.min, st.max, N / (st.median / 1000), gflops,
-                    100 * gflops / ceiling.gflops, peak[k]);
-        records.push_back({{"kind", "step"},
-                           {"config", s.name},
-                           {"attn", k ? "xsa" : "sa"},
-                           {"ms_median", st.median},
-                           {"ms_min", st.min},
-                           {"ms_max", st.max},
-                           {"tokens_per_s", N / (st.median / 1000)},
-                           {"gflops", gflops},
-                           {"gemm_ceiling_gflops", ceiling.gflops},
-                           {"peak_mb", peak[k]}});
-      }
-      Stats r = stats_of(ratio);
-      std::printf("| %s | XSA/SA | %.3f | %.3f–%.3f | | | GEMM ceiling %.1f GFLOP/s | |\n", s.name,
-                  r.median, r.min, r.max, ceiling.gflops);
-      records.push_back({{"kind", "ratio"},
-                         {"what", std::string("step_xsa_over_sa_") + s.name},
-                         {"value", r.median}});
-    }
-  }
-
-  if (!o.no_attention) {
-    const int B = 1, H = 8, D = 64, C = H * D;
-    std::printf(
-        "\n## Attention alone (B %d, H %d, D %d, causal), median ms; extra MB = peak resident "
-        "memory "
-        "above inputs and outputs\n\n| T | pass | SA ms | XSA ms | XSA/SA | SA extra MB | XSA "
-        "extra MB |\n"
-        "|---|---|---|---|---|---|---|\n",
-        B, H, D);
-    for (int T : o.attn_T) {
-      const size_t N = (size_t)B * T;
-      AlignedBuffer<float> qkv(N * 3 * C), y(N * C), z(N * C), lse((size_t)B * H * T),
-          dqkv(N * 3 * C), dout(N * C), grad(N * C);
-      Rng rng(5);
-      for (size_t i = 0; i < qkv.size(); i++) qkv[i] = (float)rng.normal();
-      for (size_t i = 0; i < grad.size(); i++) grad[i] = (float)rng.normal();
-      const int reps = T >= 8192 ? 5 : T >= 4096 ? 9 : 21;
-      for (bool backward : {false, true}) {
-        std::vector<double> ms[2], ratio;
-        double extra[2] = {0, 0};
-        for (int r = 0; r <= reps; r++) {  // r = 0: warm-up, and the memory measurement
-          for (int kk = 0; kk < 2; kk++) {
-            const int k = r % 2 ? 1 - kk : kk;  // ABBA order: neither arm always runs first
-            const bool exclusive = k == 1;
-            const double before = rss_mb();
-            reset_peak_rss();
-            auto t0 = clock_type::now();
-            ops::AttentionArgs<float> args;
-            args.B = B, args.T = T, args.C = C, args.H = H, args.exclusive = exclusive;
-            args.qkv = qkv.data(), args.y = y.data(), args.z = z.data(), args.lse = lse.data();
-            ops::attention_forward(args);
-            if (backward) {
-              std::copy(grad.data(), grad.data() + grad.size(), dout.data());
-              dqkv.zero();
-              args.dqkv = dqkv.data(), args.d_out = dout.data();
-              ops::attention_backward(args);
-            }
-            double t = ms_since(t0);
-            if (r == 0)
-              extra[k] = std::max(0.0, peak_rss_mb() - before);
-            else
-              ms[k].push_back(t);
-          }
-          if (r) ratio.push_back(ms[1].back() / ms[0].back());
-        }
-        const char* pass = backward ? "fwdbwd" : "fwd";
-        Stats rs = stats_of(ratio);
-        std::printf("| %d | %s | %.2f | %.2f | %.3f | %.1f | %.1f |\n", T, pass,
-                    stats_of(ms[0]).median, stats_of(ms[1]).median, rs.median, extra[0], extra[1]);
-        for (int k = 0; k < 2; k++)
-          records.push_back({{"kind", "attention"},
-                             {"T", T},
-                             {"pass", pass},
-                             {"attn", k ? "xsa" : "sa"},
-                             {"ms_median", stats_of(ms[k]).median},
-                             {"extra_mb", extra[k]}});
-        records.push_back({{"kind", "ratio"},
-                           {"what", fmt::format("attention_{}_T{}_xsa_over_sa", pass, T)},
-                           {"value", rs.median}});
-      }
-    }
-  }
-  if (o.decode) {
-    const int tokens = 32, reps = std::max(3, o.steps);  // per-token times: reps × 32 of them
-    std::printf(
-        "\n## Decoding with the key/value cache (batch 1), context T: %d new tokens after T − %d, "
-        "median ms per token; recompute = one full forward of all T tokens for the next token "
-        "(last row's logits / every row's)\n\n| config | attn | prompt ms | cached ms/token | "
-        "tokens/s | recompute ms | speed-up | recompute, all logits, ms | speed-up |\n"
-        "|---|---|---|---|---|---|---|---|---|\n",
-        tokens, tokens);
-    for (const BenchShape& s : shapes) {
-      const int T = s.T, n = std::min(tokens, T - 1);
-      DecodeArm arms[2] = {DecodeArm(model_of(s, AttnKind::sa)),
-                           DecodeArm(model_of(s, AttnKind::xsa))};
-      std::vector<int32_t> seq(T), targets(T);
-      Rng rng(9);
-      for (int i = 0; i < T; i++)
-        seq[i] = rng.next_u64() % arms[0].full.config().vocab_size,
-        targets[i] = rng.next_u64() % arms[0].full.config().vocab_size;
-      for (int r = 0; r <= reps; r++)  // r = 0: warm-up; ABBA order
-        for (int kk = 0; kk < 2; kk++) arms[r % 2 ? 1 - kk : kk].run(seq, targets, n, r > 0);
-      std::vector<double> ratio;
-      for (size_t i = 0; i < arms[0].times.cached.size(); i++)
-        ratio.push_back(arms[1].times.cached[i] / arms[0].times.cached[i]);
-      for (int k = 0; k < 2; k++) {
-        const DecodeTimes& d = arms[k].times;
-        const double cached = stats_of(d.cached).median, prompt = stats_of(d.prompt).median,
-                     recompute = stats_of(d.recompute).median,
-                     recompute_all = stats_of(d.recompute_all).median;
-        std::printf("| %s | %s | %.1f | %.2f | %.0f | %.1f | %.1f× | %.1f | %.1f× |\n", s.name,
-                    k ? "xsa" : "sa", prompt, cached, 1000 / cached, recompute, recompute / cached,
-                    recompute_all, recompute_all / cached);
-        records.push_back({{"kind", "decode"},
-                           {"config", s.name},
-                           {"attn", k ? "xsa" : "sa"},
-                           {"context", T},
-                           {"prompt_ms", prompt},
-                           {"cached_ms_per_token", cached},
-                           {"tokens_per_s", 1000 / cached},
-                           {"recompute_ms", recompute},
-                           {"recompute_all_logits_ms", recompute_all},
-                           {"speedup", recompute / cached},
-                           {"speedup_all_logits", recompute_all / cached}});
-      }
-      const double r = stats_of(ratio).median;
-      std::printf("| %s | XSA/SA | | %.3f | | | | | |\n", s.name, r);
-      records.push_back(
-          {{"kind", "ratio"}, {"what", std::string("decode_xsa_over_sa_") + s.name}, {"value", r}});
-    }
-  }
+  const std::vector<BenchShape> shapes = shapes_of(o.config);
+  if (o.gemm) bench_gemm(shapes, records);
+  if (!o.no_steps) bench_steps(shapes, o.steps, o.warmup, records);
+  if (!o.no_attention) bench_attention(o.attn_T, records);
+  if (o.decode) bench_decode(shapes, o.steps, records);
   write_outputs(o, records);
 }
 

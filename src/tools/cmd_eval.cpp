@@ -10,9 +10,9 @@
 #include "xsa/io/checkpoint.h"
 #include "xsa/tools/commands.h"
 #include "xsa/util/error.h"
-#include "xsa/util/threads.h"
 #include "xsa/util/files.h"
 #include "xsa/util/stats.h"
+#include "xsa/util/threads.h"
 
 namespace xsa::cli {
 namespace {
@@ -108,6 +108,152 @@ EvalProgress progress_printer(bool tty) {
   };
 }
 
+void add_eval_options(CLI::App* cmd, EvalArgs& a) {
+  cmd->add_option("--ckpt", a.ckpts,
+                  "A run folder (its latest checkpoint) or a checkpoint folder; repeat it to score "
+                  "several (e.g. SA and XSA twins) on the same examples, with a paired test")
+      ->required();
+  cmd->add_option("--data", a.data,
+                  "Validation data: shard folder, glob or text file (default, when no --task is "
+                  "given: the data the checkpoint was trained on)");
+  cmd->add_option("--task", a.tasks,
+                  "hellaswag, mc or lambada; repeatable, each paired with a --file in order");
+  cmd->add_option("--file", a.files, "The task's jsonl file, one per --task");
+  cmd->add_option("--limit", a.limit, "Score only the first N examples of each task (0: all)")
+      ->capture_default_str();
+  cmd->add_flag("--skip-bad-lines", a.skip_bad_lines,
+                "Leave out malformed task lines (counted and reported) instead of stopping");
+  cmd->add_option("--json", a.json_path, "Write the results to this file (a JSON array)");
+  cmd->add_option("--batch", a.batch,
+                  "Validation sequences per forward pass (default: 8, fewer when their "
+                  "activations would pass 1 GB)");
+  cmd->add_option("--val-batches", a.val_batches, "Validation batches to score (0: all)")
+      ->capture_default_str();
+  cmd->add_option("--vocab-dir", a.vocab_dir, "Folder with GPT-2's encoder.json and vocab.bpe");
+  cmd->add_option("--threads", a.threads, "Threads (0: every core)")->capture_default_str();
+}
+
+void check_args(const EvalArgs& a) {
+  if (a.tasks.size() != a.files.size())
+    fail("{} --task but {} --file: give one --file per --task, in the same order", a.tasks.size(),
+         a.files.size());
+  if (a.limit < 0) fail("--limit {} must be 0 (all) or positive", a.limit);
+  if (a.batch <= 0) fail("--batch {} must be positive", a.batch);
+  if (a.val_batches < 0) fail("--val-batches {} must be 0 (all) or positive", a.val_batches);
+}
+
+// What the checkpoints' runs produce: the table's rows (printed once all have run) and the --json
+// records.
+struct EvalOutput {
+  std::vector<std::string> rows;
+  nlohmann::json records = nlohmann::json::array();
+};
+
+void run_val(Gpt<float>& model, const Prepared& p, int val_batches, const std::string& first_column,
+             EvalOutput& out) {
+  const int available = val_batch_count(p.data->val, p.batch, p.cfg.seq_len, INT32_MAX);
+  if (available == 0)
+    fail("{}: the validation split holds no window of {} tokens", p.data_path, p.cfg.seq_len + 1);
+  const int batches = val_batches ? std::min(val_batches, available) : available;
+  const ValResult v = evaluate_val(model, p.data->val, batches, *p.tokenizer);
+  out.rows.push_back(first_column + fmt::format("| val | {} | – | – | – | {} | {} | {} | {:.1f} |",
+                                                v.tokens, metric(v.ppl), metric(v.loss),
+                                                metric(v.bpb), v.seconds));
+  out.records.push_back({{"task", "val"},
+                         {"n", v.tokens},
+                         {"val_loss", v.loss},
+                         {"ppl", v.ppl},
+                         {"bpb", v.bpb},
+                         {"bytes", v.bytes},
+                         {"batches", v.batches},
+                         {"data", p.data_path},
+                         {"checkpoint", p.ckpt.string()},
+                         {"seconds", v.seconds}});
+}
+
+// One checkpoint: its tasks, then its validation data when it has some. Returns the tasks' results.
+std::vector<TaskResult> run_checkpoint(const Prepared& p, int val_batches, int threads,
+                                       bool several, bool tty, EvalOutput& out) {
+  const ModelConfig& cfg = p.cfg;
+  // The forward's activations are sized for validation batches; tasks use the decoder's own.
+  Gpt<float> model(cfg, p.data ? p.batch : 1, cfg.seq_len, GptMode::inference);
+  load_checkpoint_weights(p.ckpt, model.params(), false);
+  std::printf("xsa eval: %s (%s attention, %d layers, %d embd, seq %d, %s tokenizer), %d threads\n",
+              p.ckpt.string().c_str(), layer_attn_string(cfg).c_str(), cfg.n_layer, cfg.n_embd,
+              cfg.seq_len, to_string(cfg.tokenizer), threads);
+  std::fflush(stdout);
+  const std::string first_column = several ? fmt::format("| {} ", p.ckpt.string()) : "";
+  std::vector<TaskResult> results;
+  for (size_t t = 0; t < p.files.size(); t++) {
+    const TaskFile& file = p.files[t];
+    if (file.skipped)
+      std::fprintf(stderr, "%s: left out %d bad line(s); the first: %s\n", file.path.c_str(),
+                   file.skipped, file.first_skipped.c_str());
+    const TaskResult r =
+        evaluate_task(cfg, model.params().w, file, p.items[t], progress_printer(tty));
+    out.rows.push_back(first_column +
+                       fmt::format("| {} | {} | {} ± {:.4f} | {} | {} | {} | – | – | {:.1f} |",
+                                   r.task, r.n, metric(r.acc), r.acc_stderr, metric(r.acc_norm),
+                                   metric(r.acc_mean_token), metric(r.ppl), r.seconds));
+    out.records.push_back(record(r, p.ckpt.string(), file));
+    results.push_back(r);
+  }
+  if (p.data) run_val(model, p, val_batches, first_column, out);
+  return results;
+}
+
+void print_table(const std::vector<std::string>& rows, bool several) {
+  std::printf(
+      "\n%s| task | n | acc | acc_norm | acc_mean_token | ppl | val_loss | bpb | seconds |\n"
+      "%s|---|---|---|---|---|---|---|---|---|\n",
+      several ? "| checkpoint " : "", several ? "|---" : "");
+  for (const std::string& row : rows) std::printf("%s\n", row.c_str());
+}
+
+// Whether two checkpoints kept the same examples of a task (tokenizers can leave out different
+// lines).
+bool same_examples(const TaskFile& a, const TaskFile& b) {
+  bool same = a.examples.size() == b.examples.size();
+  for (size_t e = 0; same && e < a.examples.size(); e++)
+    same = a.examples[e].line == b.examples[e].line;
+  return same;
+}
+
+// Each further checkpoint against the first, example by example (exact McNemar test), where both
+// scored the same examples.
+void print_paired_tests(const std::vector<Prepared>& runs, const std::vector<TaskKind>& kinds,
+                        const std::vector<std::vector<TaskResult>>& results,
+                        nlohmann::json& records) {
+  std::printf(
+      "\nPaired with %s on the same examples (acc's rule; exact McNemar test):\n\n"
+      "| checkpoint | task | n | Δ acc | only the first right | only this right | p |\n"
+      "|---|---|---|---|---|---|---|\n",
+      runs[0].ckpt.string().c_str());
+  for (size_t k = 1; k < runs.size(); k++) {
+    for (size_t t = 0; t < kinds.size(); t++) {
+      if (!same_examples(runs[0].files[t], runs[k].files[t])) {
+        std::printf("| %s | %s | – | – | – | – | (other examples) |\n",
+                    runs[k].ckpt.string().c_str(), to_string(kinds[t]));
+        continue;
+      }
+      const TaskResult &r0 = results[0][t], &rk = results[k][t];
+      int only_first = 0, only_this = 0;
+      for (size_t e = 0; e < r0.correct.size(); e++)
+        only_first += r0.correct[e] && !rk.correct[e], only_this += !r0.correct[e] && rk.correct[e];
+      const double p = mcnemar_exact_p(only_first, only_this);
+      std::printf("| %s | %s | %d | %+.4f | %d | %d | %.4g |\n", runs[k].ckpt.string().c_str(),
+                  to_string(kinds[t]), rk.n, rk.acc - r0.acc, only_first, only_this, p);
+      records.push_back({{"task", to_string(kinds[t])},
+                         {"paired", {runs[0].ckpt.string(), runs[k].ckpt.string()}},
+                         {"n", rk.n},
+                         {"delta_acc", rk.acc - r0.acc},
+                         {"only_first_right", only_first},
+                         {"only_second_right", only_this},
+                         {"p_mcnemar", p}});
+    }
+  }
+}
+
 }  // namespace
 
 void add_eval_command(CLI::App& root) {
@@ -116,35 +262,9 @@ void add_eval_command(CLI::App& root) {
       "Score a checkpoint: validation loss/perplexity/bits per byte, HellaSwag, "
       "multiple-choice tasks, LAMBADA");
   auto a = std::make_shared<EvalArgs>();
-  cmd->add_option("--ckpt", a->ckpts,
-                  "A run folder (its latest checkpoint) or a checkpoint folder; repeat it to score "
-                  "several (e.g. SA and XSA twins) on the same examples, with a paired test")
-      ->required();
-  cmd->add_option("--data", a->data,
-                  "Validation data: shard folder, glob or text file (default, when no --task is "
-                  "given: the data the checkpoint was trained on)");
-  cmd->add_option("--task", a->tasks,
-                  "hellaswag, mc or lambada; repeatable, each paired with a --file in order");
-  cmd->add_option("--file", a->files, "The task's jsonl file, one per --task");
-  cmd->add_option("--limit", a->limit, "Score only the first N examples of each task (0: all)")
-      ->capture_default_str();
-  cmd->add_flag("--skip-bad-lines", a->skip_bad_lines,
-                "Leave out malformed task lines (counted and reported) instead of stopping");
-  cmd->add_option("--json", a->json_path, "Write the results to this file (a JSON array)");
-  cmd->add_option("--batch", a->batch,
-                  "Validation sequences per forward pass (default: 8, fewer when their "
-                  "activations would pass 1 GB)");
-  cmd->add_option("--val-batches", a->val_batches, "Validation batches to score (0: all)")
-      ->capture_default_str();
-  cmd->add_option("--vocab-dir", a->vocab_dir, "Folder with GPT-2's encoder.json and vocab.bpe");
-  cmd->add_option("--threads", a->threads, "Threads (0: every core)")->capture_default_str();
+  add_eval_options(cmd, *a);
   cmd->callback([a, cmd] {
-    if (a->tasks.size() != a->files.size())
-      fail("{} --task but {} --file: give one --file per --task, in the same order",
-           a->tasks.size(), a->files.size());
-    if (a->limit < 0) fail("--limit {} must be 0 (all) or positive", a->limit);
-    if (a->batch <= 0) fail("--batch {} must be positive", a->batch);
-    if (a->val_batches < 0) fail("--val-batches {} must be 0 (all) or positive", a->val_batches);
+    check_args(*a);
     // Everything that can fail on bad input is read, for every checkpoint, before the first
     // forward pass.
     std::vector<TaskKind> kinds;
@@ -155,102 +275,14 @@ void add_eval_command(CLI::App& root) {
     const int threads = set_thread_count(a->threads);
     const bool several = runs.size() > 1, tty = isatty(STDERR_FILENO);
 
-    nlohmann::json records = nlohmann::json::array();
-    std::vector<std::string> rows;
-    std::vector<std::vector<TaskResult>> results(runs.size());
-    for (size_t k = 0; k < runs.size(); k++) {
-      Prepared& p = runs[k];
-      const ModelConfig& cfg = p.cfg;
-      // The forward's activations are sized for validation batches; tasks use the decoder's own.
-      Gpt<float> model(cfg, p.data ? p.batch : 1, cfg.seq_len, GptMode::inference);
-      load_checkpoint_weights(p.ckpt, model.params(), false);
-      std::printf(
-          "xsa eval: %s (%s attention, %d layers, %d embd, seq %d, %s tokenizer), %d threads\n",
-          p.ckpt.string().c_str(), layer_attn_string(cfg).c_str(), cfg.n_layer, cfg.n_embd,
-          cfg.seq_len, to_string(cfg.tokenizer), threads);
-      std::fflush(stdout);
-      const std::string first_column = several ? fmt::format("| {} ", p.ckpt.string()) : "";
-      for (size_t t = 0; t < p.files.size(); t++) {
-        const TaskFile& file = p.files[t];
-        if (file.skipped)
-          std::fprintf(stderr, "%s: left out %d bad line(s); the first: %s\n", file.path.c_str(),
-                       file.skipped, file.first_skipped.c_str());
-        const TaskResult r =
-            evaluate_task(cfg, model.params().w, file, p.items[t], progress_printer(tty));
-        rows.push_back(first_column +
-                       fmt::format("| {} | {} | {} ± {:.4f} | {} | {} | {} | – | – | {:.1f} |",
-                                   r.task, r.n, metric(r.acc), r.acc_stderr, metric(r.acc_norm),
-                                   metric(r.acc_mean_token), metric(r.ppl), r.seconds));
-        records.push_back(record(r, p.ckpt.string(), file));
-        results[k].push_back(r);
-      }
-      if (p.data) {
-        const int available = val_batch_count(p.data->val, p.batch, cfg.seq_len, INT32_MAX);
-        if (available == 0)
-          fail("{}: the validation split holds no window of {} tokens", p.data_path,
-               cfg.seq_len + 1);
-        const int batches = a->val_batches ? std::min(a->val_batches, available) : available;
-        const ValResult v = evaluate_val(model, p.data->val, batches, *p.tokenizer);
-        rows.push_back(first_column +
-                       fmt::format("| val | {} | – | – | – | {} | {} | {} | {:.1f} |", v.tokens,
-                                   metric(v.ppl), metric(v.loss), metric(v.bpb), v.seconds));
-        records.push_back({{"task", "val"},
-                           {"n", v.tokens},
-                           {"val_loss", v.loss},
-                           {"ppl", v.ppl},
-                           {"bpb", v.bpb},
-                           {"bytes", v.bytes},
-                           {"batches", v.batches},
-                           {"data", p.data_path},
-                           {"checkpoint", p.ckpt.string()},
-                           {"seconds", v.seconds}});
-      }
-    }
-    std::printf(
-        "\n%s| task | n | acc | acc_norm | acc_mean_token | ppl | val_loss | bpb | seconds |\n"
-        "%s|---|---|---|---|---|---|---|---|---|\n",
-        several ? "| checkpoint " : "", several ? "|---" : "");
-    for (const std::string& row : rows) std::printf("%s\n", row.c_str());
-
-    // Each further checkpoint against the first, example by example (exact McNemar test), where
-    // both scored the same examples.
-    if (several && !kinds.empty()) {
-      std::printf(
-          "\nPaired with %s on the same examples (acc's rule; exact McNemar test):\n\n"
-          "| checkpoint | task | n | Δ acc | only the first right | only this right | p |\n"
-          "|---|---|---|---|---|---|---|\n",
-          runs[0].ckpt.string().c_str());
-      for (size_t k = 1; k < runs.size(); k++) {
-        for (size_t t = 0; t < kinds.size(); t++) {
-          const TaskFile &f0 = runs[0].files[t], &fk = runs[k].files[t];
-          bool same = f0.examples.size() == fk.examples.size();
-          for (size_t e = 0; same && e < f0.examples.size(); e++)
-            same = f0.examples[e].line == fk.examples[e].line;
-          if (!same) {  // tokenizers left out different lines
-            std::printf("| %s | %s | – | – | – | – | (other examples) |\n",
-                        runs[k].ckpt.string().c_str(), to_string(kinds[t]));
-            continue;
-          }
-          const TaskResult &r0 = results[0][t], &rk = results[k][t];
-          int only_first = 0, only_this = 0;
-          for (size_t e = 0; e < r0.correct.size(); e++)
-            only_first += r0.correct[e] && !rk.correct[e],
-                only_this += !r0.correct[e] && rk.correct[e];
-          const double p = mcnemar_exact_p(only_first, only_this);
-          std::printf("| %s | %s | %d | %+.4f | %d | %d | %.4g |\n", runs[k].ckpt.string().c_str(),
-                      to_string(kinds[t]), rk.n, rk.acc - r0.acc, only_first, only_this, p);
-          records.push_back({{"task", to_string(kinds[t])},
-                             {"paired", {runs[0].ckpt.string(), runs[k].ckpt.string()}},
-                             {"n", rk.n},
-                             {"delta_acc", rk.acc - r0.acc},
-                             {"only_first_right", only_first},
-                             {"only_second_right", only_this},
-                             {"p_mcnemar", p}});
-        }
-      }
-    }
+    EvalOutput out;
+    std::vector<std::vector<TaskResult>> results;
+    for (const Prepared& p : runs)
+      results.push_back(run_checkpoint(p, a->val_batches, threads, several, tty, out));
+    print_table(out.rows, several);
+    if (several && !kinds.empty()) print_paired_tests(runs, kinds, results, out.records);
     if (!a->json_path.empty()) {
-      write_file_atomic(a->json_path, records.dump(2) + "\n");
+      write_file_atomic(a->json_path, out.records.dump(2) + "\n");
       std::printf("\nwrote %s\n", a->json_path.c_str());
     }
   });
