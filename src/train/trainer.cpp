@@ -108,6 +108,19 @@ RunStart open_run_folder(const RunConfig& run, const Dataset& data,
   return start;
 }
 
+// Creates the run folder and its metrics.jsonl as the run at `step` continues it; returns its path.
+fs::path prepare_metrics(const RunStart& start, int64_t step) {
+  std::error_code ec;
+  fs::create_directories(start.run_dir, ec);
+  if (ec) fail("{}: cannot create the run folder: {}", start.run_dir.string(), ec.message());
+  const fs::path path = start.run_dir / "metrics.jsonl";
+  if (!start.resume_ckpt.empty())
+    truncate_metrics(path, step);
+  else  // a fresh run: records of an earlier attempt without checkpoints go
+    write_file_atomic(path, "");
+  return path;
+}
+
 // Where the loop stands; saved in trainer.json and restored on resume.
 struct LoopState {
   int64_t step = 0;
@@ -214,15 +227,7 @@ TrainResult train(const ModelConfig& requested_model, const RunConfig& run,
   }
   int64_t step = loop.step;
 
-  std::error_code ec;
-  fs::create_directories(run_dir, ec);
-  if (ec) fail("{}: cannot create the run folder: {}", run_dir.string(), ec.message());
-  const fs::path metrics_path = run_dir / "metrics.jsonl";
-  if (!start.resume_ckpt.empty())
-    truncate_metrics(metrics_path, step);
-  else  // a fresh run: records of an earlier attempt without checkpoints go
-    write_file_atomic(metrics_path, "");
-  MetricsLog metrics(metrics_path);
+  MetricsLog metrics(prepare_metrics(start, step));
 
   LrSchedule schedule{run.lr, run.min_lr_fraction, run.warmup_steps(), run.steps};
   std::vector<int32_t> inputs((size_t)B * T), targets((size_t)B * T);
