@@ -125,6 +125,40 @@ TEST(Twins, SaAndXsaFromOneSeedStartIdentical) {
                            sizeof(float) * a.params().params.size()));
 }
 
+// The training step scales the loss by the target tokens of the whole step, passed in: a batch
+// split into micro-batches that accumulate gradients (as processes whose gradients are summed)
+// gives the gradients and loss of the whole batch, though the halves hold different numbers of
+// target tokens.
+TEST(Model, MicroBatchesScaledByTheStepsTokensSumToTheWholeBatch) {
+  for (const char* attn : {"sa", "xsa-gated+sink"}) {
+    SCOPED_TRACE(attn);
+    const ModelConfig cfg = small_config(attn);
+    const int B = 4, T = 7, half = (B / 2) * T;
+    Gpt<double> whole(cfg, B, T), part(cfg, B / 2, T);
+    whole.params().init(cfg, 5);
+    part.params().init(cfg, 5);
+    std::vector<int32_t> inputs, targets;
+    fill_batch(inputs, targets, B, T, cfg.vocab_size);
+    targets[half + 1] = targets[half + 2] = -1;  // the second half scores fewer tokens
+    int64_t tokens = 0;
+    for (int32_t t : targets) tokens += t >= 0;
+    const double loss = whole.forward_backward(inputs.data(), targets.data());
+    double sum = part.forward_backward(inputs.data(), targets.data(), tokens);
+    sum += part.forward_backward(inputs.data() + half, targets.data() + half, tokens,
+                                 /*accumulate=*/true);
+    EXPECT_NEAR(sum, loss, 1e-12);
+    const ParamArena<double>&a = whole.params(), &b = part.params();
+    std::vector<double> ga(a.grads.data(), a.grads.data() + a.grads.size()),
+        gb(b.grads.data(), b.grads.data() + b.grads.size());
+    EXPECT_LE(test::max_rel_error(gb, ga), 1e-12);
+    // Scaled by each half's own count instead, the sum is not the whole batch's gradient.
+    part.forward_backward(inputs.data(), targets.data());
+    part.forward_backward(inputs.data() + half, targets.data() + half, 0, /*accumulate=*/true);
+    std::vector<double> gc(b.grads.data(), b.grads.data() + b.grads.size());
+    EXPECT_GT(test::max_rel_error(gc, ga), 1e-3);
+  }
+}
+
 TEST(Model, InitMatchesSpec) {
   const ModelConfig cfg = small_config("xsa");
   ParamArena<double> arena(cfg);
