@@ -72,40 +72,7 @@ TEST(KernelSizes, MatmulMatchesReference) {
   }
 }
 
-// ---------------------------------------------------------------- layernorm
-TEST(KernelSizes, LayerNormMatchesReference) {
-  struct Shape {
-    int N, C;
-  };
-  for (Shape s : {Shape{65, 128}, Shape{65, 256}, Shape{33, 768}}) {
-    SCOPED_TRACE(testing::Message() << "N=" << s.N << " C=" << s.C);
-    Vec x = random_vector(s.N * s.C, 1, 2.0), w = random_vector(s.C, 2), b = random_vector(s.C, 3);
-    for (double& v : x) v += 0.5;  // a mean away from zero
-    Vec dout = random_vector(s.N * s.C, 4), dx0 = random_vector(s.N * s.C, 5);
-    Vec dw0 = random_vector(s.C, 6), db0 = random_vector(s.C, 7);
-    Vec y_ref(s.N * s.C), mean_ref(s.N), rstd_ref(s.N), dx_ref = dx0, dw_ref = dw0, db_ref = db0;
-    ref::layernorm_forward(y_ref.data(), mean_ref.data(), rstd_ref.data(), x.data(), w.data(),
-                           b.data(), s.N, s.C);
-    ref::layernorm_backward(dx_ref.data(), dw_ref.data(), db_ref.data(), dout.data(), x.data(),
-                            w.data(), mean_ref.data(), rstd_ref.data(), s.N, s.C);
-
-    auto xf = cast_vector<float>(x), wf = cast_vector<float>(w), bf = cast_vector<float>(b),
-         doutf = cast_vector<float>(dout);
-    FVec yf(s.N * s.C), mf(s.N), rf(s.N);
-    auto dxf = cast_vector<float>(dx0), dwf = cast_vector<float>(dw0),
-         dbf = cast_vector<float>(db0);
-    ops::layernorm_forward(yf.data(), mf.data(), rf.data(), xf.data(), wf.data(), bf.data(), s.N,
-                           s.C);
-    ops::layernorm_backward(dxf.data(), dwf.data(), dbf.data(), doutf.data(), xf.data(), wf.data(),
-                            mf.data(), rf.data(), s.N, s.C);
-    EXPECT_LE(max_rel_error(yf, y_ref), kTolF32);
-    EXPECT_LE(max_rel_error(mf, mean_ref), kTolF32);
-    EXPECT_LE(max_rel_error(rf, rstd_ref), kTolF32);
-    EXPECT_LE(max_rel_error(dxf, dx_ref), kTolF32);
-    EXPECT_LE(max_rel_error(dwf, dw_ref), kTolF32);
-    EXPECT_LE(max_rel_error(dbf, db_ref), kTolF32);
-  }
-}
+// (LayerNorm at the production widths: ops_test.cpp, LayerNorm.ForwardBackwardMatchReference.)
 
 // ---------------------------------------------------------------- rope
 TEST(KernelSizes, RopeMatchesReference) {

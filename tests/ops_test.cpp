@@ -130,7 +130,9 @@ TEST(LayerNorm, ForwardBackwardMatchReference) {
   struct Shape {
     int N, C;
   };
-  for (Shape s : {Shape{1, 2}, Shape{3, 7}, Shape{17, 64}, Shape{5, 129}}) {
+  // Small and odd widths, and the production widths (128, 256, 768).
+  for (Shape s : {Shape{1, 2}, Shape{3, 7}, Shape{17, 64}, Shape{5, 129}, Shape{65, 128},
+                  Shape{65, 256}, Shape{33, 768}}) {
     SCOPED_TRACE(testing::Message() << "N=" << s.N << " C=" << s.C);
     Vec x = random_vector(s.N * s.C, 1, 2.0), w = random_vector(s.C, 2), b = random_vector(s.C, 3);
     for (double& v : x) v += 0.5;  // a mean away from zero
