@@ -6,7 +6,7 @@
 //     score its loss
 //   load and save              xsa/io/checkpoint.h     save_checkpoint, load_checkpoint_*
 //   the training step          xsa/train/step.h        TrainStep, OptimizerSettings,
-//     and optimizer                                    GradientReducer (the data-parallel hook)
+//     and optimizer                                    Parallelism (data-parallel processes, ZeRO-1)
 //   the schedule, whole runs   xsa/train/schedule.h    LrSchedule; xsa/train/trainer.h: train()
 //   datasets, batch loader     xsa/data/dataset.h      open_dataset, BatchLoader, val_batch
 //   tokenizers                 xsa/tokenizer/tokenizer.h  make_tokenizer (byte, GPT-2 BPE)

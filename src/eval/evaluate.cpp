@@ -48,20 +48,25 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 
 }  // namespace
 
-double evaluate_loss(Gpt<float>& model, const TokenStream& stream, int n_batches,
-                     const std::function<void(const int32_t* targets)>& on_batch) {
+LossSum sum_loss(Gpt<float>& model, const TokenStream& stream, int n_batches, int first, int stride,
+                 const std::function<void(const int32_t* targets)>& on_batch) {
   const int B = model.batch_size(), T = model.seq_len();
   std::vector<int32_t> inputs((size_t)B * T), targets((size_t)B * T);
-  double weighted = 0;
-  int64_t count = 0;
-  for (int i = 0; i < n_batches; i++) {
+  LossSum sum;
+  for (int i = first; i < n_batches; i += stride) {
     val_batch(stream, i, B, T, inputs.data(), targets.data());
     double loss = model.forward(inputs.data(), targets.data());
     if (on_batch) on_batch(targets.data());
-    weighted += loss * model.target_count();
-    count += model.target_count();
+    sum.total += loss * model.target_count();
+    sum.tokens += model.target_count();
   }
-  return count ? weighted / count : NAN;
+  return sum;
+}
+
+double evaluate_loss(Gpt<float>& model, const TokenStream& stream, int n_batches,
+                     const std::function<void(const int32_t* targets)>& on_batch) {
+  const LossSum sum = sum_loss(model, stream, n_batches, 0, 1, on_batch);
+  return sum.tokens ? sum.total / sum.tokens : NAN;
 }
 
 int scoring_rows(const ModelConfig& cfg, const ScoringItem& item) {

@@ -78,6 +78,15 @@ TaskResult evaluate_task(const ModelConfig& cfg, const Weights<float>& weights,
 // targets [B·T] (−1: not scored).
 double evaluate_loss(Gpt<float>& model, const TokenStream& stream, int n_batches,
                      const std::function<void(const int32_t* targets)>& on_batch = nullptr);
+// Its parts over the batches first, first + stride, … below n_batches (one process's share of a
+// data-parallel validation): Σ token losses and the tokens scored.
+struct LossSum {
+  double total = 0;
+  int64_t tokens = 0;
+};
+LossSum sum_loss(Gpt<float>& model, const TokenStream& stream, int n_batches, int first = 0,
+                 int stride = 1,
+                 const std::function<void(const int32_t* targets)>& on_batch = nullptr);
 
 struct ValResult {
   double loss = 0, ppl = 0, bpb = 0;  // mean token loss (nats), exp(loss), bits per UTF-8 byte

@@ -48,6 +48,16 @@ void read_tensors(const SafetensorsFile& file, const std::vector<TensorInfo>& la
 fs::path save_checkpoint(const fs::path& run_dir, int64_t step, const ModelConfig& cfg,
                          const ParamArena<float>& arena, const nlohmann::json& trainer_state,
                          bool replace) {
+  XSA_CHECK(arena.adam_m.size() == arena.params.size(), "saving sharded moments");
+  const HostView<float> params(arena.params), adam_m(arena.adam_m), adam_v(arena.adam_v);
+  return save_checkpoint(run_dir, step, cfg, arena.layout, params.data(), adam_m.data(),
+                         adam_v.data(), trainer_state, replace);
+}
+
+fs::path save_checkpoint(const fs::path& run_dir, int64_t step, const ModelConfig& cfg,
+                         const std::vector<TensorInfo>& layout, const float* params,
+                         const float* adam_m, const float* adam_v,
+                         const nlohmann::json& trainer_state, bool replace) {
   std::error_code ec;
   fs::create_directories(run_dir, ec);
   if (ec) fail("{}: cannot create the run folder: {}", run_dir.string(), ec.message());
@@ -61,12 +71,11 @@ fs::path save_checkpoint(const fs::path& run_dir, int64_t step, const ModelConfi
 
   nlohmann::json config_json = cfg;
   write_file_atomic(tmp_dir / "config.json", config_json.dump(2) + "\n");
-  const HostView<float> params(arena.params), adam_m(arena.adam_m), adam_v(arena.adam_v);
   write_file_atomic(tmp_dir / "model.safetensors",
-                    encode_safetensors(tensor_refs(arena.layout, params.data(), ""),
+                    encode_safetensors(tensor_refs(layout, params, ""),
                                        {{"format", "pt"}, {"step", std::to_string(step)}}));
-  std::vector<TensorRef> moments = tensor_refs(arena.layout, adam_m.data(), ".exp_avg");
-  for (TensorRef& r : tensor_refs(arena.layout, adam_v.data(), ".exp_avg_sq")) moments.push_back(r);
+  std::vector<TensorRef> moments = tensor_refs(layout, adam_m, ".exp_avg");
+  for (TensorRef& r : tensor_refs(layout, adam_v, ".exp_avg_sq")) moments.push_back(r);
   write_file_atomic(tmp_dir / "optimizer.safetensors", encode_safetensors(moments));
   write_file_atomic(tmp_dir / "trainer.json", trainer_state.dump(2) + "\n");
 
@@ -115,14 +124,26 @@ ModelConfig load_checkpoint_config(const fs::path& ckpt_dir) {
 
 void load_checkpoint_weights(const fs::path& ckpt_dir, ParamArena<float>& arena,
                              bool with_optimizer) {
+  HostView<float> params(arena.params, true);
+  if (!with_optimizer) {
+    load_checkpoint_tensors(ckpt_dir, arena.layout, params.data(), nullptr, nullptr);
+    return;
+  }
+  XSA_CHECK(arena.adam_m.size() == arena.params.size(), "loading into sharded moments");
+  HostView<float> adam_m(arena.adam_m, true), adam_v(arena.adam_v, true);
+  load_checkpoint_tensors(ckpt_dir, arena.layout, params.data(), adam_m.data(), adam_v.data());
+}
+
+void load_checkpoint_tensors(const fs::path& ckpt_dir, const std::vector<TensorInfo>& layout,
+                             float* params, float* adam_m, float* adam_v) {
   const fs::path model_path = ckpt_dir / "model.safetensors";
   SafetensorsFile model(model_path.string(), read_file(model_path));
-  read_tensors(model, arena.layout, HostView<float>(arena.params, true).data(), "");
-  if (!with_optimizer) return;
+  read_tensors(model, layout, params, "");
+  if (!adam_m) return;
   const fs::path opt_path = ckpt_dir / "optimizer.safetensors";
   SafetensorsFile opt(opt_path.string(), read_file(opt_path));
-  read_tensors(opt, arena.layout, HostView<float>(arena.adam_m, true).data(), ".exp_avg");
-  read_tensors(opt, arena.layout, HostView<float>(arena.adam_v, true).data(), ".exp_avg_sq");
+  read_tensors(opt, layout, adam_m, ".exp_avg");
+  read_tensors(opt, layout, adam_v, ".exp_avg_sq");
 }
 
 nlohmann::json load_trainer_state(const fs::path& ckpt_dir) {

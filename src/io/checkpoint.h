@@ -23,6 +23,12 @@ fs::path save_checkpoint(const fs::path& run_dir, int64_t step, const ModelConfi
                          const ParamArena<float>& arena, const nlohmann::json& trainer_state,
                          bool replace);
 
+// The same from host memory laid out by `layout`: the parameters and both full moments.
+fs::path save_checkpoint(const fs::path& run_dir, int64_t step, const ModelConfig& cfg,
+                         const std::vector<TensorInfo>& layout, const float* params,
+                         const float* adam_m, const float* adam_v,
+                         const nlohmann::json& trainer_state, bool replace);
+
 // A run folder (its latest ckpt_*) or a checkpoint folder itself. Throws Error when neither.
 fs::path resolve_checkpoint(const fs::path& path);
 std::optional<fs::path> latest_checkpoint(const fs::path& run_dir);
@@ -32,6 +38,9 @@ ModelConfig load_checkpoint_config(const fs::path& ckpt_dir);
 // Loads parameters (and, with_optimizer, the AdamW moments) checking every name and shape.
 void load_checkpoint_weights(const fs::path& ckpt_dir, ParamArena<float>& arena,
                              bool with_optimizer);
+// The same into host memory laid out by `layout` (adam_m and adam_v null: parameters only).
+void load_checkpoint_tensors(const fs::path& ckpt_dir, const std::vector<TensorInfo>& layout,
+                             float* params, float* adam_m, float* adam_v);
 nlohmann::json load_trainer_state(const fs::path& ckpt_dir);
 
 }  // namespace xsa

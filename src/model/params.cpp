@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "xsa/util/error.h"
 #include "xsa/util/rng.h"
 
 namespace xsa {
@@ -38,6 +39,17 @@ ParamArena<Real>::ParamArena(const ModelConfig& cfg, bool training_state, Backen
   adam_m = DeviceBuffer<Real>(backend, n, MemoryUse::optimizer);
   adam_v = DeviceBuffer<Real>(backend, n, MemoryUse::optimizer);
   dw = point_weights(cfg, grads.data());
+}
+
+template <typename Real>
+void ParamArena<Real>::keep_moments(size_t begin, size_t end) {
+  XSA_CHECK(begin <= end && end <= params.size() && adam_m.size() > 0,
+            "moments [{}, {}) of {} parameters", begin, end, params.size());
+  Backend<Real>& backend = *adam_m.backend();
+  adam_m = DeviceBuffer<Real>(), adam_v = DeviceBuffer<Real>();  // released first
+  adam_m = DeviceBuffer<Real>(backend, end - begin, MemoryUse::optimizer);
+  adam_v = DeviceBuffer<Real>(backend, end - begin, MemoryUse::optimizer);
+  moments_begin = begin;
 }
 
 template <typename Real>

@@ -105,6 +105,9 @@ template <typename Real>
 struct ParamArena {
   std::vector<TensorInfo> layout;
   DeviceBuffer<Real> params, grads, adam_m, adam_v;
+  // The moments hold the elements [moments_begin, moments_begin + adam_m.size()) of the layout:
+  // all of them, unless keep_moments sharded them (ZeRO-1).
+  size_t moments_begin = 0;
   Weights<Real> w;   // views into params
   Weights<Real> dw;  // views into grads
 
@@ -116,6 +119,8 @@ struct ParamArena {
   // padded vocabulary rows 0. Each tensor draws from its own stream, seeded by (seed, name), so
   // models that differ only in attention kind start from identical weights.
   void init(const ModelConfig& cfg, uint64_t seed);
+  // Keeps the moments of the elements [begin, end) only (zeroed), releasing the rest.
+  void keep_moments(size_t begin, size_t end);
 };
 
 }  // namespace xsa

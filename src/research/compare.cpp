@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "xsa/analysis/similarity_bias.h"
+#include "xsa/dist/agree.h"
 #include "xsa/eval/evaluate.h"
 #include "xsa/io/checkpoint.h"
 #include "xsa/train/schedule.h"
@@ -149,6 +150,8 @@ struct Setup {
   ModelConfig base;         // the shape with the data's vocabulary
   nlohmann::json identity;  // finished seeds of an interrupted run with the same one resume
   int n_val = 0, threads = 0;
+  StepShape shape;  // each arm's step over the processes of the job
+  Comm* comm = nullptr;
 };
 
 ModelConfig variant_model(const ModelConfig& base, const Variant& v) {
@@ -182,49 +185,73 @@ void check_memory(const Setup& s, int B, int T) {
         s.variants.size(), need / 1e9, B, T, available / 1e9);
 }
 
-Setup prepare(const CompareConfig& cfg) {
+// Batches of --batch rows that make --val-batches batches of the step's size, however the step is
+// split over micro-batches and processes.
+int validation_batches(const Setup& s, const TokenStream& stream, int step_batches) {
+  return val_batch_count(stream, s.shape.batch, s.shape.T,
+                         step_batches * s.shape.accumulation * s.shape.world);
+}
+
+// The mean loss over n batches of `stream`, dealt round-robin over the processes.
+double shared_loss(const Setup& s, Gpt<float>& model, const TokenStream& stream, int n) {
+  const LossSum part = sum_loss(model, stream, n, s.comm->rank(), s.comm->size());
+  double sums[2] = {part.total, (double)part.tokens};
+  s.comm->all_reduce(sums, 2);
+  return sums[1] > 0 ? sums[0] / sums[1] : NAN;
+}
+
+// Every rank prepares its own copy (its data); rank 0 alone checks and clears the report folder.
+void prepare(const CompareConfig& cfg, Comm& comm, Setup& s) {
   const RunConfig& run = cfg.run;
   run.validate();
   cfg.model.validate();
   if (cfg.seeds < 1) fail("--seeds {} must be at least 1", cfg.seeds);
-  Setup s;
+  s.comm = &comm;
   s.variants = parse_variants(cfg);
   const fs::path out = run.out;
   std::error_code ec;
-  if (fs::exists(out / "report.json", ec) && !run.force)
+  if (comm.is_root() && fs::exists(out / "report.json", ec) && !run.force)
     fail("{}: already holds a report; pass --force to replace it, or choose another --out",
          out.string());
-  if (run.force)  // start over: finished seeds of an earlier, interrupted run go too
+  if (comm.is_root() && run.force)  // start over: finished seeds of an interrupted run go too
     for (int k = 0; k < 1000; k++) fs::remove(out / fmt::format("seed-{}.json", run.seed + k), ec);
 
   const int B = run.batch, T = cfg.model.seq_len;
-  s.threads = set_thread_count(run.threads);
+  s.shape = step_shape(run, T, comm.size());
+  s.threads = set_thread_count(run.threads, comm.local_size());
   std::optional<TokenizerKind> tokenizer;
   if (!run.tokenizer.empty()) tokenizer = parse_tokenizer(run.tokenizer);
-  s.data = open_dataset(run.data, tokenizer, run.val_fraction, B, T, run.vocab_dir);
+  s.data = open_dataset(run.data, tokenizer, run.val_fraction,
+                        s.shape.rows_per_process() * comm.size(), T, run.vocab_dir);
   s.base = cfg.model;
   s.base.tokenizer = s.data.tokenizer;
   s.base.vocab_size = vocab_size_of(s.data.tokenizer);
   s.base.padded_vocab = pad_vocab(s.base.vocab_size);
   check_memory(s, B, T);
-  // Only the options that change the numbers: threads, the output folder or logging do not.
+  // Only the options that change the numbers: threads, the output folder or logging do not. The
+  // step's size is counted in tokens, so the same comparison on other process counts resumes.
+  RunConfig resolved = run;
+  resolved.total_batch_tokens = s.shape.tokens();
+  json result_options = run_config_to_json(resolved, kSaved | kResult);
+  result_options.erase("batch");
   s.identity = {{"model", json(s.base)},
-                {"run", run_config_to_json(run, kSaved | kResult)},
+                {"run", result_options},
                 {"variants", cfg.variants},
                 {"eval_data", cfg.eval_data}};
   for (const std::string& path : cfg.eval_data)
     s.evals.push_back(open_dataset(path, s.data.tokenizer, 0, B, T, run.vocab_dir));
-  s.n_val = val_batch_count(s.data.val, B, T, run.val_batches);
-  return s;
+  s.n_val = validation_batches(s, s.data.val, run.val_batches);
 }
 
 void print_header(const CompareConfig& cfg, const Setup& s) {
   const RunConfig& run = cfg.run;
-  std::printf(
-      "xsa compare: %s | %d layers, %d heads, %d embd, seq %d, batch %d, %lld steps, %d seed(s), "
-      "%d threads\n",
-      fmt::format("{}", fmt::join(cfg.variants, " vs ")).c_str(), s.base.n_layer, s.base.n_head,
-      s.base.n_embd, s.base.seq_len, run.batch, (long long)run.steps, cfg.seeds, s.threads);
+  std::printf("xsa compare: %s | %d layers, %d heads, %d embd, seq %d, %lld steps, %d seed(s)\n",
+              fmt::format("{}", fmt::join(cfg.variants, " vs ")).c_str(), s.base.n_layer,
+              s.base.n_head, s.base.n_embd, s.base.seq_len, (long long)run.steps, cfg.seeds);
+  std::printf("step: %lld tokens = %d rows x %d accumulation x %d process%s%s; %d thread%s%s\n",
+              (long long)s.shape.tokens(), s.shape.batch, s.shape.accumulation, s.shape.world,
+              s.shape.world == 1 ? "" : "es", run.zero && s.shape.world > 1 ? ", ZeRO-1" : "",
+              s.threads, s.threads == 1 ? "" : "s", s.shape.world > 1 ? " per process" : "");
   std::printf("data: %s: %zu train / %zu val tokens; report folder %s\n",
               s.data.description.c_str(), s.data.train.size(), s.data.val.size(), run.out.c_str());
   std::fflush(stdout);
@@ -259,8 +286,10 @@ std::vector<Arm> make_arms(const CompareConfig& cfg, const Setup& s, uint64_t se
     a.variant = s.variants[k];
     a.model = std::make_unique<Gpt<float>>(m, B, T);
     a.model->params().init(m, seed);
-    a.step = std::make_unique<TrainStep>(*a.model, optimizer_settings(cfg.run));
-    a.loader = std::make_unique<BatchLoader>(s.data.train, B, T, cfg.run.shuffle, seed);
+    a.step = std::make_unique<TrainStep>(*a.model, optimizer_settings(cfg.run),
+                                         Parallelism{s.comm, cfg.run.zero == 1});
+    a.loader = std::make_unique<BatchLoader>(s.data.train, s.shape.rows_per_process(), T,
+                                             cfg.run.shuffle, seed, s.comm->rank(), s.comm->size());
     a.result.variant = s.variants[k].name, a.result.seed = seed;
     // Over the tensors every variant has (a gated variant's extra gates start at zero, as SA).
     a.result.init_hash = kFnvBasis;
@@ -281,14 +310,14 @@ void train_arms(const CompareConfig& cfg, const Setup& s, std::vector<Arm>& arms
                 int seed_index, std::vector<std::vector<double>>& overhead,
                 clock_type::time_point start) {
   const RunConfig& run = cfg.run;
-  const int B = run.batch, T = s.base.seq_len;
   const bool tty = !run.quiet && isatty(STDOUT_FILENO);
   const LrSchedule schedule{run.lr, run.min_lr_fraction, run.warmup_steps(), run.steps};
-  std::vector<int32_t> inputs((size_t)B * T), targets((size_t)B * T);
+  const size_t rows = (size_t)s.shape.rows_per_process() * s.shape.T;
+  std::vector<int32_t> inputs(rows), targets(rows);
   auto validate_all = [&](int64_t step) {
     for (Arm& a : arms)
       a.result.val_curve.push_back(
-          {step, s.n_val ? evaluate_loss(*a.model, s.data.val, s.n_val) : NAN});
+          {step, s.n_val ? shared_loss(s, *a.model, s.data.val, s.n_val) : NAN});
   };
   validate_all(0);
   for (int64_t step = 0; step < run.steps; step++) {
@@ -299,13 +328,19 @@ void train_arms(const CompareConfig& cfg, const Setup& s, std::vector<Arm>& arms
       Arm& a = arms[k];
       const auto t0 = clock_type::now();
       a.loader->next(inputs.data(), targets.data());
-      a.result.batches_hash =
-          fnv1a(inputs.data(), inputs.size() * sizeof(int32_t), a.result.batches_hash);
-      const StepResult r = a.step->run(inputs.data(), targets.data(), lr, step + 1);
+      // Over the whole step's batch, every process's share in rank order: the bytes one process
+      // would hash.
+      const std::string mine((const char*)inputs.data(), inputs.size() * sizeof(int32_t));
+      for (const std::string& share :
+           s.comm->size() > 1 ? s.comm->all_gather(mine) : std::vector<std::string>{mine})
+        a.result.batches_hash = fnv1a(share.data(), share.size(), a.result.batches_hash);
+      const StepResult r = a.step->run(inputs.data(), targets.data(), lr, step + 1,
+                                       s.shape.accumulation, s.shape.tokens());
       if (!r.finite)
-        fail("{} (seed {}): loss or gradient norm became {} at step {} (lr {:.3g})", a.variant.name,
-             seed, std::isnan(r.loss) || std::isnan(r.grad_norm) ? "NaN" : "infinite", step + 1,
-             lr);
+        throw AgreedError(fmt::format(
+            "{} (seed {}): loss or gradient norm became {} at step {} (lr {:.3g})", a.variant.name,
+            seed, std::isnan(r.loss) || std::isnan(r.grad_norm) ? "NaN" : "infinite", step + 1,
+            lr));
       ms_this[k] = std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
       a.ms.push_back(ms_this[k]);
       a.losses.push_back(r.loss);
@@ -340,7 +375,7 @@ fs::path arm_folder(const fs::path& out, const std::string& variant, uint64_t se
 void finish_arms(const CompareConfig& cfg, const Setup& s, std::vector<Arm>& arms,
                  const std::vector<double>& peak) {
   const RunConfig& run = cfg.run;
-  const int B = run.batch, T = s.base.seq_len;
+  const int T = s.base.seq_len;
   for (size_t k = 0; k < arms.size(); k++) {
     Arm& a = arms[k];
     const size_t tail = std::max<size_t>(1, a.losses.size() / 10);
@@ -349,36 +384,40 @@ void finish_arms(const CompareConfig& cfg, const Setup& s, std::vector<Arm>& arm
     for (const Dataset& e : s.evals) {
       const TokenStream& st = e.val.size() > (size_t)T ? e.val : e.train;
       a.result.eval_losses.push_back(
-          evaluate_loss(*a.model, st, val_batch_count(st, B, T, run.val_batches)));
+          shared_loss(s, *a.model, st, validation_batches(s, st, run.val_batches)));
     }
     a.result.ms_per_step = median(a.ms);
-    a.result.tokens_per_s = B * T / (a.result.ms_per_step / 1000);
+    a.result.tokens_per_s = s.shape.tokens() / (a.result.ms_per_step / 1000);
     a.result.peak_mb = peak[k];
     // The final weights, as a checkpoint xsa analyze, eval and sample can read.
-    save_checkpoint(arm_folder(run.out, a.variant.name, a.result.seed), run.steps,
-                    a.model->config(), a.model->params(),
-                    json{{"step", run.steps},
-                         {"compare_variant", a.variant.name},
-                         {"data", {{"source", run.data}}}},
-                    true);
+    save_training_state(*s.comm, arm_folder(run.out, a.variant.name, a.result.seed), run.steps,
+                        a.model->config(), a.model->params(),
+                        json{{"step", run.steps},
+                             {"compare_variant", a.variant.name},
+                             {"data", {{"source", run.data}}}},
+                        true);
   }
 }
 
 // A seed finished before an interruption: its results, when it belongs to this comparison.
+// Rank 0 reads the file and every rank takes its verdict.
 bool take_finished_seed(const fs::path& seed_file, const Setup& s, const RunConfig& run,
                         CompareResult& result, std::vector<std::vector<double>>& overhead) {
   std::error_code ec;
-  if (!fs::exists(seed_file, ec)) return false;
-  json done = json::parse(read_file(seed_file), nullptr, false);
+  const bool root = s.comm->is_root();
+  const std::string text =
+      s.comm->broadcast(root && fs::exists(seed_file, ec) ? read_file(seed_file) : std::string());
+  if (text.empty()) return false;
+  json done = json::parse(text, nullptr, false);
   if (done.is_discarded() || done.value("identity", json()) != s.identity)
     fail(
         "{}: comes from a different comparison (other data, model, settings or variants); pass "
         "--force to start over",
-        seed_file.string());
+        seed_file.string());  // (alike on every rank: they hold the same text)
   for (const auto& a : done["arms"]) result.arms.push_back(arm_from_json(a));
   for (size_t k = 1; k < s.variants.size(); k++)
     for (const auto& r : done["overhead"][k]) overhead[k].push_back(r.get<double>());
-  if (!run.quiet)
+  if (!run.quiet && root)
     std::printf("seed %s: finished earlier, results taken from %s\n",
                 seed_file.stem().string().substr(5).c_str(), seed_file.string().c_str());
   return true;
@@ -455,18 +494,33 @@ std::vector<std::vector<HeadBias>> analyze_arms(const CompareConfig& cfg, const 
 
 }  // namespace
 
-CompareResult compare(const CompareConfig& cfg) {
+CompareResult compare(const CompareConfig& requested) {
+  Comm& comm = world_comm();
+  const bool root = comm.is_root();
+  check_ranks_agree(comm, {{"model", requested.model},
+                           {"run", run_config_to_json(requested.run)},
+                           {"variants", requested.variants},
+                           {"seeds", requested.seeds},
+                           {"eval_data", requested.eval_data},
+                           {"analyze_batches", requested.analyze_batches}});
+  CompareConfig cfg = requested;
+  cfg.run.quiet = cfg.run.quiet || !root;  // rank 0 speaks for the job
   const RunConfig& run = cfg.run;
-  const Setup s = prepare(cfg);
+  Setup s;
+  agree_on(comm, [&] { prepare(cfg, comm, s); });
+  check_ranks_agree(comm,
+                    {{"train_tokens", s.data.train.size()}, {"val_tokens", s.data.val.size()}});
   const fs::path out = run.out;
   if (!run.quiet) print_header(cfg, s);
   const std::vector<double> peak = measure_peaks(cfg, s);
 
   CompareResult result;
   result.report_dir = out.string();
-  std::error_code ec;
-  fs::create_directories(out, ec);
-  if (ec) fail("{}: cannot create the report folder: {}", out.string(), ec.message());
+  agree_on(comm, [&] {
+    std::error_code ec;
+    if (root) fs::create_directories(out, ec);
+    if (ec) fail("{}: cannot create the report folder: {}", out.string(), ec.message());
+  });
   // Per variant: ms / ms(SA), step by step.
   std::vector<std::vector<double>> overhead(s.variants.size());
   const auto start = clock_type::now();
@@ -479,9 +533,10 @@ CompareResult compare(const CompareConfig& cfg) {
     train_arms(cfg, s, arms, seed, k, overhead, start);
     finish_arms(cfg, s, arms, peak);
     for (const Arm& a : arms) result.arms.push_back(a.result);
-    save_finished_seed(seed_file, s, arms, overhead, first_overhead);
+    if (root) save_finished_seed(seed_file, s, arms, overhead, first_overhead);
   }
   result.summary = summarize(result, s, overhead);
+  if (!root) return result;  // the report is rank 0's
 
   CompareReport report{cfg.variants, cfg.eval_data,        s.base, run,
                        cfg.seeds,    analyze_arms(cfg, s), peak};

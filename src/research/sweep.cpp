@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "xsa/dist/comm.h"
 #include "xsa/report/svg.h"
 #include "xsa/util/error.h"
 #include "xsa/util/files.h"
@@ -73,13 +74,16 @@ void sweep(const CompareConfig& base, const std::string& param,
     cfg.run.out = (fs::path(base.run.out) / (param + "-" + value)).string();
     configs.push_back(cfg);
   }
+  // Under mpirun each value's comparison is data-parallel; rank 0 writes the reports.
+  const bool root = world_comm().is_root();
   std::vector<CompareResult> results;
   for (size_t i = 0; i < configs.size(); i++) {
-    if (!base.run.quiet)
+    if (!base.run.quiet && root)
       std::printf("\n== %s = %s (%zu of %zu)\n", param.c_str(), values[i].c_str(), i + 1,
                   values.size());
     results.push_back(compare(configs[i]));
   }
+  if (!root) return;
   // Δ validation loss vs SA (mean ± sd over seeds) per variant against the swept value.
   std::vector<Series> series;
   nlohmann::json rows = nlohmann::json::array();

@@ -27,6 +27,17 @@ void add_info_command(CLI::App& root) {
       std::printf(" (%lld tokens seen)\n", (long long)state.value("tokens_seen", (int64_t)0));
       if (state.contains("data"))
         std::printf("data:        %s\n", state["data"].value("source", "?").c_str());
+      // Checkpoints from before data parallelism were trained by one process.
+      const nlohmann::json run = state.value("run", nlohmann::json::object());
+      const int world = state.value("world_size", 1);
+      const int64_t step_tokens = run.value("total_batch_tokens", (int64_t)0) > 0
+                                      ? run.value("total_batch_tokens", (int64_t)0)
+                                      : (int64_t)run.value("batch", 0) * cfg.seq_len;
+      std::printf(
+          "trained on:  %d process%s%s; %lld tokens per step (%d rows x %d accumulation x %d)\n",
+          world, world == 1 ? "" : "es", run.value("zero", 0) == 1 && world > 1 ? ", ZeRO-1" : "",
+          (long long)step_tokens, run.value("batch", 0), state.value("accumulation_steps", 1),
+          world);
     } else {
       std::printf("step:        (no trainer.json: weights only)\n");
     }

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "xsa/dist/agree.h"
 #include "xsa/tools/commands.h"
 #include "xsa/util/blas.h"
 #include "xsa/util/error.h"
@@ -55,8 +56,37 @@ std::vector<std::string> expand_config_file(std::vector<std::string> args) {
 
 }  // namespace
 
+// Reports an error and ends the process. In a job of several processes an error every rank holds
+// (AgreedError) is printed by rank 0 and each rank leaves the job normally; an error of one rank
+// is printed with its rank and ends the whole job, so that no rank waits forever in a collective.
+int fail_with(const char* message, bool agreed) {
+  xsa::Comm& comm = xsa::world_comm();
+  if (comm.size() == 1) {
+    std::fprintf(stderr, "xsa: error: %s\n", message);
+    xsa::leave_job();
+    return 1;
+  }
+  if (agreed) {
+    if (comm.is_root()) std::fprintf(stderr, "xsa: error: %s\n", message);
+    xsa::leave_job();
+    return 1;
+  }
+  std::fprintf(stderr, "xsa: error: rank %d: %s\n", comm.rank(), message);
+  xsa::abort_job(1);
+}
+
+// The commands that run data-parallel under mpirun; the others run in one process.
+bool runs_in_parallel(const std::string& command) {
+  return command == "train" || command == "compare" || command == "sweep" || command == "bench";
+}
+
 int main(int argc, char** argv) {
   xsa::ensure_fast_blas(argv);
+  try {
+    xsa::join_launched_job(&argc, &argv);
+  } catch (const xsa::Error& e) {
+    return fail_with(e.what(), false);
+  }
   CLI::App app{"xsa: GPT models with exclusive self attention (XSA) vs standard attention (SA)",
                "xsa"};
   app.set_version_flag("--version", "xsa 0.1.0");
@@ -71,22 +101,32 @@ int main(int argc, char** argv) {
   xsa::cli::add_sample_command(app);
   xsa::cli::add_bench_command(app);
   xsa::cli::add_tokenize_command(app);
+  const xsa::Comm& comm = xsa::world_comm();
   try {
     std::vector<std::string> args = expand_config_file(std::vector<std::string>(argv, argv + argc));
+    if (comm.size() > 1 && args.size() > 1 && args[1].rfind("-", 0) != 0 &&
+        !runs_in_parallel(args[1]))
+      throw xsa::AgreedError(fmt::format(
+          "xsa {} runs in one process; start it without mpirun (train, compare, sweep and bench "
+          "run data-parallel)",
+          args[1]));
     args.erase(args.begin());
     std::reverse(args.begin(), args.end());  // CLI11 takes the arguments last first
     app.parse(args);
   } catch (const CLI::ParseError& e) {
-    return app.exit(e);
+    // Every rank parses the same command line, so rank 0 speaks for all.
+    const int code = comm.is_root() ? app.exit(e) : e.get_exit_code();
+    xsa::leave_job();
+    return code;
+  } catch (const xsa::AgreedError& e) {
+    return fail_with(e.what(), true);
   } catch (const xsa::Error& e) {
-    std::fprintf(stderr, "xsa: error: %s\n", e.what());
-    return 1;
+    return fail_with(e.what(), false);
   } catch (const std::bad_alloc&) {
-    std::fprintf(stderr, "xsa: error: out of memory (try a smaller --batch, --seq-len or model)\n");
-    return 1;
+    return fail_with("out of memory (try a smaller --batch, --seq-len or model)", false);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "xsa: error: %s\n", e.what());
-    return 1;
+    return fail_with(e.what(), false);
   }
+  xsa::leave_job();
   return 0;
 }

@@ -9,6 +9,10 @@ namespace xsa {
 void RunConfig::validate() const {
   if (data.empty()) fail("--data is required: a text file to train on");
   if (batch <= 0) fail("--batch {} must be positive", batch);
+  if (total_batch_tokens < 0)
+    fail("--total-batch-tokens {} must be positive (0: --batch × --seq-len)", total_batch_tokens);
+  if (zero != 0 && zero != 1)
+    fail("--zero {} must be 0 or 1 (ZeRO-1: sharded AdamW moments)", zero);
   if (steps <= 0) fail("--steps {} must be positive", steps);
   if (!(lr > 0) || !std::isfinite(lr)) fail("--lr {} must be a positive number", lr);
   if (!(min_lr_fraction >= 0 && min_lr_fraction <= 1))
@@ -25,6 +29,24 @@ void RunConfig::validate() const {
   if (val_every < 0) fail("--val-every {} must be non-negative", val_every);
   if (val_batches < 0) fail("--val-batches {} must be non-negative", val_batches);
   if (log_every <= 0) fail("--log-every {} must be positive", log_every);
+}
+
+int RunConfig::accumulation_steps(int T, int world) const {
+  const int64_t total = step_tokens(T), per_pass = (int64_t)batch * T * world;
+  if (total % per_pass == 0) return (int)(total / per_pass);
+  // Name what would divide: the largest --batch that does, and the nearest totals.
+  int fits = 0;
+  for (int b = batch; b >= 1 && fits == 0; b--)
+    if (total % ((int64_t)b * T * world) == 0) fits = b;
+  const int64_t below = total / per_pass * per_pass, above = below + per_pass;
+  std::string hint = fits > 0 ? fmt::format("--batch {}", fits) : std::string();
+  if (below > 0)
+    hint += fmt::format("{}--total-batch-tokens {}", hint.empty() ? "" : " or ", below);
+  hint += fmt::format("{}--total-batch-tokens {}", hint.empty() ? "" : " or ", above);
+  fail(
+      "--total-batch-tokens {} is not a multiple of {} process{} × --batch {} × --seq-len {} = {} "
+      "tokens per pass; use {}",
+      total, world, world == 1 ? "" : "es", batch, T, per_pass, hint);
 }
 
 nlohmann::json run_config_to_json(const RunConfig& r, unsigned roles) {

@@ -17,7 +17,11 @@ struct RunConfig {
   std::string vocab_dir;  // GPT-2 vocabulary folder; empty: the default places
   bool shuffle = true;    // visit windows in a seeded random order each epoch
   std::string out = "runs/run";
-  int batch = 16;  // B
+  int batch = 16;  // B: sequences per forward pass on each process (a micro-batch)
+  // Tokens per optimizer step over every micro-batch and process; 0: one micro-batch of one
+  // process (batch × seq-len). The gradient-accumulation steps follow from it (accumulation_steps).
+  int64_t total_batch_tokens = 0;
+  int zero = 0;  // ZeRO stage: 0 (every rank keeps all AdamW moments) or 1 (each keeps its shard)
   int64_t steps = 500;
   double lr = 1e-3;  // peak learning rate
   double min_lr_fraction = 0.1;
@@ -38,6 +42,13 @@ struct RunConfig {
   bool quiet = false;      // no progress output (tests)
 
   int64_t warmup_steps() const { return warmup >= 0 ? warmup : steps / 20; }
+  // Tokens per optimizer step for sequences of T tokens (total_batch_tokens, or batch × T).
+  int64_t step_tokens(int T) const {
+    return total_batch_tokens > 0 ? total_batch_tokens : (int64_t)batch * T;
+  }
+  // Micro-batches each of `world` processes runs per step; throws Error, with the values that
+  // would divide, when the step's tokens are not a multiple of world × batch × T.
+  int accumulation_steps(int T, int world) const;
   void validate() const;  // throws Error naming the bad value
 };
 
@@ -78,7 +89,16 @@ void for_each_run_option(Run& r, Fn&& fn) {
                "Visit training windows in a seeded random order (default) or in order", all},
      r.shuffle);
   fn(RunOption{"out", "--out", "Output folder", kSaved}, r.out);
-  fn(RunOption{"batch", "--batch", "Sequences per step (B)", all}, r.batch);
+  fn(RunOption{"batch", "--batch",
+               "Sequences per forward pass on each process (B); the step's size is "
+               "--total-batch-tokens",
+               all},
+     r.batch);
+  fn(RunOption{"total_batch_tokens", "--total-batch-tokens",
+               "Tokens per optimizer step over all micro-batches and processes (0: --batch × "
+               "--seq-len); gradient accumulation makes up the rest",
+               all},
+     r.total_batch_tokens);
   fn(RunOption{"steps", "--steps", "Optimizer steps (per model)", all}, r.steps);
   fn(RunOption{"lr", "--lr", "Peak learning rate", all}, r.lr);
   fn(RunOption{"min_lr_fraction", "--min-lr-fraction",
@@ -94,14 +114,24 @@ void for_each_run_option(Run& r, Fn&& fn) {
   fn(RunOption{"grad_clip", "--grad-clip", "Global gradient-norm clip (0: off)", all}, r.grad_clip);
   fn(RunOption{"seed", "--seed", "Seed of the initial weights and of the batch order", all},
      r.seed);
-  fn(RunOption{"threads", "--threads", "Threads (0: every core)", kSaved | kShared}, r.threads);
+  fn(RunOption{"threads", "--threads",
+               "Threads per process (0: OMP_NUM_THREADS, else the cores the process may use, "
+               "shared among the ranks on one machine)",
+               kSaved | kShared},
+     r.threads);
+  fn(RunOption{"zero", "--zero",
+               "ZeRO stage under mpirun: 1 shards the AdamW moments across ranks (0: off)",
+               kSaved | kShared},
+     r.zero);
   fn(RunOption{"ckpt_every", "--ckpt-every", "Steps between checkpoints (0: only at the end)",
                kSaved},
      r.ckpt_every);
   fn(RunOption{"val_every", "--val-every", "Steps between validation passes (0: only at the end)",
                all},
      r.val_every);
-  fn(RunOption{"val_batches", "--val-batches", "Batches per validation pass", all}, r.val_batches);
+  fn(RunOption{"val_batches", "--val-batches",
+               "Batches of the step's size (--total-batch-tokens) per validation pass", all},
+     r.val_batches);
   fn(RunOption{"val_fraction", "--val-fraction",
                "Share of a text file held out (its tail) for validation", all},
      r.val_fraction);

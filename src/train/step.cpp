@@ -1,30 +1,73 @@
 #include "xsa/train/step.h"
 
+#include <algorithm>
 #include <cmath>
 
 namespace xsa {
 
-TrainStep::TrainStep(Gpt<float>& model, const OptimizerSettings& settings, GradientReducer* reducer)
-    : model_(model), settings_(settings), reducer_(reducer ? reducer : &local_) {}
+TrainStep::TrainStep(Gpt<float>& model, const OptimizerSettings& settings, Parallelism parallel)
+    : model_(model),
+      settings_(settings),
+      comm_(parallel.comm ? parallel.comm : &alone_),
+      zero1_(parallel.zero1 && comm_->size() > 1) {
+  ParamArena<float>& arena = model_.params();
+  const size_t n = arena.params.size();
+  owned_ = zero1_ ? comm_->my_shard(n) : ShardRange{0, n};
+  if (zero1_) arena.keep_moments(owned_.begin, owned_.end);
+}
 
 StepResult TrainStep::run(const int32_t* inputs, const int32_t* targets, double lr, int64_t step,
-                          int64_t step_tokens) {
+                          int micro_batches, int64_t step_tokens) {
   ParamArena<float>& arena = model_.params();
   Backend<float>& be = model_.backend();
+  Comm& comm = *comm_;
+  const size_t n = arena.grads.size();
+  const size_t rows = (size_t)model_.batch_size() * model_.seq_len();
+  if (step_tokens <= 0) {
+    int64_t count = 0;
+    for (size_t i = 0; i < rows * micro_batches; i++) count += targets[i] >= 0;
+    step_tokens = (int64_t)comm.sum((double)count);
+  }
   StepResult r;
-  r.loss = reducer_->sum(model_.forward_backward(inputs, targets, step_tokens));
-  reducer_->sum(arena.grads.data(), arena.grads.size());
-  r.grad_norm = std::sqrt(be.sum_of_squares(arena.grads.data(), arena.grads.size()));
+  double loss = 0;
+  for (int k = 0; k < micro_batches; k++)
+    loss += model_.forward_backward(inputs + rows * k, targets + rows * k, step_tokens, k > 0);
+  r.loss = comm.sum(loss);
+
+  float* grads = arena.grads.data();
+  if (comm.size() > 1) {
+    comm.reduce_scatter(grads, n);
+    if (!zero1_) comm.all_gather(grads, n);
+  }
+  // The norm's square as the sum of the ranks' shards in rank order, whether or not this rank
+  // holds the other shards, so that ZeRO-1 and plain data parallelism clip alike.
+  double squares = 0;
+  if (zero1_) {
+    squares = comm.sum(be.sum_of_squares(grads + owned_.begin, owned_.size()));
+  } else {
+    for (int k = 0; k < comm.size(); k++) {
+      const ShardRange s = comm.shard(n, k);
+      const double part = be.sum_of_squares(grads + s.begin, s.size());
+      squares = k == 0 ? part : squares + part;
+    }
+  }
+  r.grad_norm = std::sqrt(squares);
   r.finite = std::isfinite(r.loss) && std::isfinite(r.grad_norm);
-  if (!r.finite) return r;
+  if (!r.finite) return r;  // every rank sees the same loss and norm, so all stop alike
+
   ops::AdamWSettings adam{lr, settings_.beta1, settings_.beta2, settings_.eps, 0.0, 1.0, step};
   if (settings_.grad_clip > 0 && r.grad_norm > settings_.grad_clip)
     adam.grad_scale = settings_.grad_clip / r.grad_norm;
   for (const TensorInfo& t : arena.layout) {
+    const size_t begin = std::max(t.offset, owned_.begin);
+    const size_t end = std::min(t.offset + t.numel, owned_.end);
+    if (begin >= end) continue;
     adam.weight_decay = t.decay ? settings_.weight_decay : 0.0;  // 2-D matrices only
-    be.adamw_update(arena.params.data() + t.offset, arena.grads.data() + t.offset,
-                    arena.adam_m.data() + t.offset, arena.adam_v.data() + t.offset, t.numel, adam);
+    const size_t moment = begin - arena.moments_begin;
+    be.adamw_update(arena.params.data() + begin, grads + begin, arena.adam_m.data() + moment,
+                    arena.adam_v.data() + moment, end - begin, adam);
   }
+  if (zero1_) comm.all_gather(arena.params.data(), n);
   return r;
 }
 

@@ -1,11 +1,13 @@
-// The training step: the one place weights change. Forward and backward on a batch, the gradient
-// reduction hook (summing across the processes of a data-parallel run; nothing in one process),
-// global-norm gradient clipping and the AdamW update. xsa train, xsa compare and xsa bench all
+// The training step: the one place weights change. Forward and backward over the step's
+// micro-batches (gradient accumulation), the gradient sum over the processes of a data-parallel
+// run (dist/comm.h; nothing in one process), global-norm gradient clipping and the AdamW update,
+// with the moments sharded across processes under ZeRO-1. xsa train, xsa compare and xsa bench all
 // step through it.
 #pragma once
 
 #include <cstdint>
 
+#include "xsa/dist/comm.h"
 #include "xsa/model/gpt.h"
 
 namespace xsa {
@@ -19,40 +21,49 @@ struct OptimizerSettings {
   double grad_clip = 1.0;     // global norm; 0 disables
 };
 
-// Sums values over the processes of one training run. The default sums over one process: it
-// changes nothing.
-class GradientReducer {
- public:
-  virtual ~GradientReducer() = default;
-  virtual void sum(float* values, size_t n) {}        // in place: every process gets the sum
-  virtual double sum(double value) { return value; }  // a scalar (the loss)
-};
-
 struct StepResult {
-  double loss = 0;       // the step's mean loss over its target tokens
+  double loss = 0;       // the step's mean loss over its target tokens (every process)
   double grad_norm = 0;  // before clipping
   bool finite = true;    // false: loss or norm is NaN or infinite, and nothing was updated
 };
 
+// How the processes of a run share a step.
+struct Parallelism {
+  Comm* comm = nullptr;  // the processes; nullptr: this one alone
+  // ZeRO-1: each rank keeps the AdamW moments of its shard of the parameters only (Comm::shard),
+  // updates that shard and all-gathers the parameters, instead of every rank updating them all.
+  bool zero1 = false;
+};
+
 class TrainStep {
  public:
+  // Under ZeRO-1 with several processes, the model's moments shrink to this rank's shard.
   explicit TrainStep(Gpt<float>& model, const OptimizerSettings& settings = {},
-                     GradientReducer* reducer = nullptr);
+                     Parallelism parallel = {});
 
   // One optimizer step at learning rate lr; `step` is the 1-based count of updates (AdamW's bias
-  // correction). step_tokens: the target tokens of the whole step over every process (≤ 0: this
-  // batch's own count), by which the loss is scaled, so that summed gradients are exactly those of
-  // the step's mean loss.
+  // correction). inputs and targets hold `micro_batches` batches of [B, T] one after the other;
+  // the gradients of all of them, on every process, are summed before the update, so the step is
+  // that of one batch of micro_batches·B·world rows. step_tokens: the target tokens of the whole
+  // step over every micro-batch and process (≤ 0: counted, with one sum over the processes), by
+  // which each loss is scaled, so that the summed gradients are exactly those of the step's mean
+  // loss. Every process must call it with the same lr, step and micro_batches.
   StepResult run(const int32_t* inputs, const int32_t* targets, double lr, int64_t step,
-                 int64_t step_tokens = 0);
+                 int micro_batches = 1, int64_t step_tokens = 0);
 
   Gpt<float>& model() { return model_; }
+  Comm& comm() { return *comm_; }
+  bool zero1() const { return zero1_; }
+  // The parameter elements whose moments this rank keeps and updates (all of them without ZeRO).
+  ShardRange owned() const { return owned_; }
 
  private:
   Gpt<float>& model_;
   OptimizerSettings settings_;
-  GradientReducer local_;
-  GradientReducer* reducer_;
+  Comm alone_;
+  Comm* comm_;
+  bool zero1_;
+  ShardRange owned_;
 };
 
 }  // namespace xsa

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "xsa/data/dataset.h"
+#include "xsa/dist/agree.h"
 #include "xsa/eval/evaluate.h"
 #include "xsa/io/checkpoint.h"
 #include "xsa/model/gpt.h"
@@ -127,9 +128,8 @@ struct LoopState {
   double elapsed_before = 0;
 };
 
-LoopState restore(const RunStart& start, ParamArena<float>& arena, BatchLoader& loader, Rng& rng) {
+LoopState restore_loop(const RunStart& start, BatchLoader& loader, Rng& rng) {
   LoopState s;
-  load_checkpoint_weights(start.resume_ckpt, arena, /*with_optimizer=*/true);
   try {
     s.step = start.state.at("step").get<int64_t>();
     loader.set_position({start.state.at("/data_position/epoch"_json_pointer).get<uint64_t>(),
@@ -144,32 +144,39 @@ LoopState restore(const RunStart& start, ParamArena<float>& arena, BatchLoader& 
 }
 
 void print_header(const ModelConfig& m, const RunConfig& run, const Dataset& data,
-                  const RunStart& start, int64_t step, int threads) {
+                  const RunStart& start, int64_t step, int threads, const StepShape& shape) {
   std::printf(
-      "xsa train: %s attention, %d layers, %d heads, %d embd, seq %d, batch %d, %s tokenizer, "
-      "%lld params, %d threads\n",
-      layer_attn_string(m).c_str(), m.n_layer, m.n_head, m.n_embd, m.seq_len, run.batch,
-      to_string(m.tokenizer), (long long)parameter_count(m), threads);
+      "xsa train: %s attention, %d layers, %d heads, %d embd, seq %d, %s tokenizer, %lld params\n",
+      layer_attn_string(m).c_str(), m.n_layer, m.n_head, m.n_embd, m.seq_len,
+      to_string(m.tokenizer), (long long)parameter_count(m));
+  std::printf("step: %lld tokens = %d rows x %d accumulation x %d process%s%s; %d thread%s%s\n",
+              (long long)shape.tokens(), shape.batch, shape.accumulation, shape.world,
+              shape.world == 1 ? "" : "es", run.zero && shape.world > 1 ? ", ZeRO-1" : "", threads,
+              threads == 1 ? "" : "s", shape.world > 1 ? " per process" : "");
   std::printf("data: %s: %zu train / %zu val tokens; run folder %s%s\n", data.description.c_str(),
               data.train.size(), data.val.size(), start.run_dir.string().c_str(),
               start.resume_ckpt.empty() ? "" : fmt::format(" (resuming at step {})", step).c_str());
   std::fflush(stdout);
 }
 
+// Every rank sees the same loss and norm, so every rank stops here alike.
 [[noreturn]] void fail_not_finite(const StepResult& r, int64_t step, double lr,
                                   const fs::path& run_dir) {
   auto last = latest_checkpoint(run_dir);
   const bool loss_ok = std::isfinite(r.loss);
   const double bad = loss_ok ? r.grad_norm : r.loss;
-  fail("{} became {} at step {} (lr {:.3g}); stopped without saving{}",
-       loss_ok ? "gradient norm" : "loss", std::isnan(bad) ? "NaN" : "infinite", step, lr,
-       last ? "; last checkpoint " + last->string() + " is intact" : "");
+  throw AgreedError(fmt::format("{} became {} at step {} (lr {:.3g}); stopped without saving{}",
+                                loss_ok ? "gradient norm" : "loss",
+                                std::isnan(bad) ? "NaN" : "infinite", step, lr,
+                                last ? "; last checkpoint " + last->string() + " is intact" : ""));
 }
 
 nlohmann::json trainer_state(const RunConfig& run, const Dataset& data, LoaderPosition position,
-                             const Rng& rng, int64_t step, int64_t tokens_per_step,
-                             double elapsed) {
+                             const Rng& rng, int64_t step, const StepShape& shape, double elapsed) {
+  const int64_t tokens_per_step = shape.tokens();
   return {{"step", step},
+          {"world_size", shape.world},
+          {"accumulation_steps", shape.accumulation},
           {"data_position", {{"epoch", position.epoch}, {"cursor", position.cursor}}},
           {"rng_state", rng.state},
           {"elapsed_s", elapsed},
@@ -192,65 +199,152 @@ void print_progress(int64_t done, int64_t steps, const StepResult& r, double lr,
 
 }  // namespace
 
-TrainResult train(const ModelConfig& requested_model, const RunConfig& run,
-                  const std::string& resume_from) {
-  requested_model.validate();
-  run.validate();
-  const int B = run.batch, T = requested_model.seq_len;
-  const int threads = set_thread_count(run.threads);
-  const bool tty = !run.quiet && isatty(STDOUT_FILENO);
+StepShape step_shape(const RunConfig& run, int T, int world) {
+  return {run.batch, run.accumulation_steps(T, world), world, T};
+}
 
-  // Everything that can fail on bad input is checked before anything is written.
-  std::optional<TokenizerKind> tokenizer;
-  if (!run.tokenizer.empty()) tokenizer = parse_tokenizer(run.tokenizer);
-  Dataset data = open_dataset(run.data, tokenizer, run.val_fraction, B, T, run.vocab_dir);
-  ModelConfig model_cfg = requested_model;  // the vocabulary is the data's
-  model_cfg.tokenizer = data.tokenizer;
-  model_cfg.vocab_size = vocab_size_of(data.tokenizer);
-  model_cfg.padded_vocab = pad_vocab(model_cfg.vocab_size);
-  const int n_val_batches =
-      run.val_batches > 0 ? val_batch_count(data.val, B, T, run.val_batches) : 0;
-  const RunStart start = open_run_folder(run, data, resume_from);
+// The parameters and moments of a checkpoint, read by rank 0 and sent to every rank: the
+// parameters whole, the moments whole or (ZeRO-1) as each rank's shard. Buffers are the CPU
+// backend's host memory.
+void load_training_state(Comm& comm, const fs::path& ckpt, ParamArena<float>& arena) {
+  const size_t n = arena.params.size();
+  const bool sharded = arena.adam_m.size() != n;
+  std::vector<float> full_m, full_v;
+  agree_on(comm, [&] {
+    if (!comm.is_root()) return;
+    if (!sharded) return load_checkpoint_weights(ckpt, arena, /*with_optimizer=*/true);
+    full_m.resize(n), full_v.resize(n);
+    load_checkpoint_tensors(ckpt, arena.layout, arena.params.data(), full_m.data(), full_v.data());
+  });
+  if (comm.size() == 1) return;
+  comm.broadcast(arena.params.data(), n * sizeof(float));
+  if (sharded) {
+    comm.scatter_shards(full_m.data(), arena.adam_m.data(), n);
+    comm.scatter_shards(full_v.data(), arena.adam_v.data(), n);
+  } else {
+    comm.broadcast(arena.adam_m.data(), n * sizeof(float));
+    comm.broadcast(arena.adam_v.data(), n * sizeof(float));
+  }
+}
+
+// Writes a checkpoint from rank 0, the moments gathered from every rank's shard under ZeRO-1
+// (rank 0 then holds them whole for the moment of writing). Every rank must call it.
+fs::path save_training_state(Comm& comm, const fs::path& run_dir, int64_t step,
+                             const ModelConfig& cfg, const ParamArena<float>& arena,
+                             const nlohmann::json& state, bool replace) {
+  const size_t n = arena.params.size();
+  if (arena.adam_m.size() == n)
+    return comm.is_root() ? save_checkpoint(run_dir, step, cfg, arena, state, replace) : fs::path();
+  std::vector<float> full_m(comm.is_root() ? n : 0), full_v(comm.is_root() ? n : 0);
+  comm.gather_shards(arena.adam_m.data(), full_m.data(), n);
+  comm.gather_shards(arena.adam_v.data(), full_v.data(), n);
+  if (!comm.is_root()) return {};
+  return save_checkpoint(run_dir, step, cfg, arena.layout, arena.params.data(), full_m.data(),
+                         full_v.data(), state, replace);
+}
+
+TrainResult train(const ModelConfig& requested_model, const RunConfig& requested_run,
+                  const std::string& resume_from) {
+  Comm& comm = world_comm();
+  const bool root = comm.is_root();
+  // Every rank must have been started alike before any collective depends on sizes.
+  check_ranks_agree(comm, {{"model", requested_model},
+                           {"run", run_config_to_json(requested_run)},
+                           {"resume", resume_from}});
+  RunConfig run = requested_run;
+  const int T = requested_model.seq_len;
+  StepShape shape;
+  int threads = 0, n_val_batches = 0;
+  Dataset data;
+  ModelConfig model_cfg = requested_model;
+  // Everything that can fail on bad input is checked before anything is written; each rank
+  // checks what it reads itself (its data), and the ranks stop together.
+  agree_on(comm, [&] {
+    requested_model.validate();
+    run.validate();
+    shape = step_shape(run, T, comm.size());
+    run.total_batch_tokens = shape.tokens();  // saved resolved, so a resume keeps the step's size
+    threads = set_thread_count(run.threads, comm.local_size());
+    std::optional<TokenizerKind> tokenizer;
+    if (!run.tokenizer.empty()) tokenizer = parse_tokenizer(run.tokenizer);
+    data = open_dataset(run.data, tokenizer, run.val_fraction,
+                        shape.rows_per_process() * comm.size(), T, run.vocab_dir);
+    model_cfg.tokenizer = data.tokenizer;  // the vocabulary is the data's
+    model_cfg.vocab_size = vocab_size_of(data.tokenizer);
+    model_cfg.padded_vocab = pad_vocab(model_cfg.vocab_size);
+    // --val-batches counts batches of the step's size, however the step is split.
+    if (run.val_batches > 0)
+      n_val_batches = val_batch_count(data.val, run.batch, T,
+                                      run.val_batches * shape.accumulation * shape.world);
+  });
+  check_ranks_agree(comm, {{"train_tokens", data.train.size()}, {"val_tokens", data.val.size()}});
+  const bool speak = root && !run.quiet;
+  const bool tty = speak && isatty(STDOUT_FILENO);
+
+  // Rank 0 owns the run folder; the others learn where the run starts from it.
+  RunStart start{run.out, {}, {}};
+  agree_on(comm, [&] {
+    if (root) start = open_run_folder(run, data, resume_from);
+  });
+  if (comm.size() > 1) {
+    start.resume_ckpt = comm.broadcast(start.resume_ckpt.string());
+    start.run_dir = comm.broadcast(start.run_dir.string());
+    start.state = nlohmann::json::parse(comm.broadcast(start.state.dump()));
+  }
   const fs::path& run_dir = start.run_dir;
 
-  Gpt<float> model(model_cfg, B, T);
-  TrainStep trainer(model, optimizer_settings(run));
-  BatchLoader loader(data.train, B, T, run.shuffle, run.seed);
+  Gpt<float> model(model_cfg, run.batch, T);
+  TrainStep trainer(model, optimizer_settings(run), {&comm, run.zero == 1});
+  BatchLoader loader(data.train, shape.rows_per_process(), T, run.shuffle, run.seed, comm.rank(),
+                     comm.size());
   Rng rng(run.seed);
   LoopState loop;
   if (!start.resume_ckpt.empty()) {
-    loop = restore(start, model.params(), loader, rng);
-    if (loop.step > run.steps)
-      fail("--steps {} is below the checkpoint's step {}", run.steps, loop.step);
+    load_training_state(comm, start.resume_ckpt, model.params());
+    agree_on(comm, [&] {
+      loop = restore_loop(start, loader, rng);
+      if (loop.step > run.steps)
+        fail("--steps {} is below the checkpoint's step {}", run.steps, loop.step);
+    });
   } else {
-    model.params().init(model_cfg, run.seed);
+    model.params().init(model_cfg, run.seed);  // the same on every rank: a seeded draw per tensor
   }
   int64_t step = loop.step;
 
-  MetricsLog metrics(prepare_metrics(start, step));
+  std::optional<MetricsLog> metrics;
+  agree_on(comm, [&] {
+    if (root) metrics.emplace(prepare_metrics(start, step));
+  });
 
   LrSchedule schedule{run.lr, run.min_lr_fraction, run.warmup_steps(), run.steps};
-  std::vector<int32_t> inputs((size_t)B * T), targets((size_t)B * T);
+  const size_t rows = (size_t)shape.rows_per_process() * T;
+  std::vector<int32_t> inputs(rows), targets(rows);
   TrainResult result;
 
   auto save = [&](int64_t at_step, double elapsed) {
     const nlohmann::json st =
-        trainer_state(run, data, loader.position(), rng, at_step, (int64_t)B * T, elapsed);
-    result.last_checkpoint =
-        save_checkpoint(run_dir, at_step, model_cfg, model.params(), st, run.force).string();
+        trainer_state(run, data, loader.position(), rng, at_step, shape, elapsed);
+    const fs::path saved =
+        save_training_state(comm, run_dir, at_step, model_cfg, model.params(), st, run.force);
+    if (root) result.last_checkpoint = saved.string();
   };
+  // Validation batches are dealt round-robin over the ranks and their sums added up.
   auto validate_now = [&](int64_t at_step) {
     if (n_val_batches == 0) return;
-    double val = evaluate_loss(model, data.val, n_val_batches);
-    metrics.write({{"split", "val"}, {"step", at_step}, {"loss", val}});
+    const LossSum part = sum_loss(model, data.val, n_val_batches, comm.rank(), comm.size());
+    double sums[2] = {part.total, (double)part.tokens};
+    comm.all_reduce(sums, 2);
+    const double val = sums[1] > 0 ? sums[0] / sums[1] : NAN;
     result.final_val_loss = val;
-    if (!run.quiet)
+    if (!root) return;
+    metrics->write({{"split", "val"}, {"step", at_step}, {"loss", val}});
+    if (speak)
       std::printf("%sstep %lld | val loss %.4f\n", tty ? "\r\033[K" : "", (long long)at_step, val);
   };
 
-  if (!run.quiet) print_header(model_cfg, run, data, start, step, threads);
+  if (speak) print_header(model_cfg, run, data, start, step, threads, shape);
   if (step == 0) validate_now(0);
-  if (step >= run.steps && !run.quiet)
+  if (step >= run.steps && speak)
     std::printf("nothing to train: the run is at step %lld of --steps %lld\n", (long long)step,
                 (long long)run.steps);
 
@@ -262,19 +356,21 @@ TrainResult train(const ModelConfig& requested_model, const RunConfig& run,
     const auto t0 = clock::now();
     const double lr = schedule.at(step);
     loader.next(inputs.data(), targets.data());
-    const StepResult r = trainer.run(inputs.data(), targets.data(), lr, step + 1);
+    const StepResult r = trainer.run(inputs.data(), targets.data(), lr, step + 1,
+                                     shape.accumulation, shape.tokens());
     if (!r.finite) fail_not_finite(r, step + 1, lr, run_dir);
     loss = r.loss;
     const double ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
-    const double tok_s = B * T / (ms / 1000.0);
+    const double tok_s = shape.tokens() / (ms / 1000.0);
     const int64_t done = step + 1;
-    metrics.write({{"step", done},
-                   {"loss", loss},
-                   {"lr", lr},
-                   {"grad_norm", r.grad_norm},
-                   {"ms", ms},
-                   {"tokens_per_s", tok_s}});
-    if (!run.quiet && (tty || done % run.log_every == 0 || done == run.steps)) {
+    if (root)
+      metrics->write({{"step", done},
+                      {"loss", loss},
+                      {"lr", lr},
+                      {"grad_norm", r.grad_norm},
+                      {"ms", ms},
+                      {"tokens_per_s", tok_s}});
+    if (speak && (tty || done % run.log_every == 0 || done == run.steps)) {
       const double spent = std::chrono::duration<double>(clock::now() - t_start).count();
       print_progress(done, run.steps, r, lr, ms, tok_s, spent / (done - first_step), tty);
     }
@@ -284,7 +380,7 @@ TrainResult train(const ModelConfig& requested_model, const RunConfig& run,
            loop.elapsed_before + std::chrono::duration<double>(clock::now() - t_start).count());
   }
   if (tty) std::printf("\n");
-  if (!run.quiet && !result.last_checkpoint.empty())
+  if (speak && !result.last_checkpoint.empty())
     std::printf("checkpoint: %s\n", result.last_checkpoint.c_str());
   result.steps_done = step;
   result.final_loss = loss;

@@ -9,6 +9,8 @@
 #include <string>
 
 #include "xsa/data/dataset.h"
+#include "xsa/dist/comm.h"
+#include "xsa/io/checkpoint.h"
 #include "xsa/model/config.h"
 #include "xsa/model/gpt.h"
 #include "xsa/model/params.h"
@@ -30,5 +32,27 @@ TrainResult train(const ModelConfig& model, const RunConfig& run,
 
 // The optimizer settings of a run.
 OptimizerSettings optimizer_settings(const RunConfig& run);
+
+// How one step is shared out: each of `world` processes runs `accumulation` micro-batches of
+// `batch` rows.
+struct StepShape {
+  int batch = 0, accumulation = 1, world = 1, T = 0;
+  int rows_per_process() const { return batch * accumulation; }
+  int64_t tokens() const { return (int64_t)batch * accumulation * world * T; }
+};
+// The step's shape for `world` processes: --batch rows per pass, the accumulation that makes up
+// --total-batch-tokens. Throws Error when it does not divide.
+StepShape step_shape(const RunConfig& run, int T, int world);
+
+// A checkpoint's parameters and moments, read by rank 0 and sent to every rank: the parameters
+// whole, the moments whole or, under ZeRO-1 (arena.keep_moments), each rank's shard. Every rank
+// must call it. Buffers are the CPU backend's host memory.
+void load_training_state(Comm& comm, const fs::path& ckpt, ParamArena<float>& arena);
+// Writes a checkpoint from rank 0, with the moments gathered from every rank's shard under ZeRO-1
+// (rank 0 then holds them whole while it writes). Every rank must call it; returns the
+// checkpoint's folder on rank 0, an empty path elsewhere.
+fs::path save_training_state(Comm& comm, const fs::path& run_dir, int64_t step,
+                             const ModelConfig& cfg, const ParamArena<float>& arena,
+                             const nlohmann::json& state, bool replace);
 
 }  // namespace xsa
