@@ -1,0 +1,318 @@
+// Data-parallel training as a user runs it: `mpirun -np 2 xsa train ...` (as CI runs it: as root,
+// oversubscribed on a small machine). The same step split over processes or micro-batches gives the
+// same curve to float rounding; the same split gives the same bits; ZeRO-1 changes nothing; a run
+// resumes on another process count; ranks started differently are refused; a killed rank ends the
+// job with its checkpoints intact.
+//
+// Tolerance for "the same curve": a step's gradient is a sum over the same rows in all cases, but
+// in another order (per-process or per-micro-batch partial sums, then added), so each gradient
+// element differs by a few float32 roundings (~1e-7 relative). AdamW normalises by the moments, so
+// these do not grow into the weights faster than they are made; over 20 steps of these tiny models
+// the losses agree to about 1e-8 relative. 2e-6 relative is two orders above that and four below
+// any real mistake (a row left out or counted twice changes the loss by ~1e-2).
+#include <fmt/format.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "test_util.h"
+#include "xsa/dist/comm.h"
+#include "xsa/util/files.h"
+
+namespace xsa {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Result {
+  int status;
+  std::string out, err;
+};
+
+fs::path work_dir() {
+  static fs::path dir = test::temp_dir("distributed");
+  return dir;
+}
+
+// The launch line of every test: two ranks on however many cores there are, allowed as root (CI),
+// one thread each, no core binding (ctest runs other tests beside), and Open MPI's shared-memory
+// transport without the kernel-assisted copy some containers forbid.
+std::string mpirun(int np) {
+  return fmt::format(
+      "timeout 120 mpirun -np {} --oversubscribe --allow-run-as-root --bind-to none --mca "
+      "btl_vader_single_copy_mechanism none -x OMP_NUM_THREADS=1 ",
+      np);
+}
+
+Result run(const std::string& command) {
+  const fs::path out = work_dir() / "stdout.txt", err = work_dir() / "stderr.txt";
+  const std::string cmd = "cd " + work_dir().string() + " && " + command + " >" + out.string() +
+                          " 2>" + err.string() + " </dev/null";
+  const int raw = std::system(cmd.c_str());
+  return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, read_file(out), read_file(err)};
+}
+
+// `xsa ARGS` in `np` processes (np 0: without mpirun).
+Result xsa(int np, const std::string& args) {
+  return run((np > 0 ? mpirun(np) : std::string()) + XSA_BINARY + " " + args);
+}
+
+const std::string kModel =
+    "--data data.txt --layers 2 --heads 2 --embd 32 --seq-len 32 --lr 3e-3 --val-every 10 "
+    "--val-batches 2 --threads 1 --quiet";
+
+std::vector<double> losses(const fs::path& run_dir, bool validation = false) {
+  std::vector<double> out;
+  std::ifstream in(work_dir() / run_dir / "metrics.jsonl");
+  for (std::string line; std::getline(in, line);) {
+    const auto j = nlohmann::json::parse(line);
+    if (j.contains("split") == validation) out.push_back(j["loss"].get<double>());
+  }
+  return out;
+}
+
+void expect_same_curve(const fs::path& a, const fs::path& b, double rel_tol) {
+  for (bool val : {false, true}) {
+    const std::vector<double> x = losses(a, val), y = losses(b, val);
+    ASSERT_EQ(x.size(), y.size()) << a << " vs " << b;
+    ASSERT_FALSE(x.empty());
+    for (size_t i = 0; i < x.size(); i++)
+      EXPECT_NEAR(x[i], y[i], rel_tol * std::fabs(y[i]))
+          << (val ? "val" : "train") << " loss " << i << ": " << a << " vs " << b;
+  }
+}
+
+bool same_bytes(const fs::path& a, const fs::path& b) {
+  return read_file(work_dir() / a) == read_file(work_dir() / b);
+}
+
+class Distributed : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    std::string text;
+    Rng rng(7);
+    const char* words[] = {"the", "cat", "sat",  "on",  "a",   "mat",   "and", "ran",
+                           "to",  "see", "what", "dog", "was", "doing", "in",  "yard"};
+    while (text.size() < 120000) text += std::string(words[rng.next_u64() % 16]) + " ";
+    std::ofstream(work_dir() / "data.txt") << text;
+  }
+  void SetUp() override {
+    if (!built_with_mpi()) GTEST_SKIP() << "xsa was built without MPI (libopenmpi-dev)";
+  }
+};
+
+TEST_F(Distributed, TwoProcessesEqualOneProcessAndAccumulation) {
+  // One step = 8 sequences of 32 tokens = 256 tokens, split three ways.
+  ASSERT_EQ(xsa(0, "train " + kModel + " --steps 20 --batch 8 --out one").status, 0);
+  Result r = xsa(2, "train " + kModel + " --steps 20 --batch 4 --total-batch-tokens 256 --out two");
+  ASSERT_EQ(r.status, 0) << r.err;
+  ASSERT_EQ(
+      xsa(0, "train " + kModel + " --steps 20 --batch 4 --total-batch-tokens 256 --out acc").status,
+      0);
+  expect_same_curve("two", "one", 2e-6);
+  expect_same_curve("acc", "one", 2e-6);
+  // The curves are close but not bit-identical: the sums really run in another order.
+  EXPECT_NE(losses("two"), losses("one"));
+  // Two processes and two accumulation steps over two processes (4 micro-batches of 2) alike.
+  r = xsa(2, "train " + kModel + " --steps 20 --batch 2 --total-batch-tokens 256 --out two_acc");
+  ASSERT_EQ(r.status, 0) << r.err;
+  expect_same_curve("two_acc", "one", 2e-6);
+}
+
+TEST_F(Distributed, SameProcessCountGivesTheSameBitsAndRankZeroAloneSpeaks) {
+  const std::string args = "train " + kModel + " --steps 12 --batch 4 --total-batch-tokens 256";
+  Result r = xsa(2, args + " --out first --log-every 4");
+  ASSERT_EQ(r.status, 0) << r.err;
+  ASSERT_EQ(xsa(2, args + " --out second").status, 0);
+  EXPECT_EQ(losses("first"), losses("second"));
+  EXPECT_TRUE(
+      same_bytes("first/ckpt_000012/model.safetensors", "second/ckpt_000012/model.safetensors"));
+  EXPECT_TRUE(same_bytes("first/ckpt_000012/optimizer.safetensors",
+                         "second/ckpt_000012/optimizer.safetensors"));
+  // Without --quiet rank 0 prints the header once, and says how the step is split.
+  r = xsa(2, "train " + kModel.substr(0, kModel.size() - 8) +
+                 " --steps 4 --batch 4 --total-batch-tokens 256 --log-every 2 --out loud");
+  ASSERT_EQ(r.status, 0) << r.err;
+  size_t headers = 0;
+  for (size_t at = 0; (at = r.out.find("xsa train:", at)) != std::string::npos; at++) headers++;
+  EXPECT_EQ(headers, 1u) << r.out;
+  EXPECT_NE(r.out.find("256 tokens = 4 rows x 1 accumulation x 2 processes"), std::string::npos)
+      << r.out;
+  // xsa info tells how the checkpoint was trained.
+  r = xsa(0, "info first");
+  EXPECT_NE(r.out.find("trained on:  2 processes; 256 tokens per step"), std::string::npos)
+      << r.out;
+}
+
+TEST_F(Distributed, ZeroOneGivesTheSameRunAndCheckpoint) {
+  // The summed gradient and the norm's parts are added in the same order with or without ZeRO-1,
+  // and AdamW is elementwise, so the runs are bit-identical, not only close.
+  const std::string args = "train " + kModel + " --steps 20 --batch 4 --total-batch-tokens 256";
+  ASSERT_EQ(xsa(2, args + " --out plain").status, 0);
+  Result r = xsa(2, args + " --zero 1 --out zero");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(losses("zero"), losses("plain"));
+  EXPECT_TRUE(
+      same_bytes("zero/ckpt_000020/model.safetensors", "plain/ckpt_000020/model.safetensors"));
+  // The moments were gathered whole into the one optimizer file.
+  EXPECT_TRUE(same_bytes("zero/ckpt_000020/optimizer.safetensors",
+                         "plain/ckpt_000020/optimizer.safetensors"));
+}
+
+TEST_F(Distributed, ResumesOnAnotherProcessCountAtTheSameGlobalBatch) {
+  const std::string args = kModel + " --steps 20 --ckpt-every 10";
+  // 2 → 1: two processes of 4 rows (ZeRO-1), resumed by one process of 4 rows × 2 accumulation.
+  ASSERT_EQ(xsa(2, "train " + args + " --batch 4 --total-batch-tokens 256 --zero 1 --out a").status,
+            0);
+  fs::copy(work_dir() / "a", work_dir() / "a_resumed", fs::copy_options::recursive);
+  Result r = xsa(0, "train --resume a_resumed/ckpt_000010 --force --quiet --threads 1");
+  ASSERT_EQ(r.status, 0) << r.err;
+  expect_same_curve("a_resumed", "a", 2e-6);
+  // 1 → 2: one process of 8 rows, resumed by two processes of 4 rows (the batch given anew).
+  ASSERT_EQ(xsa(0, "train " + args + " --batch 8 --out b").status, 0);
+  fs::copy(work_dir() / "b", work_dir() / "b_resumed", fs::copy_options::recursive);
+  r = xsa(2, "train --resume b_resumed/ckpt_000010 --force --quiet --threads 1 --batch 4");
+  ASSERT_EQ(r.status, 0) << r.err;
+  expect_same_curve("b_resumed", "b", 2e-6);
+  // Without the new batch the step does not divide: refused, once, with what would.
+  r = xsa(2, "train --resume b_resumed/ckpt_000010 --force --quiet --threads 1");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("--total-batch-tokens 256 is not a multiple of 2 processes × --batch 8"),
+            std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("use --batch 4"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("xsa: error"), r.err.rfind("xsa: error")) << r.err;  // one message
+}
+
+TEST_F(Distributed, RanksStartedDifferentlyAreRefusedBeforeAnythingIsWritten) {
+  const std::string args = kModel + " --steps 5 --batch 4 --total-batch-tokens 256 --out mixed";
+  // An MPMD launch: rank 1 gets another learning rate.
+  Result r = run(mpirun(1) + XSA_BINARY + " train " + args + " : -np 1 " + XSA_BINARY + " train " +
+                 args + " --lr 0.002");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("rank 1 was started with run.lr = 0.002, rank 0 with run.lr = 0.003"),
+            std::string::npos)
+      << r.err;
+  EXPECT_EQ(r.err.find("xsa: error"), r.err.rfind("xsa: error")) << r.err;  // one message
+  EXPECT_FALSE(fs::exists(work_dir() / "mixed"));
+  // A step that does not divide among the processes.
+  r = xsa(2, "train " + kModel + " --steps 5 --batch 8 --out odd");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("use --batch 4"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(work_dir() / "odd"));
+  // Commands that run in one process say so.
+  r = xsa(2, "info a");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("xsa info runs in one process"), std::string::npos) << r.err;
+}
+
+// The pids of `mpirun`'s children that are xsa rank `rank`.
+std::vector<pid_t> rank_pids(int rank) {
+  std::vector<pid_t> out;
+  for (const auto& entry : fs::directory_iterator("/proc")) {
+    const std::string name = entry.path().filename().string();
+    if (name.find_first_not_of("0123456789") != std::string::npos) continue;
+    std::string env;
+    try {
+      env = read_file(entry.path() / "environ");
+    } catch (const std::exception&) {
+      continue;
+    }
+    const std::string cmdline = [&] {
+      try {
+        return read_file(entry.path() / "cmdline");
+      } catch (const std::exception&) {
+        return std::string();
+      }
+    }();
+    if (cmdline.find("killtest") == std::string::npos || cmdline.rfind("timeout", 0) == 0) continue;
+    if (env.find(std::string("OMPI_COMM_WORLD_RANK=") + std::to_string(rank) + '\0') !=
+        std::string::npos)
+      out.push_back(std::stoi(name));
+  }
+  return out;
+}
+
+TEST_F(Distributed, AKilledRankEndsTheJobWithItsCheckpointsIntact) {
+  // A run far longer than the test, checkpointing every 5 steps; rank 1 is killed once the first
+  // checkpoint is there.
+  const std::string args = "train " + kModel +
+                           " --steps 100000 --batch 4 --total-batch-tokens 256 " +
+                           "--ckpt-every 5 --val-every 0 --out killtest";
+  pid_t launcher = fork();
+  ASSERT_GE(launcher, 0);
+  if (launcher == 0) {
+    const Result r = xsa(2, args);
+    std::ofstream(work_dir() / "killtest.status") << r.status << "\n" << r.err;
+    _exit(0);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  auto seconds = [&] {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  };
+  while (!fs::exists(work_dir() / "killtest" / "ckpt_000010") && seconds() < 60)
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  ASSERT_TRUE(fs::exists(work_dir() / "killtest" / "ckpt_000010"));
+  const std::vector<pid_t> victims = rank_pids(1);
+  ASSERT_EQ(victims.size(), 1u);
+  ASSERT_EQ(::kill(victims[0], SIGKILL), 0);
+  const auto killed_at = seconds();
+  int wstatus = 0;
+  ASSERT_EQ(waitpid(launcher, &wstatus, 0), launcher);
+  const double took = seconds() - killed_at;
+  EXPECT_LT(took, 15.0) << "the job outlived its killed rank";
+  const std::string report = read_file(work_dir() / "killtest.status");
+  EXPECT_NE(report.substr(0, report.find('\n')), "0") << report;
+  EXPECT_NE(report.find("rank 1"), std::string::npos) << report;
+  EXPECT_NE(report.substr(0, 3), "124") << "timed out: a rank hung";
+  // Every checkpoint reads and resumes (one process, a few steps more).
+  std::vector<fs::path> ckpts;
+  for (const auto& e : fs::directory_iterator(work_dir() / "killtest"))
+    if (e.path().filename().string().rfind("ckpt_", 0) == 0) ckpts.push_back(e.path());
+  ASSERT_FALSE(ckpts.empty());
+  for (const fs::path& c : ckpts) {
+    Result info = xsa(0, "info " + c.string());
+    EXPECT_EQ(info.status, 0) << c << info.err;
+  }
+  std::sort(ckpts.begin(), ckpts.end());
+  const std::string last = ckpts.back().filename().string();
+  const int64_t step = std::stoll(last.substr(5));
+  Result resumed = xsa(0, "train --resume killtest/" + last + " --force --quiet --threads 1 " +
+                              "--batch 8 --warmup 0 --steps " + std::to_string(step + 2));
+  EXPECT_EQ(resumed.status, 0) << resumed.err;
+}
+
+TEST_F(Distributed, CompareAndSweepReportAsOneProcessDoes) {
+  const std::string args =
+      "--data data.txt --layers 2 --heads 2 --embd 32 --seq-len 32 --steps 10 --lr 3e-3 "
+      "--val-every 5 --val-batches 2 --seeds 1 --threads 1 --quiet";
+  ASSERT_EQ(xsa(0, "compare " + args + " --batch 8 --out cmp_one").status, 0);
+  Result r = xsa(2, "compare " + args + " --batch 4 --total-batch-tokens 256 --out cmp_two");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto one = nlohmann::json::parse(read_file(work_dir() / "cmp_one" / "report.json"));
+  const auto two = nlohmann::json::parse(read_file(work_dir() / "cmp_two" / "report.json"));
+  ASSERT_EQ(one["arms"].size(), two["arms"].size());
+  for (size_t k = 0; k < one["arms"].size(); k++) {
+    const auto &a = one["arms"][k], &b = two["arms"][k];
+    EXPECT_EQ(a["variant"], b["variant"]);
+    // The same initial weights and the same batches, in the same order, hashed alike.
+    EXPECT_EQ(a["init_hash"], b["init_hash"]);
+    EXPECT_EQ(a["batches_hash"], b["batches_hash"]);
+    EXPECT_NEAR(a["val_loss"].get<double>(), b["val_loss"].get<double>(),
+                2e-6 * a["val_loss"].get<double>());
+  }
+  r = xsa(2,
+          "sweep " + args + " --batch 4 --total-batch-tokens 256 --param lr=0.003,0.001 --out swp");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(fs::exists(work_dir() / "swp" / "sweep.md"));
+  EXPECT_TRUE(fs::exists(work_dir() / "swp" / "lr-0.001" / "report.md"));
+}
+
+}  // namespace
+}  // namespace xsa
