@@ -12,6 +12,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "xsa/dist/agree.h"
 #include "xsa/model/decoder.h"
 #include "xsa/model/gpt.h"
 #include "xsa/ops/ops.h"
@@ -181,7 +182,7 @@ struct Options {
   std::string config = "all", json_path, csv_path;
   int steps = 5, warmup = 2, threads = 0;
   std::vector<int> attn_T = {256, 1024, 4096, 8192};
-  bool gemm = false, no_steps = false, no_attention = false, decode = false;
+  bool gemm = false, no_steps = false, no_attention = false, decode = false, allreduce = false;
 };
 
 void write_outputs(const Options& o, const json& records) {
@@ -481,7 +482,68 @@ void bench_decode(const std::vector<BenchShape>& shapes, int steps, json& record
   for (const BenchShape& s : shapes) bench_decode_config(s, tokens, reps, records);
 }
 
+// The gradient sum of a data-parallel step (Comm::all_reduce: reduce-scatter, then all-gather)
+// over the ranks of this job, for buffers from 1 MB to the `gpt2` model's gradients. Times are the
+// slowest rank's; bus bandwidth counts the 2(W−1)/W of the buffer each rank sends (as nccl-tests
+// does), so it compares across rank counts.
+void bench_allreduce(int reps, json& records) {
+  Comm& comm = world_comm();
+  const int W = comm.size();
+  std::vector<std::pair<std::string, size_t>> sizes;
+  for (size_t mb : {1, 4, 16, 64, 256}) sizes.push_back({fmt::format("{} MB", mb), mb << 18});
+  for (const BenchShape& s : kShapes)
+    if (s.V > 256)
+      sizes.push_back({fmt::format("{} gradients", s.name),
+                       param_arena_size(param_layout(model_of(s, AttnKind::sa)))});
+  std::sort(sizes.begin(), sizes.end(), [](auto& a, auto& b) { return a.second < b.second; });
+  if (comm.is_root())
+    std::printf(
+        "\n## Gradient sum over %d process%s (reduce-scatter + all-gather, rank order), median of "
+        "%d\n\n| buffer | MB | ms | algorithm GB/s | bus GB/s |\n|---|---|---|---|---|\n",
+        W, W == 1 ? "" : "es", reps);
+  for (const auto& [label, n] : sizes) {
+    std::vector<float> buf(n, 1.0f + comm.rank());
+    std::vector<double> ms;
+    for (int r = 0; r <= reps; r++) {
+      comm.sum(0.0);  // line the ranks up
+      const auto t0 = clock_type::now();
+      comm.all_reduce(buf.data(), n);
+      std::vector<double> each(W, 0.0);
+      each[comm.rank()] = ms_since(t0);
+      comm.all_reduce(each.data(), each.size());
+      if (r > 0) ms.push_back(*std::max_element(each.begin(), each.end()));  // r 0: warm-up
+    }
+    const double med = stats_of(ms).median, bytes = n * 4.0;
+    const double algbw = bytes / (med / 1000) / 1e9, busbw = algbw * 2.0 * (W - 1) / W;
+    if (comm.is_root())
+      std::printf("| %s | %.1f | %.2f | %.2f | %.2f |\n", label.c_str(), bytes / 1e6, med, algbw,
+                  busbw);
+    records.push_back({{"kind", "allreduce"},
+                       {"buffer", label},
+                       {"ranks", W},
+                       {"bytes", bytes},
+                       {"ms", med},
+                       {"algbw_gbs", algbw},
+                       {"busbw_gbs", busbw}});
+  }
+}
+
 void run_bench(const Options& o) {
+  if (o.allreduce) {  // under mpirun: every rank takes part, rank 0 reports
+    Comm& comm = world_comm();
+    const int threads = set_thread_count(o.threads, comm.local_size());
+    json records = json::array();
+    if (comm.is_root())
+      std::printf(
+          "# xsa bench --allreduce\n\n%d processes (%d on this machine), %d thread%s each; %s\n",
+          comm.size(), comm.local_size(), threads, threads == 1 ? "" : "s",
+          built_with_mpi() ? mpi_library_version().c_str() : "built without MPI");
+    bench_allreduce(std::max(3, o.steps), records);
+    if (comm.is_root()) write_outputs(o, records);
+    return;
+  }
+  if (world_comm().size() > 1)
+    throw AgreedError("under mpirun, xsa bench measures the gradient sum only: add --allreduce");
   const int threads = set_thread_count(o.threads);
   json records = json::array();
   std::printf("# xsa bench\n\n%d threads; BLAS: OpenBLAS, %s kernels (%s)\n", threads,
@@ -515,6 +577,9 @@ void add_bench_command(CLI::App& root) {
   cmd->add_flag("--no-attention", o->no_attention, "Skip the attention-alone table");
   cmd->add_flag("--decode", o->decode,
                 "Also time decoding with the key/value cache against recomputing the sequence");
+  cmd->add_flag("--allreduce", o->allreduce,
+                "Time the gradient sum over the processes of this job (run under mpirun), 1 MB to "
+                "the gpt2 model's gradients");
   cmd->add_option("--json", o->json_path,
                   "Write one JSON record per row (a JSON array) to this file");
   cmd->add_option("--csv", o->csv_path, "Write the rows as CSV to this file");
