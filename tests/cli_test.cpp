@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "test_util.h"
 #include "xsa/util/blas.h"
 #include "xsa/util/files.h"
 
@@ -16,10 +17,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int status;
-  std::string out, err;
-};
+using Result = test::CommandResult;
 
 fs::path work_dir() {
   static fs::path dir = [] {
@@ -33,12 +31,7 @@ fs::path work_dir() {
 
 // Runs `xsa ARGS` in the work folder, one thread (ctest runs tests side by side).
 Result xsa(const std::string& args) {
-  fs::path out = work_dir() / "stdout.txt", err = work_dir() / "stderr.txt";
-  std::string cmd = "cd " + work_dir().string() + " && " + XSA_BINARY + " " + args + " >" +
-                    out.string() + " 2>" + err.string() + " </dev/null";
-  int raw = std::system(cmd.c_str());
-  Result r{WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, read_file(out), read_file(err)};
-  return r;
+  return test::run_command(std::string(XSA_BINARY) + " " + args, work_dir());
 }
 
 void write(const fs::path& path, const std::string& text) {

@@ -30,10 +30,7 @@ namespace {
 
 namespace fs = std::filesystem;
 
-struct Result {
-  int status;
-  std::string out, err;
-};
+using Result = test::CommandResult;
 
 fs::path work_dir() {
   static fs::path dir = test::temp_dir("distributed");
@@ -51,11 +48,7 @@ std::string mpirun(int np) {
 }
 
 Result run(const std::string& command) {
-  const fs::path out = work_dir() / "stdout.txt", err = work_dir() / "stderr.txt";
-  const std::string cmd = "cd " + work_dir().string() + " && " + command + " >" + out.string() +
-                          " 2>" + err.string() + " </dev/null";
-  const int raw = std::system(cmd.c_str());
-  return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, read_file(out), read_file(err)};
+  return test::run_command(command, work_dir());
 }
 
 // `xsa ARGS` in `np` processes (np 0: without mpirun).

@@ -1,17 +1,20 @@
 // Shared helpers of the test suite: seeded random data and error measures with stated meaning.
 #pragma once
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <filesystem>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "xsa/model/gpt.h"
+#include "xsa/util/files.h"
 #include "xsa/util/rng.h"
 
 namespace xsa::test {
@@ -72,6 +75,20 @@ inline std::filesystem::path temp_dir(const std::string& name) {
   fs::remove_all(dir);
   fs::create_directories(dir);
   return dir;
+}
+
+// A shell command run in `dir` with no input, as a user runs it: its exit status (−1 when a
+// signal ended it) and what it printed.
+struct CommandResult {
+  int status;
+  std::string out, err;
+};
+inline CommandResult run_command(const std::string& command, const std::filesystem::path& dir) {
+  const std::filesystem::path out = dir / "stdout.txt", err = dir / "stderr.txt";
+  const std::string cmd = "cd " + dir.string() + " && " + command + " >" + out.string() + " 2>" +
+                          err.string() + " </dev/null";
+  const int raw = std::system(cmd.c_str());
+  return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, read_file(out), read_file(err)};
 }
 
 }  // namespace xsa::test
