@@ -7,6 +7,8 @@
 //   load and save              xsa/io/checkpoint.h     save_checkpoint, load_checkpoint_*
 //   the training step          xsa/train/step.h        TrainStep, OptimizerSettings,
 //     and optimizer                                    Parallelism (data-parallel processes, ZeRO-1)
+//   processes of a data-       xsa/dist/comm.h         Comm (rank-ordered sums), world_comm,
+//     parallel run (MPI)                               join_launched_job; xsa/dist/agree.h
 //   the schedule, whole runs   xsa/train/schedule.h    LrSchedule; xsa/train/trainer.h: train()
 //   datasets, batch loader     xsa/data/dataset.h      open_dataset, BatchLoader, val_batch
 //   tokenizers                 xsa/tokenizer/tokenizer.h  make_tokenizer (byte, GPT-2 BPE)
@@ -23,6 +25,8 @@
 
 #include "xsa/backend/backend.h"
 #include "xsa/data/dataset.h"
+#include "xsa/dist/agree.h"
+#include "xsa/dist/comm.h"
 #include "xsa/eval/evaluate.h"
 #include "xsa/infer/sampler.h"
 #include "xsa/io/checkpoint.h"

@@ -194,6 +194,14 @@ TEST_F(Distributed, RanksStartedDifferentlyAreRefusedBeforeAnythingIsWritten) {
       << r.err;
   EXPECT_EQ(r.err.find("xsa: error"), r.err.rfind("xsa: error")) << r.err;  // one message
   EXPECT_FALSE(fs::exists(work_dir() / "mixed"));
+  // Rank 1 runs another build (here: the same program with one byte appended).
+  fs::copy_file(XSA_BINARY, work_dir() / "xsa_other", fs::copy_options::overwrite_existing);
+  std::ofstream(work_dir() / "xsa_other", std::ios::app) << '\n';
+  r = run(mpirun(1) + XSA_BINARY + " train " + args + " : -np 1 ./xsa_other train " + args);
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("rank 1 runs a different xsa executable than rank 0"), std::string::npos)
+      << r.err;
+  EXPECT_FALSE(fs::exists(work_dir() / "mixed"));
   // A step that does not divide among the processes.
   r = xsa(2, "train " + kModel + " --steps 5 --batch 8 --out odd");
   EXPECT_NE(r.status, 0);

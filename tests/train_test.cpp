@@ -122,13 +122,16 @@ TEST(Train, AccumulationFollowsTheWholeBatch) {
   fs::remove_all(dir);
 }
 
+// A communicator that claims `world` ranks and is rank `me` of them; its collectives do nothing.
+struct Pretend : Comm {
+  int world, me;
+  explicit Pretend(int w, int r = 0) : world(w), me(r) {}
+  int size() const override { return world; }
+  int rank() const override { return me; }
+};
+
 // Each rank's shard: consecutive, covering the buffer once, cache-line aligned.
 TEST(Comm, ShardsCoverTheBufferOnce) {
-  struct Pretend : Comm {
-    int world;
-    explicit Pretend(int w) : world(w) {}
-    int size() const override { return world; }
-  };
   for (int world : {1, 2, 3, 7, 64})
     for (size_t n : {0ul, 1ul, 15ul, 16ul, 17ul, 1000ul, 123456789ul}) {
       Pretend comm(world);
@@ -142,6 +145,32 @@ TEST(Comm, ShardsCoverTheBufferOnce) {
       }
       EXPECT_EQ(next, n) << world << " " << n;
     }
+}
+
+// ZeRO-1 keeps the moments of this rank's shard only: optimizer memory falls by the world size.
+TEST(Comm, ZeroOneKeepsOneShardOfTheMoments) {
+  const ModelConfig cfg = [] {
+    ModelConfig m = tiny_model();
+    m.vocab_size = 256, m.padded_vocab = 256;
+    return m;
+  }();
+  for (int world : {2, 4})
+    for (int rank = 0; rank < world; rank++) {
+      Pretend comm(world, rank);
+      Gpt<float> model(cfg, 2, 8);
+      const size_t n = model.params().params.size();
+      TrainStep step(model, {}, {&comm, /*zero1=*/true});
+      const ShardRange mine = comm.shard(n, rank);
+      EXPECT_EQ(model.params().adam_m.size(), mine.size());
+      EXPECT_EQ(model.params().adam_v.size(), mine.size());
+      EXPECT_EQ(model.params().moments_begin, mine.begin);
+      EXPECT_LE(model.params().adam_m.size(), n / world + 16);
+    }
+  // Without ZeRO, or in one process, every rank keeps them all.
+  Pretend two(2);
+  Gpt<float> model(cfg, 2, 8);
+  TrainStep plain(model, {}, {&two, false});
+  EXPECT_EQ(model.params().adam_m.size(), model.params().params.size());
 }
 
 TEST(Train, ResumeIsBitIdentical) {

@@ -207,8 +207,8 @@ int launched_tasks() {
 // srun without an MPI plugin starts every task as a process of its own: each would train alone
 // and write the same run folder.
 int srun_tasks_without_mpi() {
-  const char* v = std::getenv("SLURM_STEP_NUM_TASKS");
-  return v && std::getenv("SLURM_PROCID") ? std::atoi(v) : 0;
+  const char* v = std::getenv("SLURM_STEP_NUM_TASKS");  // set by srun for the tasks of a step
+  return v && std::getenv("SLURM_STEP_ID") && std::getenv("SLURM_PROCID") ? std::atoi(v) : 0;
 }
 
 bool joined = false;
