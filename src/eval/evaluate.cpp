@@ -93,11 +93,13 @@ std::vector<std::vector<ContinuationScore>> score_items(Decoder<float>& decoder,
     feature_rows += (int)keep;
     for (size_t c = 0; c < item.continuations.size(); c++) {
       const std::vector<int32_t>& cont = item.continuations[c];
-      scores[i].push_back({0, (int)cont.size(), true});
+      const size_t from = item.scored_from.empty() ? 0 : item.scored_from[c];
+      XSA_CHECK(from < cont.size(), "scoring from token {} of {}", from, cont.size());
+      scores[i].push_back({0, (int)(cont.size() - from), true});
       segments.push_back({{cont.begin(), cont.end() - 1}, context_segment});
       // Token 0 is predicted by the context's last row, token t by the continuation's row t − 1.
-      rows.push_back({last_context_row, cont[0], (int)i, (int)c});
-      for (size_t t = 1; t < cont.size(); t++)
+      if (from == 0) rows.push_back({last_context_row, cont[0], (int)i, (int)c});
+      for (size_t t = std::max<size_t>(from, 1); t < cont.size(); t++)
         rows.push_back({feature_rows + (int)t - 1, cont[t], (int)i, (int)c});
       feature_rows += (int)cont.size() - 1;
     }
@@ -145,19 +147,50 @@ std::vector<ScoringItem> tokenize_task(const ModelConfig& cfg, const Tokenizer& 
                                        TaskFile& file, bool skip_bad_lines) {
   std::vector<ScoringItem> items;
   std::vector<TaskExample> kept;
-  for (TaskExample& ex : file.examples) {
-    // lm-evaluation-harness moves a context's trailing whitespace to the front of the continuation.
-    std::string context = ex.context, moved;
+  // lm-evaluation-harness moves a context's trailing whitespace to the front of the continuation.
+  auto split = [](std::string context) {
     const size_t end = context.find_last_not_of(" \t\n\r\f\v") + 1;  // 0 when all whitespace
-    moved = context.substr(end), context.resize(end);
+    std::string moved = context.substr(end);
+    context.resize(end);
+    return std::pair{context, moved};
+  };
+  for (TaskExample& ex : file.examples) {
     ScoringItem item;
-    item.context = tokenizer.encode(context);
-    if (item.context.empty() && tokenizer.end_of_text() >= 0)
-      item.context = {tokenizer.end_of_text()};
-    for (const std::string& choice : ex.choices)
-      item.continuations.push_back(tokenizer.encode(moved + " " + choice));
+    if (ex.choice_contexts.empty()) {
+      const auto [context, moved] = split(ex.context);
+      item.context = tokenizer.encode(context);
+      if (item.context.empty() && tokenizer.end_of_text() >= 0)
+        item.context = {tokenizer.end_of_text()};
+      for (const std::string& choice : ex.choices)
+        item.continuations.push_back(tokenizer.encode(moved + " " + choice));
+    } else {  // one context per choice: their common tokens become the shared context
+      std::vector<std::vector<int32_t>> contexts, targets;
+      for (const std::string& c : ex.choice_contexts) {
+        const auto [context, moved] = split(c);
+        contexts.push_back(tokenizer.encode(context));
+        targets.push_back(tokenizer.encode(moved + " " + ex.target));
+      }
+      size_t common = contexts[0].size();
+      for (const auto& c : contexts) {
+        common = std::min(common, c.size());
+        for (size_t t = 0; t < common; t++)
+          if (c[t] != contexts[0][t]) common = t;
+      }
+      item.context.assign(contexts[0].begin(), contexts[0].begin() + common);
+      if (item.context.empty() && tokenizer.end_of_text() >= 0)
+        item.context = {tokenizer.end_of_text()};
+      for (size_t c = 0; c < contexts.size(); c++) {
+        std::vector<int32_t> cont(contexts[c].begin() + common, contexts[c].end());
+        item.scored_from.push_back((int)cont.size());
+        cont.insert(cont.end(), targets[c].begin(), targets[c].end());
+        item.continuations.push_back(std::move(cont));
+      }
+    }
     try {
       scoring_rows(cfg, item);  // throws when the example cannot be scored
+      for (size_t c = 0; c < item.scored_from.size(); c++)
+        if (item.scored_from[c] >= (int)item.continuations[c].size())
+          fail("choice {}'s continuation encodes to no tokens", c + 1);
     } catch (const Error& e) {
       const std::string where = fmt::format("{}:{}: {}", file.path, ex.line, e.what());
       if (!skip_bad_lines) fail("{} (--skip-bad-lines leaves such lines out)", where);
@@ -200,6 +233,7 @@ TaskResult evaluate_task(const ModelConfig& cfg, const Weights<float>& weights,
   TaskResult r;
   r.task = to_string(file.kind);
   const bool lambada = file.kind == TaskKind::lambada;
+  const bool with_norm = !lambada && reports_acc_norm(file.kind);
   int right = 0, right_norm = 0, right_mean = 0;
   double loglik_sum = 0;
   const int total = (int)file.examples.size();
@@ -222,6 +256,7 @@ TaskResult evaluate_task(const ModelConfig& cfg, const Weights<float>& weights,
         if (mean(c) > mean(best_mean)) best_mean = c;
       }
       r.correct.push_back(lambada ? s[0].greedy : (int)best == ex.label);
+      if (with_norm) r.correct_norm.push_back((int)best_norm == ex.label);
       if (lambada) {
         right += s[0].greedy;
         loglik_sum += s[0].loglik;
@@ -233,7 +268,7 @@ TaskResult evaluate_task(const ModelConfig& cfg, const Weights<float>& weights,
     }
     r.n = end;
     r.acc = (double)right / r.n;
-    if (!lambada)
+    if (with_norm)
       r.acc_norm = (double)right_norm / r.n, r.acc_mean_token = (double)right_mean / r.n;
     if (lambada) r.ppl = std::exp(-loglik_sum / r.n);
     r.acc_stderr = r.n > 1 ? std::sqrt(r.acc * (1 - r.acc) / (r.n - 1)) : 0;

@@ -36,6 +36,10 @@ std::vector<ContinuationScore> score_continuations(Decoder<float>& decoder,
 struct ScoringItem {
   std::vector<int32_t> context;
   std::vector<std::vector<int32_t>> continuations;
+  // Per continuation, how many of its first tokens are context, not scored (WinoGrande: each
+  // option and the rest of its sentence continue the shared words before the blank; only the rest
+  // is scored). Empty: every token is scored.
+  std::vector<int> scored_from;
 };
 std::vector<std::vector<ContinuationScore>> score_items(Decoder<float>& decoder,
                                                         const std::vector<ScoringItem>& items);
@@ -50,7 +54,8 @@ struct TaskResult {
   double acc_stderr = 0;  // sqrt(acc (1 − acc) / (n − 1)), as lm-evaluation-harness reports
   double ppl = -1;        // LAMBADA: exp(−mean log-likelihood of the answer)
   double seconds = 0;
-  std::vector<uint8_t> correct;  // per example, in file order: right by acc's rule
+  std::vector<uint8_t> correct;       // per example, in file order: right by acc's rule
+  std::vector<uint8_t> correct_norm;  // and by acc_norm's (empty when the task has no acc_norm)
 };
 
 // Calls progress(done, total, result so far) after each forward pass (a group of examples).
@@ -58,9 +63,12 @@ using EvalProgress = std::function<void(int, int, const TaskResult&)>;
 
 // Tokenizes a task's examples: the context as is (its trailing whitespace moved to the front of
 // each continuation, as lm-evaluation-harness does), each choice as " " + choice (its delimiter);
-// an empty context starts from the end-of-text token (GPT-2). An example that cannot be scored (a
-// choice longer than the model's context, an empty context without an end-of-text token) is an
-// Error naming the file and line, or with skip_bad_lines is removed from `file` and counted.
+// an empty context starts from the end-of-text token (GPT-2). WinoGrande: each choice's context
+// and " " + the target, the contexts' common tokens shared as the item's context (a blank at the
+// start of the sentence shares the end-of-text token; a byte-level model cannot score it). An
+// example that cannot be scored (a choice longer than the model's context, an empty context without
+// an end-of-text token) is an Error naming the file and line, or with skip_bad_lines is removed
+// from `file` and counted.
 std::vector<ScoringItem> tokenize_task(const ModelConfig& cfg, const Tokenizer& tokenizer,
                                        TaskFile& file, bool skip_bad_lines);
 // Scores the examples in groups of about rows_per_pass tokens, one forward pass per group;

@@ -1,18 +1,34 @@
 #include "xsa/eval/tasks.h"
 
+#include <algorithm>
 #include <cctype>
+#include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <nlohmann/json.hpp>
 
 #include "xsa/util/error.h"
 
 namespace xsa {
 
+namespace {
+
+constexpr TaskKind kAllKinds[] = {TaskKind::arc_easy,   TaskKind::arc_challenge,
+                                  TaskKind::boolq,      TaskKind::hellaswag,
+                                  TaskKind::lambada,    TaskKind::openbookqa,
+                                  TaskKind::piqa,       TaskKind::social_iqa,
+                                  TaskKind::winogrande, TaskKind::mc};
+
+}  // namespace
+
 TaskKind parse_task_kind(const std::string& name) {
-  if (name == "hellaswag") return TaskKind::hellaswag;
-  if (name == "mc") return TaskKind::mc;
-  if (name == "lambada") return TaskKind::lambada;
-  fail("--task '{}' is not known (expected hellaswag, mc or lambada)", name);
+  for (TaskKind k : kAllKinds)
+    if (name == to_string(k)) return k;
+  if (name == "lambada_openai") return TaskKind::lambada;
+  if (name == "siqa") return TaskKind::social_iqa;
+  std::string known;
+  for (TaskKind k : kAllKinds) known += std::string(known.empty() ? "" : ", ") + to_string(k);
+  fail("--task '{}' is not known (expected one of {})", name, known);
 }
 
 const char* to_string(TaskKind kind) {
@@ -23,8 +39,68 @@ const char* to_string(TaskKind kind) {
       return "mc";
     case TaskKind::lambada:
       return "lambada";
+    case TaskKind::arc_easy:
+      return "arc_easy";
+    case TaskKind::arc_challenge:
+      return "arc_challenge";
+    case TaskKind::boolq:
+      return "boolq";
+    case TaskKind::openbookqa:
+      return "openbookqa";
+    case TaskKind::piqa:
+      return "piqa";
+    case TaskKind::social_iqa:
+      return "social_iqa";
+    case TaskKind::winogrande:
+      return "winogrande";
   }
   return "?";
+}
+
+bool reports_acc_norm(TaskKind kind) {
+  switch (kind) {
+    case TaskKind::arc_easy:
+    case TaskKind::arc_challenge:
+    case TaskKind::hellaswag:
+    case TaskKind::openbookqa:
+    case TaskKind::piqa:
+    case TaskKind::mc:
+      return true;
+    default:
+      return false;
+  }
+}
+
+TaskKind task_kind_of(const nlohmann::json& r, const std::string& path) {
+  auto has = [&](std::initializer_list<const char*> names) {
+    if (!r.is_object()) return false;
+    for (const char* n : names)
+      if (!r.contains(n)) return false;
+    return true;
+  };
+  if (has({"sentence", "option1", "option2", "answer"})) return TaskKind::winogrande;
+  if (has({"goal", "sol1", "sol2"})) return TaskKind::piqa;
+  if (has({"context", "question", "answerA", "answerB", "answerC"})) return TaskKind::social_iqa;
+  if (has({"question_stem", "choices", "answerKey"})) return TaskKind::openbookqa;
+  if (has({"question", "choices", "answerKey"})) {
+    std::string name = std::filesystem::path(path).filename().string();
+    for (char& c : name) c = (char)std::tolower((unsigned char)c);
+    return name.find("challenge") != std::string::npos ? TaskKind::arc_challenge
+                                                       : TaskKind::arc_easy;
+  }
+  if (has({"passage", "question"}) && (r.contains("label") || r.contains("answer")))
+    return TaskKind::boolq;
+  if (has({"endings"}) && (r.contains("ctx") || r.contains("ctx_a"))) return TaskKind::hellaswag;
+  if (has({"context", "choices", "label"})) return TaskKind::mc;
+  if (has({"text"})) return TaskKind::lambada;
+  std::string fields;
+  if (r.is_object())
+    for (auto it = r.begin(); it != r.end(); ++it)
+      fields += std::string(fields.empty() ? "" : ", ") + it.key();
+  fail(
+      "{}: its records' fields ({}) match no known task (ARC, BoolQ, HellaSwag, LAMBADA, "
+      "OpenBookQA, PIQA, SocialIQA, WinoGrande, or mc: context, choices, label)",
+      path, r.is_object() ? fields : "not a JSON object");
 }
 
 std::string capitalize(std::string_view text) {
@@ -146,6 +222,70 @@ TaskExample parse_example(TaskKind kind, const nlohmann::json& j) {
       ex.label = label_field(j, ex.choices.size());
       break;
     }
+    case TaskKind::arc_easy:
+    case TaskKind::arc_challenge:
+    case TaskKind::openbookqa: {
+      const bool arc = kind != TaskKind::openbookqa;
+      ex.context = arc ? "Question: " + string_field(j, "question") + "\nAnswer:"
+                       : string_field(j, "question_stem");
+      const nlohmann::json& choices = field(j, "choices");
+      if (!choices.is_object())
+        throw BadLine{"field 'choices' must be an object with 'text' and 'label' lists"};
+      ex.choices = choices_field(choices, "text");
+      const std::vector<std::string> labels = choices_field(choices, "label");
+      if (labels.size() != ex.choices.size())
+        throw BadLine{
+            fmt::format("{} choice texts but {} labels", ex.choices.size(), labels.size())};
+      std::string key = string_field(j, "answerKey");
+      if (!arc) key.erase(0, key.find_first_not_of(" \t\n\r\f\v"));  // answerKey.lstrip()
+      const auto at = std::find(labels.begin(), labels.end(), key);
+      if (at == labels.end())
+        throw BadLine{fmt::format("answerKey '{}' is not one of the choice labels", key)};
+      ex.label = (int)(at - labels.begin());
+      break;
+    }
+    case TaskKind::boolq: {
+      ex.context =
+          string_field(j, "passage") + "\nQuestion: " + string_field(j, "question") + "?\nAnswer:";
+      ex.choices = {"no", "yes"};
+      if (j.contains("label")) {
+        ex.label = label_field(j, 2);
+      } else {
+        const nlohmann::json& a = field(j, "answer");
+        if (!a.is_boolean()) throw BadLine{"'answer' must be true or false"};
+        ex.label = a.get<bool>() ? 1 : 0;
+      }
+      break;
+    }
+    case TaskKind::piqa:
+      ex.context = "Question: " + string_field(j, "goal") + "\nAnswer:";
+      ex.choices = {string_field(j, "sol1"), string_field(j, "sol2")};
+      ex.label = label_field(j, 2);
+      break;
+    case TaskKind::social_iqa: {
+      ex.context = "Q: " + string_field(j, "context") + " " + string_field(j, "question") + "\nA:";
+      ex.choices = {string_field(j, "answerA"), string_field(j, "answerB"),
+                    string_field(j, "answerC")};
+      ex.label = label_field(j, 4) - 1;  // "1"-"3"
+      if (ex.label < 0) throw BadLine{"label 0 is out of range: SocialIQA's labels are 1, 2, 3"};
+      break;
+    }
+    case TaskKind::winogrande: {
+      const std::string sentence = string_field(j, "sentence");
+      const size_t blank = sentence.find('_');
+      if (blank == std::string::npos) throw BadLine{"'sentence' has no blank '_'"};
+      ex.choices = {string_field(j, "option1"), string_field(j, "option2")};
+      ex.context = sentence.substr(0, blank);
+      for (const std::string& option : ex.choices)
+        ex.choice_contexts.push_back(ex.context + option);
+      ex.target = strip(std::string_view(sentence).substr(blank + 1));
+      if (ex.target.empty()) throw BadLine{"'sentence' ends at its blank: nothing to score"};
+      const std::string answer = string_field(j, "answer");
+      if (answer != "1" && answer != "2")
+        throw BadLine{fmt::format("'answer' must be \"1\" or \"2\", not \"{}\"", answer)};
+      ex.label = answer == "1" ? 0 : 1;
+      break;
+    }
     case TaskKind::mc:
       ex.context = string_field(j, "context");
       ex.choices = choices_field(j, "choices");
@@ -167,38 +307,89 @@ TaskExample parse_example(TaskKind kind, const nlohmann::json& j) {
 
 }  // namespace
 
-TaskFile load_task_file(TaskKind kind, const std::string& path, bool skip_bad_lines, int limit) {
+std::vector<TaskRecord> read_task_records(const std::string& path, int limit) {
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("{}: cannot open the task file", path);
-  TaskFile file;
-  file.kind = kind, file.path = path;
-  std::string line;
-  for (int number = 1; std::getline(in, line); number++) {
-    if (limit > 0 && (int)file.examples.size() >= limit) break;
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line.find_first_not_of(" \t") == std::string::npos) continue;
-    try {
-      nlohmann::json j;
+  std::vector<TaskRecord> records;
+  const int first = in.peek();
+  if (first == '[' || first == ' ' || first == '\n') {  // perhaps one JSON array
+    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    if (in.bad()) fail("{}: read error", path);
+    const size_t start = text.find_first_not_of(" \t\r\n");
+    if (start != std::string::npos && text[start] == '[') {
+      nlohmann::json all;
       try {
-        j = nlohmann::json::parse(line);
+        all = nlohmann::json::parse(text);
       } catch (const nlohmann::json::exception& e) {
         std::string what = e.what();
-        throw BadLine{"not JSON (" + what.substr(what.find(']') + 2) + ")"};
+        fail("{}: not a valid JSON array ({})", path, what.substr(what.find(']') + 2));
       }
-      TaskExample ex = parse_example(kind, j);
-      ex.line = number;
+      for (size_t i = 0; i < all.size() && (limit <= 0 || (int)records.size() < limit); i++)
+        records.push_back({(int)i + 1, std::move(all[i]), ""});
+      return records;
+    }
+    in.clear();
+    in.seekg(0);
+  }
+  std::string line;
+  for (int number = 1; std::getline(in, line); number++) {
+    if (!line.empty() && line.back() == '\r') line.pop_back();
+    if (line.find_first_not_of(" \t") == std::string::npos) continue;
+    TaskRecord r{number, {}, ""};
+    try {
+      r.value = nlohmann::json::parse(line);
+    } catch (const nlohmann::json::exception& e) {
+      std::string what = e.what();
+      r.error = "not JSON (" + what.substr(what.find(']') + 2) + ")";
+    }
+    records.push_back(std::move(r));
+  }
+  if (in.bad()) fail("{}: read error", path);
+  return records;
+}
+
+namespace {
+
+TaskFile parse_task_records(TaskKind kind, const std::string& path,
+                            const std::vector<TaskRecord>& records, bool skip_bad_lines,
+                            int limit) {
+  TaskFile file;
+  file.kind = kind, file.path = path;
+  for (const TaskRecord& record : records) {
+    if (limit > 0 && (int)file.examples.size() >= limit) break;
+    try {
+      if (!record.error.empty()) throw BadLine{record.error};
+      TaskExample ex = parse_example(kind, record.value);
+      ex.line = record.line;
       file.examples.push_back(std::move(ex));
     } catch (const BadLine& bad) {
-      const std::string where = fmt::format("{}:{}: {}", path, number, bad.what);
+      const std::string where = fmt::format("{}:{}: {}", path, record.line, bad.what);
       if (!skip_bad_lines) fail("{} (--skip-bad-lines leaves such lines out)", where);
       if (file.skipped++ == 0) file.first_skipped = where;
     }
   }
-  if (in.bad()) fail("{}: read error", path);
   if (file.examples.empty())
     fail("{}: no {} examples in it{}", path, to_string(kind),
          file.skipped ? fmt::format(" ({} bad lines left out)", file.skipped) : "");
   return file;
+}
+
+}  // namespace
+
+TaskFile load_task_file(TaskKind kind, const std::string& path, bool skip_bad_lines, int limit) {
+  return parse_task_records(kind, path, read_task_records(path), skip_bad_lines, limit);
+}
+
+TaskFile load_task_file(const std::string& path, bool skip_bad_lines, int limit) {
+  const std::vector<TaskRecord> records = read_task_records(path);
+  const TaskRecord* first = nullptr;
+  for (const TaskRecord& r : records)
+    if (r.error.empty()) {
+      first = &r;
+      break;
+    }
+  if (!first) fail("{}: holds no JSON record", path);
+  return parse_task_records(task_kind_of(first->value, path), path, records, skip_bad_lines, limit);
 }
 
 }  // namespace xsa

@@ -13,7 +13,9 @@
 #include "xsa/analysis/similarity_bias.h"
 #include "xsa/dist/agree.h"
 #include "xsa/eval/evaluate.h"
+#include "xsa/eval/suite.h"
 #include "xsa/io/checkpoint.h"
+#include "xsa/tokenizer/tokenizer.h"
 #include "xsa/train/schedule.h"
 #include "xsa/util/error.h"
 #include "xsa/util/files.h"
@@ -120,6 +122,7 @@ namespace {
 using clock_type = std::chrono::steady_clock;
 
 struct Arm {
+  std::vector<TaskResult> suite;  // --eval-suite's results
   Variant variant;
   std::unique_ptr<Gpt<float>> model;
   std::unique_ptr<TrainStep> step;
@@ -152,6 +155,8 @@ struct Setup {
   int n_val = 0, threads = 0;
   StepShape shape;  // each arm's step over the processes of the job
   Comm* comm = nullptr;
+  SuiteFiles suite;  // --eval-suite's tasks, tokenized once
+  std::vector<std::vector<ScoringItem>> suite_items;
 };
 
 ModelConfig variant_model(const ModelConfig& base, const Variant& v) {
@@ -241,6 +246,16 @@ void prepare(const CompareConfig& cfg, Comm& comm, Setup& s) {
   for (const std::string& path : cfg.eval_data)
     s.evals.push_back(open_dataset(path, s.data.tokenizer, 0, B, T, run.vocab_dir));
   s.n_val = validation_batches(s, s.data.val, run.val_batches);
+  if (!cfg.eval_suite.empty()) {
+    s.suite = find_suite_files(cfg.eval_suite, /*skip_bad_lines=*/true);
+    const auto tokenizer = make_tokenizer(s.base.tokenizer, run.vocab_dir);
+    for (TaskFile& f : s.suite.files) {
+      s.suite_items.push_back(tokenize_task(s.base, *tokenizer, f, /*skip_bad_lines=*/true));
+      if (f.skipped)
+        s.suite.notes.push_back(fmt::format("{}: {} example(s) left out; the first: {}", f.path,
+                                            f.skipped, f.first_skipped));
+    }
+  }
 }
 
 void print_header(const CompareConfig& cfg, const Setup& s) {
@@ -386,6 +401,10 @@ void finish_arms(const CompareConfig& cfg, const Setup& s, std::vector<Arm>& arm
       a.result.eval_losses.push_back(
           shared_loss(s, *a.model, st, validation_batches(s, st, run.val_batches)));
     }
+    if (s.comm->is_root())
+      for (size_t t = 0; t < s.suite.files.size(); t++)
+        a.suite.push_back(evaluate_task(a.model->config(), a.model->params().w, s.suite.files[t],
+                                        s.suite_items[t]));
     a.result.ms_per_step = median(a.ms);
     a.result.tokens_per_s = s.shape.tokens() / (a.result.ms_per_step / 1000);
     a.result.peak_mb = peak[k];
@@ -492,6 +511,46 @@ std::vector<std::vector<HeadBias>> analyze_arms(const CompareConfig& cfg, const 
   return bias;
 }
 
+// --eval-suite: the paper's table of every arm, and each variant against SA of the same seed
+// (the average's paired bootstrap), appended to report.md and written to eval_suite.json. Arms of
+// seeds finished before an interruption were not scored again and are missing from it.
+void append_suite_report(const fs::path& out, const Setup& s, const std::vector<std::string>& names,
+                         const std::vector<std::vector<TaskResult>>& results, bool quiet) {
+  if (results.empty()) return;
+  std::string md =
+      "\n## Downstream tasks (--eval-suite)\n\nEach arm's final weights on the "
+      "paper's tasks found in the folder, scored as lm-evaluation-harness v0.4 "
+      "does (%, acc_norm where the harness reports it, else acc).\n\n" +
+      suite_table(names, results);
+  json j = {{"arms", json::array()}, {"against_sa", json::array()}};
+  for (size_t k = 0; k < results.size(); k++) {
+    json arm = {{"arm", names[k]}, {"tasks", json::object()}};
+    for (const TaskResult& r : results[k]) arm["tasks"][r.task] = suite_metric(r);
+    j["arms"].push_back(arm);
+  }
+  md +=
+      "\n| arm | against | Δ average (points) | 95 % interval | p (paired bootstrap) |\n"
+      "|---|---|---|---|---|\n";
+  const size_t per_seed = s.variants.size();
+  for (size_t k = 0; k < results.size(); k++) {
+    if (k % per_seed == 0) continue;  // SA itself
+    const size_t sa = k - k % per_seed;
+    const SuiteComparison avg = compare_suite(results[sa], results[k]).back();
+    md += fmt::format("| {} | {} | {:+.2f} | [{:+.2f}, {:+.2f}] | {:.3g} |\n", names[k], names[sa],
+                      100 * avg.delta, 100 * avg.low, 100 * avg.high, avg.p);
+    j["against_sa"].push_back({{"arm", names[k]},
+                               {"against", names[sa]},
+                               {"delta", avg.delta},
+                               {"ci95", {avg.low, avg.high}},
+                               {"p_bootstrap", avg.p}});
+  }
+  for (const std::string& note : s.suite.notes) md += "\n- " + note;
+  std::string report = read_file(out / "report.md");
+  write_file_atomic(out / "report.md", report + md + "\n");
+  write_file_atomic(out / "eval_suite.json", j.dump(2) + "\n");
+  if (!quiet) std::printf("%s\n", md.c_str());
+}
+
 }  // namespace
 
 CompareResult compare(const CompareConfig& requested) {
@@ -502,6 +561,7 @@ CompareResult compare(const CompareConfig& requested) {
                            {"variants", requested.variants},
                            {"seeds", requested.seeds},
                            {"eval_data", requested.eval_data},
+                           {"eval_suite", requested.eval_suite},
                            {"analyze_batches", requested.analyze_batches}});
   CompareConfig cfg = requested;
   cfg.run.quiet = cfg.run.quiet || !root;  // rank 0 speaks for the job
@@ -523,6 +583,8 @@ CompareResult compare(const CompareConfig& requested) {
   });
   // Per variant: ms / ms(SA), step by step.
   std::vector<std::vector<double>> overhead(s.variants.size());
+  std::vector<std::string> suite_names;  // an arm per row of the suite's table
+  std::vector<std::vector<TaskResult>> suite_results;
   const auto start = clock_type::now();
   for (int k = 0; k < cfg.seeds; k++) {
     const uint64_t seed = run.seed + k;
@@ -533,6 +595,10 @@ CompareResult compare(const CompareConfig& requested) {
     train_arms(cfg, s, arms, seed, k, overhead, start);
     finish_arms(cfg, s, arms, peak);
     for (const Arm& a : arms) result.arms.push_back(a.result);
+    for (const Arm& a : arms)
+      if (!a.suite.empty())
+        suite_names.push_back(fmt::format("{} seed {}", a.variant.name, seed)),
+            suite_results.push_back(a.suite);
     if (root) save_finished_seed(seed_file, s, arms, overhead, first_overhead);
   }
   result.summary = summarize(result, s, overhead);
@@ -540,7 +606,8 @@ CompareResult compare(const CompareConfig& requested) {
 
   CompareReport report{cfg.variants, cfg.eval_data,        s.base, run,
                        cfg.seeds,    analyze_arms(cfg, s), peak};
-  const std::string md = write_compare_report(out, report, result);
+  std::string md = write_compare_report(out, report, result);
+  if (!s.suite.files.empty()) append_suite_report(out, s, suite_names, suite_results, run.quiet);
   if (!run.quiet) {
     const size_t table = md.find("| variant");
     std::printf("\n%s\nreport: %s (report.md, report.json, plot files)\n",

@@ -33,6 +33,7 @@ struct CompareConfig {
   std::vector<std::string> variants = {"sa", "xsa"};
   int seeds = 1;                       // seeds run.seed, run.seed + 1, ...
   std::vector<std::string> eval_data;  // further evaluation sets, reported separately
+  std::string eval_suite;  // a folder of the paper's task files: each arm scored at the end
   int analyze_batches = 2;             // batches for the similarity-bias chart (0: none)
 };
 

@@ -40,6 +40,9 @@ void add_compare_options(CLI::App* cmd, CompareArgs& a) {
       ->capture_default_str();
   cmd->add_option("--seeds", a.cfg.seeds, "Repeats with seeds --seed, --seed+1, ...")
       ->capture_default_str();
+  cmd->add_option("--eval-suite", a.cfg.eval_suite,
+                  "A folder of the paper's eight task files (as xsa eval --suite paper --dir): "
+                  "every arm is scored at the end and the table joins the report");
   cmd->add_option("--eval-data", a.cfg.eval_data,
                   "Further evaluation sets (their validation split, else all)");
   add_run_option(cmd, r, "out", "Report folder");

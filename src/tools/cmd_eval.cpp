@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "xsa/eval/evaluate.h"
+#include "xsa/eval/suite.h"
 #include "xsa/io/checkpoint.h"
 #include "xsa/tools/commands.h"
 #include "xsa/util/error.h"
@@ -19,7 +20,7 @@ namespace {
 
 struct EvalArgs {
   std::vector<std::string> ckpts, tasks, files;
-  std::string data, json_path, vocab_dir;
+  std::string data, json_path, vocab_dir, suite, dir;
   int limit = 0, batch = 8, val_batches = 0, threads = 0;
   bool skip_bad_lines = false;
 };
@@ -117,7 +118,13 @@ void add_eval_options(CLI::App* cmd, EvalArgs& a) {
                   "Validation data: shard folder, glob or text file (default, when no --task is "
                   "given: the data the checkpoint was trained on)");
   cmd->add_option("--task", a.tasks,
-                  "hellaswag, mc or lambada; repeatable, each paired with a --file in order");
+                  "arc_easy, arc_challenge, boolq, hellaswag, lambada, openbookqa, piqa, "
+                  "social_iqa, winogrande or mc; repeatable, each paired with a --file in order");
+  cmd->add_option("--suite", a.suite,
+                  "paper: the paper's eight tasks, from the files in --dir, with their average");
+  cmd->add_option("--dir", a.dir,
+                  "The folder of the suite's task files as the Hugging Face hub distributes them "
+                  "(JSON lines or JSON), each recognised by its fields");
   cmd->add_option("--file", a.files, "The task's jsonl file, one per --task");
   cmd->add_option("--limit", a.limit, "Score only the first N examples of each task (0: all)")
       ->capture_default_str();
@@ -134,6 +141,11 @@ void add_eval_options(CLI::App* cmd, EvalArgs& a) {
 }
 
 void check_args(const EvalArgs& a) {
+  if (!a.suite.empty() && a.suite != "paper")
+    fail("--suite '{}' is not known (expected paper)", a.suite);
+  if (a.suite.empty() != a.dir.empty())
+    fail("--suite and --dir go together: --suite paper --dir TASKS/");
+  if (!a.suite.empty() && !a.tasks.empty()) fail("--suite and --task exclude each other");
   if (a.tasks.size() != a.files.size())
     fail("{} --task but {} --file: give one --file per --task, in the same order", a.tasks.size(),
          a.files.size());
@@ -254,6 +266,71 @@ void print_paired_tests(const std::vector<Prepared>& runs, const std::vector<Tas
   }
 }
 
+// The paper's table, and with several checkpoints each against the first: per task in the
+// table's metric (exact McNemar) and the average (paired bootstrap, 95 % interval).
+void print_suite(const std::vector<Prepared>& runs,
+                 const std::vector<std::vector<TaskResult>>& results, nlohmann::json& records) {
+  std::vector<std::string> names;
+  for (const Prepared& p : runs) names.push_back(p.ckpt.string());
+  std::printf(
+      "\nThe paper's tasks (lm-evaluation-harness v0.4 prompts; %%, acc_norm where the "
+      "harness reports it, else acc):\n\n%s",
+      suite_table(names, results).c_str());
+  for (size_t k = 0; k < results.size(); k++) {
+    double sum = 0;
+    for (const TaskResult& r : results[k]) sum += suite_metric(r);
+    records.push_back({{"task", "paper_average"},
+                       {"checkpoint", names[k]},
+                       {"tasks", results[k].size()},
+                       {"average", sum / results[k].size()}});
+  }
+  for (size_t k = 1; k < runs.size(); k++) {
+    for (size_t t = 0; t < runs[0].files.size(); t++)
+      if (!same_examples(runs[0].files[t], runs[k].files[t]))
+        fail(
+            "{}: {} and {} scored different examples (their tokenizers left out different "
+            "lines); the paired test needs the same ones",
+            runs[0].files[t].path, names[0], names[k]);
+    std::printf(
+        "\n%s against %s on the same questions (Δ in points; per task exact McNemar, the "
+        "average by a paired bootstrap over all questions, 10 000 resamples):\n\n"
+        "| task | n | Δ | only the first right | only this right | p | 95 %% interval |\n"
+        "|---|---|---|---|---|---|---|\n",
+        names[k].c_str(), names[0].c_str());
+    const std::vector<SuiteComparison> cmp = compare_suite(results[0], results[k]);
+    for (const SuiteComparison& c : cmp) {
+      std::printf("| %s | %d | %+.2f | %d | %d | %.4g | %s |\n", c.task.c_str(), c.n, 100 * c.delta,
+                  c.only_first, c.only_second, c.p,
+                  std::isnan(c.low)
+                      ? "–"
+                      : fmt::format("[{:+.2f}, {:+.2f}]", 100 * c.low, 100 * c.high).c_str());
+      nlohmann::json j = {{"task", c.task},
+                          {"paired", {names[0], names[k]}},
+                          {"n", c.n},
+                          {"delta", c.delta},
+                          {"only_first_right", c.only_first},
+                          {"only_second_right", c.only_second},
+                          {c.task == "average" ? "p_bootstrap" : "p_mcnemar", c.p}};
+      if (!std::isnan(c.low)) j["ci95"] = {c.low, c.high};
+      records.push_back(j);
+    }
+    const SuiteComparison& avg = cmp.back();
+    std::printf("\n%s\n",
+                avg.low > 0 ? fmt::format("On average {} beats {}: its 95 % interval lies above 0.",
+                                          names[k], names[0])
+                                  .c_str()
+                : avg.high < 0
+                    ? fmt::format("On average {} is worse than {}: its 95 % interval lies "
+                                  "below 0.",
+                                  names[k], names[0])
+                          .c_str()
+                    : fmt::format("On average no difference between {} and {} beyond "
+                                  "chance: the 95 % interval holds 0.",
+                                  names[k], names[0])
+                          .c_str());
+  }
+}
+
 }  // namespace
 
 void add_eval_command(CLI::App& root) {
@@ -267,11 +344,18 @@ void add_eval_command(CLI::App& root) {
     check_args(*a);
     // Everything that can fail on bad input is read, for every checkpoint, before the first
     // forward pass.
+    EvalArgs args = *a;
     std::vector<TaskKind> kinds;
-    for (const std::string& t : a->tasks) kinds.push_back(parse_task_kind(t));
+    if (!args.suite.empty()) {  // the suite's files, found once, then read per checkpoint
+      const SuiteFiles suite = find_suite_files(args.dir, args.skip_bad_lines, args.limit);
+      for (const std::string& note : suite.notes) std::fprintf(stderr, "%s\n", note.c_str());
+      for (const TaskFile& f : suite.files) kinds.push_back(f.kind), args.files.push_back(f.path);
+    } else {
+      for (const std::string& t : args.tasks) kinds.push_back(parse_task_kind(t));
+    }
     std::vector<Prepared> runs;
-    for (const std::string& path : a->ckpts)
-      runs.push_back(prepare(path, *a, kinds, cmd->count("--batch") > 0));
+    for (const std::string& path : args.ckpts)
+      runs.push_back(prepare(path, args, kinds, cmd->count("--batch") > 0));
     const int threads = set_thread_count(a->threads);
     const bool several = runs.size() > 1, tty = isatty(STDERR_FILENO);
 
@@ -280,7 +364,11 @@ void add_eval_command(CLI::App& root) {
     for (const Prepared& p : runs)
       results.push_back(run_checkpoint(p, a->val_batches, threads, several, tty, out));
     print_table(out.rows, several);
-    if (several && !kinds.empty()) print_paired_tests(runs, kinds, results, out.records);
+    if (!args.suite.empty()) {
+      print_suite(runs, results, out.records);
+    } else if (several && !kinds.empty()) {
+      print_paired_tests(runs, kinds, results, out.records);
+    }
     if (!a->json_path.empty()) {
       write_file_atomic(a->json_path, out.records.dump(2) + "\n");
       std::printf("\nwrote %s\n", a->json_path.c_str());

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <limits>
 
+#include "xsa/util/rng.h"
+
 namespace xsa {
 
 double mean(const std::vector<double>& x) {
@@ -78,6 +80,41 @@ double mcnemar_exact_p(int b, int c) {
     tail += std::exp(std::lgamma(n + 1.0) - std::lgamma(i + 1.0) - std::lgamma(n - i + 1.0) +
                      log_half_n);
   return std::min(1.0, 2 * tail);
+}
+
+BootstrapResult paired_bootstrap_group_mean(const std::vector<std::vector<double>>& groups,
+                                            int resamples, uint64_t seed) {
+  BootstrapResult r;
+  std::vector<const std::vector<double>*> used;
+  for (const auto& g : groups)
+    if (!g.empty()) used.push_back(&g);
+  if (used.empty()) return {NAN, NAN, NAN, NAN};
+  for (const auto* g : used) r.mean += mean(*g) / used.size();
+  Rng rng(seed);
+  std::vector<double> averages(resamples);
+  for (int k = 0; k < resamples; k++) {
+    double avg = 0;
+    for (const auto* g : used) {
+      double sum = 0;
+      for (size_t i = 0; i < g->size(); i++) sum += (*g)[rng.next_u64() % g->size()];
+      avg += sum / g->size() / used.size();
+    }
+    averages[k] = avg;
+  }
+  std::sort(averages.begin(), averages.end());
+  auto percentile = [&](double q) {
+    const double at = q * (resamples - 1);
+    const size_t i = (size_t)at;
+    return i + 1 < averages.size() ? averages[i] + (at - i) * (averages[i + 1] - averages[i])
+                                   : averages[i];
+  };
+  r.low = percentile(0.025), r.high = percentile(0.975);
+  const double below =
+      std::count_if(averages.begin(), averages.end(), [](double a) { return a <= 0; });
+  const double above =
+      std::count_if(averages.begin(), averages.end(), [](double a) { return a >= 0; });
+  r.p = std::min(1.0, 2.0 * std::min(below, above) / resamples);
+  return r;
 }
 
 }  // namespace xsa

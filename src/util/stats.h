@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cmath>
+#include <cstdint>
 #include <vector>
 
 namespace xsa {
@@ -19,5 +20,15 @@ double student_t_two_sided_p(double t, double dof);
 // first got right, c only the second. p = min(1, 2 · P(X ≤ min(b, c))) with X ~ Binomial(b + c,
 // 1/2); 1 when b + c = 0.
 double mcnemar_exact_p(int b, int c);
+
+// A paired bootstrap of an average over groups (tasks) of per-item differences (questions): each
+// resample draws every group's items with replacement, takes each group's mean and averages the
+// groups with equal weight. The observed average, the 2.5 and 97.5 percentiles of the resamples,
+// and a two-sided p: twice the smaller share of resamples on either side of zero (at most 1).
+struct BootstrapResult {
+  double mean = 0, low = 0, high = 0, p = 1;
+};
+BootstrapResult paired_bootstrap_group_mean(const std::vector<std::vector<double>>& groups,
+                                            int resamples = 10000, uint64_t seed = 1);
 
 }  // namespace xsa
