@@ -355,6 +355,55 @@ void expect_one_line_errors(const std::vector<BadInput>& cases) {
 }
 
 // xsa eval and xsa sample on a trained checkpoint, as a user runs them, and their bad input.
+// The paper's suite from a folder of hub-format files, two checkpoints, the paired average; and
+// compare --eval-suite adds the table to its report.
+TEST_F(Cli, EvalSuiteAndCompareEvalSuite) {
+  ASSERT_EQ(xsa("train --data data.txt " + kSmall + " --steps 6 --attn sa --out suite_sa").status,
+            0);
+  ASSERT_EQ(xsa("train --data data.txt " + kSmall + " --steps 6 --out suite_xsa").status, 0);
+  write("paper/piqa_validation.jsonl",
+        "{\"goal\": \"To open a jar\", \"sol1\": \"twist the lid\", \"sol2\": \"hit it\", "
+        "\"label\": 0}\n{\"goal\": \"To dry\", \"sol1\": \"use water\", \"sol2\": \"a "
+        "towel\", \"label\": 1}\n");
+  write("paper/boolq.jsonl",
+        "{\"passage\": \"It was the best of times.\", \"question\": \"was it\", \"label\": "
+        "1}\n");
+  write("paper/winogrande_dev.jsonl",
+        "{\"sentence\": \"It was the _ of times.\", \"option1\": \"best\", \"option2\": "
+        "\"worst\", \"answer\": \"1\"}\n");
+  Result r =
+      xsa("eval --ckpt suite_sa --ckpt suite_xsa --suite paper --dir paper --threads 1 "
+          "--json suite.json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(
+      r.out.find("| checkpoint | boolq (acc) | piqa (acc_norm) | winogrande (acc) | average |"),
+      std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("| average | 4 |"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("On average"), std::string::npos) << r.out;
+  for (const char* missing : {"arc_easy: no file", "hellaswag: no file", "lambada: no file"})
+    EXPECT_NE(r.err.find(missing), std::string::npos) << r.err;
+  const nlohmann::json j = nlohmann::json::parse(read_file(work_dir() / "suite.json"));
+  int averages = 0;
+  for (const auto& rec : j) averages += rec["task"] == "paper_average";
+  EXPECT_EQ(averages, 2);
+  // Bad suite arguments: one line each.
+  r = xsa("eval --ckpt suite_sa --suite paper");
+  EXPECT_NE(r.status, 0);
+  EXPECT_EQ(r.err, "xsa: error: --suite and --dir go together: --suite paper --dir TASKS/\n");
+  r = xsa("eval --ckpt suite_sa --suite other --dir paper");
+  EXPECT_EQ(r.err, "xsa: error: --suite 'other' is not known (expected paper)\n");
+  r = xsa("compare --data data.txt " + kSmall +
+          " --steps 4 --seeds 1 --eval-suite paper --out suite_cmp");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(read_file(work_dir() / "suite_cmp" / "report.md").find("## Downstream tasks"),
+            std::string::npos);
+  const nlohmann::json e =
+      nlohmann::json::parse(read_file(work_dir() / "suite_cmp" / "eval_suite.json"));
+  EXPECT_EQ(e["arms"].size(), 2u);
+  EXPECT_EQ(e["against_sa"][0]["against"], "sa seed 1");
+}
+
 TEST_F(Cli, EvalAndSample) {
   ASSERT_EQ(xsa("train --data data.txt " + kSmall + " --steps 6 --out ev").status, 0);
   write("mc.jsonl",

@@ -7,6 +7,7 @@
 #include <cmath>
 #include <fstream>
 
+#include "bigram_reference.h"
 #include "test_util.h"
 #include "xsa/eval/evaluate.h"
 #include "xsa/eval/tasks.h"
@@ -18,6 +19,7 @@ namespace xsa {
 namespace {
 
 namespace fs = std::filesystem;
+using test::BigramModel;
 
 fs::path write_file(const std::string& name, const std::string& text) {
   static const fs::path dir = test::temp_dir("eval");
@@ -122,86 +124,7 @@ TEST(Tasks, SkippingBadLinesCountsThemAndLimitStopsEarly) {
   EXPECT_THROW(load_task_file(TaskKind::mc, f.string(), false), Error);
 }
 
-// ---- Scoring against an independent bigram reference ----
-// With every block's weights zero, attention and MLP add nothing: the logits after token a are
-// LN_f(e_a) · Eᵀ, so log p(b | a) can be written out directly in double.
-struct BigramModel {
-  ModelConfig cfg;
-  std::unique_ptr<Gpt<float>> model;
-  std::vector<std::vector<double>> logp;  // [a][b] = log p(b | a)
-
-  explicit BigramModel(const std::string& attn) {
-    cfg.vocab_size = 256, cfg.padded_vocab = 256;
-    cfg.n_layer = 2, cfg.n_head = 2, cfg.n_embd = 16, cfg.seq_len = 64;
-    set_layer_attn(cfg, attn);
-    model = std::make_unique<Gpt<float>>(cfg, 1, cfg.seq_len, GptMode::inference);
-    ParamArena<float>& arena = model->params();
-    arena.init(cfg, 21);
-    for (LayerWeights<float>& L : arena.w.layers)
-      for (float* w : {L.qkv_w, L.attn_proj_w, L.fc_w, L.mlp_proj_w})
-        std::fill(w,
-                  w + (w == L.qkv_w ? cfg.qkv_dim() : cfg.n_embd) * (size_t)cfg.n_embd *
-                          (w == L.fc_w || w == L.mlp_proj_w ? 4 : 1),
-                  0.0f);
-    Rng rng(2);
-    const int C = cfg.n_embd, V = cfg.vocab_size;
-    for (int i = 0; i < V * C; i++) arena.w.wte[i] *= 40;  // sharp, varied distributions
-    for (int c = 0; c < C; c++)
-      arena.w.lnf_w[c] = float(1 + 0.3 * rng.normal()),
-      arena.w.lnf_b[c] = float(0.2 * rng.normal());
-    // After 'e' comes ' ' (its embedding along e's final features), so contexts ending in 'e'
-    // have greedy answers.
-    const std::vector<double> after_e = final_features('e');
-    for (int c = 0; c < C; c++) arena.w.wte[(size_t)' ' * C + c] = (float)after_e[c];
-    logp.assign(V, std::vector<double>(V));
-    for (int a = 0; a < V; a++) {
-      const std::vector<double> x = final_features(a);
-      std::vector<double> logits(V);
-      double top = -1e300;
-      for (int b = 0; b < V; b++) {
-        for (int c = 0; c < C; c++) logits[b] += x[c] * arena.w.wte[(size_t)b * C + c];
-        top = std::max(top, logits[b]);
-      }
-      double sum = 0;
-      for (int b = 0; b < V; b++) sum += std::exp(logits[b] - top);
-      for (int b = 0; b < V; b++) logp[a][b] = logits[b] - top - std::log(sum);
-    }
-  }
-
-  // LN_f(e_a) in double.
-  std::vector<double> final_features(int a) const {
-    const int C = cfg.n_embd;
-    const Weights<float>& w = model->params().w;
-    const float* e = w.wte + (size_t)a * C;
-    double mean = 0, var = 0;
-    for (int c = 0; c < C; c++) mean += e[c];
-    mean /= C;
-    for (int c = 0; c < C; c++) var += (e[c] - mean) * (e[c] - mean);
-    var /= C;
-    std::vector<double> x(C);
-    for (int c = 0; c < C; c++)
-      x[c] = (e[c] - mean) / std::sqrt(var + 1e-5) * w.lnf_w[c] + w.lnf_b[c];
-    return x;
-  }
-
-  // Σ log p over " " + choice after the context's last byte.
-  double loglik(const std::string& context, const std::string& choice) const {
-    std::string seq = context + " " + choice;
-    double sum = 0;
-    for (size_t i = context.size(); i < seq.size(); i++)
-      sum += logp[(unsigned char)seq[i - 1]][(unsigned char)seq[i]];
-    return sum;
-  }
-  bool greedy(const std::string& context, const std::string& choice) const {
-    std::string seq = context + " " + choice;
-    for (size_t i = context.size(); i < seq.size(); i++) {
-      const auto& row = logp[(unsigned char)seq[i - 1]];
-      if (std::max_element(row.begin(), row.end()) - row.begin() != (unsigned char)seq[i])
-        return false;
-    }
-    return true;
-  }
-};
+// ---- Scoring against an independent bigram reference (bigram_reference.h) ----
 
 TEST(Scoring, MultipleChoiceMatchesAnIndependentBigramReference) {
   const BigramModel bigram("xsa");
