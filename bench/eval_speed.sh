@@ -9,10 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${1:-200}
-out=$(mktemp -d)
-trap 'rm -rf "$out"' EXIT
-./build/xsa train --data data/default --layers 6 --heads 6 --embd 384 --seq-len 256 --batch 1 \
-  --steps 1 --out "$out/small" --quiet
+source bench/small_checkpoint.sh  # $out/small
 # Questions of 45 words of the corpus (≈ 60 tokens) and four endings of 12–25 words, as HellaSwag's.
 python3 - "$out" "$n" <<'PY'
 import json, random, sys

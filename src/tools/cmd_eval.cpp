@@ -336,8 +336,9 @@ void print_suite(const std::vector<Prepared>& runs,
 void add_eval_command(CLI::App& root) {
   auto* cmd = root.add_subcommand(
       "eval",
-      "Score a checkpoint: validation loss/perplexity/bits per byte, HellaSwag, "
-      "multiple-choice tasks, LAMBADA");
+      "Score a checkpoint: validation loss/perplexity/bits per byte, the paper's eight tasks "
+      "(ARC-Easy, BoolQ, HellaSwag, LAMBADA, OpenBookQA, PIQA, SocialIQA, WinoGrande), "
+      "multiple choice");
   auto a = std::make_shared<EvalArgs>();
   add_eval_options(cmd, *a);
   cmd->callback([a, cmd] {
