@@ -150,13 +150,13 @@ std::vector<SuiteComparison> compare_suite(const std::vector<TaskResult>& first,
 
 std::string suite_table(const std::vector<std::string>& names,
                         const std::vector<std::vector<TaskResult>>& results) {
-  std::string md = "| checkpoint |";
-  std::string rule = "|---|";
-  const std::vector<TaskResult>& head = results.at(0);
+  // Both of a task's metrics where the harness reports both; the average over its reported one.
+  std::string md = "| checkpoint |", rule = "|---|";
   bool lambada = false;
-  for (const TaskResult& r : head) {
+  for (const TaskResult& r : results.at(0)) {
     const TaskKind kind = parse_task_kind(r.task);
-    md += fmt::format(" {} ({}) |", r.task, suite_metric_name(kind)), rule += "---|";
+    md += fmt::format(" {} ({}) |", r.task, r.acc_norm >= 0 ? "acc / acc_norm" : "acc");
+    rule += "---|";
     lambada = lambada || kind == TaskKind::lambada;
   }
   if (lambada) md += " lambada ppl |", rule += "---|";
@@ -165,7 +165,8 @@ std::string suite_table(const std::vector<std::string>& names,
     md += "| " + names[k] + " |";
     double sum = 0, ppl = -1;
     for (const TaskResult& r : results[k]) {
-      md += fmt::format(" {:.2f} |", 100 * suite_metric(r));
+      md += r.acc_norm >= 0 ? fmt::format(" {:.2f} / {:.2f} |", 100 * r.acc, 100 * r.acc_norm)
+                            : fmt::format(" {:.2f} |", 100 * r.acc);
       sum += suite_metric(r);
       if (r.ppl >= 0) ppl = r.ppl;
     }

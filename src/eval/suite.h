@@ -46,7 +46,8 @@ struct SuiteComparison {
 std::vector<SuiteComparison> compare_suite(const std::vector<TaskResult>& first,
                                            const std::vector<TaskResult>& second);
 
-// The paper's table in Markdown: a row per checkpoint, a column per task and the average.
+// The paper's table in Markdown: a row per checkpoint, a column per task (acc, and acc_norm where
+// the harness reports it), and the average over tasks of acc_norm where reported, else acc.
 std::string suite_table(const std::vector<std::string>& names,
                         const std::vector<std::vector<TaskResult>>& results);
 

@@ -273,8 +273,8 @@ void print_suite(const std::vector<Prepared>& runs,
   std::vector<std::string> names;
   for (const Prepared& p : runs) names.push_back(p.ckpt.string());
   std::printf(
-      "\nThe paper's tasks (lm-evaluation-harness v0.4 prompts; %%, acc_norm where the "
-      "harness reports it, else acc):\n\n%s",
+      "\nThe paper's tasks (lm-evaluation-harness v0.4 prompts, in %%; the average and the "
+      "paired tests over acc_norm where the harness reports it, else acc):\n\n%s",
       suite_table(names, results).c_str());
   for (size_t k = 0; k < results.size(); k++) {
     double sum = 0;
