@@ -376,7 +376,8 @@ TEST_F(Cli, EvalSuiteAndCompareEvalSuite) {
           "--json suite.json");
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(
-      r.out.find("| checkpoint | boolq (acc) | piqa (acc / acc_norm) | winogrande (acc) | average |"),
+      r.out.find(
+          "| checkpoint | boolq (acc) | piqa (acc / acc_norm) | winogrande (acc) | average |"),
       std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find("| average | 4 |"), std::string::npos) << r.out;
@@ -393,15 +394,23 @@ TEST_F(Cli, EvalSuiteAndCompareEvalSuite) {
   EXPECT_EQ(r.err, "xsa: error: --suite and --dir go together: --suite paper --dir TASKS/\n");
   r = xsa("eval --ckpt suite_sa --suite other --dir paper");
   EXPECT_EQ(r.err, "xsa: error: --suite 'other' is not known (expected paper)\n");
-  r = xsa("compare --data data.txt " + kSmall +
-          " --steps 4 --seeds 1 --eval-suite paper --out suite_cmp");
+  const std::string compare_args = "compare --data data.txt " + kSmall +
+                                   " --steps 4 --seeds 2 --eval-suite paper --out suite_cmp";
+  r = xsa(compare_args);
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(read_file(work_dir() / "suite_cmp" / "report.md").find("## Downstream tasks"),
             std::string::npos);
-  const nlohmann::json e =
-      nlohmann::json::parse(read_file(work_dir() / "suite_cmp" / "eval_suite.json"));
-  EXPECT_EQ(e["arms"].size(), 2u);
+  const std::string whole = read_file(work_dir() / "suite_cmp" / "eval_suite.json");
+  const nlohmann::json e = nlohmann::json::parse(whole);
+  EXPECT_EQ(e["arms"].size(), 4u);
   EXPECT_EQ(e["against_sa"][0]["against"], "sa seed 1");
+  EXPECT_EQ(e["against_sa"][1]["arm"], "xsa seed 2");
+  // Interrupted after seed 1: the rerun takes seed 1 from its file and scores its saved arms.
+  fs::remove(work_dir() / "suite_cmp" / "report.json");
+  fs::remove(work_dir() / "suite_cmp" / "seed-2.json");
+  r = xsa(compare_args);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(read_file(work_dir() / "suite_cmp" / "eval_suite.json"), whole);
 }
 
 TEST_F(Cli, EvalAndSample) {

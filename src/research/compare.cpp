@@ -511,9 +511,21 @@ std::vector<std::vector<HeadBias>> analyze_arms(const CompareConfig& cfg, const 
   return bias;
 }
 
+// The --eval-suite tasks on an arm's saved checkpoint (a seed finished before an interruption).
+std::vector<TaskResult> score_suite_from_checkpoint(const Setup& s, const fs::path& arm) {
+  std::vector<TaskResult> out;
+  if (s.suite.files.empty()) return out;
+  const fs::path ckpt = resolve_checkpoint(arm);
+  const ModelConfig cfg = load_checkpoint_config(ckpt);
+  ParamArena<float> weights(cfg, /*training_state=*/false);
+  load_checkpoint_weights(ckpt, weights, false);
+  for (size_t t = 0; t < s.suite.files.size(); t++)
+    out.push_back(evaluate_task(cfg, weights.w, s.suite.files[t], s.suite_items[t]));
+  return out;
+}
+
 // --eval-suite: the paper's table of every arm, and each variant against SA of the same seed
-// (the average's paired bootstrap), appended to report.md and written to eval_suite.json. Arms of
-// seeds finished before an interruption were not scored again and are missing from it.
+// (the average's paired bootstrap), appended to report.md and written to eval_suite.json.
 void append_suite_report(const fs::path& out, const Setup& s, const std::vector<std::string>& names,
                          const std::vector<std::vector<TaskResult>>& results, bool quiet) {
   if (results.empty()) return;
@@ -589,7 +601,14 @@ CompareResult compare(const CompareConfig& requested) {
   for (int k = 0; k < cfg.seeds; k++) {
     const uint64_t seed = run.seed + k;
     const fs::path seed_file = out / fmt::format("seed-{}.json", seed);
-    if (take_finished_seed(seed_file, s, run, result, overhead)) continue;
+    if (take_finished_seed(seed_file, s, run, result, overhead)) {
+      if (root && !s.suite.files.empty())  // its arms' saved final weights take the suite
+        for (const Variant& v : s.variants) {
+          suite_names.push_back(fmt::format("{} seed {}", v.name, seed));
+          suite_results.push_back(score_suite_from_checkpoint(s, arm_folder(out, v.name, seed)));
+        }
+      continue;
+    }
     const size_t first_overhead = overhead.size() > 1 ? overhead[1].size() : 0;
     std::vector<Arm> arms = make_arms(cfg, s, seed);
     train_arms(cfg, s, arms, seed, k, overhead, start);

@@ -490,7 +490,7 @@ void bench_allreduce(int reps, json& records) {
   Comm& comm = world_comm();
   const int W = comm.size();
   std::vector<std::pair<std::string, size_t>> sizes;
-  for (size_t mb : {1, 4, 16, 64, 256}) sizes.push_back({fmt::format("{} MB", mb), mb << 18});
+  for (size_t mb : {1, 4, 16, 64, 256}) sizes.push_back({fmt::format("{} MiB", mb), mb << 18});
   for (const BenchShape& s : kShapes)
     if (s.V > 256)
       sizes.push_back({fmt::format("{} gradients", s.name),
