@@ -548,6 +548,10 @@ void run_bench(const Options& o) {
   json records = json::array();
   std::printf("# xsa bench\n\n%d threads; BLAS: OpenBLAS, %s kernels (%s)\n", threads,
               blas_core().c_str(), blas_origin().c_str());
+  const char* pinned = std::getenv("OPENBLAS_CORETYPE");
+  const std::string note =
+      blas_kernels_note(blas_core(), pinned ? pinned : "", best_blas_core_for_cpu());
+  if (!note.empty()) std::printf("%s\n", note.c_str());
   const std::vector<BenchShape> shapes = shapes_of(o.config);
   if (o.gemm) bench_gemm(shapes, records);
   if (!o.no_steps) bench_steps(shapes, o.steps, o.warmup, records);

@@ -1,5 +1,6 @@
 #include "xsa/util/blas.h"
 
+#include <fmt/format.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -36,6 +37,26 @@ bool is_modern_core(const std::string& core) {
   return modern.count(lower) != 0;
 }
 }  // namespace
+
+namespace {
+// 2: AVX-512 kernel sets, 1: AVX2/FMA ones, 0: older or unknown.
+int kernel_class(const std::string& core) {
+  std::string lower;
+  for (char c : core) lower += (char)std::tolower((unsigned char)c);
+  if (lower == "skylakex" || lower == "cooperlake" || lower == "sapphirerapids") return 2;
+  return is_modern_core(lower) ? 1 : 0;
+}
+}  // namespace
+
+std::string blas_kernels_note(const std::string& in_use, const std::string& pinned,
+                              const std::string& best) {
+  if (pinned.empty() || best.empty() || kernel_class(in_use) >= kernel_class(best)) return "";
+  return fmt::format(
+      "note: OpenBLAS runs its {} kernels because OPENBLAS_CORETYPE={} is set, but this CPU "
+      "supports {} ({}): the products here are slower than on this CPU unpinned (unset the "
+      "variable to measure that; xsa leaves it as set)",
+      in_use, pinned, best, kernel_class(best) == 2 ? "AVX-512" : "AVX2");
+}
 
 std::string blas_core_correction(const std::string& detected, const std::string& best) {
   return best.empty() || is_modern_core(detected) ? "" : best;

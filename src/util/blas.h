@@ -20,4 +20,11 @@ std::string best_blas_core_for_cpu();
 // when OpenBLAS's choice is already AVX2-class or better.
 std::string blas_core_correction(const std::string& detected, const std::string& best);
 
+// One line for benchmark output when the kernels in use are a class below the CPU's best because
+// OPENBLAS_CORETYPE asks for them (AVX2 kernels on an AVX-512 CPU): what runs, why, and what the
+// CPU supports; "" otherwise. xsa never overrides the variable. `in_use` and `pinned` are the
+// kernel names (pinned: the variable's value, "" when unset), `best` as best_blas_core_for_cpu().
+std::string blas_kernels_note(const std::string& in_use, const std::string& pinned,
+                              const std::string& best);
+
 }  // namespace xsa
