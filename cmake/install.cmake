@@ -23,6 +23,10 @@ install(FILES ${CMAKE_BINARY_DIR}/xsaConfig.cmake ${CMAKE_BINARY_DIR}/xsaConfigV
 
 # Relocatable: the prefix is found from the .pc file's own place, so --prefix at install time holds.
 file(RELATIVE_PATH XSA_PC_TO_PREFIX /prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig /prefix)
+set(XSA_PC_DNNL "")
+if(DNNL_LIBRARY)
+  set(XSA_PC_DNNL "${DNNL_LIBRARY} ")
+endif()
 set(XSA_PC_MPI "")
 if(MPI_C_FOUND)  # the static library's MPI, by the name Debian's MPI packages give it
   set(XSA_PC_MPI "Requires.private: mpi-c\n")

@@ -1,0 +1,127 @@
+#include "xsa/ops/matmul_bf16.h"
+
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <tuple>
+
+#include "xsa/util/error.h"
+
+#ifdef XSA_WITH_DNNL
+#include <oneapi/dnnl/dnnl.hpp>
+#endif
+
+namespace xsa::ops {
+
+void to_bf16(const float* x, bf16* out, size_t n) {
+#pragma omp parallel for simd schedule(static) if (n > (1 << 16))
+  for (size_t i = 0; i < n; i++) {
+    uint32_t u;
+    std::memcpy(&u, &x[i], 4);
+    const bool nan = (u & 0x7fffffffu) > 0x7f800000u;
+    const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+    out[i] = (bf16)(nan ? (u >> 16) | 0x40u : rounded);  // a NaN stays a (quiet) NaN
+  }
+}
+
+void from_bf16(const bf16* x, float* out, size_t n) {
+#pragma omp parallel for simd schedule(static) if (n > (1 << 16))
+  for (size_t i = 0; i < n; i++) {
+    const uint32_t u = (uint32_t)x[i] << 16;
+    std::memcpy(&out[i], &u, 4);
+  }
+}
+
+#ifdef XSA_WITH_DNNL
+namespace {
+
+using dnnl::memory;
+
+// C [M, N] (+)= A [M, K] · B [K, N]; A stored [M, K] or, trans_a, [K, M]; B stored [K, N] or,
+// trans_b, [N, K]. One primitive per shape, made once (oneDNN compiles a kernel for it).
+struct Product {
+  dnnl::matmul prim;
+  memory::desc a, b, c;
+};
+
+dnnl::engine& engine() {
+  static dnnl::engine e(dnnl::engine::kind::cpu, 0);
+  return e;
+}
+
+const Product& product(int M, int N, int K, bool trans_a, bool trans_b, bool accumulate) {
+  static std::mutex lock;
+  static std::map<std::tuple<int, int, int, bool, bool, bool>, Product> made;
+  std::lock_guard<std::mutex> guard(lock);
+  const auto key = std::make_tuple(M, N, K, trans_a, trans_b, accumulate);
+  auto it = made.find(key);
+  if (it != made.end()) return it->second;
+  using dt = memory::data_type;
+  using tag = memory::format_tag;
+  Product p;
+  p.a = memory::desc({M, K}, dt::bf16, trans_a ? tag::ba : tag::ab);
+  p.b = memory::desc({K, N}, dt::bf16, trans_b ? tag::ba : tag::ab);
+  p.c = memory::desc({M, N}, dt::f32, tag::ab);
+  dnnl::primitive_attr attr;
+  if (accumulate) {
+    dnnl::post_ops ops;
+    ops.append_sum(1.0f);
+    attr.set_post_ops(ops);
+  }
+  p.prim =
+      dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(p.a, p.b, p.c), attr, engine()));
+  return made.emplace(key, std::move(p)).first->second;
+}
+
+void run(int M, int N, int K, bool trans_a, bool trans_b, const bf16* A, const bf16* B, float* C,
+         bool accumulate) {
+  const Product& p = product(M, N, K, trans_a, trans_b, accumulate);
+  static thread_local dnnl::stream stream(engine());
+  memory a(p.a, engine(), const_cast<bf16*>(A)), b(p.b, engine(), const_cast<bf16*>(B)),
+      c(p.c, engine(), C);
+  p.prim.execute(stream, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}});
+  stream.wait();
+}
+
+}  // namespace
+
+bool bf16_available(std::string* why) {
+  const bool cpu = dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core_bf16;
+  if (!cpu && why)
+    *why =
+        "this CPU has neither AVX512_BF16 nor AMX-BF16 (Intel since Cooper Lake, AMD since "
+        "Zen 4 have them)";
+  return cpu;
+}
+
+void matmul_forward_bf16(float* out, const bf16* inp, const bf16* weight, int N, int in_dim,
+                         int out_dim, bool accumulate) {
+  if (N == 0) return;
+  run(N, out_dim, in_dim, false, true, inp, weight, out, accumulate);  // inp · Wᵀ
+}
+
+void matmul_backward_bf16(float* dinp, float* dweight, const bf16* dout, const bf16* inp,
+                          const bf16* weight, int N, int in_dim, int out_dim) {
+  if (N == 0) return;
+  if (dinp) run(N, in_dim, out_dim, false, false, dout, weight, dinp, false);  // dout · W
+  run(out_dim, in_dim, N, true, false, dout, inp, dweight, true);              // doutᵀ · inp
+}
+
+#else
+
+bool bf16_available(std::string* why) {
+  if (why) *why = "this xsa was built without oneDNN (apt install libdnnl-dev, then rebuild)";
+  return false;
+}
+
+void matmul_forward_bf16(float*, const bf16*, const bf16*, int, int, int, bool) {
+  XSA_CHECK(false, "bf16 products without oneDNN");
+}
+
+void matmul_backward_bf16(float*, float*, const bf16*, const bf16*, const bf16*, int, int, int) {
+  XSA_CHECK(false, "bf16 products without oneDNN");
+}
+
+#endif
+
+}  // namespace xsa::ops

@@ -1,0 +1,32 @@
+// Matrix products with bf16 inputs and fp32 accumulation and output (oneDNN's matmul), for mixed
+// precision: the inputs are bf16 copies (weights refreshed after each update, activations
+// converted as they are produced), everything else stays fp32. Weights are [out, in] like
+// nn.Linear, as in matmul.cpp, whose float kernels these mirror. Built when oneDNN
+// (libdnnl-dev) is there; bf16_available() says so at run time.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+namespace xsa::ops {
+
+using bf16 = uint16_t;  // the upper half of an IEEE float
+
+// Round to nearest, ties to even (NaN stays NaN); and back, exactly.
+void to_bf16(const float* x, bf16* out, size_t n);
+void from_bf16(const bf16* x, float* out, size_t n);
+
+// Whether this build and this CPU run bf16 products at speed: oneDNN present and the CPU has
+// AVX512_BF16 or AMX-BF16. When not, `why` names what is missing.
+bool bf16_available(std::string* why = nullptr);
+
+// out [N, out_dim] (+)= inp [N, in_dim] · Wᵀ, W [out_dim, in_dim].
+void matmul_forward_bf16(float* out, const bf16* inp, const bf16* weight, int N, int in_dim,
+                         int out_dim, bool accumulate);
+// dinp [N, in_dim] = dout · W (skipped when dinp is null); dweight [out_dim, in_dim] += doutᵀ ·
+// inp.
+void matmul_backward_bf16(float* dinp, float* dweight, const bf16* dout, const bf16* inp,
+                          const bf16* weight, int N, int in_dim, int out_dim);
+
+}  // namespace xsa::ops

@@ -1,0 +1,176 @@
+// bf16 products (ops/matmul_bf16.h): the conversion against rounding done by hand, and the
+// products against float64 loops. Two tolerances, both derived rather than tuned:
+// - on inputs that are already bf16 the product is exact up to fp32 accumulation over K terms:
+//   |error| ≤ K · 2⁻²⁴ · Σ|a·b| (a loose bound on any summation order);
+// - against the unrounded fp32 inputs, rounding each factor to bf16 (8 significant bits: relative
+//   error ≤ 2⁻⁸) moves each term by at most (2·2⁻⁸ + 2⁻¹⁶)·|a·b|, so |error| ≤ (2⁻⁷ + 2⁻¹⁶)·Σ|a·b|
+//   plus the accumulation bound.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+
+#include "test_util.h"
+#include "xsa/ops/matmul_bf16.h"
+
+namespace xsa {
+namespace {
+
+using ops::bf16;
+
+float bits_to_float(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// The nearest bf16 to x by comparing the two candidates in double; ties to the even one.
+bf16 nearest_bf16(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  const bf16 down = (bf16)(u >> 16), up = (bf16)(down + 1);
+  const double d_down = std::fabs((double)bits_to_float((uint32_t)down << 16) - x);
+  const double d_up = std::fabs((double)bits_to_float((uint32_t)up << 16) - x);
+  if (d_down != d_up) return d_down < d_up ? down : up;
+  return (down & 1) ? up : down;
+}
+
+TEST(Bf16, ConversionRoundsToNearestEven) {
+  std::vector<float> x = {1.0f,
+                          -2.5f,
+                          0.0f,
+                          -0.0f,
+                          1e-40f,
+                          3.0e38f,
+                          65504.0f,
+                          bits_to_float(0x3f808000u),   // 1 + 2⁻⁸: halfway, even is down
+                          bits_to_float(0x3f818000u),   // halfway, even is up
+                          bits_to_float(0x3f808001u)};  // just above halfway: up
+  for (double v : test::random_vector(2000, 3, 10.0)) x.push_back((float)v);
+  std::vector<bf16> b(x.size());
+  ops::to_bf16(x.data(), b.data(), x.size());
+  for (size_t i = 0; i < x.size(); i++) EXPECT_EQ(b[i], nearest_bf16(x[i])) << x[i];
+  EXPECT_EQ(b[7], 0x3f80);
+  EXPECT_EQ(b[8], 0x3f82);
+  EXPECT_EQ(b[9], 0x3f81);
+  // Back to float exactly, and infinities and NaN survive.
+  std::vector<float> back(x.size());
+  ops::from_bf16(b.data(), back.data(), b.size());
+  for (size_t i = 0; i < x.size(); i++) EXPECT_EQ(back[i], bits_to_float((uint32_t)b[i] << 16));
+  const float special[3] = {std::numeric_limits<float>::infinity(),
+                            -std::numeric_limits<float>::infinity(),
+                            std::numeric_limits<float>::quiet_NaN()};
+  bf16 sb[3];
+  float sf[3];
+  ops::to_bf16(special, sb, 3);
+  ops::from_bf16(sb, sf, 3);
+  EXPECT_EQ(sf[0], special[0]);
+  EXPECT_EQ(sf[1], special[1]);
+  EXPECT_TRUE(std::isnan(sf[2]));
+}
+
+struct Case {
+  int N, in_dim, out_dim;
+};
+
+class Bf16Products : public ::testing::TestWithParam<Case> {
+ protected:
+  void SetUp() override {
+    std::string why;
+    if (!ops::bf16_available(&why)) GTEST_SKIP() << "no bf16 products here: " << why;
+  }
+};
+
+// A [M, K] · B, B given [N, K] (trans_b) or [K, N], in double, with Σ|a·b| per entry.
+void reference(const std::vector<float>& A, const std::vector<float>& B, int M, int N, int K,
+               bool trans_a, bool trans_b, std::vector<double>& out, std::vector<double>& mag) {
+  out.assign((size_t)M * N, 0), mag.assign((size_t)M * N, 0);
+  for (int m = 0; m < M; m++)
+    for (int n = 0; n < N; n++)
+      for (int k = 0; k < K; k++) {
+        const double a = trans_a ? A[(size_t)k * M + m] : A[(size_t)m * K + k];
+        const double b = trans_b ? B[(size_t)n * K + k] : B[(size_t)k * N + n];
+        out[(size_t)m * N + n] += a * b, mag[(size_t)m * N + n] += std::fabs(a * b);
+      }
+}
+
+std::vector<float> rounded(const std::vector<float>& x, std::vector<bf16>& b) {
+  b.resize(x.size());
+  ops::to_bf16(x.data(), b.data(), x.size());
+  std::vector<float> back(x.size());
+  ops::from_bf16(b.data(), back.data(), b.size());
+  return back;
+}
+
+void expect_within(const std::vector<float>& got, const std::vector<double>& exact,
+                   const std::vector<double>& bf16_exact, const std::vector<double>& mag, int K,
+                   const char* what) {
+  const double acc = K * std::ldexp(1.0, -24);
+  for (size_t i = 0; i < got.size(); i++) {
+    ASSERT_NEAR(got[i], bf16_exact[i], acc * mag[i] + 1e-30) << what << " entry " << i;
+    ASSERT_NEAR(got[i], exact[i],
+                (std::ldexp(1.0, -7) + std::ldexp(1.0, -16) + acc) * mag[i] + 1e-30)
+        << what << " entry " << i;
+  }
+}
+
+TEST_P(Bf16Products, ForwardAndBackwardAgainstFloat64) {
+  const Case c = GetParam();
+  const std::vector<float> x =
+      test::cast_vector<float>(test::random_vector((size_t)c.N * c.in_dim, 1));
+  const std::vector<float> w =
+      test::cast_vector<float>(test::random_vector((size_t)c.out_dim * c.in_dim, 2, 0.1));
+  const std::vector<float> dy =
+      test::cast_vector<float>(test::random_vector((size_t)c.N * c.out_dim, 3));
+  std::vector<bf16> xb, wb, dyb;
+  const std::vector<float> xr = rounded(x, xb), wr = rounded(w, wb), dyr = rounded(dy, dyb);
+  std::vector<double> exact, bexact, mag, unused;
+
+  // Forward, then again accumulating onto it.
+  std::vector<float> y((size_t)c.N * c.out_dim, 0.0f);
+  ops::matmul_forward_bf16(y.data(), xb.data(), wb.data(), c.N, c.in_dim, c.out_dim, false);
+  reference(x, w, c.N, c.out_dim, c.in_dim, false, true, exact, mag);
+  reference(xr, wr, c.N, c.out_dim, c.in_dim, false, true, bexact, unused);
+  expect_within(y, exact, bexact, mag, c.in_dim, "forward");
+  ops::matmul_forward_bf16(y.data(), xb.data(), wb.data(), c.N, c.in_dim, c.out_dim, true);
+  for (auto* v : {&exact, &bexact, &mag})
+    for (double& e : *v) e *= 2;
+  expect_within(y, exact, bexact, mag, c.in_dim, "forward, accumulated");
+
+  // Backward: dx = dy · W, dW += dyᵀ · x onto a non-zero dW.
+  std::vector<float> dx((size_t)c.N * c.in_dim), dw((size_t)c.out_dim * c.in_dim, 0.5f);
+  ops::matmul_backward_bf16(dx.data(), dw.data(), dyb.data(), xb.data(), wb.data(), c.N, c.in_dim,
+                            c.out_dim);
+  reference(dy, w, c.N, c.in_dim, c.out_dim, false, false, exact, mag);
+  reference(dyr, wr, c.N, c.in_dim, c.out_dim, false, false, bexact, unused);
+  expect_within(dx, exact, bexact, mag, c.out_dim, "dinp");
+  reference(dy, x, c.out_dim, c.in_dim, c.N, true, false, exact, mag);
+  reference(dyr, xr, c.out_dim, c.in_dim, c.N, true, false, bexact, unused);
+  for (auto* v : {&exact, &bexact})
+    for (double& e : *v) e += 0.5;
+  expect_within(dw, exact, bexact, mag, c.N, "dweight");
+  // Without dinp only the weight gradient is formed.
+  std::vector<float> dw2((size_t)c.out_dim * c.in_dim, 0.5f);
+  ops::matmul_backward_bf16(nullptr, dw2.data(), dyb.data(), xb.data(), wb.data(), c.N, c.in_dim,
+                            c.out_dim);
+  EXPECT_EQ(dw2, dw);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, Bf16Products,
+                         ::testing::Values(Case{1, 16, 8}, Case{7, 33, 5}, Case{64, 64, 192},
+                                           Case{130, 96, 384}));
+
+// A CPU without the instructions is told apart: oneDNN is held to AVX2 here, as on a CPU that has
+// nothing newer (its ISA is read once per process: ctest runs each test in its own).
+TEST(Bf16, MissingInstructionsAreNamed) {
+  ::setenv("ONEDNN_MAX_CPU_ISA", "AVX2", 1);
+  ::setenv("DNNL_MAX_CPU_ISA", "AVX2", 1);
+  std::string why;
+  EXPECT_FALSE(ops::bf16_available(&why));
+  EXPECT_NE(why.find("AVX512_BF16"), std::string::npos) << why;
+}
+
+}  // namespace
+}  // namespace xsa
