@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -411,6 +412,20 @@ TEST_F(Cli, EvalSuiteAndCompareEvalSuite) {
   r = xsa(compare_args);
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(read_file(work_dir() / "suite_cmp" / "eval_suite.json"), whole);
+}
+
+// bf16 where the CPU lacks it: oneDNN held to AVX2 stands in for such a CPU.
+TEST_F(Cli, Bf16WithoutTheInstructionsIsOneLine) {
+  Result r = test::run_command("DNNL_MAX_CPU_ISA=AVX2 ONEDNN_MAX_CPU_ISA=AVX2 " +
+                                   std::string(XSA_BINARY) + " train --data data.txt " + kSmall +
+                                   " --steps 2 --precision bf16 --out nobf16b",
+                               work_dir());
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.err.rfind("xsa: error: --precision bf16: ", 0), 0u) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_FALSE(fs::exists(work_dir() / "nobf16b"));
+  r = xsa("train --data data.txt " + kSmall + " --steps 2 --precision fp16 --out nofp16");
+  EXPECT_EQ(r.err, "xsa: error: --precision fp16 is not known (fp32 or bf16)\n");
 }
 
 TEST_F(Cli, EvalAndSample) {

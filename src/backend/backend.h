@@ -11,6 +11,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "xsa/ops/ops.h"
@@ -134,6 +135,9 @@ class Backend {
   virtual double sum(const Real* x, size_t n) = 0;             // in order, in double
   virtual double sum_of_squares(const Real* x, size_t n) = 0;  // thread-count independent
   // Decoupled AdamW, one tensor.
+  // The weights changed outside the ops above (an optimizer step, weights loaded or gathered):
+  // a backend that keeps derived copies of them (bf16) drops those.
+  virtual void weights_changed() {}
   virtual void adamw_update(Real* param, const Real* grad, Real* m, Real* v, size_t n,
                             const ops::AdamWSettings& settings) = 0;
 };
@@ -141,5 +145,14 @@ class Backend {
 // The process's CPU backend (OpenBLAS products, OpenMP kernels).
 template <typename Real>
 Backend<Real>& cpu_backend();
+
+// The CPU backend with mixed-precision products: matrix products take bf16 copies of their inputs
+// (weights converted once per weights_changed(), activations on each call) and accumulate in
+// fp32 (oneDNN); every other op, the master weights, the gradients and the optimizer stay fp32.
+// Products of one row (decoding) stay fp32: they are bound by reading the weights.
+Backend<float>& cpu_bf16_backend();
+// Whether bf16 products can run here: a build with oneDNN and a CPU with AVX512_BF16 or AMX-BF16.
+// When not, `why` says what is missing.
+bool bf16_products_available(std::string* why);
 
 }  // namespace xsa

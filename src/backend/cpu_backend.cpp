@@ -3,8 +3,11 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <unordered_map>
+#include <vector>
 
 #include "xsa/backend/backend.h"
+#include "xsa/ops/matmul_bf16.h"
 #include "xsa/util/arena.h"
 
 namespace xsa {
@@ -20,7 +23,7 @@ const char* to_string(Device device) {
 namespace {
 
 template <typename Real>
-class CpuBackend final : public Backend<Real> {
+class CpuBackend : public Backend<Real> {
  public:
   Device device() const override { return Device::cpu; }
   bool host_addressable() const override { return true; }
@@ -134,7 +137,64 @@ class CpuBackend final : public Backend<Real> {
   }
 };
 
+// Mixed precision: bf16 products, everything else as the CPU backend.
+class CpuBf16Backend final : public CpuBackend<float> {
+ public:
+  void weights_changed() override { weights_.clear(); }
+  // Memory handed back may come again as other weights: its copies go with it.
+  void release(float* p, size_t n) override {
+    for (auto it = weights_.begin(); it != weights_.end();)
+      it = it->first >= p && it->first < p + n ? weights_.erase(it) : std::next(it);
+    CpuBackend<float>::release(p, n);
+  }
+
+  void matmul_forward(float* out, const float* inp, const float* weight, int N, int in_dim,
+                      int out_dim, bool accumulate) override {
+    if (N <= 1)
+      return CpuBackend<float>::matmul_forward(out, inp, weight, N, in_dim, out_dim, accumulate);
+    const ops::bf16* w = bf16_weights(weight, (size_t)in_dim * out_dim);
+    ops::matmul_forward_bf16(out, convert(inp, (size_t)N * in_dim, inp_), w, N, in_dim, out_dim,
+                             accumulate);
+  }
+  void matmul_backward(float* dinp, float* dweight, const float* dout, const float* inp,
+                       const float* weight, int N, int in_dim, int out_dim) override {
+    if (N <= 1)
+      return CpuBackend<float>::matmul_backward(dinp, dweight, dout, inp, weight, N, in_dim,
+                                                out_dim);
+    const ops::bf16* w = bf16_weights(weight, (size_t)in_dim * out_dim);
+    ops::matmul_backward_bf16(dinp, dweight, convert(dout, (size_t)N * out_dim, dout_),
+                              convert(inp, (size_t)N * in_dim, inp_), w, N, in_dim, out_dim);
+  }
+
+ private:
+  const ops::bf16* convert(const float* x, size_t n, std::vector<ops::bf16>& buf) {
+    if (buf.size() < n) buf.resize(n);
+    ops::to_bf16(x, buf.data(), n);
+    return buf.data();
+  }
+  // A weight matrix's bf16 copy, made on first use after weights_changed().
+  const ops::bf16* bf16_weights(const float* weight, size_t n) {
+    std::vector<ops::bf16>& copy = weights_[weight];
+    if (copy.size() != n) {
+      copy.resize(n);
+      ops::to_bf16(weight, copy.data(), n);
+    }
+    return copy.data();
+  }
+  std::unordered_map<const float*, std::vector<ops::bf16>> weights_;
+  std::vector<ops::bf16> inp_, dout_;  // activations converted per call
+};
+
 }  // namespace
+
+Backend<float>& cpu_bf16_backend() {
+  static CpuBf16Backend backend;
+  return backend;
+}
+
+bool bf16_products_available(std::string* why) {
+  return ops::bf16_available(why);
+}
 
 template <typename Real>
 Backend<Real>& cpu_backend() {

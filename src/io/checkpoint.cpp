@@ -124,6 +124,7 @@ ModelConfig load_checkpoint_config(const fs::path& ckpt_dir) {
 
 void load_checkpoint_weights(const fs::path& ckpt_dir, ParamArena<float>& arena,
                              bool with_optimizer) {
+  if (arena.params.backend()) arena.params.backend()->weights_changed();
   HostView<float> params(arena.params, true);
   if (!with_optimizer) {
     load_checkpoint_tensors(ckpt_dir, arena.layout, params.data(), nullptr, nullptr);

@@ -79,6 +79,7 @@ void ParamArena<Real>::init(const ModelConfig& cfg, uint64_t seed) {
       }
     }
   }
+  if (params.backend()) params.backend()->weights_changed();
 }
 
 template struct ParamArena<float>;

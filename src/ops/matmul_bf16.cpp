@@ -4,6 +4,7 @@
 #include <map>
 #include <mutex>
 #include <tuple>
+#include <vector>
 
 #include "xsa/util/error.h"
 
@@ -41,7 +42,7 @@ using dnnl::memory;
 // trans_b, [N, K]. One primitive per shape, made once (oneDNN compiles a kernel for it).
 struct Product {
   dnnl::matmul prim;
-  memory::desc a, b, c;
+  memory::desc a, b, c, scratch;
 };
 
 dnnl::engine& engine() {
@@ -63,13 +64,16 @@ const Product& product(int M, int N, int K, bool trans_a, bool trans_b, bool acc
   p.b = memory::desc({K, N}, dt::bf16, trans_b ? tag::ba : tag::ab);
   p.c = memory::desc({M, N}, dt::f32, tag::ab);
   dnnl::primitive_attr attr;
+  // Scratch memory of ours, kept between calls, rather than oneDNN's per call.
+  attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
   if (accumulate) {
     dnnl::post_ops ops;
     ops.append_sum(1.0f);
     attr.set_post_ops(ops);
   }
-  p.prim =
-      dnnl::matmul(dnnl::matmul::primitive_desc(dnnl::matmul::desc(p.a, p.b, p.c), attr, engine()));
+  const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(p.a, p.b, p.c), attr, engine());
+  p.prim = dnnl::matmul(pd);
+  p.scratch = pd.scratchpad_desc();
   return made.emplace(key, std::move(p)).first->second;
 }
 
@@ -77,9 +81,13 @@ void run(int M, int N, int K, bool trans_a, bool trans_b, const bf16* A, const b
          bool accumulate) {
   const Product& p = product(M, N, K, trans_a, trans_b, accumulate);
   static thread_local dnnl::stream stream(engine());
+  static thread_local std::vector<uint8_t> scratch;
+  if (scratch.size() < p.scratch.get_size()) scratch.resize(p.scratch.get_size());
   memory a(p.a, engine(), const_cast<bf16*>(A)), b(p.b, engine(), const_cast<bf16*>(B)),
-      c(p.c, engine(), C);
-  p.prim.execute(stream, {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}});
+      c(p.c, engine(), C), pad(p.scratch, engine(), scratch.data());
+  p.prim.execute(
+      stream,
+      {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}, {DNNL_ARG_SCRATCHPAD, pad}});
   stream.wait();
 }
 

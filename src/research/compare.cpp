@@ -223,6 +223,7 @@ void prepare(const CompareConfig& cfg, Comm& comm, Setup& s) {
 
   const int B = run.batch, T = cfg.model.seq_len;
   s.shape = step_shape(run, T, comm.size());
+  backend_for(run);  // --precision bf16 where the CPU cannot: said before anything runs
   s.threads = set_thread_count(run.threads, comm.local_size());
   std::optional<TokenizerKind> tokenizer;
   if (!run.tokenizer.empty()) tokenizer = parse_tokenizer(run.tokenizer);
@@ -283,7 +284,7 @@ std::vector<double> measure_peaks(const CompareConfig& cfg, const Setup& s) {
   for (size_t k = 0; k < s.variants.size(); k++) {
     reset_peak_rss();
     const ModelConfig m = variant_model(s.base, s.variants[k]);
-    Gpt<float> model(m, B, T);
+    Gpt<float> model(m, B, T, GptMode::training, backend_for(run));
     model.params().init(m, run.seed);
     TrainStep(model, optimizer_settings(run)).run(in.data(), tg.data(), run.lr, 1);
     peak[k] = peak_rss_mb();
@@ -299,7 +300,7 @@ std::vector<Arm> make_arms(const CompareConfig& cfg, const Setup& s, uint64_t se
     Arm& a = arms[k];
     const ModelConfig m = variant_model(s.base, s.variants[k]);
     a.variant = s.variants[k];
-    a.model = std::make_unique<Gpt<float>>(m, B, T);
+    a.model = std::make_unique<Gpt<float>>(m, B, T, GptMode::training, backend_for(cfg.run));
     a.model->params().init(m, seed);
     a.step = std::make_unique<TrainStep>(*a.model, optimizer_settings(cfg.run),
                                          Parallelism{s.comm, cfg.run.zero == 1});

@@ -21,6 +21,7 @@ struct RunConfig {
   // Tokens per optimizer step over every micro-batch and process; 0: one micro-batch of one
   // process (batch × seq-len). The gradient-accumulation steps follow from it (accumulation_steps).
   int64_t total_batch_tokens = 0;
+  std::string precision = "fp32";  // "fp32", or "bf16": bf16 matrix products, fp32 elsewhere
   int zero = 0;  // ZeRO stage: 0 (every rank keeps all AdamW moments) or 1 (each keeps its shard)
   int64_t steps = 500;
   double lr = 1e-3;  // peak learning rate
@@ -119,6 +120,11 @@ void for_each_run_option(Run& r, Fn&& fn) {
                "shared among the ranks on one machine)",
                kSaved | kShared},
      r.threads);
+  fn(RunOption{"precision", "--precision",
+               "fp32, or bf16: matrix products in bf16 with fp32 accumulation, master weights, "
+               "gradients and optimizer in fp32 (needs AVX512_BF16 or AMX)",
+               all},
+     r.precision);
   fn(RunOption{"zero", "--zero",
                "ZeRO stage under mpirun: 1 shards the AdamW moments across ranks (0: off)",
                kSaved | kShared},

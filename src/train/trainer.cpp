@@ -146,9 +146,11 @@ LoopState restore_loop(const RunStart& start, BatchLoader& loader, Rng& rng) {
 void print_header(const ModelConfig& m, const RunConfig& run, const Dataset& data,
                   const RunStart& start, int64_t step, int threads, const StepShape& shape) {
   std::printf(
-      "xsa train: %s attention, %d layers, %d heads, %d embd, seq %d, %s tokenizer, %lld params\n",
+      "xsa train: %s attention, %d layers, %d heads, %d embd, seq %d, %s tokenizer, %lld params, "
+      "%s\n",
       layer_attn_string(m).c_str(), m.n_layer, m.n_head, m.n_embd, m.seq_len,
-      to_string(m.tokenizer), (long long)parameter_count(m));
+      to_string(m.tokenizer), (long long)parameter_count(m),
+      run.precision == "bf16" ? "bf16 products (fp32 master weights)" : "fp32");
   std::printf("step: %lld tokens = %d rows x %d accumulation x %d process%s%s; %d thread%s%s\n",
               (long long)shape.tokens(), shape.batch, shape.accumulation, shape.world,
               shape.world == 1 ? "" : "es", run.zero && shape.world > 1 ? ", ZeRO-1" : "", threads,
@@ -199,6 +201,13 @@ void print_progress(int64_t done, int64_t steps, const StepResult& r, double lr,
 
 }  // namespace
 
+Backend<float>& backend_for(const RunConfig& run) {
+  if (run.precision != "bf16") return cpu_backend<float>();
+  std::string why;
+  if (!bf16_products_available(&why)) fail("--precision bf16: {}", why);
+  return cpu_bf16_backend();
+}
+
 StepShape step_shape(const RunConfig& run, int T, int world) {
   return {run.batch, run.accumulation_steps(T, world), world, T};
 }
@@ -217,6 +226,7 @@ void load_training_state(Comm& comm, const fs::path& ckpt, ParamArena<float>& ar
     load_checkpoint_tensors(ckpt, arena.layout, arena.params.data(), full_m.data(), full_v.data());
   });
   if (comm.size() == 1) return;
+  arena.params.backend()->weights_changed();
   comm.broadcast(arena.params.data(), n * sizeof(float));
   if (sharded) {
     comm.scatter_shards(full_m.data(), arena.adam_m.data(), n);
@@ -293,7 +303,9 @@ TrainResult train(const ModelConfig& requested_model, const RunConfig& requested
   }
   const fs::path& run_dir = start.run_dir;
 
-  Gpt<float> model(model_cfg, run.batch, T);
+  Backend<float>* backend = nullptr;
+  agree_on(comm, [&] { backend = &backend_for(run); });
+  Gpt<float> model(model_cfg, run.batch, T, GptMode::training, *backend);
   TrainStep trainer(model, optimizer_settings(run), {&comm, run.zero == 1});
   BatchLoader loader(data.train, shape.rows_per_process(), T, run.shuffle, run.seed, comm.rank(),
                      comm.size());

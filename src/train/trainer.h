@@ -30,6 +30,10 @@ struct TrainResult {
 TrainResult train(const ModelConfig& model, const RunConfig& run,
                   const std::string& resume_from = "");
 
+// The backend a run's --precision asks for: the CPU backend, or its bf16-product twin. Throws
+// Error naming what is missing when bf16 cannot run here.
+Backend<float>& backend_for(const RunConfig& run);
+
 // The optimizer settings of a run.
 OptimizerSettings optimizer_settings(const RunConfig& run);
 
