@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "test_util.h"
+#include "xsa/backend/backend.h"
 #include "xsa/util/blas.h"
 #include "xsa/util/files.h"
 
@@ -233,6 +234,28 @@ TEST_F(Cli, PrepareThenTrainOnShards) {
 }
 
 // xsa bench runs end to end and writes the documented records (speed itself is not tested).
+// --precision bf16: the step table with bf16 products, against the bf16 ceiling.
+TEST_F(Cli, BenchInBf16) {
+  if (!bf16_products_available(nullptr)) {
+    Result r = xsa("bench --config tiny --steps 1 --warmup 0 --no-attention --precision bf16");
+    EXPECT_EQ(r.status, 1);
+    EXPECT_EQ(r.err.rfind("xsa: error: --precision bf16: ", 0), 0u) << r.err;
+    GTEST_SKIP() << "no bf16 products here: only the refusal was checked";
+  }
+  Result r =
+      xsa("bench --config tiny --steps 1 --warmup 0 --threads 1 --no-attention "
+          "--precision bf16 --json bench16.json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("bf16 GEMM ceiling"), std::string::npos) << r.out;
+  int steps = 0;
+  for (const auto& rec : nlohmann::json::parse(read_file(work_dir() / "bench16.json")))
+    if (rec["kind"] == "step") {
+      steps++;
+      EXPECT_EQ(rec["precision"], "bf16");
+    }
+  EXPECT_EQ(steps, 2);
+}
+
 TEST_F(Cli, BenchWritesItsRecords) {
   Result r =
       xsa("bench --config tiny --steps 1 --warmup 0 --threads 1 --attn-T 64,130 --json bench.json "

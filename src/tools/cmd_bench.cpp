@@ -15,6 +15,7 @@
 #include "xsa/dist/agree.h"
 #include "xsa/model/decoder.h"
 #include "xsa/model/gpt.h"
+#include "xsa/ops/matmul_bf16.h"
 #include "xsa/ops/ops.h"
 #include "xsa/tools/commands.h"
 #include "xsa/train/step.h"
@@ -76,7 +77,8 @@ struct StepBench {
   Gpt<float> model;
   TrainStep trainer;
   int64_t step = 0;
-  StepBench(const ModelConfig& cfg, int B, int T) : model(cfg, B, T), trainer(model) {
+  StepBench(const ModelConfig& cfg, int B, int T, Backend<float>& backend = cpu_backend<float>())
+      : model(cfg, B, T, GptMode::training, backend), trainer(model) {
     model.params().init(cfg, 1);
   }
   // forward + backward + clipping + AdamW: the training step itself
@@ -93,7 +95,8 @@ struct GemmCeiling {
   double gflops = 0, seconds = 0, flops = 0;
   json rows = json::array();
 };
-GemmCeiling gemm_ceiling(const ModelConfig& cfg, int B, int T, int reps) {
+// bf16: the products of --precision bf16, their inputs converted beforehand (not timed).
+GemmCeiling gemm_ceiling(const ModelConfig& cfg, int B, int T, int reps, bool bf16 = false) {
   const int N = B * T, C = cfg.n_embd, Vp = cfg.padded_vocab;
   const int head_rows = Gpt<float>::head_chunk_rows(cfg, N);
   struct Op {
@@ -114,13 +117,27 @@ GemmCeiling gemm_ceiling(const ModelConfig& cfg, int B, int T, int reps) {
     for (size_t i = 0; i < x.size(); i++) x[i] = (float)rng.normal();
     for (size_t i = 0; i < w.size(); i++) w[i] = 0.02f * (float)rng.normal();
     std::vector<double> fwd, bwd;
+    std::vector<ops::bf16> xb, wb, yb;
+    if (bf16) {
+      xb.resize(x.size()), wb.resize(w.size()), yb.resize(y.size());
+      ops::to_bf16(x.data(), xb.data(), x.size());
+      ops::to_bf16(w.data(), wb.data(), w.size());
+      ops::to_bf16(x.data(), yb.data(), std::min(x.size(), y.size()));  // any values will do
+    }
     for (int r = 0; r <= reps; r++) {  // the first of each is a warm-up
       auto t0 = clock_type::now();
-      ops::matmul_forward(y.data(), x.data(), w.data(), op.rows, op.in, op.out);
+      if (bf16)
+        ops::matmul_forward_bf16(y.data(), xb.data(), wb.data(), op.rows, op.in, op.out, false);
+      else
+        ops::matmul_forward(y.data(), x.data(), w.data(), op.rows, op.in, op.out);
       if (r) fwd.push_back(ms_since(t0));
       t0 = clock_type::now();
-      ops::matmul_backward(dx.data(), dw.data(), y.data(), x.data(), w.data(), op.rows, op.in,
-                           op.out);
+      if (bf16)
+        ops::matmul_backward_bf16(dx.data(), dw.data(), yb.data(), xb.data(), wb.data(), op.rows,
+                                  op.in, op.out);
+      else
+        ops::matmul_backward(dx.data(), dw.data(), y.data(), x.data(), w.data(), op.rows, op.in,
+                             op.out);
       if (r) bwd.push_back(ms_since(t0));
     }
     const double f = 2.0 * op.rows * op.in * op.out;  // one product
@@ -179,7 +196,7 @@ struct DecodeArm {
 };
 
 struct Options {
-  std::string config = "all", json_path, csv_path;
+  std::string config = "all", json_path, csv_path, precision = "fp32";
   int steps = 5, warmup = 2, threads = 0;
   std::vector<int> attn_T = {256, 1024, 4096, 8192};
   bool gemm = false, no_steps = false, no_attention = false, decode = false, allreduce = false;
@@ -286,7 +303,7 @@ std::array<double, 2> step_peak_mb(const ModelConfig& sa, const ModelConfig& xsa
 }
 
 // One configuration's rows of the training-step table: SA, XSA and their ratio.
-void bench_step_config(const BenchShape& s, int steps, int warmup, json& records) {
+void bench_step_config(const BenchShape& s, int steps, int warmup, bool bf16, json& records) {
   const ModelConfig sa = model_of(s, AttnKind::sa), xsa_cfg = model_of(s, AttnKind::xsa);
   const int N = s.B * s.T;
   std::vector<int32_t> inputs(N), targets(N);
@@ -294,8 +311,9 @@ void bench_step_config(const BenchShape& s, int steps, int warmup, json& records
   for (int i = 0; i < N; i++)
     inputs[i] = rng.next_u64() % sa.vocab_size, targets[i] = rng.next_u64() % sa.vocab_size;
   const std::array<double, 2> peak = step_peak_mb(sa, xsa_cfg, s.B, s.T, inputs, targets);
-  const GemmCeiling ceiling = gemm_ceiling(sa, s.B, s.T, 2);
-  StepBench a(sa, s.B, s.T), x(xsa_cfg, s.B, s.T);
+  const GemmCeiling ceiling = gemm_ceiling(sa, s.B, s.T, 2, bf16);
+  Backend<float>& backend = bf16 ? cpu_bf16_backend() : cpu_backend<float>();
+  StepBench a(sa, s.B, s.T, backend), x(xsa_cfg, s.B, s.T, backend);
   for (int i = 0; i < warmup; i++) a.time_step(inputs, targets), x.time_step(inputs, targets);
   std::vector<double> ms_sa, ms_xsa, ratio;
   for (int i = 0; i < steps; i++) {  // ABBA order: neither arm always runs first
@@ -324,17 +342,19 @@ void bench_step_config(const BenchShape& s, int steps, int warmup, json& records
                        {"tokens_per_s", N / (st.median / 1000)},
                        {"gflops", gflops},
                        {"gemm_ceiling_gflops", ceiling.gflops},
+                       {"precision", bf16 ? "bf16" : "fp32"},
                        {"peak_mb", peak[k]}});
   }
   Stats r = stats_of(ratio);
-  std::printf("| %s | XSA/SA | %.3f | %.3f–%.3f | | | GEMM ceiling %.1f GFLOP/s | |\n", s.name,
-              r.median, r.min, r.max, ceiling.gflops);
+  std::printf("| %s | XSA/SA | %.3f | %.3f–%.3f | | | %s GEMM ceiling %.1f GFLOP/s | |\n", s.name,
+              r.median, r.min, r.max, bf16 ? "bf16" : "fp32", ceiling.gflops);
   records.push_back({{"kind", "ratio"},
                      {"what", std::string("step_xsa_over_sa_") + s.name},
                      {"value", r.median}});
 }
 
-void bench_steps(const std::vector<BenchShape>& shapes, int steps, int warmup, json& records) {
+void bench_steps(const std::vector<BenchShape>& shapes, int steps, int warmup, bool bf16,
+                 json& records) {
   std::printf(
       "\n## Training step (forward + backward + AdamW), median of %d after %d warm-up; SA and "
       "XSA "
@@ -342,7 +362,7 @@ void bench_steps(const std::vector<BenchShape>& shapes, int steps, int warmup, j
       "ceiling | "
       "peak MB |\n|---|---|---|---|---|---|---|---|\n",
       steps, warmup);
-  for (const BenchShape& s : shapes) bench_step_config(s, steps, warmup, records);
+  for (const BenchShape& s : shapes) bench_step_config(s, steps, warmup, bf16, records);
 }
 
 // The attention-alone table's layer at sequence length T: one sequence, 8 heads of 64, random
@@ -554,7 +574,10 @@ void run_bench(const Options& o) {
   if (!note.empty()) std::printf("%s\n", note.c_str());
   const std::vector<BenchShape> shapes = shapes_of(o.config);
   if (o.gemm) bench_gemm(shapes, records);
-  if (!o.no_steps) bench_steps(shapes, o.steps, o.warmup, records);
+  const bool bf16 = o.precision == "bf16";
+  if (bf16)
+    std::printf("precision: bf16 products (oneDNN) with fp32 accumulation, fp32 elsewhere\n");
+  if (!o.no_steps) bench_steps(shapes, o.steps, o.warmup, bf16, records);
   if (!o.no_attention) bench_attention(o.attn_T, records);
   if (o.decode) bench_decode(shapes, o.steps, records);
   write_outputs(o, records);
@@ -581,6 +604,9 @@ void add_bench_command(CLI::App& root) {
   cmd->add_flag("--no-attention", o->no_attention, "Skip the attention-alone table");
   cmd->add_flag("--decode", o->decode,
                 "Also time decoding with the key/value cache against recomputing the sequence");
+  cmd->add_option("--precision", o->precision,
+                  "fp32, or bf16: the step table and its GEMM ceiling with bf16 products")
+      ->capture_default_str();
   cmd->add_flag("--allreduce", o->allreduce,
                 "Time the gradient sum over the processes of this job (run under mpirun), 1 MB to "
                 "the gpt2 model's gradients");
@@ -590,6 +616,10 @@ void add_bench_command(CLI::App& root) {
   cmd->add_flag("--gemm-child", *child)->group("");  // internal: prints the `small` ceiling alone
   cmd->callback([o, child] {
     if (o->steps < 1 || o->warmup < 0) fail("--steps must be at least 1 and --warmup non-negative");
+    if (o->precision != "fp32" && o->precision != "bf16")
+      fail("--precision {} is not known (fp32 or bf16)", o->precision);
+    std::string why;
+    if (o->precision == "bf16" && !bf16_products_available(&why)) fail("--precision bf16: {}", why);
     if (*child) {
       set_thread_count(o->threads);
       std::printf(
