@@ -4,10 +4,14 @@
 
 #include <algorithm>
 #include <climits>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <memory>
+#include <mutex>
+#include <thread>
 
 #include "xsa/util/error.h"
 
@@ -77,7 +81,7 @@ void check_mpi(int code, const char* what) {
 
 class MpiComm final : public Comm {
  public:
-  MpiComm() {
+  explicit MpiComm(bool threads_allowed) : background_(threads_allowed) {
     MPI_Comm_rank(MPI_COMM_WORLD, &rank_);
     MPI_Comm_size(MPI_COMM_WORLD, &size_);
     MPI_Comm local;
@@ -88,6 +92,35 @@ class MpiComm final : public Comm {
   int rank() const override { return rank_; }
   int size() const override { return size_; }
   int local_size() const override { return local_size_; }
+  ~MpiComm() override { stop(); }
+
+  // One thread of ours makes the background sums, in the order they were started; the calling
+  // thread makes no MPI call until finish_all_reduces() (MPI_THREAD_SERIALIZED suffices).
+  void start_all_reduce(float* values, size_t n) override {
+    if (!background_) return Comm::all_reduce(values, n);
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!worker_.joinable()) worker_ = std::thread([this] { work(); });
+    jobs_.push_back({values, n});
+    wake_.notify_all();
+  }
+  void finish_all_reduces() override {
+    std::unique_lock<std::mutex> lock(mutex_);
+    done_.wait(lock, [this] { return jobs_.empty() && !busy_; });
+    if (!error_.empty()) {
+      const std::string e = error_;
+      error_.clear();
+      fail("{}", e);
+    }
+  }
+  // Ends the worker (before MPI_Finalize).
+  void stop() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      stopping_ = true;
+      wake_.notify_all();
+    }
+    if (worker_.joinable()) worker_.join();
+  }
 
   // Each rank sends shard j of its buffer to rank j (one all-to-all), then adds the parts it
   // received in rank order. The same bytes travel as in a ring reduce-scatter, (W−1)/W of the
@@ -188,7 +221,36 @@ class MpiComm final : public Comm {
   }
 
  private:
+  void work() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    for (;;) {
+      wake_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
+      if (jobs_.empty()) return;  // stopping
+      const auto [values, n] = jobs_.front();
+      jobs_.pop_front();
+      busy_ = true;
+      lock.unlock();
+      try {
+        Comm::all_reduce(values, n);
+      } catch (const std::exception& e) {
+        lock.lock();
+        error_ = e.what();
+        lock.unlock();
+      }
+      lock.lock();
+      busy_ = false;
+      done_.notify_all();
+    }
+  }
+
   int rank_ = 0, size_ = 1, local_size_ = 1;
+  bool background_ = false;  // MPI allows calls from our worker thread
+  std::thread worker_;
+  std::mutex mutex_;
+  std::condition_variable wake_, done_;
+  std::deque<std::pair<float*, size_t>> jobs_;
+  bool busy_ = false, stopping_ = false;
+  std::string error_;
   std::vector<float> parts_;  // the reduce-scatter's received parts
 };
 
@@ -229,11 +291,11 @@ void join_launched_job(int* argc, char*** argv) {
   if (tasks == 0 || joined) return;
 #ifdef XSA_WITH_MPI
   int provided = 0;
-  check_mpi(MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided), "MPI_Init");
+  check_mpi(MPI_Init_thread(argc, argv, MPI_THREAD_SERIALIZED, &provided), "MPI_Init");
   // Errors come back as codes (and become one line), not as MPI's own abort.
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   joined = true;
-  mpi_world = std::make_unique<MpiComm>();
+  mpi_world = std::make_unique<MpiComm>(provided >= MPI_THREAD_SERIALIZED);
   world = mpi_world.get();
   if (world->size() == 1 && tasks > 1)
     fail(
@@ -252,6 +314,7 @@ void join_launched_job(int* argc, char*** argv) {
 void leave_job() {
 #ifdef XSA_WITH_MPI
   if (joined) {
+    mpi_world->stop();
     MPI_Finalize();
     joined = false;
     world = &single_process;

@@ -41,6 +41,13 @@ class Comm {
   virtual void all_gather(float* values, size_t n) {}
   // Both: every rank gets the sum of `values` over ranks.
   void all_reduce(float* values, size_t n);
+  // all_reduce in the background: the sum starts now and is complete once finish_all_reduces()
+  // returns; until then neither `values` nor another collective may be touched. Sums started one
+  // after the other run in that order (every rank must start the same ones), each element's in
+  // rank order as above, so the bits equal one all_reduce over the whole buffer. The base class
+  // sums at once.
+  virtual void start_all_reduce(float* values, size_t n) { all_reduce(values, n); }
+  virtual void finish_all_reduces() {}
   // Element-wise sums over ranks, added in rank order, on every rank.
   virtual void all_reduce(double* values, size_t n) {}
   double sum(double value);

@@ -162,9 +162,11 @@ void Gpt<Real>::backward(const int32_t* inputs) {
   be.layernorm_backward(a.d_resid, dw.lnf_w, dw.lnf_b, a.d_buf, a.resid[cfg_.n_layer], w.lnf_w,
                         a.lnf_mean, a.lnf_rstd, N, C);
   const RowShape<Real> rows{B_, T_, a.rope_cos, a.rope_sin};
-  for (int l = cfg_.n_layer - 1; l >= 0; l--)
+  for (int l = cfg_.n_layer - 1; l >= 0; l--) {
     block_backward(be, cfg_, l, w.layers[l], dw.layers[l], a.resid[l], a.layers[l], a.scratch, rows,
                    a.d_resid, a.d_buf, a.d_qkv, a.d_fc);
+    if (layer_grads_hook_) layer_grads_hook_(l);
+  }
   be.encoder_backward(dw.wte, a.d_resid, inputs, N, C);
 }
 

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <vector>
 
 #include "xsa/backend/backend.h"
@@ -65,6 +66,12 @@ class Gpt {
   // 0: the batch's mean loss).
   double forward_backward(const int32_t* inputs, const int32_t* targets, int64_t loss_tokens = 0,
                           bool accumulate = false);
+  // Called during the backward as soon as layer l's parameter gradients are final (layers last
+  // to first), so that their sum over processes can start while the layers below still run
+  // (null: nothing is called). The data-parallel step sets it for a step's last micro-batch.
+  void set_layer_grads_hook(std::function<void(int layer)> hook) {
+    layer_grads_hook_ = std::move(hook);
+  }
   // Logits [V_pad] of row n (= b*T + t) from the last forward, into host memory.
   void logits_row(int n, Real* out) const;
   // Bytes one model takes: parameters, gradients, both AdamW moments, activations for B × T
@@ -90,6 +97,7 @@ class Gpt {
   DeviceBuffer<Real> act_memory_;
   Activations<Real> acts_;
   int64_t target_count_ = 0;
+  std::function<void(int layer)> layer_grads_hook_;
 };
 
 }  // namespace xsa

@@ -303,7 +303,7 @@ std::vector<Arm> make_arms(const CompareConfig& cfg, const Setup& s, uint64_t se
     a.model = std::make_unique<Gpt<float>>(m, B, T, GptMode::training, backend_for(cfg.run));
     a.model->params().init(m, seed);
     a.step = std::make_unique<TrainStep>(*a.model, optimizer_settings(cfg.run),
-                                         Parallelism{s.comm, cfg.run.zero == 1});
+                                         Parallelism{s.comm, cfg.run.zero == 1, cfg.run.overlap});
     a.loader = std::make_unique<BatchLoader>(s.data.train, s.shape.rows_per_process(), T,
                                              cfg.run.shuffle, seed, s.comm->rank(), s.comm->size());
     a.result.variant = s.variants[k].name, a.result.seed = seed;

@@ -2,6 +2,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+
+#include "xsa/util/arena.h"
 
 namespace xsa {
 
@@ -9,11 +12,20 @@ TrainStep::TrainStep(Gpt<float>& model, const OptimizerSettings& settings, Paral
     : model_(model),
       settings_(settings),
       comm_(parallel.comm ? parallel.comm : &alone_),
-      zero1_(parallel.zero1 && comm_->size() > 1) {
+      zero1_(parallel.zero1 && comm_->size() > 1),
+      overlap_(parallel.overlap && !zero1_ && comm_->size() > 1) {
   ParamArena<float>& arena = model_.params();
   const size_t n = arena.params.size();
   owned_ = zero1_ ? comm_->my_shard(n) : ShardRange{0, n};
   if (zero1_) arena.keep_moments(owned_.begin, owned_.end);
+  const int L = model_.config().n_layer;
+  layer_grads_.assign(L, ShardRange{n, 0});
+  for (const TensorInfo& t : arena.layout) {
+    int l = -1;
+    if (std::sscanf(t.name.c_str(), "transformer.h.%d.", &l) != 1 || l < 0 || l >= L) continue;
+    layer_grads_[l].begin = std::min(layer_grads_[l].begin, t.offset);
+    layer_grads_[l].end = std::max(layer_grads_[l].end, t.offset + align_elements<float>(t.numel));
+  }
 }
 
 StepResult TrainStep::run(const int32_t* inputs, const int32_t* targets, double lr, int64_t step,
@@ -30,15 +42,25 @@ StepResult TrainStep::run(const int32_t* inputs, const int32_t* targets, double 
   }
   StepResult r;
   double loss = 0;
-  for (int k = 0; k < micro_batches; k++)
-    loss += model_.forward_backward(inputs + rows * k, targets + rows * k, step_tokens, k > 0);
-  r.loss = comm.sum(loss);
-
   float* grads = arena.grads.data();
-  if (comm.size() > 1) {
+  for (int k = 0; k < micro_batches; k++) {
+    if (overlap_ && k == micro_batches - 1)  // each layer's sum starts as its backward ends
+      model_.set_layer_grads_hook([&](int l) {
+        comm.start_all_reduce(grads + layer_grads_[l].begin, layer_grads_[l].size());
+      });
+    loss += model_.forward_backward(inputs + rows * k, targets + rows * k, step_tokens, k > 0);
+  }
+  if (overlap_) {  // then what lies outside the layers (embedding, final LayerNorm)
+    model_.set_layer_grads_hook(nullptr);
+    const size_t first = layer_grads_.front().begin, last = layer_grads_.back().end;
+    comm.start_all_reduce(grads, first);
+    comm.start_all_reduce(grads + last, n - last);
+    comm.finish_all_reduces();
+  } else if (comm.size() > 1) {
     comm.reduce_scatter(grads, n);
     if (!zero1_) comm.all_gather(grads, n);
   }
+  r.loss = comm.sum(loss);
   // The norm's square as the sum of the ranks' shards in rank order, whether or not this rank
   // holds the other shards, so that ZeRO-1 and plain data parallelism clip alike.
   double squares = 0;

@@ -33,6 +33,10 @@ struct Parallelism {
   // ZeRO-1: each rank keeps the AdamW moments of its shard of the parameters only (Comm::shard),
   // updates that shard and all-gathers the parameters, instead of every rank updating them all.
   bool zero1 = false;
+  // Without ZeRO-1: start each layer's gradient sum as soon as the backward has finished that
+  // layer (a background thread of the communicator), so that it overlaps the layers below. The
+  // same bits as summing after the backward.
+  bool overlap = false;
 };
 
 class TrainStep {
@@ -62,8 +66,9 @@ class TrainStep {
   OptimizerSettings settings_;
   Comm alone_;
   Comm* comm_;
-  bool zero1_;
+  bool zero1_, overlap_;
   ShardRange owned_;
+  std::vector<ShardRange> layer_grads_;  // each layer's parameters in the arena
 };
 
 }  // namespace xsa

@@ -306,7 +306,7 @@ TrainResult train(const ModelConfig& requested_model, const RunConfig& requested
   Backend<float>* backend = nullptr;
   agree_on(comm, [&] { backend = &backend_for(run); });
   Gpt<float> model(model_cfg, run.batch, T, GptMode::training, *backend);
-  TrainStep trainer(model, optimizer_settings(run), {&comm, run.zero == 1});
+  TrainStep trainer(model, optimizer_settings(run), {&comm, run.zero == 1, run.overlap});
   BatchLoader loader(data.train, shape.rows_per_process(), T, run.shuffle, run.seed, comm.rank(),
                      comm.size());
   Rng rng(run.seed);
