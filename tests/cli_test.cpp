@@ -412,6 +412,13 @@ TEST_F(Cli, EvalSuiteAndCompareEvalSuite) {
   int averages = 0;
   for (const auto& rec : j) averages += rec["task"] == "paper_average";
   EXPECT_EQ(averages, 2);
+  // A file of the folder whose fields match no task: refused, its fields named.
+  write("paper_bad/weird.jsonl", "{\"prompt\": \"p\", \"target\": \"t\"}\n");
+  r = xsa("eval --ckpt suite_sa --suite paper --dir paper_bad");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("weird.jsonl: its records' fields (prompt, target) match no known task"),
+            std::string::npos)
+      << r.err;
   // Bad suite arguments: one line each.
   r = xsa("eval --ckpt suite_sa --suite paper");
   EXPECT_NE(r.status, 0);

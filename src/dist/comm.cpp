@@ -150,11 +150,8 @@ class MpiComm final : public Comm {
   }
 
   void all_gather(float* values, size_t n) override {
-    std::vector<int> counts(size_), at(size_);
-    for (int r = 0; r < size_; r++) {
-      counts[r] = as_count(shard(n, r).size());
-      at[r] = as_count(shard(n, r).begin);
-    }
+    std::vector<int> counts, at;
+    shard_layout(n, counts, at);
     check_mpi(MPI_Allgatherv(MPI_IN_PLACE, 0, MPI_DATATYPE_NULL, values, counts.data(), at.data(),
                              MPI_FLOAT, MPI_COMM_WORLD),
               "the all-gather (MPI_Allgatherv)");
@@ -173,22 +170,16 @@ class MpiComm final : public Comm {
   }
 
   void scatter_shards(const float* full, float* mine, size_t n, int root) override {
-    std::vector<int> counts(size_), at(size_);
-    for (int r = 0; r < size_; r++) {
-      counts[r] = as_count(shard(n, r).size());
-      at[r] = as_count(shard(n, r).begin);
-    }
+    std::vector<int> counts, at;
+    shard_layout(n, counts, at);
     check_mpi(MPI_Scatterv(full, counts.data(), at.data(), MPI_FLOAT, mine, counts[rank_],
                            MPI_FLOAT, root, MPI_COMM_WORLD),
               "sending optimizer shards (MPI_Scatterv)");
   }
 
   void gather_shards(const float* mine, float* full, size_t n, int root) override {
-    std::vector<int> counts(size_), at(size_);
-    for (int r = 0; r < size_; r++) {
-      counts[r] = as_count(shard(n, r).size());
-      at[r] = as_count(shard(n, r).begin);
-    }
+    std::vector<int> counts, at;
+    shard_layout(n, counts, at);
     check_mpi(MPI_Gatherv(mine, counts[rank_], MPI_FLOAT, full, counts.data(), at.data(), MPI_FLOAT,
                           root, MPI_COMM_WORLD),
               "collecting optimizer shards (MPI_Gatherv)");
@@ -240,6 +231,15 @@ class MpiComm final : public Comm {
       lock.lock();
       busy_ = false;
       done_.notify_all();
+    }
+  }
+
+  // Each rank's shard of an n-element buffer as MPI's counts and displacements.
+  void shard_layout(size_t n, std::vector<int>& counts, std::vector<int>& at) const {
+    counts.resize(size_), at.resize(size_);
+    for (int r = 0; r < size_; r++) {
+      counts[r] = as_count(shard(n, r).size());
+      at[r] = as_count(shard(n, r).begin);
     }
   }
 

@@ -264,10 +264,7 @@ void print_header(const CompareConfig& cfg, const Setup& s) {
   std::printf("xsa compare: %s | %d layers, %d heads, %d embd, seq %d, %lld steps, %d seed(s)\n",
               fmt::format("{}", fmt::join(cfg.variants, " vs ")).c_str(), s.base.n_layer,
               s.base.n_head, s.base.n_embd, s.base.seq_len, (long long)run.steps, cfg.seeds);
-  std::printf("step: %lld tokens = %d rows x %d accumulation x %d process%s%s; %d thread%s%s\n",
-              (long long)s.shape.tokens(), s.shape.batch, s.shape.accumulation, s.shape.world,
-              s.shape.world == 1 ? "" : "es", run.zero && s.shape.world > 1 ? ", ZeRO-1" : "",
-              s.threads, s.threads == 1 ? "" : "s", s.shape.world > 1 ? " per process" : "");
+  std::printf("%s\n", describe_step(s.shape, run, s.threads).c_str());
   std::printf("data: %s: %zu train / %zu val tokens; report folder %s\n",
               s.data.description.c_str(), s.data.train.size(), s.data.val.size(), run.out.c_str());
   std::fflush(stdout);

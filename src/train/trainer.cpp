@@ -151,10 +151,7 @@ void print_header(const ModelConfig& m, const RunConfig& run, const Dataset& dat
       layer_attn_string(m).c_str(), m.n_layer, m.n_head, m.n_embd, m.seq_len,
       to_string(m.tokenizer), (long long)parameter_count(m),
       run.precision == "bf16" ? "bf16 products (fp32 master weights)" : "fp32");
-  std::printf("step: %lld tokens = %d rows x %d accumulation x %d process%s%s; %d thread%s%s\n",
-              (long long)shape.tokens(), shape.batch, shape.accumulation, shape.world,
-              shape.world == 1 ? "" : "es", run.zero && shape.world > 1 ? ", ZeRO-1" : "", threads,
-              threads == 1 ? "" : "s", shape.world > 1 ? " per process" : "");
+  std::printf("%s\n", describe_step(shape, run, threads).c_str());
   std::printf("data: %s: %zu train / %zu val tokens; run folder %s%s\n", data.description.c_str(),
               data.train.size(), data.val.size(), start.run_dir.string().c_str(),
               start.resume_ckpt.empty() ? "" : fmt::format(" (resuming at step {})", step).c_str());
@@ -206,6 +203,13 @@ Backend<float>& backend_for(const RunConfig& run) {
   std::string why;
   if (!bf16_products_available(&why)) fail("--precision bf16: {}", why);
   return cpu_bf16_backend();
+}
+
+std::string describe_step(const StepShape& shape, const RunConfig& run, int threads) {
+  return fmt::format("step: {} tokens = {} rows x {} accumulation x {} process{}{}; {} thread{}{}",
+                     shape.tokens(), shape.batch, shape.accumulation, shape.world,
+                     shape.world == 1 ? "" : "es", run.zero && shape.world > 1 ? ", ZeRO-1" : "",
+                     threads, threads == 1 ? "" : "s", shape.world > 1 ? " per process" : "");
 }
 
 StepShape step_shape(const RunConfig& run, int T, int world) {

@@ -44,6 +44,9 @@ struct StepShape {
   int rows_per_process() const { return batch * accumulation; }
   int64_t tokens() const { return (int64_t)batch * accumulation * world * T; }
 };
+// "step: 2048 tokens = 4 rows x 1 accumulation x 2 processes, ZeRO-1; 1 thread per process"
+std::string describe_step(const StepShape& shape, const RunConfig& run, int threads);
+
 // The step's shape for `world` processes: --batch rows per pass, the accumulation that makes up
 // --total-batch-tokens. Throws Error when it does not divide.
 StepShape step_shape(const RunConfig& run, int T, int world);
