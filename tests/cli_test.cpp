@@ -1,10 +1,12 @@
 // The `xsa` command as a user runs it: help, train → metrics and checkpoints → info, config files,
 // resume through the CLI, and every bad input: one line on stderr, a non-zero exit status, and no
 // existing checkpoint touched.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -13,6 +15,7 @@
 #include "xsa/backend/backend.h"
 #include "xsa/util/blas.h"
 #include "xsa/util/files.h"
+#include "xsa/util/stats.h"
 
 namespace xsa {
 namespace {
@@ -353,7 +356,7 @@ TEST_F(Cli, SweepRunsCompareForEachValue) {
   r = xsa("sweep --param dropout=0.1 --data data.txt --preset tiny --out sw2");
   EXPECT_EQ(r.err,
             "xsa: error: --param dropout is not a sweepable option (seq-len, lr, embd, layers, "
-            "heads, kv-heads, steps, batch, warmup, weight-decay)\n");
+            "heads, kv-heads, steps, batch, warmup, weight-decay, precision)\n");
   r = xsa("sweep --param seq-len=16,abc --data data.txt --preset tiny --out sw3");
   EXPECT_EQ(r.err, "xsa: error: --param seq-len: value 'abc' is not a number\n");
   EXPECT_FALSE(fs::exists(work_dir() / "sw3/seq-len-16"))
@@ -455,6 +458,83 @@ TEST_F(Cli, Bf16WithoutTheInstructionsIsOneLine) {
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   EXPECT_FALSE(fs::exists(work_dir() / "nobf16b"));
   r = xsa("train --data data.txt " + kSmall + " --steps 2 --precision fp16 --out nofp16");
+  EXPECT_EQ(r.err, "xsa: error: --precision fp16 is not known (fp32 or bf16)\n");
+}
+
+// --precision bf16 in every command that runs a model, and precision as what compare and sweep
+// vary: twins in fp32 and bf16 from the same weights and batches, their paired difference.
+TEST_F(Cli, PrecisionInCompareSweepEvalAndSample) {
+  if (!bf16_products_available(nullptr)) GTEST_SKIP() << "no bf16 products on this CPU";
+  Result r =
+      xsa("compare --data data.txt --preset tiny --steps 6 --val-every 3 --threads 1 --quiet "
+          "--variants sa,xsa,sa@bf16,xsa@bf16 --out cp16");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto report = nlohmann::json::parse(read_file(work_dir() / "cp16/report.json"));
+  const auto& arms = report["arms"];
+  ASSERT_EQ(arms.size(), 8u);  // 4 variants × 2 seeds
+  for (int seed = 0; seed < 2; seed++)
+    for (int k = 1; k < 4; k++) {
+      const auto &a = arms[4 * seed + k], &sa = arms[4 * seed];
+      EXPECT_EQ(a["init_hash"], sa["init_hash"]) << a["variant"];
+      EXPECT_EQ(a["batches_hash"], sa["batches_hash"]) << a["variant"];
+    }
+  auto val = [&](int i) { return arms[i]["val_loss"].get<double>(); };
+  for (int k : {0, 1}) {  // each bf16 arm against its fp32 twin
+    const auto& twin = report["summary"][2 + k]["vs_twin"];
+    EXPECT_EQ(twin["against"], k ? "xsa" : "sa");
+    const double d1 = val(2 + k) - val(k), d2 = val(6 + k) - val(4 + k);
+    EXPECT_NEAR(twin["delta_mean"].get<double>(), (d1 + d2) / 2, 1e-12);
+    EXPECT_NEAR(twin["p_value"].get<double>(), paired_t_test_p({d1, d2}), 1e-12);
+    // The bf16 arm really ran in bf16 (not the same bits) and stays near its twin (the 50-step
+    // bound is train_test's; this is a sanity margin of 2 %).
+    EXPECT_NE(val(2 + k), val(k));
+    EXPECT_LT(std::fabs(d1), 0.02 * val(k));
+  }
+  EXPECT_EQ(report["summary"][3]["vs_precision_sa"]["against"], "sa@bf16");
+  EXPECT_TRUE(report["summary"][1]["vs_twin"].is_null());
+  const std::string md = read_file(work_dir() / "cp16/report.md");
+  EXPECT_NE(md.find("## Precision"), std::string::npos) << md;
+  EXPECT_NE(md.find("| xsa@bf16 | xsa |"), std::string::npos) << md;
+  r = xsa("compare --data data.txt --preset tiny --variants sa,xsa@fp16 --out cp16b");
+  EXPECT_EQ(r.err,
+            "xsa: error: --variants xsa@fp16: 'fp16' after @ is not a precision (fp32 or bf16)\n");
+
+  r =
+      xsa("sweep --param precision=fp32,bf16 --data data.txt --preset tiny --steps 4 "
+          "--val-every 2 --threads 1 --quiet --out sw16");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto rows = nlohmann::json::parse(read_file(work_dir() / "sw16/sweep.json"));
+  ASSERT_EQ(rows.size(), 2u);
+  EXPECT_EQ(rows[1]["precision"], "bf16");
+  const auto inner =
+      nlohmann::json::parse(read_file(work_dir() / "sw16/precision-bf16/report.json"));
+  EXPECT_EQ(inner["run"]["precision"], "bf16");
+  EXPECT_EQ(rows[1]["delta_vs_sa_mean"], inner["summary"][1]["delta_vs_sa_mean"]);
+  EXPECT_NE(read_file(work_dir() / "sw16/delta_vs_precision.svg").find(">bf16</text>"),
+            std::string::npos);
+  r = xsa("sweep --param precision=fp32,fp16 --data data.txt --preset tiny --out sw16b");
+  EXPECT_EQ(r.err, "xsa: error: --param precision: value 'fp16' is not fp32 or bf16\n");
+
+  // eval and sample on a compare arm, in both precisions.
+  double loss[2];
+  for (int b : {0, 1}) {
+    r =
+        xsa(fmt::format("eval --ckpt cp16/arms/xsa-seed1 --threads 1 --batch 4 --val-batches 4 "
+                        "--precision {} --json val{}.json",
+                        b ? "bf16" : "fp32", b));
+    ASSERT_EQ(r.status, 0) << r.err;
+    loss[b] =
+        nlohmann::json::parse(read_file(work_dir() / fmt::format("val{}.json", b)))[0]["val_loss"]
+            .get<double>();
+  }
+  EXPECT_NE(loss[1], loss[0]);
+  EXPECT_LT(std::fabs(loss[1] - loss[0]), 0.01 * loss[0]);
+  r =
+      xsa("sample --ckpt cp16/arms/xsa-seed1 --prompt 'It was' --max-new-tokens 8 --threads 1 "
+          "--precision bf16");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out.rfind("It was", 0), 0u) << r.out;
+  r = xsa("eval --ckpt cp16/arms/xsa-seed1 --precision fp16");
   EXPECT_EQ(r.err, "xsa: error: --precision fp16 is not known (fp32 or bf16)\n");
 }
 

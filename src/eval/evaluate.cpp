@@ -217,7 +217,7 @@ TaskResult evaluate_task(const ModelConfig& cfg, const Weights<float>& weights,
 
 TaskResult evaluate_task(const ModelConfig& cfg, const Weights<float>& weights,
                          const TaskFile& file, const std::vector<ScoringItem>& items,
-                         const EvalProgress& progress, int rows_per_pass) {
+                         const EvalProgress& progress, int rows_per_pass, Backend<float>& backend) {
   const auto t0 = std::chrono::steady_clock::now();
   XSA_CHECK(items.size() == file.examples.size(), "{} items for {} examples", items.size(),
             file.examples.size());
@@ -228,7 +228,7 @@ TaskResult evaluate_task(const ModelConfig& cfg, const Weights<float>& weights,
     most_rows = std::max(most_rows, item_rows.back());
   }
   const int budget = std::max(rows_per_pass, most_rows);
-  Decoder<float> decoder(cfg, weights, budget, std::min(budget, 1024));
+  Decoder<float> decoder(cfg, weights, budget, std::min(budget, 1024), backend);
 
   TaskResult r;
   r.task = to_string(file.kind);

@@ -72,10 +72,12 @@ using EvalProgress = std::function<void(int, int, const TaskResult&)>;
 std::vector<ScoringItem> tokenize_task(const ModelConfig& cfg, const Tokenizer& tokenizer,
                                        TaskFile& file, bool skip_bad_lines);
 // Scores the examples in groups of about rows_per_pass tokens, one forward pass per group;
-// items[i] belongs to file.examples[i].
+// items[i] belongs to file.examples[i]. `backend` runs the passes; the weights live in its memory
+// (allocated through it, so that a backend keeping derived copies sees them change).
 TaskResult evaluate_task(const ModelConfig& cfg, const Weights<float>& weights,
                          const TaskFile& file, const std::vector<ScoringItem>& items,
-                         const EvalProgress& progress = nullptr, int rows_per_pass = 1024);
+                         const EvalProgress& progress = nullptr, int rows_per_pass = 1024,
+                         Backend<float>& backend = cpu_backend<float>());
 // Both steps, stopping at the first example that cannot be scored.
 TaskResult evaluate_task(const ModelConfig& cfg, const Weights<float>& weights,
                          const Tokenizer& tokenizer, const TaskFile& file,

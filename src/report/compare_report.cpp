@@ -62,6 +62,48 @@ std::string fmt_or_dash(const char* f, double v) {
   return std::isfinite(v) ? fmt::vformat(f, fmt::make_format_args(v)) : "–";
 }
 
+json paired_to_json(const PairedDelta& d) {
+  if (d.reference.empty()) return nullptr;
+  return {{"against", d.reference},
+          {"delta_mean", nan_to_null(d.mean)},
+          {"delta_sd", nan_to_null(d.sd)},
+          {"p_value", nan_to_null(d.p_value)},
+          {"against_val_loss_sd", nan_to_null(d.reference_sd)},
+          {"time_ratio", nan_to_null(d.time_ratio)}};
+}
+
+// Arms in another precision than the run's (xsa@bf16): against their twins, and the XSA-vs-SA
+// difference inside each precision.
+std::string precision_section(const CompareResult& result, const CompareReport& r) {
+  std::string twins, inside;
+  for (const VariantSummary& s : result.summary) {
+    const PairedDelta& t = s.vs_twin;
+    if (!t.reference.empty())
+      twins += fmt::format("| {} | {} | {:+.4f} ± {:.4f} | {} | {} | {:.2f} |\n", s.variant,
+                           t.reference, t.mean, t.sd, fmt_or_dash("{:.3f}", t.p_value),
+                           fmt_or_dash("{:.4f}", t.reference_sd), t.time_ratio);
+    const PairedDelta& a = s.vs_precision_sa;
+    if (!a.reference.empty())
+      inside += fmt::format("| {} | {} | {:+.4f} ± {:.4f} | {} |\n", s.variant, a.reference, a.mean,
+                            a.sd, fmt_or_dash("{:.3f}", a.p_value));
+  }
+  if (twins.empty()) return "";
+  std::string md = fmt::format(
+      "\n## Precision\n\nThe arms marked @ ran in that precision, the others in {}; twins start "
+      "from the same weights and see the same batches. A difference matters when it is large "
+      "against the seed-to-seed spread (sd of the twin's validation loss over seeds) and p is "
+      "small.\n\n| arm | twin | Δ val loss vs twin (mean ± sd) | p (paired t) | twin's seed sd "
+      "| time per step / twin's |\n|---|---|---|---|---|---|\n",
+      r.run.precision);
+  md += twins;
+  if (!inside.empty())
+    md +=
+        "\nInside one precision: each arm against SA in the same precision.\n\n| arm | "
+        "against | Δ val loss (mean ± sd) | p (paired t) |\n|---|---|---|---|\n" +
+        inside;
+  return md;
+}
+
 // Validation curves (mean over seeds, ± sd band), their difference to SA, the similarity bias.
 std::vector<std::string> write_plots(const fs::path& out, const CompareReport& r,
                                      const CompareResult& result) {
@@ -142,7 +184,9 @@ void write_report_json(const fs::path& out, const CompareReport& r, const Compar
                          {"overhead_vs_sa", s.overhead_vs_sa},
                          {"eval_loss_mean", s.eval_loss_mean},
                          {"eval_delta_vs_sa_mean", s.eval_delta_vs_sa_mean},
-                         {"verdict", s.verdict}});
+                         {"verdict", s.verdict},
+                         {"vs_twin", paired_to_json(s.vs_twin)},
+                         {"vs_precision_sa", paired_to_json(s.vs_precision_sa)}});
   json j_bias = json::array();
   for (size_t k = 0; k < r.variants.size(); k++)
     for (const HeadBias& h : r.bias[k])
@@ -172,12 +216,12 @@ std::string write_compare_report(const fs::path& out, const CompareReport& r,
 
   std::string md = fmt::format(
       "# xsa compare\n\n{} on `{}`: {} layers, {} heads, width {}, context {}, batch {}, {} steps, "
-      "peak lr {}, "
+      "peak lr {}, {}, "
       "{} seed(s) ({}…).\nEvery arm of a seed starts from the same weights and sees the same "
       "batches; steps run "
       "interleaved, so the timing columns compare like with like.\n\n",
       fmt::join(r.variants, ", "), r.run.data, r.model.n_layer, r.model.n_head, r.model.n_embd,
-      r.model.seq_len, r.run.batch, r.run.steps, r.run.lr, r.seeds, r.run.seed);
+      r.model.seq_len, r.run.batch, r.run.steps, r.run.lr, r.run.precision, r.seeds, r.run.seed);
   md +=
       "| variant | seeds | train loss | val loss | Δ val vs SA (mean ± sd) | p (paired t) | "
       "verdict | ms/step | overhead vs SA | tokens/s | peak MB |\n";
@@ -214,6 +258,7 @@ std::string write_compare_report(const fs::path& out, const CompareReport& r,
       md += "\n";
     }
   }
+  md += precision_section(result, r);
   md += "\n";
   for (const std::string& p : plots)
     if (p.size() > 4 && p.substr(p.size() - 4) == ".svg")

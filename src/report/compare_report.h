@@ -28,6 +28,15 @@ struct ArmResult {
   uint64_t init_hash = 0, batches_hash = 0;
 };
 
+// One arm against another of the same seeds: the difference of their validation losses, paired
+// by seed, and the ratio of their step times.
+struct PairedDelta {
+  std::string reference;                 // empty: no such pair in this comparison
+  double mean = 0, sd = 0, p_value = 0;  // NaN where undefined
+  double reference_sd = 0;               // the reference's own seed-to-seed sd
+  double time_ratio = 0;                 // ms per step / the reference's
+};
+
 struct VariantSummary {
   std::string variant;
   int n_seeds = 0;
@@ -36,6 +45,9 @@ struct VariantSummary {
   std::vector<double> eval_loss_mean, eval_delta_vs_sa_mean;
   double overhead_vs_sa = 0;  // median over interleaved steps of ms / ms(SA) − 1
   std::string verdict;
+  // For an arm in another precision (xsa@bf16): against its twin in the run's precision (xsa),
+  // and against SA in its own precision (sa@bf16) where both are in the comparison.
+  PairedDelta vs_twin, vs_precision_sa;
 };
 
 struct CompareResult {

@@ -53,7 +53,8 @@ std::string svg_open(double W, double H, int font_size, double x, int y, const s
 
 std::string svg_line_chart(const std::string& title, const std::string& x_label,
                            const std::string& y_label, const std::vector<Series>& series,
-                           bool zero_line, int first_color) {
+                           bool zero_line, int first_color,
+                           const std::vector<std::string>& x_names) {
   const double W = 760, H = 440, left = 70, right = 170, top = 40, bottom = 50;
   double x0 = INFINITY, x1 = -INFINITY, y0 = INFINITY, y1 = -INFINITY;
   for (const Series& s : series)
@@ -65,6 +66,7 @@ std::string svg_line_chart(const std::string& title, const std::string& x_label,
     }
   if (zero_line) y0 = std::min(y0, 0.0), y1 = std::max(y1, 0.0);
   if (!std::isfinite(x0)) x0 = 0, x1 = 1, y0 = 0, y1 = 1;
+  if (!x_names.empty()) x0 = -0.5, x1 = x_names.size() - 0.5;  // room around the first and last
   if (x1 == x0) x1 = x0 + 1;
   if (y1 == y0) y1 = y0 + 1e-3, y0 -= 1e-3;
   const double pad = 0.05 * (y1 - y0);
@@ -75,12 +77,16 @@ std::string svg_line_chart(const std::string& title, const std::string& x_label,
   bool integer_x = true;  // layers, steps: no ticks between whole numbers
   for (const Series& s : series)
     for (double x : s.x) integer_x &= x == std::floor(x);
-  for (double t : ticks(x0, x1, 6, integer_x))
+  std::vector<std::pair<double, std::string>> x_ticks;
+  if (x_names.empty())
+    for (double t : ticks(x0, x1, 6, integer_x)) x_ticks.push_back({t, fmt::format("{:g}", t)});
+  for (size_t i = 0; i < x_names.size(); i++) x_ticks.push_back({(double)i, escape(x_names[i])});
+  for (const auto& [t, name] : x_ticks)
     svg += fmt::format(
         "<line x1=\"{0:.1f}\" y1=\"{1}\" x2=\"{0:.1f}\" y2=\"{2}\" stroke=\"#eee\"/><text "
         "x=\"{0:.1f}\" y=\"{3}\" "
-        "text-anchor=\"middle\">{4:g}</text>\n",
-        px(t), top, H - bottom, H - bottom + 16, t);
+        "text-anchor=\"middle\">{4}</text>\n",
+        px(t), top, H - bottom, H - bottom + 16, name);
   for (double t : ticks(y0, y1))
     svg += fmt::format(
         "<line x1=\"{0}\" y1=\"{1:.1f}\" x2=\"{2}\" y2=\"{1:.1f}\" stroke=\"#eee\"/><text "

@@ -14,9 +14,11 @@ struct Series {
   std::vector<double> y_low, y_high;  // optional band (e.g. mean ± sd over seeds)
 };
 
+// x_names: the x axis is categories, named x_names[0], x_names[1], … at x = 0, 1, ….
 std::string svg_line_chart(const std::string& title, const std::string& x_label,
                            const std::string& y_label, const std::vector<Series>& series,
-                           bool zero_line = false, int first_color = 0);
+                           bool zero_line = false, int first_color = 0,
+                           const std::vector<std::string>& x_names = {});
 // values[row][col]; row_label(i), col_label(j) name the axes' ticks.
 std::string svg_heatmap(const std::string& title, const std::vector<std::vector<double>>& values,
                         const std::string& row_name, const std::string& col_name, double lo,

@@ -29,13 +29,21 @@ namespace fs = std::filesystem;
 using nlohmann::json;
 
 Variant parse_variant(const std::string& name, int n_layer) {
+  if (const size_t at = name.rfind('@'); at != std::string::npos) {
+    const std::string precision = name.substr(at + 1);
+    if (precision != "fp32" && precision != "bf16")
+      fail("--variants {}: '{}' after @ is not a precision (fp32 or bf16)", name, precision);
+    Variant v = parse_variant(name.substr(0, at), n_layer);
+    v.name = name, v.precision = precision;
+    return v;
+  }
   if (name.size() > 5 && name.compare(name.size() - 5, 5, "+sink") == 0) {
     Variant v = parse_variant(name.substr(0, name.size() - 5), n_layer);
     v.name = name;
     std::fill(v.sinks.begin(), v.sinks.end(), true);
     return v;
   }
-  Variant v{name, {}, {}};
+  Variant v{name, {}, {}, {}};
   auto set_all = [&](AttnKind k) { std::fill(v.layers.begin(), v.layers.end(), k); };
   auto count_after = [&](const std::string& prefix) {
     int n = 0;
@@ -85,7 +93,7 @@ Variant parse_variant(const std::string& name, int n_layer) {
   } else {
     fail(
         "--variants {} is not known (sa, xsa, xsa-gated, xsa-lastN, xsa-firstN, xsa-layers-0.2.5; "
-        "+sink)",
+        "+sink; @bf16 or @fp32)",
         name);
   }
   return v;
@@ -159,6 +167,13 @@ struct Setup {
   std::vector<std::vector<ScoringItem>> suite_items;
 };
 
+// The backend of a variant's arms: its own precision, else the run's.
+Backend<float>& variant_backend(const RunConfig& run, const Variant& v) {
+  RunConfig arm = run;
+  if (!v.precision.empty()) arm.precision = v.precision;
+  return backend_for(arm);
+}
+
 ModelConfig variant_model(const ModelConfig& base, const Variant& v) {
   ModelConfig m = base;
   m.layer_attn = v.layers, m.layer_sink = v.sinks;
@@ -223,7 +238,8 @@ void prepare(const CompareConfig& cfg, Comm& comm, Setup& s) {
 
   const int B = run.batch, T = cfg.model.seq_len;
   s.shape = step_shape(run, T, comm.size());
-  backend_for(run);  // --precision bf16 where the CPU cannot: said before anything runs
+  // --precision bf16 (or @bf16) where the CPU cannot: said before anything runs.
+  for (const Variant& v : s.variants) variant_backend(run, v);
   s.threads = set_thread_count(run.threads, comm.local_size());
   std::optional<TokenizerKind> tokenizer;
   if (!run.tokenizer.empty()) tokenizer = parse_tokenizer(run.tokenizer);
@@ -281,7 +297,7 @@ std::vector<double> measure_peaks(const CompareConfig& cfg, const Setup& s) {
   for (size_t k = 0; k < s.variants.size(); k++) {
     reset_peak_rss();
     const ModelConfig m = variant_model(s.base, s.variants[k]);
-    Gpt<float> model(m, B, T, GptMode::training, backend_for(run));
+    Gpt<float> model(m, B, T, GptMode::training, variant_backend(run, s.variants[k]));
     model.params().init(m, run.seed);
     TrainStep(model, optimizer_settings(run)).run(in.data(), tg.data(), run.lr, 1);
     peak[k] = peak_rss_mb();
@@ -297,7 +313,8 @@ std::vector<Arm> make_arms(const CompareConfig& cfg, const Setup& s, uint64_t se
     Arm& a = arms[k];
     const ModelConfig m = variant_model(s.base, s.variants[k]);
     a.variant = s.variants[k];
-    a.model = std::make_unique<Gpt<float>>(m, B, T, GptMode::training, backend_for(cfg.run));
+    a.model = std::make_unique<Gpt<float>>(m, B, T, GptMode::training,
+                                           variant_backend(cfg.run, s.variants[k]));
     a.model->params().init(m, seed);
     a.step = std::make_unique<TrainStep>(*a.model, optimizer_settings(cfg.run),
                                          Parallelism{s.comm, cfg.run.zero == 1, cfg.run.overlap});
@@ -402,7 +419,7 @@ void finish_arms(const CompareConfig& cfg, const Setup& s, std::vector<Arm>& arm
     if (s.comm->is_root())
       for (size_t t = 0; t < s.suite.files.size(); t++)
         a.suite.push_back(evaluate_task(a.model->config(), a.model->params().w, s.suite.files[t],
-                                        s.suite_items[t]));
+                                        s.suite_items[t], nullptr, 1024, a.model->backend()));
     a.result.ms_per_step = median(a.ms);
     a.result.tokens_per_s = s.shape.tokens() / (a.result.ms_per_step / 1000);
     a.result.peak_mb = peak[k];
@@ -452,6 +469,25 @@ void save_finished_seed(const fs::path& seed_file, const Setup& s, const std::ve
   write_file_atomic(seed_file, done.dump() + "\n");
 }
 
+// Arm `name` against arm `reference`, paired by seed; an empty result when either is missing.
+PairedDelta paired_delta(const CompareResult& result, const std::string& name,
+                         const std::string& reference) {
+  PairedDelta d;
+  const auto mine = arms_of(result, name), theirs = arms_of(result, reference);
+  if (mine.empty() || mine.size() != theirs.size()) return d;
+  std::vector<double> delta, ref_val, ms, ref_ms;
+  for (size_t i = 0; i < mine.size(); i++) {
+    delta.push_back(mine[i]->val_loss - theirs[i]->val_loss);
+    ref_val.push_back(theirs[i]->val_loss);
+    ms.push_back(mine[i]->ms_per_step), ref_ms.push_back(theirs[i]->ms_per_step);
+  }
+  d.reference = reference;
+  d.mean = mean(delta), d.sd = sample_sd(delta), d.p_value = paired_t_test_p(delta);
+  d.reference_sd = sample_sd(ref_val);
+  d.time_ratio = mean(ms) / mean(ref_ms);
+  return d;
+}
+
 // Differences to SA paired by seed, with a verdict that never calls a single seed a win.
 std::vector<VariantSummary> summarize(const CompareResult& result, const Setup& s,
                                       const std::vector<std::vector<double>>& overhead) {
@@ -474,6 +510,13 @@ std::vector<VariantSummary> summarize(const CompareResult& result, const Setup& 
         el.push_back(mine[i]->eval_losses[e]),
             ed.push_back(mine[i]->eval_losses[e] - sa_arms[i]->eval_losses[e]);
       sm.eval_loss_mean.push_back(mean(el)), sm.eval_delta_vs_sa_mean.push_back(mean(ed));
+    }
+    const Variant& v = s.variants[k];
+    if (!v.precision.empty()) {
+      const std::string twin = v.name.substr(0, v.name.rfind('@'));
+      const std::string precision_sa = "sa@" + v.precision;
+      sm.vs_twin = paired_delta(result, v.name, twin);
+      if (v.name != precision_sa) sm.vs_precision_sa = paired_delta(result, v.name, precision_sa);
     }
     if (k == 0) {
       sm.p_value = NAN, sm.verdict = "baseline";
@@ -510,15 +553,18 @@ std::vector<std::vector<HeadBias>> analyze_arms(const CompareConfig& cfg, const 
 }
 
 // The --eval-suite tasks on an arm's saved checkpoint (a seed finished before an interruption).
-std::vector<TaskResult> score_suite_from_checkpoint(const Setup& s, const fs::path& arm) {
+// Scored in the arm's precision, as its live twin would have been.
+std::vector<TaskResult> score_suite_from_checkpoint(const Setup& s, const fs::path& arm,
+                                                    Backend<float>& backend) {
   std::vector<TaskResult> out;
   if (s.suite.files.empty()) return out;
   const fs::path ckpt = resolve_checkpoint(arm);
   const ModelConfig cfg = load_checkpoint_config(ckpt);
-  ParamArena<float> weights(cfg, /*training_state=*/false);
+  ParamArena<float> weights(cfg, /*training_state=*/false, backend);
   load_checkpoint_weights(ckpt, weights, false);
   for (size_t t = 0; t < s.suite.files.size(); t++)
-    out.push_back(evaluate_task(cfg, weights.w, s.suite.files[t], s.suite_items[t]));
+    out.push_back(
+        evaluate_task(cfg, weights.w, s.suite.files[t], s.suite_items[t], nullptr, 1024, backend));
   return out;
 }
 
@@ -603,7 +649,8 @@ CompareResult compare(const CompareConfig& requested) {
       if (root && !s.suite.files.empty())  // its arms' saved final weights take the suite
         for (const Variant& v : s.variants) {
           suite_names.push_back(fmt::format("{} seed {}", v.name, seed));
-          suite_results.push_back(score_suite_from_checkpoint(s, arm_folder(out, v.name, seed)));
+          suite_results.push_back(score_suite_from_checkpoint(s, arm_folder(out, v.name, seed),
+                                                              variant_backend(run, v)));
         }
       continue;
     }
@@ -627,8 +674,11 @@ CompareResult compare(const CompareConfig& requested) {
   if (!s.suite.files.empty()) append_suite_report(out, s, suite_names, suite_results, run.quiet);
   if (!run.quiet) {
     const size_t table = md.find("| variant");
-    std::printf("\n%s\nreport: %s (report.md, report.json, plot files)\n",
-                md.substr(table, md.find("\n\n", table) - table).c_str(), out.string().c_str());
+    std::string shown = md.substr(table, md.find("\n\n", table) - table);
+    if (const size_t precision = md.find("## Precision"); precision != std::string::npos)
+      shown += "\n\n" + md.substr(precision, md.find("\n\n![", precision) - precision);
+    std::printf("\n%s\nreport: %s (report.md, report.json, plot files)\n", shown.c_str(),
+                out.string().c_str());
   }
   return result;
 }

@@ -20,10 +20,13 @@ namespace xsa {
 //   xsa-layers-0.2.5   XSA on the listed layers
 //   xsa-gated          gated XSA on every layer
 //   <any>+sink         the same with a learned attention sink on every layer (sa+sink, xsa+sink)
+//   <any>@bf16, @fp32  the same in another precision than --precision's (sa@bf16, xsa+sink@bf16):
+//                      a twin of <any> from the same weights on the same batches
 struct Variant {
   std::string name;
   std::array<AttnKind, kMaxLayers> layers{};
   std::array<bool, kMaxLayers> sinks{};
+  std::string precision;  // empty: the run's --precision
 };
 Variant parse_variant(const std::string& name, int n_layer);  // throws Error naming the variant
 
@@ -33,8 +36,8 @@ struct CompareConfig {
   std::vector<std::string> variants = {"sa", "xsa"};
   int seeds = 1;                       // seeds run.seed, run.seed + 1, ...
   std::vector<std::string> eval_data;  // further evaluation sets, reported separately
-  std::string eval_suite;  // a folder of the paper's task files: each arm scored at the end
-  int analyze_batches = 2;             // batches for the similarity-bias chart (0: none)
+  std::string eval_suite;   // a folder of the paper's task files: each arm scored at the end
+  int analyze_batches = 2;  // batches for the similarity-bias chart (0: none)
 };
 
 CompareResult compare(const CompareConfig& cfg);

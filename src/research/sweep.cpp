@@ -14,6 +14,8 @@
 
 namespace xsa {
 
+using nlohmann::json;
+
 namespace {
 
 // The options a sweep can vary: name, whether it takes whole numbers only, and where it goes.
@@ -34,10 +36,17 @@ constexpr SweepOption kSweepOptions[] = {
     {"warmup", true, [](CompareConfig& c, double v) { c.run.warmup = (int64_t)v; }},
     {"weight-decay", false, [](CompareConfig& c, double v) { c.run.weight_decay = v; }},
 };
+constexpr const char* kPrecision = "precision";
 
 }  // namespace
 
 void apply_sweep_param(CompareConfig& cfg, const std::string& param, const std::string& value) {
+  if (param == kPrecision) {  // the one option whose values are names, not numbers
+    if (value != "fp32" && value != "bf16")
+      fail("--param precision: value '{}' is not fp32 or bf16", value);
+    cfg.run.precision = value;
+    return;
+  }
   double v = 0;
   size_t used = 0;
   try {
@@ -57,6 +66,7 @@ void apply_sweep_param(CompareConfig& cfg, const std::string& param, const std::
     }
     names += (names.empty() ? "" : ", ") + std::string(option.name);
   }
+  names += ", " + std::string(kPrecision);
   fail("--param {} is not a sweepable option ({})", param, names);
 }
 
@@ -71,6 +81,7 @@ void sweep(const CompareConfig& base, const std::string& param,
     apply_sweep_param(cfg, param, value);
     cfg.model.validate();
     cfg.run.validate();
+    backend_for(cfg.run);  // bf16 where the CPU cannot: said before the first value runs
     cfg.run.out = (fs::path(base.run.out) / (param + "-" + value)).string();
     configs.push_back(cfg);
   }
@@ -86,7 +97,8 @@ void sweep(const CompareConfig& base, const std::string& param,
   if (!root) return;
   // Δ validation loss vs SA (mean ± sd over seeds) per variant against the swept value.
   std::vector<Series> series;
-  nlohmann::json rows = nlohmann::json::array();
+  const bool categorical = param == kPrecision;
+  json rows = nlohmann::json::array();
   std::string md = fmt::format(
       "# xsa sweep over {}\n\nΔ = validation loss minus SA's (below 0: XSA variant better), "
       "mean ± sd over {} seed(s); p from a paired t-test over seeds.\n\n| {} |",
@@ -100,7 +112,8 @@ void sweep(const CompareConfig& base, const std::string& param,
     series.push_back({base.variants[k], {}, {}, {}, {}});
   for (size_t i = 0; i < results.size(); i++) {
     md += "| " + values[i] + " |";
-    const double x = std::stod(values[i]);
+    const double x = categorical ? (double)i : std::stod(values[i]);
+    const json x_value = categorical ? json(values[i]) : json(x);
     for (size_t k = 1; k < results[i].summary.size(); k++) {
       const VariantSummary& s = results[i].summary[k];
       Series& se = series[k - 1];
@@ -111,7 +124,7 @@ void sweep(const CompareConfig& base, const std::string& param,
       md += fmt::format(" {:+.4f} ± {:.4f} | {} |", s.delta_vs_sa_mean, s.delta_vs_sa_sd,
                         std::isfinite(s.p_value) ? fmt::format("{:.3f}", s.p_value) : "–");
       rows.push_back(
-          {{param, x},
+          {{param, x_value},
            {"variant", s.variant},
            {"delta_vs_sa_mean", s.delta_vs_sa_mean},
            {"delta_vs_sa_sd", s.delta_vs_sa_sd},
@@ -124,7 +137,8 @@ void sweep(const CompareConfig& base, const std::string& param,
   auto files = write_plot(
       (out / ("delta_vs_" + param)).string(),
       svg_line_chart(fmt::format("XSA variants vs SA across {} (band: ± sd over seeds)", param),
-                     param, "Δ validation loss vs SA", series, true, 1));
+                     param, "Δ validation loss vs SA", series, true, 1,
+                     categorical ? values : std::vector<std::string>()));
   md += fmt::format("\n![{0}]({0})\n\nEach value's full report: `{1}-<value>/report.md`.\n",
                     fs::path(files[0]).filename().string(), param);
   write_file_atomic(out / "sweep.md", md);

@@ -10,8 +10,9 @@
 
 namespace xsa {
 
-// Sets option `param` (seq-len, lr, embd, layers, heads, steps, batch, warmup, weight-decay) of
-// cfg; throws Error naming a parameter it does not know or a value that is not a number.
+// Sets option `param` (seq-len, lr, embd, layers, heads, kv-heads, steps, batch, warmup,
+// weight-decay; precision, whose values are fp32 and bf16) of cfg; throws Error naming a parameter
+// it does not know or a value it cannot take.
 void apply_sweep_param(CompareConfig& cfg, const std::string& param, const std::string& value);
 
 // Runs compare for every value into <out>/<param>-<value>/, then writes <out>/sweep.md,

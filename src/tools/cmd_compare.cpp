@@ -91,7 +91,7 @@ void add_sweep_command(CLI::App& root) {
   add_compare_options(cmd, *a);
   cmd->add_option("--param", *param,
                   "NAME=V1,V2,...: seq-len, lr, embd, layers, heads, kv-heads, steps, batch, "
-                  "warmup, weight-decay")
+                  "warmup, weight-decay, precision (fp32,bf16)")
       ->required();
   cmd->callback([a, cmd, param] {
     const size_t eq = param->find('=');

@@ -10,6 +10,7 @@
 #include "xsa/eval/suite.h"
 #include "xsa/io/checkpoint.h"
 #include "xsa/tools/commands.h"
+#include "xsa/train/trainer.h"
 #include "xsa/util/error.h"
 #include "xsa/util/files.h"
 #include "xsa/util/stats.h"
@@ -20,7 +21,7 @@ namespace {
 
 struct EvalArgs {
   std::vector<std::string> ckpts, tasks, files;
-  std::string data, json_path, vocab_dir, suite, dir;
+  std::string data, json_path, vocab_dir, suite, dir, precision = "fp32";
   int limit = 0, batch = 8, val_batches = 0, threads = 0;
   bool skip_bad_lines = false;
 };
@@ -138,6 +139,10 @@ void add_eval_options(CLI::App* cmd, EvalArgs& a) {
       ->capture_default_str();
   cmd->add_option("--vocab-dir", a.vocab_dir, "Folder with GPT-2's encoder.json and vocab.bpe");
   cmd->add_option("--threads", a.threads, "Threads (0: every core)")->capture_default_str();
+  cmd->add_option("--precision", a.precision,
+                  "fp32, or bf16: matrix products of more than one row in bf16 with fp32 "
+                  "accumulation (needs AVX512_BF16 or AMX)")
+      ->capture_default_str();
 }
 
 void check_args(const EvalArgs& a) {
@@ -152,6 +157,7 @@ void check_args(const EvalArgs& a) {
   if (a.limit < 0) fail("--limit {} must be 0 (all) or positive", a.limit);
   if (a.batch <= 0) fail("--batch {} must be positive", a.batch);
   if (a.val_batches < 0) fail("--val-batches {} must be 0 (all) or positive", a.val_batches);
+  backend_for(a.precision);  // an unknown value, or bf16 where the CPU has no bf16 products
 }
 
 // What the checkpoints' runs produce: the table's rows (printed once all have run) and the --json
@@ -185,14 +191,17 @@ void run_val(Gpt<float>& model, const Prepared& p, int val_batches, const std::s
 
 // One checkpoint: its tasks, then its validation data when it has some. Returns the tasks' results.
 std::vector<TaskResult> run_checkpoint(const Prepared& p, int val_batches, int threads,
-                                       bool several, bool tty, EvalOutput& out) {
+                                       const std::string& precision, bool several, bool tty,
+                                       EvalOutput& out) {
   const ModelConfig& cfg = p.cfg;
   // The forward's activations are sized for validation batches; tasks use the decoder's own.
-  Gpt<float> model(cfg, p.data ? p.batch : 1, cfg.seq_len, GptMode::inference);
+  Backend<float>& backend = backend_for(precision);
+  Gpt<float> model(cfg, p.data ? p.batch : 1, cfg.seq_len, GptMode::inference, backend);
   load_checkpoint_weights(p.ckpt, model.params(), false);
-  std::printf("xsa eval: %s (%s attention, %d layers, %d embd, seq %d, %s tokenizer), %d threads\n",
-              p.ckpt.string().c_str(), layer_attn_string(cfg).c_str(), cfg.n_layer, cfg.n_embd,
-              cfg.seq_len, to_string(cfg.tokenizer), threads);
+  std::printf(
+      "xsa eval: %s (%s attention, %d layers, %d embd, seq %d, %s tokenizer), %d threads%s\n",
+      p.ckpt.string().c_str(), layer_attn_string(cfg).c_str(), cfg.n_layer, cfg.n_embd, cfg.seq_len,
+      to_string(cfg.tokenizer), threads, precision == "bf16" ? ", bf16 products" : "");
   std::fflush(stdout);
   const std::string first_column = several ? fmt::format("| {} ", p.ckpt.string()) : "";
   std::vector<TaskResult> results;
@@ -201,8 +210,8 @@ std::vector<TaskResult> run_checkpoint(const Prepared& p, int val_batches, int t
     if (file.skipped)
       std::fprintf(stderr, "%s: left out %d bad line(s); the first: %s\n", file.path.c_str(),
                    file.skipped, file.first_skipped.c_str());
-    const TaskResult r =
-        evaluate_task(cfg, model.params().w, file, p.items[t], progress_printer(tty));
+    const TaskResult r = evaluate_task(cfg, model.params().w, file, p.items[t],
+                                       progress_printer(tty), 1024, backend);
     out.rows.push_back(first_column +
                        fmt::format("| {} | {} | {} ± {:.4f} | {} | {} | {} | – | – | {:.1f} |",
                                    r.task, r.n, metric(r.acc), r.acc_stderr, metric(r.acc_norm),
@@ -363,7 +372,8 @@ void add_eval_command(CLI::App& root) {
     EvalOutput out;
     std::vector<std::vector<TaskResult>> results;
     for (const Prepared& p : runs)
-      results.push_back(run_checkpoint(p, a->val_batches, threads, several, tty, out));
+      results.push_back(
+          run_checkpoint(p, a->val_batches, threads, a->precision, several, tty, out));
     print_table(out.rows, several);
     if (!args.suite.empty()) {
       print_suite(runs, results, out.records);

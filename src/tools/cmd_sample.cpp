@@ -7,6 +7,7 @@
 #include "xsa/io/checkpoint.h"
 #include "xsa/tokenizer/tokenizer.h"
 #include "xsa/tools/commands.h"
+#include "xsa/train/trainer.h"
 #include "xsa/util/error.h"
 #include "xsa/util/files.h"
 #include "xsa/util/threads.h"
@@ -16,7 +17,7 @@ namespace xsa::cli {
 void add_sample_command(CLI::App& root) {
   auto* cmd = root.add_subcommand("sample", "Generate text from a checkpoint (key/value cache)");
   struct Args {
-    std::string ckpt, vocab_dir, prompt_file;
+    std::string ckpt, vocab_dir, prompt_file, precision = "fp32";
     std::optional<std::string> prompt;
     int max_new_tokens = 200, samples = 1, threads = 0;
     bool ignore_eot = false;
@@ -47,7 +48,12 @@ void add_sample_command(CLI::App& root) {
                 "Go on after the end-of-text token instead of stopping there");
   cmd->add_option("--vocab-dir", a->vocab_dir, "Folder with GPT-2's encoder.json and vocab.bpe");
   cmd->add_option("--threads", a->threads, "Threads (0: every core)")->capture_default_str();
+  cmd->add_option("--precision", a->precision,
+                  "fp32, or bf16: the prompt's matrix products in bf16 with fp32 accumulation "
+                  "(each new token's stay fp32: they are bound by reading the weights)")
+      ->capture_default_str();
   cmd->callback([a] {
+    Backend<float>& backend = backend_for(a->precision);
     a->sampling.validate();
     if (a->max_new_tokens <= 0) fail("--max-new-tokens {} must be positive", a->max_new_tokens);
     if (a->samples <= 0) fail("--samples {} must be positive", a->samples);
@@ -72,9 +78,9 @@ void add_sample_command(CLI::App& root) {
           ckpt.string());
     }
     set_thread_count(a->threads);
-    ParamArena<float> weights(cfg, /*training_state=*/false);
+    ParamArena<float> weights(cfg, /*training_state=*/false, backend);
     load_checkpoint_weights(ckpt, weights, false);
-    Decoder<float> decoder(cfg, weights.w, cfg.seq_len);
+    Decoder<float> decoder(cfg, weights.w, cfg.seq_len, 256, backend);
     Sampler sampler(a->sampling);
     const int32_t stop = a->ignore_eot ? -1 : tokenizer->end_of_text();
     for (int s = 0; s < a->samples; s++) {

@@ -199,7 +199,12 @@ void print_progress(int64_t done, int64_t steps, const StepResult& r, double lr,
 }  // namespace
 
 Backend<float>& backend_for(const RunConfig& run) {
-  if (run.precision != "bf16") return cpu_backend<float>();
+  return backend_for(run.precision);
+}
+
+Backend<float>& backend_for(const std::string& precision) {
+  if (precision == "fp32") return cpu_backend<float>();
+  if (precision != "bf16") fail("--precision {} is not known (fp32 or bf16)", precision);
   std::string why;
   if (!bf16_products_available(&why)) fail("--precision bf16: {}", why);
   return cpu_bf16_backend();

@@ -33,6 +33,8 @@ TrainResult train(const ModelConfig& model, const RunConfig& run,
 // The backend a run's --precision asks for: the CPU backend, or its bf16-product twin. Throws
 // Error naming what is missing when bf16 cannot run here.
 Backend<float>& backend_for(const RunConfig& run);
+// The same for a command's --precision (fp32 or bf16); throws Error for another value.
+Backend<float>& backend_for(const std::string& precision);
 
 // The optimizer settings of a run.
 OptimizerSettings optimizer_settings(const RunConfig& run);
