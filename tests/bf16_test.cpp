@@ -7,12 +7,14 @@
 //   plus the accumulation bound.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
 
 #include "test_util.h"
+#include "xsa/backend/backend.h"
 #include "xsa/ops/matmul_bf16.h"
 
 namespace xsa {
@@ -161,6 +163,62 @@ TEST_P(Bf16Products, ForwardAndBackwardAgainstFloat64) {
 INSTANTIATE_TEST_SUITE_P(Shapes, Bf16Products,
                          ::testing::Values(Case{1, 16, 8}, Case{7, 33, 5}, Case{64, 64, 192},
                                            Case{130, 96, 384}));
+
+// The classifier of the bf16 backend writes its gradient in bf16 from inside the cross-entropy;
+// the unfused path (logits, cross-entropy, then the gradient converted for the products) must give
+// the same bits: losses, the input gradient and the accumulated weight gradient. One ignored row.
+TEST(Bf16, FusedClassifierEqualsTheUnfusedOps) {
+  std::string why;
+  if (!ops::bf16_available(&why)) GTEST_SKIP() << "no bf16 products here: " << why;
+  const int rows = 9, C = 24, V = 70, Vp = 80;
+  Backend<float>& be = cpu_bf16_backend();
+  const std::vector<float> inp = test::cast_vector<float>(test::random_vector((size_t)rows * C, 4));
+  std::vector<float> wte = test::cast_vector<float>(test::random_vector((size_t)Vp * C, 5, 0.3));
+  std::vector<int32_t> targets(rows);
+  for (int r = 0; r < rows; r++) targets[r] = (r * 37) % V;
+  targets[3] = -1;
+  struct Out {
+    std::vector<float> logits, losses, dinp, dwte;
+  };
+  auto run = [&](bool fused) {
+    Out o{std::vector<float>((size_t)rows * Vp), std::vector<float>(rows),
+          std::vector<float>((size_t)rows * C), std::vector<float>((size_t)Vp * C, 0.25f)};
+    be.weights_changed();
+    if (fused)
+      be.classifier_forward_backward(o.logits.data(), o.losses.data(), targets.data(), inp.data(),
+                                     wte.data(), o.dinp.data(), o.dwte.data(), rows, C, V, Vp,
+                                     1.0f / rows);
+    else
+      be.Backend<float>::classifier_forward_backward(
+          o.logits.data(), o.losses.data(), targets.data(), inp.data(), wte.data(), o.dinp.data(),
+          o.dwte.data(), rows, C, V, Vp, 1.0f / rows);
+    return o;
+  };
+  const Out fused = run(true), plain = run(false);
+  EXPECT_EQ(fused.losses, plain.losses);
+  EXPECT_EQ(fused.dinp, plain.dinp);
+  EXPECT_EQ(fused.dwte, plain.dwte);
+  EXPECT_EQ(fused.losses[3], 0.0f);
+  // And the losses are the fp32 cross-entropy of bf16 logits: each logit within the product
+  // bound above (e_j), so log-sum-exp and the target's logit move by at most max_j e_j each.
+  const Out fp32 = [&] {
+    Out o{std::vector<float>((size_t)rows * Vp), std::vector<float>(rows),
+          std::vector<float>((size_t)rows * C), std::vector<float>((size_t)Vp * C, 0.25f)};
+    cpu_backend<float>().classifier_forward_backward(
+        o.logits.data(), o.losses.data(), targets.data(), inp.data(), wte.data(), o.dinp.data(),
+        o.dwte.data(), rows, C, V, Vp, 1.0f / rows);
+    return o;
+  }();
+  for (int r = 0; r < rows; r++) {
+    double worst = 0;
+    for (int j = 0; j < V; j++) {
+      double mag = 0;
+      for (int k = 0; k < C; k++) mag += std::fabs((double)inp[r * C + k] * wte[j * C + k]);
+      worst = std::max(worst, (std::ldexp(1.0, -7) + std::ldexp(1.0, -16) + C * 0x1p-24) * mag);
+    }
+    EXPECT_NEAR(fused.losses[r], fp32.losses[r], 2 * worst + 1e-6) << r;
+  }
+}
 
 // A CPU without the instructions is told apart: oneDNN is held to AVX2 here, as on a CPU that has
 // nothing newer (its ISA is read once per process: ctest runs each test in its own).

@@ -122,6 +122,16 @@ class Backend {
   virtual void gelu_backward(Real* dinp, const Real* inp, const Real* dout, size_t n) = 0;
   virtual void crossentropy_forward_backward(Real* logits, Real* losses, const int32_t* targets,
                                              int N, int V, int Vp, Real dloss) = 0;
+  // The tied classifier on `rows` rows: logits [rows, Vp] (scratch) = inp · wteᵀ, the fused
+  // softmax-cross-entropy into losses, and with dloss ≠ 0 its backward: dinp = dlogits · wte,
+  // dwte += dlogitsᵀ · inp. The three ops above by default; a backend may fuse them.
+  virtual void classifier_forward_backward(Real* logits, Real* losses, const int32_t* targets,
+                                           const Real* inp, const Real* wte, Real* dinp, Real* dwte,
+                                           int rows, int C, int V, int Vp, Real dloss) {
+    matmul_forward(logits, inp, wte, rows, C, Vp, false);
+    crossentropy_forward_backward(logits, losses, targets, rows, V, Vp, dloss);
+    if (dloss != Real(0)) matmul_backward(dinp, dwte, logits, inp, wte, rows, C, Vp);
+  }
 
   // ---- gates and sinks: their per-head parameters and gradients ----
   // alpha [H] = tanh(w [H]).

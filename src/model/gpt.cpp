@@ -140,12 +140,9 @@ double Gpt<Real>::run_forward(const int32_t* inputs, const int32_t* targets, Rea
   // runs here too (dlnf into d_buf, dwte accumulated), so a chunk's logits are used and dropped.
   for (int r0 = 0; r0 < N; r0 += head_rows_) {
     int rows = std::min(head_rows_, N - r0);
-    const Real* lnf_rows = a.lnf + (size_t)r0 * C;
-    be.matmul_forward(a.logits, lnf_rows, w.wte, rows, C, Vp, false);
-    be.crossentropy_forward_backward(a.logits, a.losses + r0, targets + r0, rows, V, Vp, dloss);
-    if (dloss != Real(0))
-      be.matmul_backward(a.d_buf + (size_t)r0 * C, params_.dw.wte, a.logits, lnf_rows, w.wte, rows,
-                         C, Vp);
+    be.classifier_forward_backward(a.logits, a.losses + r0, targets + r0, a.lnf + (size_t)r0 * C,
+                                   w.wte, a.d_buf + (size_t)r0 * C, params_.dw.wte, rows, C, V, Vp,
+                                   dloss);
   }
   return be.sum(a.losses, N);  // in order, so the loss does not depend on the thread count
 }

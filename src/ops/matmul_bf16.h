@@ -17,6 +17,12 @@ using bf16 = uint16_t;  // the upper half of an IEEE float
 void to_bf16(const float* x, bf16* out, size_t n);
 void from_bf16(const bf16* x, float* out, size_t n);
 
+// crossentropy_forward_backward (ops.h) whose gradient (p − onehot)·dloss goes, rounded, into
+// grad [N, Vp] (the logits are left as scratch); each row is rounded while it is in cache, which
+// saves a pass over the chunk's logits.
+void crossentropy_forward_backward_bf16(float* logits, bf16* grad, float* losses,
+                                        const int32_t* targets, int N, int V, int Vp, float dloss);
+
 // Whether this build and this CPU run bf16 products at speed: oneDNN present and the CPU has
 // AVX512_BF16 or AMX-BF16. When not, `why` names what is missing.
 bool bf16_available(std::string* why = nullptr);
