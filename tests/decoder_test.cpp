@@ -15,9 +15,11 @@
 namespace xsa {
 namespace {
 
-// attn as in --attn; "gqa:" gives two query heads per key/value head.
+// attn as in --attn; "gqa:" gives two query heads per key/value head, "gpt2:" the GPT-2
+// architecture (learned positions, linear biases).
 ModelConfig decoder_config(std::string attn) {
   ModelConfig cfg;
+  if (attn.rfind("gpt2:", 0) == 0) set_architecture(cfg, "gpt2"), attn = attn.substr(5);
   if (attn.rfind("gqa:", 0) == 0) cfg.n_kv_head = 2, attn = attn.substr(4);
   cfg.vocab_size = 70;
   cfg.padded_vocab = pad_vocab(cfg.vocab_size);
@@ -148,7 +150,8 @@ TEST_P(DecoderEquivalence, CacheMatchesFullForwardInDouble) {
 
 INSTANTIATE_TEST_SUITE_P(Variants, DecoderEquivalence,
                          ::testing::Values("sa", "xsa", "xsa-gated", "xsa-gated-one", "xsa+sink",
-                                           "sa+sink", "gqa:xsa", "gqa:sa,xsa-gated+sink", "sa,xsa"),
+                                           "sa+sink", "gqa:xsa", "gqa:sa,xsa-gated+sink", "sa,xsa",
+                                           "gpt2:sa", "gpt2:gqa:xsa-gated+sink"),
                          [](const auto& info) {
                            std::string name = info.param;
                            for (char& c : name)

@@ -13,9 +13,11 @@
 namespace xsa {
 namespace {
 
-// attn as in --attn; a "gqa:" prefix gives the model one key/value head for its two query heads.
+// attn as in --attn; a "gqa:" prefix gives the model one key/value head for its two query heads,
+// a "gpt2:" prefix the GPT-2 architecture (learned positions, linear biases).
 ModelConfig small_config(std::string attn) {
   ModelConfig cfg;
+  if (attn.rfind("gpt2:", 0) == 0) set_architecture(cfg, "gpt2"), attn = attn.substr(5);
   if (attn.rfind("gqa:", 0) == 0) cfg.n_kv_head = 1, attn = attn.substr(4);
   cfg.vocab_size = 50;  // padded to 64: padded rows must stay out of the loss
   cfg.padded_vocab = pad_vocab(cfg.vocab_size);
@@ -100,7 +102,8 @@ TEST_P(GradCheck, WholeModelGradientMatchesFiniteDifferences) {
 INSTANTIATE_TEST_SUITE_P(Attention, GradCheck,
                          ::testing::Values("sa", "xsa", "sa,xsa", "xsa-gated", "xsa-gated,sa",
                                            "xsa+sink", "sa+sink,xsa-gated", "gqa:xsa",
-                                           "gqa:sa,xsa-gated+sink"),
+                                           "gqa:sa,xsa-gated+sink", "gpt2:sa", "gpt2:xsa",
+                                           "gpt2:gqa:sa,xsa-gated+sink"),
                          [](const auto& info) {
                            std::string s = info.param;
                            for (char& c : s) c = std::isalnum((unsigned char)c) ? c : '_';

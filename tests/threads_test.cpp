@@ -384,6 +384,15 @@ class OneThreadProducts final : public Backend<float> {
     cpu().matmul_backward(dinp, dweight, dout, inp, weight, N, in_dim, out_dim);
     set_thread_count(threads);
   }
+  void bias_forward(float* out, const float* bias, int N, int D) override {
+    cpu().bias_forward(out, bias, N, D);
+  }
+  void bias_backward(float* dbias, const float* dout, int N, int D) override {
+    cpu().bias_backward(dbias, dout, N, D);
+  }
+  void embedding_add(float* out, const int32_t* index, const float* table, int N, int C) override {
+    cpu().embedding_add(out, index, table, N, C);
+  }
   void encoder_forward(float* out, const int32_t* tokens, const float* wte, int N, int C) override {
     cpu().encoder_forward(out, tokens, wte, N, C);
   }

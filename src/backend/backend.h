@@ -99,7 +99,10 @@ class Backend {
                               int out_dim, bool accumulate) = 0;
   virtual void matmul_backward(Real* dinp, Real* dweight, const Real* dout, const Real* inp,
                                const Real* weight, int N, int in_dim, int out_dim) = 0;
+  virtual void bias_forward(Real* out, const Real* bias, int N, int D) = 0;
+  virtual void bias_backward(Real* dbias, const Real* dout, int N, int D) = 0;
   virtual void encoder_forward(Real* out, const int32_t* tokens, const Real* wte, int N, int C) = 0;
+  virtual void embedding_add(Real* out, const int32_t* index, const Real* table, int N, int C) = 0;
   virtual void encoder_backward(Real* dwte, const Real* dout, const int32_t* tokens, int N,
                                 int C) = 0;
   virtual void layernorm_forward(Real* out, Real* mean, Real* rstd, const Real* inp,

@@ -58,6 +58,15 @@ class CpuBackend : public Backend<Real> {
                        const Real* weight, int N, int in_dim, int out_dim) override {
     ops::matmul_backward(dinp, dweight, dout, inp, weight, N, in_dim, out_dim);
   }
+  void bias_forward(Real* out, const Real* bias, int N, int D) override {
+    ops::bias_forward(out, bias, N, D);
+  }
+  void bias_backward(Real* dbias, const Real* dout, int N, int D) override {
+    ops::bias_backward(dbias, dout, N, D);
+  }
+  void embedding_add(Real* out, const int32_t* index, const Real* table, int N, int C) override {
+    ops::embedding_add(out, index, table, N, C);
+  }
   void encoder_forward(Real* out, const int32_t* tokens, const Real* wte, int N, int C) override {
     ops::encoder_forward(out, tokens, wte, N, C);
   }

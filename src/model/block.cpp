@@ -37,7 +37,9 @@ void block_forward(Backend<Real>& be, const ModelConfig& cfg, int layer,
   // x_mid = x + attn(LN1(x)) W_o
   be.layernorm_forward(buf.ln1, buf.ln1_mean, buf.ln1_rstd, x_in, W.ln1_w, W.ln1_b, N, C);
   be.matmul_forward(buf.qkv, buf.ln1, W.qkv_w, N, C, QKV, false);
-  be.rope_forward(buf.qkv, rows.rope_cos, rows.rope_sin, B, T, C, H, Hkv);
+  if (W.qkv_b) be.bias_forward(buf.qkv, W.qkv_b, N, QKV);
+  if (cfg.positions == Positions::rope)
+    be.rope_forward(buf.qkv, rows.rope_cos, rows.rope_sin, B, T, C, H, Hkv);
   const ops::AttentionArgs<Real> args =
       attention_args(cfg, layer, W, buf, scratch, gate_alpha(be, cfg, W, scratch), B, T);
   if (cache) {  // the new rows' keys and values join the cache first: they see themselves
@@ -52,12 +54,15 @@ void block_forward(Backend<Real>& be, const ModelConfig& cfg, int layer,
   const Real* z = args.exclusive ? args.z : buf.att_y;
   be.copy(buf.resid_mid, x_in, (size_t)N * C);  // nothing to do when resid_mid is x_in
   be.matmul_forward(buf.resid_mid, z, W.attn_proj_w, N, C, C, /*accumulate=*/true);
+  if (W.attn_proj_b) be.bias_forward(buf.resid_mid, W.attn_proj_b, N, C);
   // x_out = x_mid + gelu(LN2(x_mid) W_fc) W_proj
   be.layernorm_forward(buf.ln2, buf.ln2_mean, buf.ln2_rstd, buf.resid_mid, W.ln2_w, W.ln2_b, N, C);
   be.matmul_forward(buf.fc, buf.ln2, W.fc_w, N, C, 4 * C, false);
+  if (W.fc_b) be.bias_forward(buf.fc, W.fc_b, N, 4 * C);
   be.gelu_forward(buf.fc_gelu, buf.fc, (size_t)N * 4 * C);
   be.copy(x_out, buf.resid_mid, (size_t)N * C);
   be.matmul_forward(x_out, buf.fc_gelu, W.mlp_proj_w, N, 4 * C, C, /*accumulate=*/true);
+  if (W.mlp_proj_b) be.bias_forward(x_out, W.mlp_proj_b, N, C);
 }
 
 template <typename Real>
@@ -70,8 +75,10 @@ void block_backward(Backend<Real>& be, const ModelConfig& cfg, int layer,
   const int Hkv = cfg.kv_heads(), QKV = cfg.qkv_dim();
   // MLP block: d_resid holds ∂L/∂x_out and becomes ∂L/∂x_mid.
   be.matmul_backward(d_fc, dW.mlp_proj_w, d_resid, buf.fc_gelu, W.mlp_proj_w, N, 4 * C, C);
+  if (dW.mlp_proj_b) be.bias_backward(dW.mlp_proj_b, d_resid, N, C);
   be.gelu_backward(d_fc, buf.fc, d_fc, (size_t)N * 4 * C);
   be.matmul_backward(d_buf, dW.fc_w, d_fc, buf.ln2, W.fc_w, N, C, 4 * C);
+  if (dW.fc_b) be.bias_backward(dW.fc_b, d_fc, N, 4 * C);
   be.layernorm_backward(d_resid, dW.ln2_w, dW.ln2_b, d_buf, buf.resid_mid, W.ln2_w, buf.ln2_mean,
                         buf.ln2_rstd, N, C);
   // Attention block: x_mid = x + z W_oᵀ. z is recomputed from y (not stored) for XSA.
@@ -84,6 +91,7 @@ void block_backward(Backend<Real>& be, const ModelConfig& cfg, int layer,
   }
   // d_buf = ∂L/∂z; the attention backward applies XSA's backward to it in place.
   be.matmul_backward(d_buf, dW.attn_proj_w, d_resid, z, W.attn_proj_w, N, C, C);
+  if (dW.attn_proj_b) be.bias_backward(dW.attn_proj_b, d_resid, N, C);
   be.fill_zero(d_qkv, (size_t)N * QKV);
   args.dqkv = d_qkv, args.d_out = d_buf;
   args.dalpha = alpha ? scratch.gate_dalpha : nullptr;
@@ -91,8 +99,10 @@ void block_backward(Backend<Real>& be, const ModelConfig& cfg, int layer,
   be.attention_backward(args);
   if (W.sink) be.sink_backward(dW.sink, scratch.sink_dlogit, B, H);
   if (alpha) be.gate_backward(dW.xsa_gate, scratch.gate_dalpha, alpha, N, H);
-  be.rope_backward(d_qkv, rows.rope_cos, rows.rope_sin, B, T, C, H, Hkv);
+  if (cfg.positions == Positions::rope)
+    be.rope_backward(d_qkv, rows.rope_cos, rows.rope_sin, B, T, C, H, Hkv);
   be.matmul_backward(d_buf, dW.qkv_w, d_qkv, buf.ln1, W.qkv_w, N, C, QKV);
+  if (dW.qkv_b) be.bias_backward(dW.qkv_b, d_qkv, N, QKV);
   be.layernorm_backward(d_resid, dW.ln1_w, dW.ln1_b, d_buf, x_in, W.ln1_w, buf.ln1_mean,
                         buf.ln1_rstd, N, C);
 }

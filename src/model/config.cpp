@@ -21,13 +21,30 @@ void ModelConfig::validate() const {
   if (n_embd % n_head != 0)
     fail("--embd {} is not divisible by --heads {}: the head dimension must be a whole number",
          n_embd, n_head);
-  if (head_dim() % 2 != 0)
+  if (head_dim() % 2 != 0 && positions == Positions::rope)
     fail("head dimension {} (--embd {} / --heads {}) is odd: RoPE rotates pairs and needs it even",
          head_dim(), n_embd, n_head);
   if (seq_len <= 0) fail("--seq-len {} must be positive", seq_len);
   if (n_kv_head < 0 || n_kv_head > n_head || (n_kv_head > 0 && n_head % n_kv_head != 0))
     fail("--kv-heads {} must divide --heads {} (grouped-query attention)", n_kv_head, n_head);
   if (!(rope_theta > 0)) fail("rope_theta {} must be positive", rope_theta);
+}
+
+const char* architecture_name(const ModelConfig& cfg) {
+  if (cfg.gpt2_architecture()) return "gpt2";
+  if (cfg.positions == Positions::rope && !cfg.linear_bias) return "xsa";
+  return cfg.positions == Positions::learned ? "learned positions" : "rope with biases";
+}
+
+void set_architecture(ModelConfig& cfg, const std::string& name) {
+  if (name == "xsa") {
+    cfg.positions = Positions::rope, cfg.linear_bias = false;
+  } else if (name == "gpt2") {
+    cfg.positions = Positions::learned, cfg.linear_bias = true;
+  } else {
+    fail("--arch {} is not known (xsa: RoPE, no linear biases; gpt2: learned positions, biases)",
+         name);
+  }
 }
 
 int pad_vocab(int vocab_size) {
@@ -127,6 +144,13 @@ void to_json(nlohmann::json& j, const ModelConfig& cfg) {
                      {"rope_theta", cfg.rope_theta},
                      {"layer_attn", attn},
                      {"layer_sink", sink}};
+  // Only a model that needs them says so (and as version 2, which older readers refuse rather
+  // than misread): the files of RoPE models stay as they were.
+  if (cfg.positions != Positions::rope || cfg.linear_bias) {
+    j["version"] = 2;
+    j["positions"] = cfg.positions == Positions::rope ? "rope" : "learned";
+    j["linear_bias"] = cfg.linear_bias;
+  }
 }
 
 ModelConfig model_config_from_json(const nlohmann::json& j, const std::string& source) {
@@ -138,7 +162,20 @@ ModelConfig model_config_from_json(const nlohmann::json& j, const std::string& s
   };
   if (!j.is_object()) fail("{}: not a JSON object", source);
   if (j.value("format", "") != "xsa-gpt") fail("{}: 'format' is not \"xsa-gpt\"", source);
-  if (j.value("version", 0) != 1) fail("{}: unsupported version {}", source, j.value("version", 0));
+  const int version =
+      j.contains("version") && j["version"].is_number_integer() ? j["version"].get<int>() : 0;
+  if (version != 1 && version != 2) fail("{}: unsupported version {}", source, version);
+  if (version == 2) {
+    const std::string positions = j.contains("positions") && j["positions"].is_string()
+                                      ? j["positions"].get<std::string>()
+                                      : "";
+    if (positions != "rope" && positions != "learned")
+      fail("{}: 'positions' must be \"rope\" or \"learned\"", source);
+    cfg.positions = positions == "rope" ? Positions::rope : Positions::learned;
+    if (!j.contains("linear_bias") || !j["linear_bias"].is_boolean())
+      fail("{}: 'linear_bias' must be true or false", source);
+    cfg.linear_bias = j["linear_bias"].get<bool>();
+  }
   if (!j.contains("tokenizer") || !j["tokenizer"].is_string())
     fail("{}: 'tokenizer' is missing", source);
   cfg.tokenizer = parse_tokenizer(j["tokenizer"].get<std::string>());

@@ -19,6 +19,10 @@ enum class AttnKind : uint8_t { sa, xsa, xsa_gated, xsa_gated_one };
 
 inline constexpr int kMaxLayers = 256;
 
+// How tokens know their place: rotary embeddings on q and k (xsa's default, as the paper's models),
+// or a learned table wpe [seq_len, C] added to the token embedding (GPT-2, llm.c).
+enum class Positions : uint8_t { rope, learned };
+
 struct ModelConfig {
   TokenizerKind tokenizer = TokenizerKind::byte;
   int vocab_size = 256;    // V: real tokens
@@ -27,14 +31,18 @@ struct ModelConfig {
   int n_head = 4;
   int n_kv_head = 0;  // key/value heads (grouped-query attention); 0: n_head
   int n_embd = 128;
-  int seq_len = 256;  // context length T (RoPE table size; no learned positions)
+  int seq_len = 256;  // context length T (RoPE table size, or rows of wpe)
   double rope_theta = 10000.0;
+  Positions positions = Positions::rope;
+  bool linear_bias = false;  // a bias on every linear layer (GPT-2); LayerNorms always have one
   std::array<AttnKind, kMaxLayers> layer_attn{};  // first n_layer entries used
   std::array<bool, kMaxLayers> layer_sink{};      // a learned attention-sink logit per head
 
   int head_dim() const { return n_embd / n_head; }
   int kv_heads() const { return n_kv_head > 0 ? n_kv_head : n_head; }
   int qkv_dim() const { return n_embd + 2 * kv_heads() * head_dim(); }  // rows of c_attn: q | k | v
+  // The GPT-2 architecture: learned positions and linear biases (GPT-2, llm.c, Hugging Face).
+  bool gpt2_architecture() const { return positions == Positions::learned && linear_bias; }
   // Throws Error naming the first impossible value (C % H, odd head dim, non-positive sizes, ...).
   void validate() const;
 };
@@ -42,6 +50,9 @@ static_assert(std::is_trivially_copyable_v<ModelConfig>);
 
 int pad_vocab(int vocab_size);  // multiple of 64
 const char* to_string(AttnKind kind);
+// "xsa" (RoPE, no linear biases) or "gpt2" (learned positions, biases): --arch.
+const char* architecture_name(const ModelConfig& cfg);
+void set_architecture(ModelConfig& cfg, const std::string& name);  // throws Error for another
 
 // "sa", "xsa" (every layer), or a comma list with one entry per layer ("sa,sa,xsa,xsa").
 void set_layer_attn(ModelConfig& cfg, const std::string& spec);

@@ -195,6 +195,7 @@ void Decoder<Real>::pass(const int32_t* tokens, int n, const int* pos, int prefi
   be.gather_rows(cos_, rope_cos_, pos, n, half);
   be.gather_rows(sin_, rope_sin_, pos, n, half);
   be.encoder_forward(x_, tokens, w.wte, n, C);
+  if (w.wpe) be.embedding_add(x_, pos, w.wpe, n, C);
   const RowShape<Real> rows{1, n, cos_, sin_};
   for (int l = 0; l < cfg_.n_layer; l++) {
     // This pass's rows write their keys and values from slot length_ on.

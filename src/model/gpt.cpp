@@ -69,6 +69,8 @@ Gpt<Real>::Gpt(const ModelConfig& cfg, int B, int T, GptMode mode, Backend<Real>
   act_memory_ = DeviceBuffer<Real>(backend, n, MemoryUse::activations);
   carve_activations<Real>(acts_, act_memory_.data(), cfg_, B, T, head_rows_, mode);
   backend_.rope_table(acts_.rope_cos, acts_.rope_sin, T, cfg_.head_dim(), cfg_.rope_theta);
+  if (cfg_.positions == Positions::learned)
+    for (int n = 0; n < B * T; n++) positions_.push_back(n % T);
 }
 
 template <typename Real>
@@ -125,6 +127,7 @@ double Gpt<Real>::run_forward(const int32_t* inputs, const int32_t* targets, Rea
   }
 
   be.encoder_forward(a.resid[0], inputs, w.wte, N, C);
+  if (w.wpe) be.embedding_add(a.resid[0], positions_.data(), w.wpe, N, C);
   const RowShape<Real> rows{B, T, a.rope_cos, a.rope_sin};
   for (int l = 0; l < cfg_.n_layer; l++)
     block_forward(be, cfg_, l, w.layers[l], a.resid[l], a.resid[l + 1], a.layers[l], a.scratch,
@@ -165,6 +168,7 @@ void Gpt<Real>::backward(const int32_t* inputs) {
     if (layer_grads_hook_) layer_grads_hook_(l);
   }
   be.encoder_backward(dw.wte, a.d_resid, inputs, N, C);
+  if (dw.wpe) be.encoder_backward(dw.wpe, a.d_resid, positions_.data(), N, C);
 }
 
 template <typename Real>

@@ -93,6 +93,7 @@ class Gpt {
   int B_, T_;
   GptMode mode_;
   int head_rows_;  // rows of the tied head computed at once (bounds the logits buffer)
+  std::vector<int32_t> positions_;  // [B·T] each row's position t (host), for learned positions
   ParamArena<Real> params_;
   DeviceBuffer<Real> act_memory_;
   Activations<Real> acts_;

@@ -30,18 +30,23 @@ struct LayerWeights {
   Real* ln1_w = nullptr;        // [C]
   Real* ln1_b = nullptr;        // [C]
   Real* qkv_w = nullptr;        // [C + 2·Hkv·D, C] rows q, k, v
+  Real* qkv_b = nullptr;        // [C + 2·Hkv·D] with linear biases (GPT-2), else null
   Real* attn_proj_w = nullptr;  // [C, C]
+  Real* attn_proj_b = nullptr;  // [C] with linear biases
   Real* xsa_gate = nullptr;     // [H] gated XSA only: w_h, α_h = tanh(w_h)
   Real* sink = nullptr;         // [H] attention sinks only: the sink's logit b_h
   Real* ln2_w = nullptr;        // [C]
   Real* ln2_b = nullptr;        // [C]
   Real* fc_w = nullptr;         // [4C, C]
+  Real* fc_b = nullptr;         // [4C] with linear biases
   Real* mlp_proj_w = nullptr;   // [C, 4C]
+  Real* mlp_proj_b = nullptr;   // [C] with linear biases
 };
 
 template <typename Real>
 struct Weights {
   Real* wte = nullptr;  // [V_pad, C], also the output head
+  Real* wpe = nullptr;  // [T, C] learned positions (GPT-2), else null
   std::vector<LayerWeights<Real>> layers;
   Real* lnf_w = nullptr;  // [C]
   Real* lnf_b = nullptr;  // [C]
@@ -55,6 +60,12 @@ void for_each_tensor(const ModelConfig& cfg, Weights<Real>& w, Fn&& fn) {
   w.layers.resize(cfg.n_layer);
   fn("transformer.wte.weight", std::vector<int64_t>{cfg.padded_vocab, C}, true, Init::normal,
      w.wte);
+  if (cfg.positions == Positions::learned)  // 2-D, so it decays, as nanoGPT's optimizer groups
+    fn("transformer.wpe.weight", std::vector<int64_t>{cfg.seq_len, C}, true, Init::normal, w.wpe);
+  // Linear biases start at zero and do not decay.
+  auto bias = [&](const std::string& name, int64_t n, Real*& slot) {
+    if (cfg.linear_bias) fn(name, std::vector<int64_t>{n}, false, Init::zeros, slot);
+  };
   for (int l = 0; l < cfg.n_layer; l++) {
     LayerWeights<Real>& L = w.layers[l];
     const std::string p = "transformer.h." + std::to_string(l) + ".";
@@ -62,8 +73,10 @@ void for_each_tensor(const ModelConfig& cfg, Weights<Real>& w, Fn&& fn) {
     fn(p + "ln_1.bias", std::vector<int64_t>{C}, false, Init::zeros, L.ln1_b);
     fn(p + "attn.c_attn.weight", std::vector<int64_t>{cfg.qkv_dim(), C}, true, Init::normal,
        L.qkv_w);
+    bias(p + "attn.c_attn.bias", cfg.qkv_dim(), L.qkv_b);
     fn(p + "attn.c_proj.weight", std::vector<int64_t>{C, C}, true, Init::normal_residual,
        L.attn_proj_w);
+    bias(p + "attn.c_proj.bias", C, L.attn_proj_b);
     if (cfg.layer_attn[l] == AttnKind::xsa_gated ||
         cfg.layer_attn[l] == AttnKind::xsa_gated_one)  // no decay
       fn(p + "attn.xsa_gate", std::vector<int64_t>{cfg.n_head}, false,
@@ -73,8 +86,10 @@ void for_each_tensor(const ModelConfig& cfg, Weights<Real>& w, Fn&& fn) {
     fn(p + "ln_2.weight", std::vector<int64_t>{C}, false, Init::ones, L.ln2_w);
     fn(p + "ln_2.bias", std::vector<int64_t>{C}, false, Init::zeros, L.ln2_b);
     fn(p + "mlp.c_fc.weight", std::vector<int64_t>{4 * C, C}, true, Init::normal, L.fc_w);
+    bias(p + "mlp.c_fc.bias", 4 * C, L.fc_b);
     fn(p + "mlp.c_proj.weight", std::vector<int64_t>{C, 4 * C}, true, Init::normal_residual,
        L.mlp_proj_w);
+    bias(p + "mlp.c_proj.bias", C, L.mlp_proj_b);
   }
   fn("transformer.ln_f.weight", std::vector<int64_t>{C}, false, Init::ones, w.lnf_w);
   fn("transformer.ln_f.bias", std::vector<int64_t>{C}, false, Init::zeros, w.lnf_b);

@@ -1,4 +1,5 @@
-// Token embedding: forward gathers rows of wte, backward scatters gradients back.
+// Token (and learned position) embedding: forward gathers rows of wte (adds rows of wpe),
+// backward scatters gradients back.
 #include <cstring>
 
 #include "xsa/ops/ops.h"
@@ -31,7 +32,19 @@ void encoder_backward(Real* dwte, const Real* dout, const int32_t* tokens, int N
   }
 }
 
+template <typename Real>
+void embedding_add(Real* out, const int32_t* index, const Real* table, int N, int C) {
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; n++) {
+    Real* row = out + (size_t)n * C;
+    const Real* add = table + (size_t)index[n] * C;
+#pragma omp simd
+    for (int c = 0; c < C; c++) row[c] += add[c];
+  }
+}
+
 #define XSA_INSTANTIATE(Real)                                                        \
+  template void embedding_add<Real>(Real*, const int32_t*, const Real*, int, int);   \
   template void encoder_forward<Real>(Real*, const int32_t*, const Real*, int, int); \
   template void encoder_backward<Real>(Real*, const Real*, const int32_t*, int, int);
 XSA_INSTANTIATE(float)

@@ -49,7 +49,34 @@ void matmul_backward(Real* dinp, Real* dweight, const Real* dout, const Real* in
        in_dim);
 }
 
+template <typename Real>
+void bias_forward(Real* out, const Real* bias, int N, int D) {
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; n++) {
+    Real* row = out + (size_t)n * D;
+#pragma omp simd
+    for (int d = 0; d < D; d++) row[d] += bias[d];
+  }
+}
+
+template <typename Real>
+void bias_backward(Real* dbias, const Real* dout, int N, int D) {
+  // Threads split the columns; each column sums its rows in order.
+  constexpr int kChunk = 64;
+#pragma omp parallel for schedule(static)
+  for (int d0 = 0; d0 < D; d0 += kChunk) {
+    const int d1 = d0 + kChunk < D ? d0 + kChunk : D;
+    for (int n = 0; n < N; n++) {
+      const Real* row = dout + (size_t)n * D;
+#pragma omp simd
+      for (int d = d0; d < d1; d++) dbias[d] += row[d];
+    }
+  }
+}
+
 #define XSA_INSTANTIATE(Real)                                                                   \
+  template void bias_forward<Real>(Real*, const Real*, int, int);                               \
+  template void bias_backward<Real>(Real*, const Real*, int, int);                              \
   template void matmul_forward<Real>(Real*, const Real*, const Real*, int, int, int, bool);     \
   template void matmul_backward<Real>(Real*, Real*, const Real*, const Real*, const Real*, int, \
                                       int, int);

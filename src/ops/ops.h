@@ -26,6 +26,13 @@ template <typename Real>
 void matmul_backward(Real* dinp, Real* dweight, const Real* dout, const Real* inp,
                      const Real* weight, int N, int in_dim, int out_dim);
 
+// out [N, D] += bias [D] on every row (linear layers with biases, as GPT-2's).
+template <typename Real>
+void bias_forward(Real* out, const Real* bias, int N, int D);
+// dbias [D] accumulates Σ_n dout [N, D], rows in order (the thread count changes nothing).
+template <typename Real>
+void bias_backward(Real* dbias, const Real* dout, int N, int D);
+
 // ---- encoder.cpp: token embedding ----
 // out [N, C] = wte[tokens[n]]
 template <typename Real>
@@ -33,6 +40,10 @@ void encoder_forward(Real* out, const int32_t* tokens, const Real* wte, int N, i
 // dwte [V, C] accumulates dout rows at their tokens.
 template <typename Real>
 void encoder_backward(Real* dwte, const Real* dout, const int32_t* tokens, int N, int C);
+// out [N, C] += table[index[n]] (learned positions: table wpe, index the positions); its backward
+// is encoder_backward with the same index.
+template <typename Real>
+void embedding_add(Real* out, const int32_t* index, const Real* table, int N, int C);
 
 // ---- layernorm.cpp ----
 // out [N, C], mean [N], rstd [N] from inp [N, C], weight [C], bias [C]; eps 1e-5.

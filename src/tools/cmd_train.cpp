@@ -70,6 +70,9 @@ void add_train_command(CLI::App& root) {
     check_agrees(*cmd, "--kv-heads", model.kv_heads(), stored.kv_heads(), ckpt);
     check_agrees(*cmd, "--embd", model.n_embd, stored.n_embd, ckpt);
     check_agrees(*cmd, "--seq-len", model.seq_len, stored.seq_len, ckpt);
+    if (cmd->count("--arch") && std::string(architecture_name(model)) != architecture_name(stored))
+      fail("--arch {} contradicts the checkpoint {} ({})", architecture_name(model),
+           (ckpt / "config.json").string(), architecture_name(stored));
     if (cmd->count("--rope-theta") && model.rope_theta != stored.rope_theta)
       fail("--rope-theta {} contradicts the checkpoint {} ({})", model.rope_theta,
            (ckpt / "config.json").string(), stored.rope_theta);

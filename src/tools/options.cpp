@@ -17,6 +17,10 @@ void add_model_options(CLI::App* cmd, ModelConfig& m) {
   cmd->add_option("--embd", m.n_embd, "Embedding width (C)")->capture_default_str();
   cmd->add_option("--seq-len", m.seq_len, "Context length (T)")->capture_default_str();
   cmd->add_option("--rope-theta", m.rope_theta, "RoPE base")->capture_default_str();
+  cmd->add_option_function<std::string>(
+      "--arch", [&m](const std::string& name) { set_architecture(m, name); },
+      "xsa (RoPE, no linear biases; the default) or gpt2 (learned positions, a bias on every "
+      "linear layer, as GPT-2 and llm.c)");
 }
 
 void add_training_options(CLI::App* cmd, RunConfig& r) {
