@@ -74,10 +74,13 @@ fs::path save_checkpoint(const fs::path& run_dir, int64_t step, const ModelConfi
   write_file_atomic(tmp_dir / "model.safetensors",
                     encode_safetensors(tensor_refs(layout, params, ""),
                                        {{"format", "pt"}, {"step", std::to_string(step)}}));
-  std::vector<TensorRef> moments = tensor_refs(layout, adam_m, ".exp_avg");
-  for (TensorRef& r : tensor_refs(layout, adam_v, ".exp_avg_sq")) moments.push_back(r);
-  write_file_atomic(tmp_dir / "optimizer.safetensors", encode_safetensors(moments));
-  write_file_atomic(tmp_dir / "trainer.json", trainer_state.dump(2) + "\n");
+  if (adam_m) {
+    std::vector<TensorRef> moments = tensor_refs(layout, adam_m, ".exp_avg");
+    for (TensorRef& r : tensor_refs(layout, adam_v, ".exp_avg_sq")) moments.push_back(r);
+    write_file_atomic(tmp_dir / "optimizer.safetensors", encode_safetensors(moments));
+  }
+  if (!trainer_state.is_null())
+    write_file_atomic(tmp_dir / "trainer.json", trainer_state.dump(2) + "\n");
 
   // Swap into place: an existing checkpoint of the same step (only when replace) moves aside
   // first and is deleted after the new one is in place.
@@ -149,6 +152,55 @@ void load_checkpoint_tensors(const fs::path& ckpt_dir, const std::vector<TensorI
 
 nlohmann::json load_trainer_state(const fs::path& ckpt_dir) {
   return parse_json_file(ckpt_dir / "trainer.json");
+}
+
+ModelConfig init_from_config(const fs::path& ckpt_dir, const ModelConfig& requested) {
+  const ModelConfig stored = load_checkpoint_config(ckpt_dir);
+  ModelConfig cfg = stored;
+  cfg.layer_attn = requested.layer_attn, cfg.layer_sink = requested.layer_sink;
+  cfg.seq_len = requested.seq_len;
+  if (cfg.positions == Positions::learned && cfg.seq_len > stored.seq_len)
+    fail("--seq-len {} is longer than the {} learned positions of --init-from {}", cfg.seq_len,
+         stored.seq_len, ckpt_dir.string());
+  return cfg;
+}
+
+std::vector<std::string> load_initial_weights(const fs::path& ckpt_dir, const ModelConfig& cfg,
+                                              ParamArena<float>& arena) {
+  const fs::path path = ckpt_dir / "model.safetensors";
+  const SafetensorsFile file(path.string(), read_file(path));
+  std::vector<std::string> kept_init;
+  for (const std::string& name : file.names()) {
+    bool known = false;
+    for (const TensorInfo& t : arena.layout) known |= t.name == name;
+    if (!known)
+      fail(
+          "{}: tensor '{}' has no place in the model being trained (its attention differs: a "
+          "gate or sink would be dropped)",
+          path.string(), name);
+  }
+  {
+    HostView<float> params(arena.params, true);
+    for (const TensorInfo& t : arena.layout) {
+      if (!file.contains(t.name)) {
+        kept_init.push_back(t.name);
+        continue;
+      }
+      if (t.name == "transformer.wpe.weight" && file.shape(t.name) != t.shape) {
+        const std::vector<int64_t> stored = file.shape(t.name);  // [T_stored ≥ T, C]
+        std::vector<float> all((size_t)stored[0] * t.shape[1]);
+        file.read(t.name, {stored[0], t.shape[1]}, all.data());
+        std::copy(all.begin(), all.begin() + t.numel, params.data() + t.offset);
+        continue;
+      }
+      file.read(t.name, t.shape, params.data() + t.offset);
+    }
+  }  // written back before the backend hears of it
+  for (const std::string& name : kept_init)
+    if (name.find("xsa_gate") == std::string::npos && name.find("attn.sink") == std::string::npos)
+      fail("{}: tensor '{}' is missing", path.string(), name);
+  if (arena.params.backend()) arena.params.backend()->weights_changed();
+  return kept_init;
 }
 
 }  // namespace xsa

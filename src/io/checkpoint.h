@@ -23,7 +23,9 @@ fs::path save_checkpoint(const fs::path& run_dir, int64_t step, const ModelConfi
                          const ParamArena<float>& arena, const nlohmann::json& trainer_state,
                          bool replace);
 
-// The same from host memory laid out by `layout`: the parameters and both full moments.
+// The same from host memory laid out by `layout`: the parameters and both full moments. Without
+// moments (adam_m null) and trainer state (null) it is a weights-only checkpoint (an imported
+// model): eval, sample, analyze and --init-from read it; it cannot be resumed.
 fs::path save_checkpoint(const fs::path& run_dir, int64_t step, const ModelConfig& cfg,
                          const std::vector<TensorInfo>& layout, const float* params,
                          const float* adam_m, const float* adam_v,
@@ -42,5 +44,17 @@ void load_checkpoint_weights(const fs::path& ckpt_dir, ParamArena<float>& arena,
 void load_checkpoint_tensors(const fs::path& ckpt_dir, const std::vector<TensorInfo>& layout,
                              float* params, float* adam_m, float* adam_v);
 nlohmann::json load_trainer_state(const fs::path& ckpt_dir);
+
+// --init-from: the model a run starts from a checkpoint's weights. Its shape, architecture and
+// tokenizer are the checkpoint's; its attention per layer and its context length are `requested`'s
+// (a shorter context keeps the first rows of learned positions). Throws Error naming a
+// contradiction.
+ModelConfig init_from_config(const fs::path& ckpt_dir, const ModelConfig& requested);
+// Overwrites the freshly initialised `arena` of `cfg` with the checkpoint's tensors of the same
+// names (learned positions cut to cfg.seq_len rows). Tensors the checkpoint lacks keep their
+// initial values (an XSA gate or sink new to the model) and are returned; a tensor of the
+// checkpoint the model has no place for is an Error naming it (weights would be lost).
+std::vector<std::string> load_initial_weights(const fs::path& ckpt_dir, const ModelConfig& cfg,
+                                              ParamArena<float>& arena);
 
 }  // namespace xsa

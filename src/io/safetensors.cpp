@@ -1,12 +1,42 @@
 #include "xsa/io/safetensors.h"
 
 #include <bit>
+#include <cmath>
 #include <cstring>
 #include <nlohmann/json.hpp>
 
 #include "xsa/util/error.h"
 
 namespace xsa {
+namespace {
+
+float bf16_to_float(uint16_t h) {
+  const uint32_t u = (uint32_t)h << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+// IEEE half to float, exactly (subnormals, infinities and NaN included).
+float half_to_float(uint16_t h) {
+  const uint32_t sign = (uint32_t)(h >> 15) << 31, exponent = (h >> 10) & 0x1f,
+                 mantissa = h & 0x3ff;
+  float magnitude;
+  if (exponent == 0)
+    magnitude = std::ldexp((float)mantissa, -24);
+  else if (exponent == 31)
+    magnitude = mantissa ? NAN : INFINITY;
+  else
+    magnitude = std::ldexp((float)(mantissa | 0x400), (int)exponent - 25);
+  uint32_t u;
+  std::memcpy(&u, &magnitude, 4);
+  u |= sign;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+}  // namespace
 
 static_assert(std::endian::native == std::endian::little,
               "safetensors I/O assumes a little-endian host");
@@ -74,10 +104,13 @@ SafetensorsFile::SafetensorsFile(std::string path, std::string bytes)
     if (!info.is_object() || !info.contains("dtype") || !info.contains("shape") ||
         !info.contains("data_offsets"))
       fail("{}: tensor '{}' lacks dtype, shape or data_offsets", path_, name);
-    if (info["dtype"] != "F32")
-      fail("{}: tensor '{}' has dtype {}, only F32 is supported", path_, name,
+    const std::string dtype = info["dtype"].is_string() ? info["dtype"].get<std::string>() : "";
+    if (dtype != "F32" && dtype != "F16" && dtype != "BF16")
+      fail("{}: tensor '{}' has dtype {}; F32, F16 and BF16 are supported", path_, name,
            info["dtype"].dump());
     Entry e;
+    e.bytes_per_value = dtype == "F32" ? 4 : 2;
+    e.bf16 = dtype == "BF16";
     try {
       e.shape = info["shape"].get<std::vector<int64_t>>();
       auto offsets = info["data_offsets"].get<std::vector<uint64_t>>();
@@ -88,9 +121,9 @@ SafetensorsFile::SafetensorsFile(std::string path, std::string bytes)
     }
     for (int64_t d : e.shape)
       if (d < 0) fail("{}: tensor '{}' has a negative dimension", path_, name);
-    if (e.end < e.begin || e.end - e.begin != numel_of(e.shape) * sizeof(float))
+    if (e.end < e.begin || e.end - e.begin != numel_of(e.shape) * e.bytes_per_value)
       fail("{}: tensor '{}' has {} data bytes, its shape {} needs {}", path_, name, e.end - e.begin,
-           shape_string(e.shape), numel_of(e.shape) * sizeof(float));
+           shape_string(e.shape), numel_of(e.shape) * e.bytes_per_value);
     if (e.end > data_size)
       fail("{}: truncated: tensor '{}' ends at data byte {} but the file holds only {}", path_,
            name, e.end, data_size);
@@ -105,8 +138,24 @@ void SafetensorsFile::read(const std::string& name, const std::vector<int64_t>& 
   if (it->second.shape != shape)
     fail("{}: tensor '{}' has shape {}, the model needs {}", path_, name,
          shape_string(it->second.shape), shape_string(shape));
-  std::memcpy(out, bytes_.data() + data_start_ + it->second.begin,
-              it->second.end - it->second.begin);
+  const Entry& e = it->second;
+  const char* data = bytes_.data() + data_start_ + e.begin;
+  if (e.bytes_per_value == 4) {
+    std::memcpy(out, data, e.end - e.begin);
+    return;
+  }
+  const size_t n = (e.end - e.begin) / 2;
+  for (size_t i = 0; i < n; i++) {
+    uint16_t h;
+    std::memcpy(&h, data + 2 * i, 2);
+    out[i] = e.bf16 ? bf16_to_float(h) : half_to_float(h);
+  }
+}
+
+const std::vector<int64_t>& SafetensorsFile::shape(const std::string& name) const {
+  auto it = entries_.find(name);
+  if (it == entries_.end()) fail("{}: tensor '{}' is missing", path_, name);
+  return it->second.shape;
 }
 
 std::vector<std::string> SafetensorsFile::names() const {

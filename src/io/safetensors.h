@@ -1,6 +1,7 @@
 // safetensors: 8-byte little-endian header length, a JSON header
 // {name: {dtype, shape, data_offsets: [begin, end]}, "__metadata__": {...}}, then raw
-// little-endian data. Only F32 tensors are written and read here.
+// little-endian data. xsa writes F32; it reads F32, and F16 and BF16 (other programs' files, e.g.
+// Hugging Face checkpoints), widened to float.
 #pragma once
 
 #include <cstdint>
@@ -27,13 +28,16 @@ class SafetensorsFile {
   bool contains(const std::string& name) const { return entries_.count(name) != 0; }
   // Copies tensor `name` into out (numel floats) after checking it exists with this shape.
   void read(const std::string& name, const std::vector<int64_t>& shape, float* out) const;
+  const std::vector<int64_t>& shape(const std::string& name) const;  // throws Error if absent
   std::vector<std::string> names() const;
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
 
  private:
   struct Entry {
     std::vector<int64_t> shape;
-    size_t begin, end;  // byte offsets into the data section
+    size_t begin, end;        // byte offsets into the data section
+    int bytes_per_value = 4;  // 4: F32; 2: F16 or BF16 (bf16 set)
+    bool bf16 = false;
   };
   std::string path_;
   std::string bytes_;

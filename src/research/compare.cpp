@@ -245,6 +245,9 @@ void prepare(const CompareConfig& cfg, Comm& comm, Setup& s) {
   if (!run.tokenizer.empty()) tokenizer = parse_tokenizer(run.tokenizer);
   s.data = open_dataset(run.data, tokenizer, run.val_fraction,
                         s.shape.rows_per_process() * comm.size(), T, run.vocab_dir);
+  if (!run.init_from.empty() && s.data.tokenizer != cfg.model.tokenizer)
+    fail("--init-from {} was trained with the {} tokenizer, but the data is {}", run.init_from,
+         to_string(cfg.model.tokenizer), to_string(s.data.tokenizer));
   s.base = cfg.model;
   s.base.tokenizer = s.data.tokenizer;
   s.base.vocab_size = vocab_size_of(s.data.tokenizer);
@@ -316,6 +319,8 @@ std::vector<Arm> make_arms(const CompareConfig& cfg, const Setup& s, uint64_t se
     a.model = std::make_unique<Gpt<float>>(m, B, T, GptMode::training,
                                            variant_backend(cfg.run, s.variants[k]));
     a.model->params().init(m, seed);
+    if (!cfg.run.init_from.empty())  // the same pretrained weights for every arm and seed
+      load_initial_weights(resolve_checkpoint(cfg.run.init_from), m, a.model->params());
     a.step = std::make_unique<TrainStep>(*a.model, optimizer_settings(cfg.run),
                                          Parallelism{s.comm, cfg.run.zero == 1, cfg.run.overlap});
     a.loader = std::make_unique<BatchLoader>(s.data.train, s.shape.rows_per_process(), T,

@@ -23,11 +23,37 @@ struct TrainArgs {
 void check_agrees(const CLI::App& cmd, const char* flag, long long given, long long stored,
                   const fs::path& ckpt) {
   if (cmd.count(flag) > 0 && given != stored)
-    fail("{} {} contradicts the checkpoint {} ({}); drop it to resume", flag, given,
+    fail("{} {} contradicts the checkpoint {} ({}); drop it", flag, given,
          (ckpt / "config.json").string(), stored);
 }
 
+// The shape options a resumed or initialised run takes from its checkpoint.
+void check_shape_agrees(const CLI::App& cmd, const ModelConfig& model, const ModelConfig& stored,
+                        const fs::path& ckpt, bool seq_len_too) {
+  check_agrees(cmd, "--layers", model.n_layer, stored.n_layer, ckpt);
+  check_agrees(cmd, "--heads", model.n_head, stored.n_head, ckpt);
+  check_agrees(cmd, "--kv-heads", model.kv_heads(), stored.kv_heads(), ckpt);
+  check_agrees(cmd, "--embd", model.n_embd, stored.n_embd, ckpt);
+  if (seq_len_too) check_agrees(cmd, "--seq-len", model.seq_len, stored.seq_len, ckpt);
+  if (cmd.count("--arch") && std::string(architecture_name(model)) != architecture_name(stored))
+    fail("--arch {} contradicts the checkpoint {} ({})", architecture_name(model),
+         (ckpt / "config.json").string(), architecture_name(stored));
+  if (cmd.count("--rope-theta") && model.rope_theta != stored.rope_theta)
+    fail("--rope-theta {} contradicts the checkpoint {} ({})", model.rope_theta,
+         (ckpt / "config.json").string(), stored.rope_theta);
+}
+
 }  // namespace
+
+ModelConfig init_from_model(const CLI::App& cmd, const ModelConfig& requested, RunConfig& run) {
+  const fs::path ckpt = resolve_checkpoint(run.init_from);
+  const ModelConfig stored = load_checkpoint_config(ckpt);
+  check_shape_agrees(cmd, requested, stored, ckpt, /*seq_len_too=*/false);
+  ModelConfig wanted = requested;
+  if (!cmd.count("--seq-len")) wanted.seq_len = stored.seq_len;
+  if (run.tokenizer.empty()) run.tokenizer = to_string(stored.tokenizer);
+  return init_from_config(ckpt, wanted);
+}
 
 void add_train_command(CLI::App& root) {
   auto* cmd = root.add_subcommand("train", "Train an xsa-gpt model (SA or XSA) on a text file");
@@ -59,23 +85,16 @@ void add_train_command(CLI::App& root) {
     if (a->resume.empty()) {
       if (!run.tokenizer.empty()) parse_tokenizer(run.tokenizer);  // reject a bad name first
       set_layer_attn(model, a->attn);
+      if (!run.init_from.empty()) model = init_from_model(*cmd, model, run);
       train(model, run);
       return;
     }
+    if (!run.init_from.empty())
+      fail("--init-from and --resume exclude each other: a resumed run has its own weights");
     // Resume: the model comes from the checkpoint; run settings too, unless given again.
     fs::path ckpt = resolve_checkpoint(a->resume);
     ModelConfig stored = load_checkpoint_config(ckpt);
-    check_agrees(*cmd, "--layers", model.n_layer, stored.n_layer, ckpt);
-    check_agrees(*cmd, "--heads", model.n_head, stored.n_head, ckpt);
-    check_agrees(*cmd, "--kv-heads", model.kv_heads(), stored.kv_heads(), ckpt);
-    check_agrees(*cmd, "--embd", model.n_embd, stored.n_embd, ckpt);
-    check_agrees(*cmd, "--seq-len", model.seq_len, stored.seq_len, ckpt);
-    if (cmd->count("--arch") && std::string(architecture_name(model)) != architecture_name(stored))
-      fail("--arch {} contradicts the checkpoint {} ({})", architecture_name(model),
-           (ckpt / "config.json").string(), architecture_name(stored));
-    if (cmd->count("--rope-theta") && model.rope_theta != stored.rope_theta)
-      fail("--rope-theta {} contradicts the checkpoint {} ({})", model.rope_theta,
-           (ckpt / "config.json").string(), stored.rope_theta);
+    check_shape_agrees(*cmd, model, stored, ckpt, /*seq_len_too=*/true);
     if (cmd->count("--tokenizer") && parse_tokenizer(run.tokenizer) != stored.tokenizer)
       fail("--tokenizer {} contradicts the checkpoint {} ({})", run.tokenizer,
            (ckpt / "config.json").string(), to_string(stored.tokenizer));

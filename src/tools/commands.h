@@ -18,6 +18,11 @@ void add_training_options(CLI::App* cmd, RunConfig& r);
 void add_run_option(CLI::App* cmd, RunConfig& r, const std::string& key,
                     const std::string& help = "");
 
+// --init-from: the model of a run starting from a checkpoint's weights (its shape; attention and
+// --seq-len as requested), shape options that contradict the checkpoint refused; sets the run's
+// tokenizer to the checkpoint's when none was given.
+ModelConfig init_from_model(const CLI::App& cmd, const ModelConfig& requested, RunConfig& run);
+
 void add_train_command(CLI::App& root);
 void add_info_command(CLI::App& root);
 void add_tokenize_command(CLI::App& root);
@@ -28,5 +33,7 @@ void add_analyze_command(CLI::App& root);
 void add_sweep_command(CLI::App& root);
 void add_eval_command(CLI::App& root);
 void add_sample_command(CLI::App& root);
+void add_import_command(CLI::App& root);
+void add_export_command(CLI::App& root);
 
 }  // namespace xsa::cli

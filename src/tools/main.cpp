@@ -99,6 +99,8 @@ int main(int argc, char** argv) {
   xsa::cli::add_sweep_command(app);
   xsa::cli::add_eval_command(app);
   xsa::cli::add_sample_command(app);
+  xsa::cli::add_import_command(app);
+  xsa::cli::add_export_command(app);
   xsa::cli::add_bench_command(app);
   xsa::cli::add_tokenize_command(app);
   const xsa::Comm& comm = xsa::world_comm();

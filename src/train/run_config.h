@@ -22,6 +22,7 @@ struct RunConfig {
   // process (batch × seq-len). The gradient-accumulation steps follow from it (accumulation_steps).
   int64_t total_batch_tokens = 0;
   std::string precision = "fp32";  // "fp32", or "bf16": bf16 matrix products, fp32 elsewhere
+  std::string init_from;           // a checkpoint whose weights the run starts from (empty: random)
   bool overlap = false;  // sum each layer's gradients during the backward (several processes)
   int zero = 0;  // ZeRO stage: 0 (every rank keeps all AdamW moments) or 1 (each keeps its shard)
   int64_t steps = 500;
@@ -126,6 +127,12 @@ void for_each_run_option(Run& r, Fn&& fn) {
                "gradients and optimizer in fp32 (needs AVX512_BF16 or AMX)",
                all},
      r.precision);
+  fn(RunOption{"init_from", "--init-from",
+               "Start from this run's or checkpoint's weights (e.g. GPT-2 from xsa import) "
+               "instead of random ones; the model's shape is the checkpoint's, its attention "
+               "--attn's",
+               all},
+     r.init_from);
   fn(RunOption{"overlap", "--overlap",
                "Under mpirun: sum each layer's gradients while the backward runs the layers "
                "below it (a communication thread; not with --zero 1)",

@@ -1,5 +1,6 @@
 #include "xsa/train/trainer.h"
 
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -288,6 +289,9 @@ TrainResult train(const ModelConfig& requested_model, const RunConfig& requested
     if (!run.tokenizer.empty()) tokenizer = parse_tokenizer(run.tokenizer);
     data = open_dataset(run.data, tokenizer, run.val_fraction,
                         shape.rows_per_process() * comm.size(), T, run.vocab_dir);
+    if (!run.init_from.empty() && data.tokenizer != requested_model.tokenizer)
+      fail("--init-from {} was trained with the {} tokenizer, but the data is {}", run.init_from,
+           to_string(requested_model.tokenizer), to_string(data.tokenizer));
     model_cfg.tokenizer = data.tokenizer;  // the vocabulary is the data's
     model_cfg.vocab_size = vocab_size_of(data.tokenizer);
     model_cfg.padded_vocab = pad_vocab(model_cfg.vocab_size);
@@ -329,6 +333,18 @@ TrainResult train(const ModelConfig& requested_model, const RunConfig& requested
     });
   } else {
     model.params().init(model_cfg, run.seed);  // the same on every rank: a seeded draw per tensor
+    if (!run.init_from.empty())
+      agree_on(comm, [&] {
+        const auto fresh =
+            load_initial_weights(resolve_checkpoint(run.init_from), model_cfg, model.params());
+        if (speak)
+          std::printf("initial weights: %s%s\n", run.init_from.c_str(),
+                      fresh.empty() ? ""
+                                    : fmt::format(" ({} new tensor(s) at their initial values: "
+                                                  "{})",
+                                                  fresh.size(), fmt::join(fresh, ", "))
+                                          .c_str());
+      });
   }
   int64_t step = loop.step;
 

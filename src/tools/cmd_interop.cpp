@@ -1,0 +1,104 @@
+// xsa import / xsa export: GPT-2 models to and from Hugging Face's and llm.c's files.
+#include <fmt/format.h>
+
+#include <cstdio>
+
+#include "xsa/io/checkpoint.h"
+#include "xsa/io/interop.h"
+#include "xsa/tools/commands.h"
+#include "xsa/util/error.h"
+
+namespace xsa::cli {
+namespace {
+
+constexpr const char* kFormats = "hf (Hugging Face GPT-2) or llmc (llm.c's model file)";
+
+void check_format(const std::string& format) {
+  if (format != "hf" && format != "llmc") fail("format '{}' is not known: {}", format, kFormats);
+}
+
+}  // namespace
+
+void add_import_command(CLI::App& root) {
+  auto* cmd = root.add_subcommand(
+      "import", "Read a GPT-2 model from Hugging Face's or llm.c's files into an xsa run folder");
+  struct Args {
+    std::string format, source, out;
+    bool force = false;
+  };
+  auto a = std::make_shared<Args>();
+  cmd->add_option("format", a->format, kFormats)->required();
+  cmd->add_option("source", a->source,
+                  "hf: model.safetensors or its folder (with config.json); llmc: gpt2_124M.bin")
+      ->required();
+  cmd->add_option("--out", a->out, "The run folder to write (its checkpoint ckpt_000000)")
+      ->required();
+  cmd->add_flag("--force", a->force, "Replace a checkpoint already in --out");
+  cmd->callback([a] {
+    check_format(a->format);
+    std::error_code ec;
+    const fs::path out = a->out;
+    if (!a->force && !list_checkpoints(out).empty())
+      fail(
+          "{}: already holds a run; pass --force to replace its step-0 checkpoint, or choose "
+          "another --out",
+          out.string());
+    // Everything is read and checked before anything is written.
+    const ForeignModel m = a->format == "hf" ? import_hf(a->source) : import_llmc(a->source);
+    const fs::path ckpt = save_checkpoint(out, 0, m.cfg, param_layout(m.cfg), m.params.data(),
+                                          nullptr, nullptr, nlohmann::json(), a->force);
+    std::printf(
+        "imported %s\n  -> %s (%s attention, %lld parameters; weights only: eval, sample, "
+        "analyze, or train --init-from)\n",
+        m.description.c_str(), ckpt.string().c_str(), layer_attn_string(m.cfg).c_str(),
+        (long long)parameter_count(m.cfg));
+  });
+}
+
+void add_export_command(CLI::App& root) {
+  auto* cmd = root.add_subcommand(
+      "export", "Write an xsa model (GPT-2 architecture) as Hugging Face's or llm.c's files");
+  struct Args {
+    std::string format, run, dest, precision = "fp32";
+    bool force = false;
+  };
+  auto a = std::make_shared<Args>();
+  cmd->add_option("format", a->format, kFormats)->required();
+  cmd->add_option("run", a->run, "A run folder (its latest checkpoint) or a checkpoint folder")
+      ->required();
+  cmd->add_option("dest", a->dest, "hf: the folder to write; llmc: the file to write")->required();
+  cmd->add_option("--precision", a->precision,
+                  "llmc: fp32 (version 3, what llm.c's CPU trainer reads) or bf16 (version 5, its "
+                  "CUDA trainer)")
+      ->capture_default_str();
+  cmd->add_flag("--force", a->force, "Replace dest when it exists");
+  cmd->callback([a] {
+    check_format(a->format);
+    if (a->precision != "fp32" && a->precision != "bf16")
+      fail("--precision {} is not known (fp32 or bf16)", a->precision);
+    if (a->format == "hf" && a->precision != "fp32")
+      fail("--precision {}: Hugging Face files are written in fp32", a->precision);
+    const fs::path dest = a->dest;
+    std::error_code ec;
+    const bool taken = a->format == "hf" ? fs::exists(dest / "model.safetensors", ec) ||
+                                               fs::exists(dest / "config.json", ec)
+                                         : fs::exists(dest, ec);
+    if (taken && !a->force) fail("{}: already exists; pass --force to replace it", dest.string());
+    const fs::path ckpt = resolve_checkpoint(a->run);
+    const ModelConfig cfg = load_checkpoint_config(ckpt);
+    const std::vector<TensorInfo> layout = param_layout(cfg);
+    std::vector<float> params(param_arena_size(layout));
+    load_checkpoint_tensors(ckpt, layout, params.data(), nullptr, nullptr);
+    if (a->format == "hf")
+      export_hf(cfg, layout, params.data(), dest);
+    else
+      export_llmc(cfg, layout, params.data(), dest, a->precision == "bf16");
+    std::printf(
+        "exported %s -> %s (%s)\n", ckpt.string().c_str(), dest.string().c_str(),
+        a->format == "hf"
+            ? "Hugging Face GPT-2: model.safetensors, config.json"
+            : fmt::format("llm.c model file, version {}", a->precision == "bf16" ? 5 : 3).c_str());
+  });
+}
+
+}  // namespace xsa::cli
