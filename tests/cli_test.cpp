@@ -538,6 +538,60 @@ TEST_F(Cli, PrecisionInCompareSweepEvalAndSample) {
   EXPECT_EQ(r.err, "xsa: error: --precision fp16 is not known (fp32 or bf16)\n");
 }
 
+// The GPT-2 architecture through the commands: train, info, export to llm.c and back, eval of
+// both the same, fine-tuning with --init-from (its step 0 is the source's model), and the refusals.
+TEST_F(Cli, Gpt2ArchitectureImportExportAndInitFrom) {
+  Result r = xsa("train --data data.txt " + kSmall + " --arch gpt2 --attn sa --steps 6 --out g2");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(xsa("info g2").out.find("arch:        gpt2"), std::string::npos);
+  r = xsa("export llmc g2 g2.bin");
+  ASSERT_EQ(r.status, 0) << r.err;
+  r = xsa("import llmc g2.bin --out g2_back");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(read_file(work_dir() / "g2/ckpt_000006/model.safetensors").size(),
+            read_file(work_dir() / "g2_back/ckpt_000000/model.safetensors").size());
+  double loss[2];
+  int i = 0;
+  for (const char* run : {"g2", "g2_back"}) {
+    r = xsa(std::string("eval --ckpt ") + run +
+            " --data data.txt --threads 1 --batch 4 --val-batches 4 --json e.json");
+    ASSERT_EQ(r.status, 0) << r.err;
+    loss[i++] = nlohmann::json::parse(read_file(work_dir() / "e.json"))[0]["val_loss"];
+  }
+  EXPECT_EQ(loss[0], loss[1]) << "the same weights after a round trip through llm.c's file";
+  // Fine-tuning as XSA from those weights; as SA its first validation is the source's own.
+  r =
+      xsa("train --data data.txt --init-from g2_back --attn sa --batch 4 --threads 1 --quiet "
+          "--steps 2 --val-batches 2 --out ft_sa");
+  ASSERT_EQ(r.status, 0) << r.err;
+  r = xsa("eval --ckpt g2 --data data.txt --threads 1 --batch 4 --val-batches 2 --json e2.json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NEAR(metrics("ft_sa")[0]["loss"].get<double>(),
+              nlohmann::json::parse(read_file(work_dir() / "e2.json"))[0]["val_loss"], 1e-6);
+  r =
+      xsa("train --data data.txt --init-from g2_back --attn xsa-gated --seq-len 8 --batch 4 "
+          "--threads 1 --steps 2 --out ft_xsa");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("new tensor(s) at their initial values"), std::string::npos) << r.out;
+  // Refusals: one line each, nothing written.
+  r = xsa("export llmc ft_xsa x.bin");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("llm.c computes standard attention"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(work_dir() / "x.bin"));
+  r = xsa("import llmc data.txt --out not_made");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_FALSE(fs::exists(work_dir() / "not_made"));
+  r = xsa("train --data data.txt --init-from g2_back --embd 64 --out nope");
+  EXPECT_NE(r.err.find("--embd 64 contradicts the checkpoint"), std::string::npos) << r.err;
+  r = xsa("train --data data.txt --init-from g2_back --seq-len 64 --out nope");
+  EXPECT_NE(r.err.find("is longer than the 16 learned positions"), std::string::npos) << r.err;
+  r = xsa("export llmc g2 g2.bin");
+  EXPECT_NE(r.err.find("already exists; pass --force"), std::string::npos) << r.err;
+  r = xsa("export hf " + std::string("ev_missing") + " out_hf");
+  EXPECT_EQ(r.status, 1);
+}
+
 TEST_F(Cli, EvalAndSample) {
   ASSERT_EQ(xsa("train --data data.txt " + kSmall + " --steps 6 --out ev").status, 0);
   write("mc.jsonl",

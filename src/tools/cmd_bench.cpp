@@ -35,6 +35,7 @@ using nlohmann::json;
 struct BenchShape {
   const char* name;
   int V, L, C, H, T, B;
+  bool gpt2_architecture = false;  // --arch gpt2: learned positions and linear biases
 };
 constexpr BenchShape kShapes[] = {{"tiny", 256, 2, 64, 4, 64, 4},
                                   {"small", 50304, 6, 384, 6, 256, 8},
@@ -47,6 +48,7 @@ ModelConfig model_of(const BenchShape& s, AttnKind attn) {
   cfg.padded_vocab = s.V;
   cfg.n_layer = s.L, cfg.n_head = s.H, cfg.n_embd = s.C, cfg.seq_len = s.T;
   for (auto& a : cfg.layer_attn) a = attn;
+  if (s.gpt2_architecture) set_architecture(cfg, "gpt2");
   return cfg;
 }
 
@@ -196,7 +198,7 @@ struct DecodeArm {
 };
 
 struct Options {
-  std::string config = "all", json_path, csv_path, precision = "fp32";
+  std::string config = "all", json_path, csv_path, precision = "fp32", arch = "xsa";
   int steps = 5, warmup = 2, threads = 0;
   std::vector<int> attn_T = {256, 1024, 4096, 8192};
   bool gemm = false, no_steps = false, no_attention = false, decode = false, allreduce = false;
@@ -343,6 +345,7 @@ void bench_step_config(const BenchShape& s, int steps, int warmup, bool bf16, js
                        {"gflops", gflops},
                        {"gemm_ceiling_gflops", ceiling.gflops},
                        {"precision", bf16 ? "bf16" : "fp32"},
+                       {"arch", architecture_name(sa)},
                        {"peak_mb", peak[k]}});
   }
   Stats r = stats_of(ratio);
@@ -572,7 +575,9 @@ void run_bench(const Options& o) {
   const std::string note =
       blas_kernels_note(blas_core(), pinned ? pinned : "", best_blas_core_for_cpu());
   if (!note.empty()) std::printf("%s\n", note.c_str());
-  const std::vector<BenchShape> shapes = shapes_of(o.config);
+  std::vector<BenchShape> shapes = shapes_of(o.config);
+  for (BenchShape& s : shapes) s.gpt2_architecture = o.arch == "gpt2";
+  if (o.arch == "gpt2") std::printf("architecture: gpt2 (learned positions, linear biases)\n");
   if (o.gemm) bench_gemm(shapes, records);
   const bool bf16 = o.precision == "bf16";
   if (bf16)
@@ -592,6 +597,9 @@ void add_bench_command(CLI::App& root) {
   auto o = std::make_shared<Options>();
   auto child = std::make_shared<bool>(false);
   cmd->add_option("--config", o->config, "tiny, small, gpt2 or all (docs/SPEC.md §4)")
+      ->capture_default_str();
+  cmd->add_option("--arch", o->arch,
+                  "xsa (RoPE, no linear biases) or gpt2 (learned positions, linear biases)")
       ->capture_default_str();
   cmd->add_option("--steps", o->steps, "Timed steps per arm")->capture_default_str();
   cmd->add_option("--warmup", o->warmup, "Warm-up steps per arm")->capture_default_str();
@@ -618,6 +626,8 @@ void add_bench_command(CLI::App& root) {
     if (o->steps < 1 || o->warmup < 0) fail("--steps must be at least 1 and --warmup non-negative");
     if (o->precision != "fp32" && o->precision != "bf16")
       fail("--precision {} is not known (fp32 or bf16)", o->precision);
+    ModelConfig unused;
+    set_architecture(unused, o->arch);  // an unknown --arch, before anything runs
     std::string why;
     if (o->precision == "bf16" && !bf16_products_available(&why)) fail("--precision bf16: {}", why);
     if (*child) {
