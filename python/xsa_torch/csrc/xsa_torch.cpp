@@ -79,15 +79,28 @@ void check_options(const Shape& s, bool exclusive, const at::Tensor& alpha) {
   TORCH_CHECK(!alpha.defined() || exclusive, "xsa_torch: a gate needs exclusive=True");
 }
 
+// What the forward and the backward both start from: the packed input made contiguous, the
+// per-head gate and sink checked, the options checked.
+struct Inputs {
+  Shape shape;
+  at::Tensor qkv, alpha, sink;
+};
+Inputs checked_inputs(const at::Tensor& qkv_in, int64_t H, int64_t Hkv, bool exclusive,
+                      const OptionalTensor& alpha_in, const OptionalTensor& sink_in) {
+  Inputs in{packed_shape(qkv_in, H, Hkv), qkv_in.contiguous(), {}, {}};
+  in.alpha = per_head(alpha_in, H, in.qkv.scalar_type(), "gate");
+  in.sink = per_head(sink_in, H, in.qkv.scalar_type(), "sink");
+  check_options(in.shape, exclusive, in.alpha);
+  return in;
+}
+
 // Returns (out [B, T, C], y [B, T, C], lse [B, H, T]); out is y itself for SA.
 std::vector<at::Tensor> forward_packed(const at::Tensor& qkv_in, int64_t H, int64_t Hkv,
                                        bool exclusive, const OptionalTensor& alpha_in,
                                        const OptionalTensor& sink_in) {
-  const Shape s = packed_shape(qkv_in, H, Hkv);
-  const at::Tensor qkv = qkv_in.contiguous();
-  const at::Tensor alpha = per_head(alpha_in, H, qkv.scalar_type(), "gate");
-  const at::Tensor sink = per_head(sink_in, H, qkv.scalar_type(), "sink");
-  check_options(s, exclusive, alpha);
+  const Inputs in = checked_inputs(qkv_in, H, Hkv, exclusive, alpha_in, sink_in);
+  const Shape& s = in.shape;
+  const at::Tensor &qkv = in.qkv, &alpha = in.alpha, &sink = in.sink;
   at::Tensor y = at::empty({s.B, s.T, s.C()}, qkv.options());
   at::Tensor lse = at::empty({s.B, s.H, s.T}, qkv.options());
   at::Tensor z = exclusive ? at::empty_like(y) : y;
@@ -106,11 +119,9 @@ std::vector<at::Tensor> backward_packed(const at::Tensor& grad_out, const at::Te
                                         const at::Tensor& y, const at::Tensor& lse, int64_t H,
                                         int64_t Hkv, bool exclusive, const OptionalTensor& alpha_in,
                                         const OptionalTensor& sink_in) {
-  const Shape s = packed_shape(qkv_in, H, Hkv);
-  const at::Tensor qkv = qkv_in.contiguous();
-  const at::Tensor alpha = per_head(alpha_in, H, qkv.scalar_type(), "gate");
-  const at::Tensor sink = per_head(sink_in, H, qkv.scalar_type(), "sink");
-  check_options(s, exclusive, alpha);
+  const Inputs in = checked_inputs(qkv_in, H, Hkv, exclusive, alpha_in, sink_in);
+  const Shape& s = in.shape;
+  const at::Tensor &qkv = in.qkv, &alpha = in.alpha, &sink = in.sink;
   TORCH_CHECK(y.is_contiguous() && lse.is_contiguous() && y.scalar_type() == qkv.scalar_type(),
               "xsa_torch: y and lse must be the forward's own");
   // The kernel turns ∂L/∂z into ∂L/∂y in place: work on a copy, never on autograd's gradient.
