@@ -13,6 +13,7 @@
 
 #include "test_util.h"
 #include "xsa/backend/backend.h"
+#include "xsa/io/checkpoint.h"
 #include "xsa/util/blas.h"
 #include "xsa/util/files.h"
 #include "xsa/util/stats.h"
@@ -498,6 +499,12 @@ TEST_F(Cli, PrecisionInCompareSweepEvalAndSample) {
   r = xsa("compare --data data.txt --preset tiny --variants sa,xsa@fp16 --out cp16b");
   EXPECT_EQ(r.err,
             "xsa: error: --variants xsa@fp16: 'fp16' after @ is not a precision (fp32 or bf16)\n");
+  r =
+      xsa("compare --data data.txt --preset tiny --precision bf16 --variants sa,xsa,xsa@bf16 "
+          "--out cp16b");
+  EXPECT_NE(r.err.find("the run's --precision is already bf16"), std::string::npos) << r.err;
+  r = xsa("compare --data data.txt --preset tiny --variants sa,sa@bf16@fp32 --out cp16b");
+  EXPECT_NE(r.err.find("one precision per variant"), std::string::npos) << r.err;
 
   r =
       xsa("sweep --param precision=fp32,bf16 --data data.txt --preset tiny --steps 4 "
@@ -588,6 +595,35 @@ TEST_F(Cli, Gpt2ArchitectureImportExportAndInitFrom) {
   EXPECT_NE(r.err.find("is longer than the 16 learned positions"), std::string::npos) << r.err;
   r = xsa("export llmc g2 g2.bin");
   EXPECT_NE(r.err.find("already exists; pass --force"), std::string::npos) << r.err;
+  // --force never clears a run before --init-from has been checked whole: not when the source lies
+  // inside --out, not when the source does not fit the model (a gate the SA model has no place
+  // for).
+  const std::string before = read_file(work_dir() / "ft_sa/metrics.jsonl");
+  r =
+      xsa("train --data data.txt --init-from ft_sa --attn sa --batch 4 --threads 1 --steps 2 "
+          "--out ft_sa --force");
+  EXPECT_NE(r.err.find("lies inside --out ft_sa, which --force would clear"), std::string::npos)
+      << r.err;
+  r =
+      xsa("train --data data.txt --init-from ft_xsa --attn sa --batch 4 --threads 1 --steps 2 "
+          "--out ft_sa --force");
+  EXPECT_NE(r.err.find("has no place in the model being trained"), std::string::npos) << r.err;
+  EXPECT_EQ(read_file(work_dir() / "ft_sa/metrics.jsonl"), before);
+  EXPECT_TRUE(fs::exists(work_dir() / "ft_sa/ckpt_000002"));
+  // A sweep checks each value against the checkpoint before the first run.
+  r =
+      xsa("sweep --data data.txt --init-from g2_back --param seq-len=8,32 --batch 4 --steps 2 "
+          "--out sw_init");
+  EXPECT_NE(r.err.find("--seq-len 32 is longer than the 16 learned positions"), std::string::npos)
+      << r.err;
+  EXPECT_FALSE(fs::exists(work_dir() / "sw_init/seq-len-8"));
+  r = xsa("sweep --data data.txt --init-from g2_back --param layers=1,2 --out sw_init");
+  EXPECT_NE(r.err.find("--param layers cannot vary with --init-from"), std::string::npos) << r.err;
+  // import --force replaces the whole run: no later checkpoint of the old one shadows it.
+  r = xsa("import llmc g2.bin --out ft_sa --force");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(list_checkpoints(work_dir() / "ft_sa").size(), 1u);
+  EXPECT_FALSE(fs::exists(work_dir() / "ft_sa/metrics.jsonl"));
   r = xsa("export hf " + std::string("ev_missing") + " out_hf");
   EXPECT_EQ(r.status, 1);
 }

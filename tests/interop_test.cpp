@@ -313,6 +313,7 @@ TEST_F(Interop, MalformedFilesAreNamed) {
   expect_error(llmc_with(0, 20240520), "magic 20240520 is not llm.c's model file");
   expect_error(llmc_with(1, 4), "version 4 is not one xsa reads");
   expect_error(llmc_with(6, 17), "is not divisible by");  // C = 17 over 2 heads
+  expect_error(llmc_with(6, 1 << 30), "are impossible");  // sizes that would overflow
   write_file_atomic(dir / "bad.bin", good.substr(0, good.size() - 4));
   expect_error([&] { import_llmc(dir / "bad.bin"); }, "bytes, but a version 3 file");
   write_file_atomic(dir / "bad.bin", "short");
@@ -338,7 +339,10 @@ TEST_F(Interop, MalformedFilesAreNamed) {
   config["n_layer"] = 3;
   write_file_atomic(dir / "layers" / "config.json", config.dump());
   expect_error([&] { import_hf(dir / "layers"); }, "tensor 'h.2.ln_1.weight' is missing");
-  config["n_layer"] = 2, config["activation_function"] = "relu";
+  config["n_layer"] = 2, config["scale_attn_weights"] = false;
+  write_file_atomic(dir / "layers" / "config.json", config.dump());
+  expect_error([&] { import_hf(dir / "layers"); }, "not GPT-2's 1/√d attention");
+  config.erase("scale_attn_weights"), config["activation_function"] = "relu";
   write_file_atomic(dir / "layers" / "config.json", config.dump());
   expect_error([&] { import_hf(dir / "layers"); }, "is not GPT-2's tanh GELU");
   fs::remove(dir / "layers" / "config.json");

@@ -127,15 +127,17 @@ ModelConfig load_checkpoint_config(const fs::path& ckpt_dir) {
 
 void load_checkpoint_weights(const fs::path& ckpt_dir, ParamArena<float>& arena,
                              bool with_optimizer) {
+  {
+    HostView<float> params(arena.params, true);
+    if (!with_optimizer) {
+      load_checkpoint_tensors(ckpt_dir, arena.layout, params.data(), nullptr, nullptr);
+    } else {
+      XSA_CHECK(arena.adam_m.size() == arena.params.size(), "loading into sharded moments");
+      HostView<float> adam_m(arena.adam_m, true), adam_v(arena.adam_v, true);
+      load_checkpoint_tensors(ckpt_dir, arena.layout, params.data(), adam_m.data(), adam_v.data());
+    }
+  }  // written back before the backend hears of it (a device backend copies on close)
   if (arena.params.backend()) arena.params.backend()->weights_changed();
-  HostView<float> params(arena.params, true);
-  if (!with_optimizer) {
-    load_checkpoint_tensors(ckpt_dir, arena.layout, params.data(), nullptr, nullptr);
-    return;
-  }
-  XSA_CHECK(arena.adam_m.size() == arena.params.size(), "loading into sharded moments");
-  HostView<float> adam_m(arena.adam_m, true), adam_v(arena.adam_v, true);
-  load_checkpoint_tensors(ckpt_dir, arena.layout, params.data(), adam_m.data(), adam_v.data());
 }
 
 void load_checkpoint_tensors(const fs::path& ckpt_dir, const std::vector<TensorInfo>& layout,
@@ -165,42 +167,71 @@ ModelConfig init_from_config(const fs::path& ckpt_dir, const ModelConfig& reques
   return cfg;
 }
 
-std::vector<std::string> load_initial_weights(const fs::path& ckpt_dir, const ModelConfig& cfg,
-                                              ParamArena<float>& arena) {
-  const fs::path path = ckpt_dir / "model.safetensors";
-  const SafetensorsFile file(path.string(), read_file(path));
-  std::vector<std::string> kept_init;
+namespace {
+
+// --init-from's checks against a parsed file: every tensor of the file has a place in the model,
+// every tensor of the model is in the file (or is a gate or sink new to it, returned), shapes agree
+// (learned positions: at least the model's rows).
+std::vector<std::string> check_initial_tensors(const SafetensorsFile& file, const std::string& path,
+                                               const std::vector<TensorInfo>& layout) {
   for (const std::string& name : file.names()) {
     bool known = false;
-    for (const TensorInfo& t : arena.layout) known |= t.name == name;
+    for (const TensorInfo& t : layout) known |= t.name == name;
     if (!known)
       fail(
           "{}: tensor '{}' has no place in the model being trained (its attention differs: a "
           "gate or sink would be dropped)",
-          path.string(), name);
+          path, name);
   }
+  std::vector<std::string> fresh;
+  for (const TensorInfo& t : layout) {
+    if (!file.contains(t.name)) {
+      if (t.name.find("xsa_gate") == std::string::npos &&
+          t.name.find("attn.sink") == std::string::npos)
+        fail("{}: tensor '{}' is missing", path, t.name);
+      fresh.push_back(t.name);
+      continue;
+    }
+    const std::vector<int64_t>& stored = file.shape(t.name);
+    const bool positions = t.name == "transformer.wpe.weight";
+    const bool fits = positions
+                          ? stored.size() == 2 && stored[1] == t.shape[1] && stored[0] >= t.shape[0]
+                          : stored == t.shape;
+    if (!fits)
+      fail("{}: tensor '{}' has shape {}, the model needs {}{}", path, t.name, shape_string(stored),
+           shape_string(t.shape), positions ? " (or more rows)" : "");
+  }
+  return fresh;
+}
+
+}  // namespace
+
+std::vector<std::string> check_initial_weights(const fs::path& ckpt_dir, const ModelConfig& cfg) {
+  const fs::path path = ckpt_dir / "model.safetensors";
+  const SafetensorsFile file(path.string(), read_file(path));
+  return check_initial_tensors(file, path.string(), param_layout(cfg));
+}
+
+std::vector<std::string> load_initial_weights(const fs::path& ckpt_dir, ParamArena<float>& arena) {
+  const fs::path path = ckpt_dir / "model.safetensors";
+  const SafetensorsFile file(path.string(), read_file(path));
+  const std::vector<std::string> fresh = check_initial_tensors(file, path.string(), arena.layout);
   {
     HostView<float> params(arena.params, true);
     for (const TensorInfo& t : arena.layout) {
-      if (!file.contains(t.name)) {
-        kept_init.push_back(t.name);
-        continue;
-      }
-      if (t.name == "transformer.wpe.weight" && file.shape(t.name) != t.shape) {
-        const std::vector<int64_t> stored = file.shape(t.name);  // [T_stored ≥ T, C]
-        std::vector<float> all((size_t)stored[0] * t.shape[1]);
-        file.read(t.name, {stored[0], t.shape[1]}, all.data());
+      if (!file.contains(t.name)) continue;
+      if (t.name == "transformer.wpe.weight") {  // the first rows of [T_stored ≥ T, C]
+        const std::vector<int64_t> stored = file.shape(t.name);
+        std::vector<float> all((size_t)stored[0] * stored[1]);
+        file.read(t.name, stored, all.data());
         std::copy(all.begin(), all.begin() + t.numel, params.data() + t.offset);
         continue;
       }
       file.read(t.name, t.shape, params.data() + t.offset);
     }
   }  // written back before the backend hears of it
-  for (const std::string& name : kept_init)
-    if (name.find("xsa_gate") == std::string::npos && name.find("attn.sink") == std::string::npos)
-      fail("{}: tensor '{}' is missing", path.string(), name);
   if (arena.params.backend()) arena.params.backend()->weights_changed();
-  return kept_init;
+  return fresh;
 }
 
 }  // namespace xsa

@@ -50,11 +50,13 @@ nlohmann::json load_trainer_state(const fs::path& ckpt_dir);
 // (a shorter context keeps the first rows of learned positions). Throws Error naming a
 // contradiction.
 ModelConfig init_from_config(const fs::path& ckpt_dir, const ModelConfig& requested);
-// Overwrites the freshly initialised `arena` of `cfg` with the checkpoint's tensors of the same
+// The checks of load_initial_weights without loading (before anything is written or deleted):
+// returns the tensors that would keep their initial values; throws Error as it would.
+std::vector<std::string> check_initial_weights(const fs::path& ckpt_dir, const ModelConfig& cfg);
+// Overwrites the freshly initialised `arena` with the checkpoint's tensors of the same
 // names (learned positions cut to cfg.seq_len rows). Tensors the checkpoint lacks keep their
 // initial values (an XSA gate or sink new to the model) and are returned; a tensor of the
 // checkpoint the model has no place for is an Error naming it (weights would be lost).
-std::vector<std::string> load_initial_weights(const fs::path& ckpt_dir, const ModelConfig& cfg,
-                                              ParamArena<float>& arena);
+std::vector<std::string> load_initial_weights(const fs::path& ckpt_dir, ParamArena<float>& arena);
 
 }  // namespace xsa

@@ -92,8 +92,9 @@ ModelConfig hf_config(const fs::path& path) {
       std::fabs(j["layer_norm_epsilon"].get<double>() - 1e-5) > 1e-12)
     fail("{}: layer_norm_epsilon {} is not GPT-2's 1e-5", path.string(),
          j["layer_norm_epsilon"].dump());
-  if (j.value("scale_attn_by_inverse_layer_idx", false))
-    fail("{}: scale_attn_by_inverse_layer_idx is not GPT-2's attention", path.string());
+  if (j.value("scale_attn_by_inverse_layer_idx", false) || !j.value("scale_attn_weights", true))
+    fail("{}: scale_attn_weights / scale_attn_by_inverse_layer_idx: not GPT-2's 1/√d attention",
+         path.string());
   const int n_embd = json_int(j, "n_embd", path);
   if (j.contains("n_inner") && !j["n_inner"].is_null() && j["n_inner"] != 4 * n_embd)
     fail("{}: n_inner {} is not 4 × n_embd", path.string(), j["n_inner"].dump());
@@ -241,7 +242,10 @@ ForeignModel import_llmc(const fs::path& path) {
   if (h[1] != 3 && h[1] != 5)
     fail("{}: version {} is not one xsa reads (3: fp32, 5: bf16)", where, h[1]);
   const int maxT = h[2], V = h[3], L = h[4], H = h[5], C = h[6], Vp = h[7];
-  if (maxT <= 0 || V <= 0 || L <= 0 || H <= 0 || C <= 0 || Vp < V)
+  // Bounded so that the sizes below cannot overflow (a 65536-wide model is far past any GPT-2).
+  constexpr int kMost = 1 << 16, kMostRows = 1 << 24;
+  if (maxT <= 0 || V <= 0 || L <= 0 || H <= 0 || C <= 0 || Vp < V || C > kMost || H > kMost ||
+      L > kMaxLayers || maxT > kMostRows || Vp > kMostRows)
     fail("{}: header sizes maxT {}, V {}, L {}, H {}, C {}, padded V {} are impossible", where,
          maxT, V, L, H, C, Vp);
   ForeignModel m;

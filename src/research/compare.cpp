@@ -33,6 +33,7 @@ Variant parse_variant(const std::string& name, int n_layer) {
     const std::string precision = name.substr(at + 1);
     if (precision != "fp32" && precision != "bf16")
       fail("--variants {}: '{}' after @ is not a precision (fp32 or bf16)", name, precision);
+    if (name.find('@') != at) fail("--variants {}: one precision per variant", name);
     Variant v = parse_variant(name.substr(0, at), n_layer);
     v.name = name, v.precision = precision;
     return v;
@@ -188,6 +189,9 @@ std::vector<Variant> parse_variants(const CompareConfig& cfg) {
     for (const Variant& seen : variants)
       if (seen.name == v) fail("--variants lists {} twice", v);
     variants.push_back(parse_variant(v, cfg.model.n_layer));
+    if (variants.back().precision == cfg.run.precision)
+      fail("--variants {}: the run's --precision is already {}, so it would be a copy of its twin",
+           v, cfg.run.precision);
   }
   return variants;
 }
@@ -233,6 +237,13 @@ void prepare(const CompareConfig& cfg, Comm& comm, Setup& s) {
   if (comm.is_root() && fs::exists(out / "report.json", ec) && !run.force)
     fail("{}: already holds a report; pass --force to replace it, or choose another --out",
          out.string());
+  if (!run.init_from.empty()) {  // every arm's model against the checkpoint, before anything goes
+    const fs::path init = resolve_checkpoint(run.init_from);
+    for (const Variant& v : s.variants) check_initial_weights(init, variant_model(cfg.model, v));
+    if (run.force && path_is_inside(init, out))
+      fail("--init-from {} lies inside --out {}, which --force would clear; copy it elsewhere",
+           run.init_from, out.string());
+  }
   if (comm.is_root() && run.force)  // start over: finished seeds of an interrupted run go too
     for (int k = 0; k < 1000; k++) fs::remove(out / fmt::format("seed-{}.json", run.seed + k), ec);
 
@@ -320,7 +331,7 @@ std::vector<Arm> make_arms(const CompareConfig& cfg, const Setup& s, uint64_t se
                                            variant_backend(cfg.run, s.variants[k]));
     a.model->params().init(m, seed);
     if (!cfg.run.init_from.empty())  // the same pretrained weights for every arm and seed
-      load_initial_weights(resolve_checkpoint(cfg.run.init_from), m, a.model->params());
+      load_initial_weights(resolve_checkpoint(cfg.run.init_from), a.model->params());
     a.step = std::make_unique<TrainStep>(*a.model, optimizer_settings(cfg.run),
                                          Parallelism{s.comm, cfg.run.zero == 1, cfg.run.overlap});
     a.loader = std::make_unique<BatchLoader>(s.data.train, s.shape.rows_per_process(), T,
@@ -613,6 +624,10 @@ void append_suite_report(const fs::path& out, const Setup& s, const std::vector<
 }
 
 }  // namespace
+
+void check_compare_variants(const CompareConfig& cfg) {
+  parse_variants(cfg);
+}
 
 CompareResult compare(const CompareConfig& requested) {
   Comm& comm = world_comm();

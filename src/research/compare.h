@@ -41,6 +41,8 @@ struct CompareConfig {
 };
 
 CompareResult compare(const CompareConfig& cfg);
+// The checks compare makes of cfg.variants (names, sa first, no repeats, precisions), alone.
+void check_compare_variants(const CompareConfig& cfg);
 
 std::vector<std::string> split_list(const std::string& comma_separated);
 

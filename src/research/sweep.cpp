@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "xsa/dist/comm.h"
+#include "xsa/io/checkpoint.h"
 #include "xsa/report/svg.h"
 #include "xsa/util/error.h"
 #include "xsa/util/files.h"
@@ -79,8 +80,16 @@ void sweep(const CompareConfig& base, const std::string& param,
   for (const std::string& value : values) {
     CompareConfig cfg = base;
     apply_sweep_param(cfg, param, value);
+    if (!cfg.run.init_from.empty()) {  // the shape is the checkpoint's; seq-len must fit it
+      for (const char* shape : {"layers", "embd", "heads", "kv-heads"})
+        if (param == shape)
+          fail("--param {} cannot vary with --init-from: the model's shape is the checkpoint's",
+               param);
+      cfg.model = init_from_config(resolve_checkpoint(cfg.run.init_from), cfg.model);
+    }
     cfg.model.validate();
     cfg.run.validate();
+    check_compare_variants(cfg);
     backend_for(cfg.run);  // bf16 where the CPU cannot: said before the first value runs
     cfg.run.out = (fs::path(base.run.out) / (param + "-" + value)).string();
     configs.push_back(cfg);

@@ -33,18 +33,19 @@ void add_import_command(CLI::App& root) {
       ->required();
   cmd->add_option("--out", a->out, "The run folder to write (its checkpoint ckpt_000000)")
       ->required();
-  cmd->add_flag("--force", a->force, "Replace a checkpoint already in --out");
+  cmd->add_flag("--force", a->force, "Replace a run already in --out (after the import is read)");
   cmd->callback([a] {
     check_format(a->format);
     std::error_code ec;
     const fs::path out = a->out;
     if (!a->force && !list_checkpoints(out).empty())
-      fail(
-          "{}: already holds a run; pass --force to replace its step-0 checkpoint, or choose "
-          "another --out",
-          out.string());
-    // Everything is read and checked before anything is written.
+      fail("{}: already holds a run; pass --force to replace it, or choose another --out",
+           out.string());
+    // Everything is read and checked before anything is written; then --force clears the run
+    // that was there, so that no later checkpoint of it shadows the imported one.
     const ForeignModel m = a->format == "hf" ? import_hf(a->source) : import_llmc(a->source);
+    for (const fs::path& old : list_checkpoints(out)) fs::remove_all(old, ec);
+    fs::remove(out / "metrics.jsonl", ec);
     const fs::path ckpt = save_checkpoint(out, 0, m.cfg, param_layout(m.cfg), m.params.data(),
                                           nullptr, nullptr, nlohmann::json(), a->force);
     std::printf(

@@ -295,6 +295,16 @@ TrainResult train(const ModelConfig& requested_model, const RunConfig& requested
     model_cfg.tokenizer = data.tokenizer;  // the vocabulary is the data's
     model_cfg.vocab_size = vocab_size_of(data.tokenizer);
     model_cfg.padded_vocab = pad_vocab(model_cfg.vocab_size);
+    // --init-from is checked whole before the run folder is touched (--force clears it).
+    if (!run.init_from.empty()) {
+      const fs::path init = resolve_checkpoint(run.init_from);
+      check_initial_weights(init, model_cfg);
+      if (run.force && resume_from.empty() && path_is_inside(init, run.out))
+        fail(
+            "--init-from {} lies inside --out {}, which --force would clear; copy it elsewhere "
+            "or choose another --out",
+            run.init_from, run.out);
+    }
     // --val-batches counts batches of the step's size, however the step is split.
     if (run.val_batches > 0)
       n_val_batches = val_batch_count(data.val, run.batch, T,
@@ -335,8 +345,7 @@ TrainResult train(const ModelConfig& requested_model, const RunConfig& requested
     model.params().init(model_cfg, run.seed);  // the same on every rank: a seeded draw per tensor
     if (!run.init_from.empty())
       agree_on(comm, [&] {
-        const auto fresh =
-            load_initial_weights(resolve_checkpoint(run.init_from), model_cfg, model.params());
+        const auto fresh = load_initial_weights(resolve_checkpoint(run.init_from), model.params());
         if (speak)
           std::printf("initial weights: %s%s\n", run.init_from.c_str(),
                       fresh.empty() ? ""

@@ -14,6 +14,9 @@ std::string read_file(const std::filesystem::path& path);  // throws Error namin
 void write_file_atomic(const std::filesystem::path& path, std::string_view bytes);
 // Flushes a directory entry (after a rename into it) so the rename itself survives a crash.
 void sync_directory(const std::filesystem::path& dir);
+// Whether `path` is `folder` or lies inside it (symbolic links and `..` resolved as far as they
+// exist).
+bool path_is_inside(const std::filesystem::path& path, const std::filesystem::path& folder);
 
 }  // namespace xsa
 
