@@ -70,14 +70,17 @@ class Cli : public ::testing::Test {
 };
 
 TEST_F(Cli, HelpForEveryCommand) {
-  for (const char* args : {"--help", "train --help", "info --help", "prepare --help",
-                           "tokenize --help", "eval --help", "sample --help"}) {
+  for (const char* args :
+       {"--help", "train --help", "info --help", "prepare --help", "tokenize --help", "eval --help",
+        "sample --help", "import --help", "export --help", "compare --help", "sweep --help",
+        "analyze --help", "bench --help"}) {
     Result r = xsa(args);
     EXPECT_EQ(r.status, 0) << args;
     EXPECT_NE(r.out.find("Usage"), std::string::npos) << args;
   }
   Result r = xsa("train --help");
-  for (const char* flag : {"--data", "--attn", "--layers", "--resume", "--ckpt-every", "--config"})
+  for (const char* flag : {"--data", "--attn", "--layers", "--resume", "--ckpt-every", "--config",
+                           "--arch", "--init-from", "--precision"})
     EXPECT_NE(r.out.find(flag), std::string::npos) << flag;
 }
 
