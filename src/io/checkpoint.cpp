@@ -167,67 +167,61 @@ ModelConfig init_from_config(const fs::path& ckpt_dir, const ModelConfig& reques
   return cfg;
 }
 
-namespace {
+InitialWeights::InitialWeights(const std::string& init_from, const fs::path& out, bool force)
+    : path_((resolve_checkpoint(init_from) / "model.safetensors").string()),
+      file_(path_, read_file(path_)) {
+  if (force && path_is_inside(path_, out))
+    fail(
+        "--init-from {} lies inside --out {}, which --force would clear; copy it elsewhere or "
+        "choose another --out",
+        init_from, out.string());
+}
 
-// --init-from's checks against a parsed file: every tensor of the file has a place in the model,
-// every tensor of the model is in the file (or is a gate or sink new to it, returned), shapes agree
-// (learned positions: at least the model's rows).
-std::vector<std::string> check_initial_tensors(const SafetensorsFile& file, const std::string& path,
-                                               const std::vector<TensorInfo>& layout) {
-  for (const std::string& name : file.names()) {
+std::vector<std::string> InitialWeights::check(const std::vector<TensorInfo>& layout) const {
+  for (const std::string& name : file_.names()) {
     bool known = false;
     for (const TensorInfo& t : layout) known |= t.name == name;
     if (!known)
       fail(
           "{}: tensor '{}' has no place in the model being trained (its attention differs: a "
           "gate or sink would be dropped)",
-          path, name);
+          path_, name);
   }
   std::vector<std::string> fresh;
   for (const TensorInfo& t : layout) {
-    if (!file.contains(t.name)) {
+    if (!file_.contains(t.name)) {
       if (t.name.find("xsa_gate") == std::string::npos &&
           t.name.find("attn.sink") == std::string::npos)
-        fail("{}: tensor '{}' is missing", path, t.name);
+        fail("{}: tensor '{}' is missing", path_, t.name);
       fresh.push_back(t.name);
       continue;
     }
-    const std::vector<int64_t>& stored = file.shape(t.name);
+    const std::vector<int64_t>& stored = file_.shape(t.name);
     const bool positions = t.name == "transformer.wpe.weight";
     const bool fits = positions
                           ? stored.size() == 2 && stored[1] == t.shape[1] && stored[0] >= t.shape[0]
                           : stored == t.shape;
     if (!fits)
-      fail("{}: tensor '{}' has shape {}, the model needs {}{}", path, t.name, shape_string(stored),
-           shape_string(t.shape), positions ? " (or more rows)" : "");
+      fail("{}: tensor '{}' has shape {}, the model needs {}{}", path_, t.name,
+           shape_string(stored), shape_string(t.shape), positions ? " (or more rows)" : "");
   }
   return fresh;
 }
 
-}  // namespace
-
-std::vector<std::string> check_initial_weights(const fs::path& ckpt_dir, const ModelConfig& cfg) {
-  const fs::path path = ckpt_dir / "model.safetensors";
-  const SafetensorsFile file(path.string(), read_file(path));
-  return check_initial_tensors(file, path.string(), param_layout(cfg));
-}
-
-std::vector<std::string> load_initial_weights(const fs::path& ckpt_dir, ParamArena<float>& arena) {
-  const fs::path path = ckpt_dir / "model.safetensors";
-  const SafetensorsFile file(path.string(), read_file(path));
-  const std::vector<std::string> fresh = check_initial_tensors(file, path.string(), arena.layout);
+std::vector<std::string> InitialWeights::load(ParamArena<float>& arena) const {
+  const std::vector<std::string> fresh = check(arena.layout);
   {
     HostView<float> params(arena.params, true);
     for (const TensorInfo& t : arena.layout) {
-      if (!file.contains(t.name)) continue;
+      if (!file_.contains(t.name)) continue;
       if (t.name == "transformer.wpe.weight") {  // the first rows of [T_stored ≥ T, C]
-        const std::vector<int64_t> stored = file.shape(t.name);
+        const std::vector<int64_t>& stored = file_.shape(t.name);
         std::vector<float> all((size_t)stored[0] * stored[1]);
-        file.read(t.name, stored, all.data());
+        file_.read(t.name, stored, all.data());
         std::copy(all.begin(), all.begin() + t.numel, params.data() + t.offset);
         continue;
       }
-      file.read(t.name, t.shape, params.data() + t.offset);
+      file_.read(t.name, t.shape, params.data() + t.offset);
     }
   }  // written back before the backend hears of it
   if (arena.params.backend()) arena.params.backend()->weights_changed();

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 
+#include "xsa/io/safetensors.h"
 #include "xsa/model/config.h"
 #include "xsa/model/params.h"
 
@@ -50,13 +51,24 @@ nlohmann::json load_trainer_state(const fs::path& ckpt_dir);
 // (a shorter context keeps the first rows of learned positions). Throws Error naming a
 // contradiction.
 ModelConfig init_from_config(const fs::path& ckpt_dir, const ModelConfig& requested);
-// The checks of load_initial_weights without loading (before anything is written or deleted):
-// returns the tensors that would keep their initial values; throws Error as it would.
-std::vector<std::string> check_initial_weights(const fs::path& ckpt_dir, const ModelConfig& cfg);
-// Overwrites the freshly initialised `arena` with the checkpoint's tensors of the same
-// names (learned positions cut to cfg.seq_len rows). Tensors the checkpoint lacks keep their
-// initial values (an XSA gate or sink new to the model) and are returned; a tensor of the
-// checkpoint the model has no place for is an Error naming it (weights would be lost).
-std::vector<std::string> load_initial_weights(const fs::path& ckpt_dir, ParamArena<float>& arena);
+// --init-from's weights, read once: checked against every model that starts from them before
+// anything is written or deleted, then copied into each.
+class InitialWeights {
+ public:
+  // `init_from`: a run or checkpoint folder. With `force`, one inside `out` (which --force would
+  // clear) is refused.
+  InitialWeights(const std::string& init_from, const fs::path& out, bool force);
+  // Every tensor of the checkpoint has a place in cfg's model and every tensor of the model is in
+  // the checkpoint with its shape (learned positions: at least the model's rows), except an XSA
+  // gate or sink new to it; those are returned. Throws Error naming the first mismatch.
+  std::vector<std::string> check(const std::vector<TensorInfo>& layout) const;
+  // check, then overwrites the freshly initialised `arena` with the checkpoint's tensors (learned
+  // positions cut to the model's rows); the new gates and sinks keep their initial values.
+  std::vector<std::string> load(ParamArena<float>& arena) const;
+
+ private:
+  std::string path_;
+  SafetensorsFile file_;
+};
 
 }  // namespace xsa

@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 
 #include "xsa/analysis/similarity_bias.h"
 #include "xsa/dist/agree.h"
@@ -166,6 +167,7 @@ struct Setup {
   Comm* comm = nullptr;
   SuiteFiles suite;  // --eval-suite's tasks, tokenized once
   std::vector<std::vector<ScoringItem>> suite_items;
+  std::optional<InitialWeights> init_weights;  // --init-from's checkpoint
 };
 
 // The backend of a variant's arms: its own precision, else the run's.
@@ -238,11 +240,9 @@ void prepare(const CompareConfig& cfg, Comm& comm, Setup& s) {
     fail("{}: already holds a report; pass --force to replace it, or choose another --out",
          out.string());
   if (!run.init_from.empty()) {  // every arm's model against the checkpoint, before anything goes
-    const fs::path init = resolve_checkpoint(run.init_from);
-    for (const Variant& v : s.variants) check_initial_weights(init, variant_model(cfg.model, v));
-    if (run.force && path_is_inside(init, out))
-      fail("--init-from {} lies inside --out {}, which --force would clear; copy it elsewhere",
-           run.init_from, out.string());
+    s.init_weights.emplace(run.init_from, out, run.force);
+    for (const Variant& v : s.variants)
+      s.init_weights->check(param_layout(variant_model(cfg.model, v)));
   }
   if (comm.is_root() && run.force)  // start over: finished seeds of an interrupted run go too
     for (int k = 0; k < 1000; k++) fs::remove(out / fmt::format("seed-{}.json", run.seed + k), ec);
@@ -330,8 +330,8 @@ std::vector<Arm> make_arms(const CompareConfig& cfg, const Setup& s, uint64_t se
     a.model = std::make_unique<Gpt<float>>(m, B, T, GptMode::training,
                                            variant_backend(cfg.run, s.variants[k]));
     a.model->params().init(m, seed);
-    if (!cfg.run.init_from.empty())  // the same pretrained weights for every arm and seed
-      load_initial_weights(resolve_checkpoint(cfg.run.init_from), a.model->params());
+    if (s.init_weights)  // the same pretrained weights for every arm and seed, read once
+      s.init_weights->load(a.model->params());
     a.step = std::make_unique<TrainStep>(*a.model, optimizer_settings(cfg.run),
                                          Parallelism{s.comm, cfg.run.zero == 1, cfg.run.overlap});
     a.loader = std::make_unique<BatchLoader>(s.data.train, s.shape.rows_per_process(), T,

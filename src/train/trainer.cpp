@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <vector>
 
@@ -277,6 +278,7 @@ TrainResult train(const ModelConfig& requested_model, const RunConfig& requested
   int threads = 0, n_val_batches = 0;
   Dataset data;
   ModelConfig model_cfg = requested_model;
+  std::optional<InitialWeights> init_weights;  // --init-from: read once, checked, then loaded
   // Everything that can fail on bad input is checked before anything is written; each rank
   // checks what it reads itself (its data), and the ranks stop together.
   agree_on(comm, [&] {
@@ -297,13 +299,8 @@ TrainResult train(const ModelConfig& requested_model, const RunConfig& requested
     model_cfg.padded_vocab = pad_vocab(model_cfg.vocab_size);
     // --init-from is checked whole before the run folder is touched (--force clears it).
     if (!run.init_from.empty()) {
-      const fs::path init = resolve_checkpoint(run.init_from);
-      check_initial_weights(init, model_cfg);
-      if (run.force && resume_from.empty() && path_is_inside(init, run.out))
-        fail(
-            "--init-from {} lies inside --out {}, which --force would clear; copy it elsewhere "
-            "or choose another --out",
-            run.init_from, run.out);
+      init_weights.emplace(run.init_from, run.out, run.force && resume_from.empty());
+      init_weights->check(param_layout(model_cfg));
     }
     // --val-batches counts batches of the step's size, however the step is split.
     if (run.val_batches > 0)
@@ -343,9 +340,10 @@ TrainResult train(const ModelConfig& requested_model, const RunConfig& requested
     });
   } else {
     model.params().init(model_cfg, run.seed);  // the same on every rank: a seeded draw per tensor
-    if (!run.init_from.empty())
+    if (init_weights)
       agree_on(comm, [&] {
-        const auto fresh = load_initial_weights(resolve_checkpoint(run.init_from), model.params());
+        const auto fresh = init_weights->load(model.params());
+        init_weights.reset();  // its bytes are no longer needed
         if (speak)
           std::printf("initial weights: %s%s\n", run.init_from.c_str(),
                       fresh.empty() ? ""
