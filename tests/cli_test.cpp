@@ -588,6 +588,16 @@ TEST_F(Cli, Gpt2ArchitectureImportExportAndInitFrom) {
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("llm.c computes standard attention"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(work_dir() / "x.bin"));
+  r = xsa("export hf g2 hf_out");  // then its tensors truncated: one line, nothing written
+  ASSERT_EQ(r.status, 0) << r.err;
+  write("hf_bad/config.json", read_file(work_dir() / "hf_out/config.json"));
+  write("hf_bad/model.safetensors", "short");
+  r = xsa("import hf hf_bad --out not_made");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_NE(r.err.find("hf_bad/model.safetensors: truncated"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(work_dir() / "not_made"));
+  EXPECT_EQ(xsa("import hf hf_out --out hf_back").status, 0);
   r = xsa("import llmc data.txt --out not_made");
   EXPECT_EQ(r.status, 1);
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;

@@ -342,7 +342,10 @@ TEST_F(Interop, MalformedFilesAreNamed) {
   config["n_layer"] = 2, config["scale_attn_weights"] = false;
   write_file_atomic(dir / "layers" / "config.json", config.dump());
   expect_error([&] { import_hf(dir / "layers"); }, "not GPT-2's 1/√d attention");
-  config.erase("scale_attn_weights"), config["activation_function"] = "relu";
+  config.erase("scale_attn_weights"), config["model_type"] = "llama";  // another architecture
+  write_file_atomic(dir / "layers" / "config.json", config.dump());
+  expect_error([&] { import_hf(dir / "layers"); }, "model_type \"llama\" is not gpt2");
+  config["model_type"] = "gpt2", config["activation_function"] = "relu";
   write_file_atomic(dir / "layers" / "config.json", config.dump());
   expect_error([&] { import_hf(dir / "layers"); }, "is not GPT-2's tanh GELU");
   fs::remove(dir / "layers" / "config.json");
