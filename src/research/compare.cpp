@@ -172,9 +172,7 @@ struct Setup {
 
 // The backend of a variant's arms: its own precision, else the run's.
 Backend<float>& variant_backend(const RunConfig& run, const Variant& v) {
-  RunConfig arm = run;
-  if (!v.precision.empty()) arm.precision = v.precision;
-  return backend_for(arm);
+  return backend_for(v.precision.empty() ? run.precision : v.precision);
 }
 
 ModelConfig variant_model(const ModelConfig& base, const Variant& v) {
