@@ -16,6 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -23,6 +24,7 @@
 
 #include "test_util.h"
 #include "xsa/dist/comm.h"
+#include "xsa/io/checkpoint.h"
 #include "xsa/util/files.h"
 
 namespace xsa {
@@ -235,8 +237,8 @@ TEST_F(Distributed, RanksStartedDifferentlyAreRefusedBeforeAnythingIsWritten) {
   EXPECT_NE(r.err.find("xsa info runs in one process"), std::string::npos) << r.err;
 }
 
-// The pids of `mpirun`'s children that are xsa rank `rank`.
-std::vector<pid_t> rank_pids(int rank) {
+// The pids of `mpirun`'s children that are xsa rank `rank` of the run writing into `out`.
+std::vector<pid_t> rank_pids(int rank, const std::string& run = "killtest") {
   std::vector<pid_t> out;
   for (const auto& entry : fs::directory_iterator("/proc")) {
     const std::string name = entry.path().filename().string();
@@ -254,7 +256,7 @@ std::vector<pid_t> rank_pids(int rank) {
         return std::string();
       }
     }();
-    if (cmdline.find("killtest") == std::string::npos || cmdline.rfind("timeout", 0) == 0) continue;
+    if (cmdline.find(run) == std::string::npos || cmdline.rfind("timeout", 0) == 0) continue;
     if (env.find(std::string("OMPI_COMM_WORLD_RANK=") + std::to_string(rank) + '\0') !=
         std::string::npos)
       out.push_back(std::stoi(name));
@@ -308,6 +310,44 @@ TEST_F(Distributed, AKilledRankEndsTheJobWithItsCheckpointsIntact) {
   const int64_t step = std::stoll(last.substr(5));
   Result resumed = xsa(0, "train --resume killtest/" + last + " --force --quiet --threads 1 " +
                               "--batch 8 --warmup 0 --steps " + std::to_string(step + 2));
+  EXPECT_EQ(resumed.status, 0) << resumed.err;
+}
+
+// A scheduler's SIGTERM that reaches one rank only: every rank stops at the same step, the job
+// saves a checkpoint there and exits with 128 + SIGTERM, and the run resumes from it.
+TEST_F(Distributed, ASignalToOneRankStopsEveryRankAtTheSameStep) {
+  const std::string args = "train " + kModel +
+                           " --steps 100000 --batch 4 --total-batch-tokens 256 " +
+                           "--val-every 0 --out sigtest";
+  pid_t launcher = fork();
+  ASSERT_GE(launcher, 0);
+  if (launcher == 0) {
+    const Result r = xsa(2, args);
+    std::ofstream(work_dir() / "sigtest.status") << r.status << "\n" << r.err;
+    _exit(0);
+  }
+  const auto t0 = std::chrono::steady_clock::now();
+  while (std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60)) {
+    std::ifstream m(work_dir() / "sigtest" / "metrics.jsonl");
+    if (std::count(std::istreambuf_iterator<char>(m), {}, '\n') > 5) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  const std::vector<pid_t> rank1 = rank_pids(1, "sigtest");
+  ASSERT_EQ(rank1.size(), 1u);
+  ASSERT_EQ(::kill(rank1[0], SIGTERM), 0);
+  int wstatus = 0;
+  ASSERT_EQ(waitpid(launcher, &wstatus, 0), launcher);
+  const std::string report = read_file(work_dir() / "sigtest.status");
+  EXPECT_EQ(report.substr(0, report.find('\n')), "143") << report;
+  const size_t at = report.find("interrupted by SIGTERM: stopped at step ");
+  ASSERT_NE(at, std::string::npos) << report;
+  const int64_t step = std::stoll(report.substr(at + 40));
+  const fs::path ckpt = work_dir() / "sigtest" / fmt::format("ckpt_{:06d}", step);
+  EXPECT_TRUE(fs::exists(ckpt / "optimizer.safetensors")) << report;
+  EXPECT_EQ(latest_checkpoint(work_dir() / "sigtest"), ckpt);
+  Result resumed =
+      xsa(0, "train --resume sigtest --quiet --threads 1 --batch 8 --warmup 0 --steps " +
+                 std::to_string(step + 2));
   EXPECT_EQ(resumed.status, 0) << resumed.err;
 }
 

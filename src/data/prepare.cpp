@@ -373,6 +373,10 @@ PrepareResult prepare(const PrepareConfig& cfg) {
 
   std::error_code ec;
   if (out.has_parent_path()) fs::create_directories(out.parent_path(), ec);
+  // One live prepare per output: the lock sits beside it (the output itself appears only at the
+  // end), and the output's absence is checked again under it.
+  const FolderLock lock(out.string() + ".lock", out);
+  check_config(cfg);
   TempDirGuard tmp{out.string() + ".partial-" + std::to_string(::getpid())};
   fs::remove_all(tmp.path, ec);
   if (!fs::create_directory(tmp.path, ec))

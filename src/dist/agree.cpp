@@ -87,4 +87,13 @@ void check_ranks_agree(Comm& comm, const nlohmann::json& identity) {
   }
 }
 
+int agreed_stop_signal(Comm& comm) {
+  const int mine = stop_signal();
+  if (comm.size() == 1) return mine;
+  double seen[2] = {mine != 0 ? 1.0 : 0.0, (double)mine};  // ranks signalled, their signals' sum
+  comm.all_reduce(seen, 2);
+  if (seen[0] == 0) return 0;
+  return mine != 0 ? mine : (int)(seen[1] / seen[0]);
+}
+
 }  // namespace xsa

@@ -7,6 +7,7 @@
 
 #include "xsa/dist/comm.h"
 #include "xsa/util/error.h"
+#include "xsa/util/signals.h"
 
 namespace xsa {
 
@@ -41,6 +42,11 @@ void agree_on(Comm& comm, Fn&& check) {
 // 0.002, rank 0 with 0.001"). The texts themselves are exchanged, not only their hashes, so the
 // message can say what differs.
 void check_ranks_agree(Comm& comm, const nlohmann::json& identity);
+
+// The signal that asked this job to stop (util/signals.h), agreed by every rank: a signal reaches
+// the ranks at different moments (or only some of them), so each step every rank shares what it
+// has seen and all stop at the same step. 0 when none has. Every rank must call it.
+int agreed_stop_signal(Comm& comm);
 
 // A 64-bit FNV-1a hash of this process's executable file (/proc/self/exe), as 16 hex digits.
 std::string executable_fingerprint();

@@ -69,18 +69,23 @@ fs::path save_checkpoint(const fs::path& run_dir, int64_t step, const ModelConfi
   fs::create_directory(tmp_dir, ec);
   if (ec) fail("{}: cannot create: {}", tmp_dir.string(), ec.message());
 
-  nlohmann::json config_json = cfg;
-  write_file_atomic(tmp_dir / "config.json", config_json.dump(2) + "\n");
-  write_file_atomic(tmp_dir / "model.safetensors",
-                    encode_safetensors(tensor_refs(layout, params, ""),
-                                       {{"format", "pt"}, {"step", std::to_string(step)}}));
-  if (adam_m) {
-    std::vector<TensorRef> moments = tensor_refs(layout, adam_m, ".exp_avg");
-    for (TensorRef& r : tensor_refs(layout, adam_v, ".exp_avg_sq")) moments.push_back(r);
-    write_file_atomic(tmp_dir / "optimizer.safetensors", encode_safetensors(moments));
+  try {
+    nlohmann::json config_json = cfg;
+    write_file_atomic(tmp_dir / "config.json", config_json.dump(2) + "\n");
+    write_file_atomic(tmp_dir / "model.safetensors",
+                      encode_safetensors(tensor_refs(layout, params, ""),
+                                         {{"format", "pt"}, {"step", std::to_string(step)}}));
+    if (adam_m) {
+      std::vector<TensorRef> moments = tensor_refs(layout, adam_m, ".exp_avg");
+      for (TensorRef& r : tensor_refs(layout, adam_v, ".exp_avg_sq")) moments.push_back(r);
+      write_file_atomic(tmp_dir / "optimizer.safetensors", encode_safetensors(moments));
+    }
+    if (!trainer_state.is_null())
+      write_file_atomic(tmp_dir / "trainer.json", trainer_state.dump(2) + "\n");
+  } catch (const Error& e) {  // a full disk or a size limit: the half-written folder goes
+    fs::remove_all(tmp_dir, ec);
+    fail("checkpoint {} not written: {}", final_dir.string(), e.what());
   }
-  if (!trainer_state.is_null())
-    write_file_atomic(tmp_dir / "trainer.json", trainer_state.dump(2) + "\n");
 
   // Swap into place: an existing checkpoint of the same step (only when replace) moves aside
   // first and is deleted after the new one is in place.

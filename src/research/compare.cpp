@@ -392,6 +392,13 @@ void train_arms(const CompareConfig& cfg, const Setup& s, std::vector<Arm>& arms
     }
     for (size_t k = 1; k < arms.size(); k++) overhead[k].push_back(ms_this[k] / ms_this[0]);
     const int64_t done = step + 1;
+    if (const int signal = agreed_stop_signal(*s.comm)) {  // every rank stops at the same step
+      if (tty) std::printf("\n");
+      throw Interrupted(signal, fmt::format("stopped at seed {}, step {} of {}; the seeds finished "
+                                            "before it are kept in {}; run the same command again "
+                                            "to continue from seed {}",
+                                            seed, done, run.steps, run.out, seed));
+    }
     const bool val_now = (run.val_every > 0 && done % run.val_every == 0) || done == run.steps;
     if (val_now) validate_all(done);
     if (!run.quiet && (tty || val_now || done % run.log_every == 0)) {
@@ -641,6 +648,15 @@ CompareResult compare(const CompareConfig& requested) {
   cfg.run.quiet = cfg.run.quiet || !root;  // rank 0 speaks for the job
   const RunConfig& run = cfg.run;
   Setup s;
+  // One live comparison per report folder: locked before it is looked at when it exists, else
+  // as soon as it is created.
+  std::unique_ptr<FolderLock> lock;
+  const auto lock_out = [&] {
+    std::error_code ec;
+    if (root && !lock && fs::is_directory(run.out, ec))
+      lock = std::make_unique<FolderLock>(fs::path(run.out) / ".lock", run.out);
+  };
+  agree_on(comm, lock_out);
   agree_on(comm, [&] { prepare(cfg, comm, s); });
   check_ranks_agree(comm,
                     {{"train_tokens", s.data.train.size()}, {"val_tokens", s.data.val.size()}});
@@ -654,6 +670,7 @@ CompareResult compare(const CompareConfig& requested) {
     std::error_code ec;
     if (root) fs::create_directories(out, ec);
     if (ec) fail("{}: cannot create the report folder: {}", out.string(), ec.message());
+    lock_out();
   });
   // Per variant: ms / ms(SA), step by step.
   std::vector<std::vector<double>> overhead(s.variants.size());

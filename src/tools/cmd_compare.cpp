@@ -13,6 +13,7 @@
 #include "xsa/tools/commands.h"
 #include "xsa/util/error.h"
 #include "xsa/util/files.h"
+#include "xsa/util/signals.h"
 #include "xsa/util/threads.h"
 
 namespace xsa::cli {
@@ -81,7 +82,10 @@ void add_compare_command(CLI::App& root) {
   auto a = std::make_shared<CompareArgs>();
   a->cfg.run.out = "runs/compare";
   add_compare_options(cmd, *a);
-  cmd->callback([a, cmd] { compare(compare_config_of(cmd, *a)); });
+  cmd->callback([a, cmd] {
+    catch_stop_signals();  // Ctrl-C or SIGTERM: keep the finished seeds, then exit
+    compare(compare_config_of(cmd, *a));
+  });
 }
 
 void add_sweep_command(CLI::App& root) {
@@ -96,6 +100,7 @@ void add_sweep_command(CLI::App& root) {
                   "warmup, weight-decay, precision (fp32,bf16)")
       ->required();
   cmd->callback([a, cmd, param] {
+    catch_stop_signals();
     const size_t eq = param->find('=');
     if (eq == std::string::npos || eq + 1 >= param->size())
       fail("--param {}: expected NAME=V1,V2,...", *param);

@@ -8,6 +8,7 @@
 #include "xsa/tools/commands.h"
 #include "xsa/train/trainer.h"
 #include "xsa/util/error.h"
+#include "xsa/util/signals.h"
 
 namespace xsa::cli {
 namespace {
@@ -74,12 +75,14 @@ void add_train_command(CLI::App& root) {
          "(sa,sa,xsa,xsa)")
       ->capture_default_str();
   add_run_option(cmd, r, "ckpt_every");
+  add_run_option(cmd, r, "skip_bad_steps");
   add_run_option(cmd, r, "out", "Run folder: checkpoints and metrics.jsonl");
   cmd->add_option("--resume", a->resume, "Continue a run (its folder, or one checkpoint folder)");
   add_run_option(cmd, r, "force",
                  "Start over in a folder that holds a run, or resume over later checkpoints");
 
   cmd->callback([a, cmd] {
+    catch_stop_signals();  // Ctrl-C or SIGTERM: checkpoint at this step, then exit
     ModelConfig model = a->model;
     RunConfig run = a->run;
     if (a->resume.empty()) {

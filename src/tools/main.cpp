@@ -1,6 +1,7 @@
 // xsa: train, compare, analyze, evaluate and sample GPT models with standard or exclusive self
 // attention.
 #include <algorithm>
+#include <csignal>
 #include <cstdio>
 #include <exception>
 #include <filesystem>
@@ -11,6 +12,7 @@
 #include "xsa/tools/commands.h"
 #include "xsa/util/blas.h"
 #include "xsa/util/error.h"
+#include "xsa/util/signals.h"
 
 namespace {
 
@@ -81,6 +83,9 @@ bool runs_in_parallel(const std::string& command) {
 }
 
 int main(int argc, char** argv) {
+  // A file-size limit (ulimit -f) then fails the write with EFBIG, which is reported with the
+  // path, instead of killing the process mid-write.
+  std::signal(SIGXFSZ, SIG_IGN);
   xsa::ensure_fast_blas(argv);
   try {
     xsa::join_launched_job(&argc, &argv);
@@ -120,6 +125,13 @@ int main(int argc, char** argv) {
     const int code = comm.is_root() ? app.exit(e) : e.get_exit_code();
     xsa::leave_job();
     return code;
+  } catch (const xsa::Interrupted& e) {
+    // Every rank stopped at the same step (agreed_stop_signal), so rank 0 speaks for all.
+    if (comm.is_root())
+      std::fprintf(stderr, "xsa: interrupted by %s: %s\n", xsa::signal_name(e.signal).c_str(),
+                   e.what());
+    xsa::leave_job();
+    return 128 + e.signal;
   } catch (const xsa::AgreedError& e) {
     return fail_with(e.what(), true);
   } catch (const xsa::Error& e) {

@@ -33,7 +33,8 @@ struct RunConfig {
   double beta1 = 0.9;
   double beta2 = 0.95;
   double adam_eps = 1e-8;
-  double grad_clip = 1.0;  // global norm; 0 disables
+  double grad_clip = 1.0;       // global norm; 0 disables
+  bool skip_bad_steps = false;  // leave out non-finite and outlier updates (BadStepFilter)
   uint64_t seed = 1;
   int threads = 0;          // 0: every core
   int64_t ckpt_every = 0;   // steps between checkpoints; 0: only at the end
@@ -115,6 +116,11 @@ void for_each_run_option(Run& r, Fn&& fn) {
   fn(RunOption{"beta2", "--beta2", "AdamW beta2", all}, r.beta2);
   fn(RunOption{"adam_eps", "--adam-eps", "AdamW epsilon", all}, r.adam_eps);
   fn(RunOption{"grad_clip", "--grad-clip", "Global gradient-norm clip (0: off)", all}, r.grad_clip);
+  fn(RunOption{"skip_bad_steps", "--skip-bad-steps,!--no-skip-bad-steps",
+               "Leave out an update whose loss or gradient norm is not finite or more than 5 sd "
+               "above the last 128 steps' (counted in metrics.jsonl) instead of stopping",
+               kSaved | kResult},
+     r.skip_bad_steps);
   fn(RunOption{"seed", "--seed", "Seed of the initial weights and of the batch order", all},
      r.seed);
   fn(RunOption{"threads", "--threads",

@@ -5,6 +5,7 @@
 #include <cstdio>
 
 #include "xsa/util/arena.h"
+#include "xsa/util/error.h"
 
 namespace xsa {
 
@@ -75,7 +76,14 @@ StepResult TrainStep::run(const int32_t* inputs, const int32_t* targets, double 
   }
   r.grad_norm = std::sqrt(squares);
   r.finite = std::isfinite(r.loss) && std::isfinite(r.grad_norm);
-  if (!r.finite) return r;  // every rank sees the same loss and norm, so all stop alike
+  // Every rank sees the same loss and norm, so all stop or skip alike.
+  if (filter_) {
+    r.skipped = filter_->judge(r.loss, r.grad_norm);
+    if (!r.skipped.empty()) return r;
+    filter_->applied(r.loss, r.grad_norm);
+  } else if (!r.finite) {
+    return r;
+  }
 
   ops::AdamWSettings adam{lr, settings_.beta1, settings_.beta2, settings_.eps, 0.0, 1.0, step};
   if (settings_.grad_clip > 0 && r.grad_norm > settings_.grad_clip)
@@ -92,6 +100,61 @@ StepResult TrainStep::run(const int32_t* inputs, const int32_t* targets, double 
   if (zero1_) comm.all_gather(arena.params.data(), n);
   be.weights_changed();
   return r;
+}
+
+namespace {
+
+// How far `value` lies above the mean of `window`, in standard deviations (0 when they do not
+// vary).
+double z_score(const std::deque<double>& window, double value) {
+  double mean = 0;
+  for (double x : window) mean += x;
+  mean /= (double)window.size();
+  double var = 0;
+  for (double x : window) var += (x - mean) * (x - mean);
+  const double sd = std::sqrt(var / (double)window.size());
+  return sd > 0 ? (value - mean) / sd : 0;
+}
+
+}  // namespace
+
+std::string BadStepFilter::judge(double loss, double grad_norm) const {
+  if (!std::isfinite(loss)) return fmt::format("loss is {}", std::isnan(loss) ? "NaN" : "infinite");
+  if (!std::isfinite(grad_norm))
+    return fmt::format("gradient norm is {}", std::isnan(grad_norm) ? "NaN" : "infinite");
+  if (losses_.size() < kMinHistory) return "";
+  const double z_loss = z_score(losses_, loss), z_norm = z_score(norms_, grad_norm);
+  if (z_loss > kZLimit)
+    return fmt::format("loss {:.4g} is {:.1f} sd above the last {} steps'", loss, z_loss,
+                       losses_.size());
+  if (z_norm > kZLimit)
+    return fmt::format("gradient norm {:.4g} is {:.1f} sd above the last {} steps'", grad_norm,
+                       z_norm, norms_.size());
+  return "";
+}
+
+void BadStepFilter::applied(double loss, double grad_norm) {
+  losses_.push_back(loss);
+  norms_.push_back(grad_norm);
+  if (losses_.size() > kWindow) losses_.pop_front(), norms_.pop_front();
+}
+
+nlohmann::json BadStepFilter::to_json() const {
+  return {{"losses", losses_}, {"grad_norms", norms_}};
+}
+
+void BadStepFilter::from_json(const nlohmann::json& j) {
+  try {
+    const auto losses = j.at("losses").get<std::vector<double>>();
+    const auto norms = j.at("grad_norms").get<std::vector<double>>();
+    if (losses.size() != norms.size() || losses.size() > kWindow)
+      fail("{} losses and {} gradient norms (at most {} each, as many of one as of the other)",
+           losses.size(), norms.size(), kWindow);
+    losses_.assign(losses.begin(), losses.end());
+    norms_.assign(norms.begin(), norms.end());
+  } catch (const nlohmann::json::exception& e) {
+    fail("{}", e.what());
+  }
 }
 
 }  // namespace xsa

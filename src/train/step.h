@@ -6,6 +6,9 @@
 #pragma once
 
 #include <cstdint>
+#include <deque>
+#include <nlohmann/json.hpp>
+#include <string>
 
 #include "xsa/dist/comm.h"
 #include "xsa/model/gpt.h"
@@ -25,6 +28,27 @@ struct StepResult {
   double loss = 0;       // the step's mean loss over its target tokens (every process)
   double grad_norm = 0;  // before clipping
   bool finite = true;    // false: loss or norm is NaN or infinite, and nothing was updated
+  std::string skipped;   // non-empty: why the BadStepFilter left this update out
+};
+
+// --skip-bad-steps (after llm.c's outlier detector): an update is left out when its loss or
+// gradient norm is not finite or, once kMinHistory updates have been applied, lies more than
+// kZLimit standard deviations above the mean of the last kWindow applied ones. Its state is saved
+// with the checkpoint, so a resumed run skips exactly what the uninterrupted one would.
+class BadStepFilter {
+ public:
+  static constexpr size_t kWindow = 128, kMinHistory = 32;
+  static constexpr double kZLimit = 5.0;
+
+  // Empty when the update should go ahead, else the reason ("loss 7.31 is 9.2 sd above ...").
+  std::string judge(double loss, double grad_norm) const;
+  void applied(double loss, double grad_norm);  // an update that went ahead joins the window
+
+  nlohmann::json to_json() const;
+  void from_json(const nlohmann::json& j);  // throws Error when j is malformed
+
+ private:
+  std::deque<double> losses_, norms_;
 };
 
 // How the processes of a run share a step.
@@ -55,6 +79,10 @@ class TrainStep {
   StepResult run(const int32_t* inputs, const int32_t* targets, double lr, int64_t step,
                  int micro_batches = 1, int64_t step_tokens = 0);
 
+  // With a filter, a bad step (BadStepFilter::judge) updates nothing and returns with `skipped`
+  // set; without one, a non-finite step updates nothing and returns with finite == false.
+  void set_bad_step_filter(BadStepFilter* filter) { filter_ = filter; }
+
   Gpt<float>& model() { return model_; }
   Comm& comm() { return *comm_; }
   bool zero1() const { return zero1_; }
@@ -69,6 +97,7 @@ class TrainStep {
   bool zero1_, overlap_;
   ShardRange owned_;
   std::vector<ShardRange> layer_grads_;  // each layer's parameters in the arena
+  BadStepFilter* filter_ = nullptr;
 };
 
 }  // namespace xsa

@@ -1,11 +1,14 @@
 #include "xsa/train/trainer.h"
 
+#include <fcntl.h>
 #include <fmt/ranges.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -19,7 +22,9 @@
 #include "xsa/train/schedule.h"
 #include "xsa/util/error.h"
 #include "xsa/util/files.h"
+#include "xsa/util/memory.h"
 #include "xsa/util/rng.h"
+#include "xsa/util/signals.h"
 #include "xsa/util/threads.h"
 
 namespace xsa {
@@ -58,36 +63,56 @@ void truncate_metrics(const fs::path& path, int64_t step) {
   write_file_atomic(path, kept);
 }
 
+// metrics.jsonl, one record per line. Each line goes out in one write(2) on an O_APPEND file, so a
+// kill at any moment leaves whole lines; a write that fails (disk full, file-size limit) is undone
+// and reported with the path.
 class MetricsLog {
  public:
-  explicit MetricsLog(const fs::path& path) : path_(path), out_(path, std::ios::app) {
-    if (!out_) fail("{}: cannot open for appending", path.string());
+  explicit MetricsLog(const fs::path& path) : path_(path) {
+    fd_ = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) fail("{}: cannot open for appending: {}", path.string(), std::strerror(errno));
   }
+  ~MetricsLog() { ::close(fd_); }
+  MetricsLog(const MetricsLog&) = delete;
+  MetricsLog& operator=(const MetricsLog&) = delete;
+
   void write(const nlohmann::json& record) {
-    out_ << record.dump() << '\n';
-    out_.flush();
-    if (!out_) fail("{}: write failed", path_.string());
+    const std::string line = record.dump() + "\n";
+    const off_t before = ::lseek(fd_, 0, SEEK_END);
+    const ssize_t n = ::write(fd_, line.data(), line.size());
+    if (n == (ssize_t)line.size()) return;
+    const int err = n < 0 ? errno : ENOSPC;
+    if (before >= 0) (void)!::ftruncate(fd_, before);  // best effort: a torn line is skipped
+    fail("{}: write failed: {}", path_.string(), std::strerror(err));
   }
 
  private:
   fs::path path_;
-  std::ofstream out_;
+  int fd_ = -1;
 };
 
 // What a run starts from: a fresh folder, or a checkpoint and its trainer state.
 struct RunStart {
   fs::path run_dir, resume_ckpt;
   nlohmann::json state;
+  std::unique_ptr<FolderLock> lock;  // rank 0: held for the whole run
 };
 
 // Checks the folder before anything is written: resuming must not overwrite later checkpoints nor
 // switch data; a fresh run must not overwrite another run unless forced (then it clears it).
 RunStart open_run_folder(const RunConfig& run, const Dataset& data,
                          const std::string& resume_from) {
-  RunStart start{run.out, {}, {}};
+  RunStart start{run.out, {}, {}, {}};
   if (!resume_from.empty()) {
     start.resume_ckpt = resolve_checkpoint(resume_from);
     start.run_dir = start.resume_ckpt.parent_path();
+  }
+  // Before the folder's contents are looked at, so two runs cannot both find it free.
+  std::error_code ec;
+  fs::create_directories(start.run_dir, ec);
+  if (ec) fail("{}: cannot create the run folder: {}", start.run_dir.string(), ec.message());
+  start.lock = std::make_unique<FolderLock>(start.run_dir / ".lock", start.run_dir);
+  if (!resume_from.empty()) {
     start.state = load_trainer_state(start.resume_ckpt);
     auto latest = latest_checkpoint(start.run_dir);
     if (latest && *latest != start.resume_ckpt && !run.force)
@@ -160,6 +185,15 @@ void print_header(const ModelConfig& m, const RunConfig& run, const Dataset& dat
   std::fflush(stdout);
 }
 
+// --skip-bad-steps: more bad steps than this in a row mean the run has diverged, not met a bad
+// batch, and it stops as without the option.
+constexpr int64_t kMaxSkippedInARow = 16;
+
+// NaN and infinity as JSON null (JSON has no such numbers).
+nlohmann::json json_number(double v) {
+  return std::isfinite(v) ? nlohmann::json(v) : nullptr;
+}
+
 // Every rank sees the same loss and norm, so every rank stops here alike.
 [[noreturn]] void fail_not_finite(const StepResult& r, int64_t step, double lr,
                                   const fs::path& run_dir) {
@@ -173,20 +207,24 @@ void print_header(const ModelConfig& m, const RunConfig& run, const Dataset& dat
 }
 
 nlohmann::json trainer_state(const RunConfig& run, const Dataset& data, LoaderPosition position,
-                             const Rng& rng, int64_t step, const StepShape& shape, double elapsed) {
+                             const Rng& rng, int64_t step, const StepShape& shape, double elapsed,
+                             const BadStepFilter* filter, int64_t skipped) {
   const int64_t tokens_per_step = shape.tokens();
-  return {{"step", step},
-          {"world_size", shape.world},
-          {"accumulation_steps", shape.accumulation},
-          {"data_position", {{"epoch", position.epoch}, {"cursor", position.cursor}}},
-          {"rng_state", rng.state},
-          {"elapsed_s", elapsed},
-          {"tokens_seen", step * tokens_per_step},
-          {"data",
-           {{"source", run.data},
-            {"train_tokens", data.train.size()},
-            {"val_tokens", data.val.size()}}},
-          {"run", run_config_to_json(run)}};
+  nlohmann::json state = {
+      {"step", step},
+      {"world_size", shape.world},
+      {"accumulation_steps", shape.accumulation},
+      {"data_position", {{"epoch", position.epoch}, {"cursor", position.cursor}}},
+      {"rng_state", rng.state},
+      {"elapsed_s", elapsed},
+      {"tokens_seen", step * tokens_per_step},
+      {"data",
+       {{"source", run.data},
+        {"train_tokens", data.train.size()},
+        {"val_tokens", data.val.size()}}},
+      {"run", run_config_to_json(run)}};
+  if (filter) state["bad_steps"] = {{"skipped", skipped}, {"filter", filter->to_json()}};
+  return state;
 }
 
 void print_progress(int64_t done, int64_t steps, const StepResult& r, double lr, double ms,
@@ -311,8 +349,11 @@ TrainResult train(const ModelConfig& requested_model, const RunConfig& requested
   const bool speak = root && !run.quiet;
   const bool tty = speak && isatty(STDOUT_FILENO);
 
-  // Rank 0 owns the run folder; the others learn where the run starts from it.
-  RunStart start{run.out, {}, {}};
+  Backend<float>* backend = nullptr;
+  agree_on(comm, [&] { backend = &backend_for(run); });
+
+  // Rank 0 owns the run folder (and its lock); the others learn where the run starts from it.
+  RunStart start{run.out, {}, {}, {}};
   agree_on(comm, [&] {
     if (root) start = open_run_folder(run, data, resume_from);
   });
@@ -323,18 +364,28 @@ TrainResult train(const ModelConfig& requested_model, const RunConfig& requested
   }
   const fs::path& run_dir = start.run_dir;
 
-  Backend<float>* backend = nullptr;
-  agree_on(comm, [&] { backend = &backend_for(run); });
   Gpt<float> model(model_cfg, run.batch, T, GptMode::training, *backend);
   TrainStep trainer(model, optimizer_settings(run), {&comm, run.zero == 1, run.overlap});
   BatchLoader loader(data.train, shape.rows_per_process(), T, run.shuffle, run.seed, comm.rank(),
                      comm.size());
   Rng rng(run.seed);
+  std::optional<BadStepFilter> filter;
+  int64_t skipped = 0, skipped_in_a_row = 0;
+  if (run.skip_bad_steps) trainer.set_bad_step_filter(&filter.emplace());
   LoopState loop;
   if (!start.resume_ckpt.empty()) {
     load_training_state(comm, start.resume_ckpt, model.params());
     agree_on(comm, [&] {
       loop = restore_loop(start, loader, rng);
+      if (filter && start.state.contains("bad_steps")) {
+        const std::string where = (start.resume_ckpt / "trainer.json").string();
+        try {
+          skipped = start.state.at("/bad_steps/skipped"_json_pointer).get<int64_t>();
+          filter->from_json(start.state.at("/bad_steps/filter"_json_pointer));
+        } catch (const std::exception& e) {
+          fail("{}: bad_steps is malformed: {}", where, e.what());
+        }
+      }
       if (loop.step > run.steps)
         fail("--steps {} is below the checkpoint's step {}", run.steps, loop.step);
     });
@@ -365,12 +416,20 @@ TrainResult train(const ModelConfig& requested_model, const RunConfig& requested
   std::vector<int32_t> inputs(rows), targets(rows);
   TrainResult result;
 
+  int64_t saved_at = -1;
   auto save = [&](int64_t at_step, double elapsed) {
-    const nlohmann::json st =
-        trainer_state(run, data, loader.position(), rng, at_step, shape, elapsed);
-    const fs::path saved =
-        save_training_state(comm, run_dir, at_step, model_cfg, model.params(), st, run.force);
+    const nlohmann::json st = trainer_state(run, data, loader.position(), rng, at_step, shape,
+                                            elapsed, filter ? &*filter : nullptr, skipped);
+    fs::path saved;
+    try {
+      saved = save_training_state(comm, run_dir, at_step, model_cfg, model.params(), st, run.force);
+    } catch (const Error& e) {
+      const auto newest = latest_checkpoint(run_dir);
+      fail("{}; the newest complete checkpoint is {}", e.what(),
+           newest ? newest->string() : std::string("none"));
+    }
     if (root) result.last_checkpoint = saved.string();
+    saved_at = at_step;
   };
   // Validation batches are dealt round-robin over the ranks and their sums added up.
   auto validate_now = [&](int64_t at_step) {
@@ -402,28 +461,56 @@ TrainResult train(const ModelConfig& requested_model, const RunConfig& requested
     loader.next(inputs.data(), targets.data());
     const StepResult r = trainer.run(inputs.data(), targets.data(), lr, step + 1,
                                      shape.accumulation, shape.tokens());
-    if (!r.finite) fail_not_finite(r, step + 1, lr, run_dir);
+    const int64_t done = step + 1;
+    if (!r.skipped.empty()) {
+      skipped++;
+      if (++skipped_in_a_row > kMaxSkippedInARow)
+        throw AgreedError(fmt::format(
+            "{} steps in a row skipped as bad (the last at step {}: {}); the run has diverged{}",
+            skipped_in_a_row, done, r.skipped,
+            latest_checkpoint(run_dir)
+                ? "; last checkpoint " + latest_checkpoint(run_dir)->string() + " is intact"
+                : ""));
+      if (speak)
+        std::printf("%sstep %lld: update skipped: %s\n", tty ? "\r\033[K" : "", (long long)done,
+                    r.skipped.c_str());
+    } else {
+      skipped_in_a_row = 0;
+      if (!r.finite) fail_not_finite(r, done, lr, run_dir);
+    }
     loss = r.loss;
     const double ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
     const double tok_s = shape.tokens() / (ms / 1000.0);
-    const int64_t done = step + 1;
-    if (root)
-      metrics->write({{"step", done},
-                      {"loss", loss},
-                      {"lr", lr},
-                      {"grad_norm", r.grad_norm},
-                      {"ms", ms},
-                      {"tokens_per_s", tok_s}});
+    if (root) {
+      nlohmann::json record = {{"step", done},      {"loss", json_number(loss)},
+                               {"lr", lr},          {"grad_norm", json_number(r.grad_norm)},
+                               {"ms", ms},          {"tokens_per_s", tok_s},
+                               {"rss_mb", rss_mb()}};
+      if (!r.skipped.empty()) record["skipped"] = r.skipped;
+      metrics->write(record);
+    }
     if (speak && (tty || done % run.log_every == 0 || done == run.steps)) {
       const double spent = std::chrono::duration<double>(clock::now() - t_start).count();
       print_progress(done, run.steps, r, lr, ms, tok_s, spent / (done - first_step), tty);
     }
     if ((run.val_every > 0 && done % run.val_every == 0) || done == run.steps) validate_now(done);
+    const double elapsed =
+        loop.elapsed_before + std::chrono::duration<double>(clock::now() - t_start).count();
     if ((run.ckpt_every > 0 && done % run.ckpt_every == 0) || done == run.steps)
-      save(done,
-           loop.elapsed_before + std::chrono::duration<double>(clock::now() - t_start).count());
+      save(done, elapsed);
+    if (const int signal = agreed_stop_signal(comm)) {  // every rank stops at the same step
+      if (saved_at != done) save(done, elapsed);
+      if (tty) std::printf("\n");
+      throw Interrupted(signal,
+                        fmt::format("stopped at step {} of {}; checkpoint {} saved; continue with "
+                                    "xsa train --resume {}",
+                                    done, run.steps, result.last_checkpoint, run_dir.string()));
+    }
   }
   if (tty) std::printf("\n");
+  if (speak && skipped > 0)
+    std::printf("%lld update(s) skipped as bad (--skip-bad-steps); see \"skipped\" in %s\n",
+                (long long)skipped, (run_dir / "metrics.jsonl").string().c_str());
   if (speak && !result.last_checkpoint.empty())
     std::printf("checkpoint: %s\n", result.last_checkpoint.c_str());
   result.steps_done = step;

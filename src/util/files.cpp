@@ -1,12 +1,14 @@
 #include "xsa/util/files.h"
 
 #include <fcntl.h>
+#include <sys/file.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
 #include <cstring>
+#include <ctime>
 #include <fstream>
 
 #include "xsa/util/error.h"
@@ -29,7 +31,8 @@ void write_file_atomic(const std::filesystem::path& path, std::string_view bytes
   std::filesystem::path tmp = path;
   tmp += ".tmp";
   int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) fail("{}: cannot create: {}", tmp.string(), std::strerror(errno));
+  // Errors name the file being written, not its temporary twin.
+  if (fd < 0) fail("{}: cannot create: {}", path.string(), std::strerror(errno));
   size_t done = 0;
   while (done < bytes.size()) {
     ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
@@ -38,13 +41,16 @@ void write_file_atomic(const std::filesystem::path& path, std::string_view bytes
       int err = errno;
       ::close(fd);
       ::unlink(tmp.c_str());
-      fail("{}: write failed: {}", tmp.string(), std::strerror(err));
+      fail("{}: write failed: {}", path.string(), std::strerror(err));
     }
     done += static_cast<size_t>(n);
   }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+  const bool synced = ::fsync(fd) == 0;
+  const int sync_err = errno;
+  if (::close(fd) != 0 || !synced) {
+    const int err = synced ? errno : sync_err;
     ::unlink(tmp.c_str());
-    fail("{}: flush failed: {}", tmp.string(), std::strerror(errno));
+    fail("{}: flush failed: {}", path.string(), std::strerror(err));
   }
   if (::rename(tmp.c_str(), path.c_str()) != 0) {
     int err = errno;
@@ -93,6 +99,64 @@ bool path_is_inside(const std::filesystem::path& path, const std::filesystem::pa
   if (ec) return false;
   const std::filesystem::path rel = inner.lexically_relative(outer);
   return !rel.empty() && *rel.begin() != "..";
+}
+
+namespace {
+
+// "process 1234 (xsa train --out runs/a) on host since 2026-12-01 07:40:00 UTC"
+std::string describe_this_process() {
+  std::string command = read_file("/proc/self/cmdline");
+  while (!command.empty() && command.back() == '\0') command.pop_back();
+  for (char& c : command)
+    if (c == '\0' || c == '\n') c = ' ';
+  if (command.size() > 200) command = command.substr(0, 200) + "...";
+  char host[256] = "?";
+  ::gethostname(host, sizeof host - 1);
+  char when[64] = "";
+  const std::time_t now = std::time(nullptr);
+  std::tm tm;
+  std::strftime(when, sizeof when, "%Y-%m-%d %H:%M:%S UTC", ::gmtime_r(&now, &tm));
+  return "process " + std::to_string(::getpid()) + " (" + command + ") on " + host + " since " +
+         when;
+}
+
+}  // namespace
+
+FolderLock::FolderLock(const std::filesystem::path& lock_file, const std::filesystem::path& folder)
+    : path_(lock_file) {
+  // A holder that just let go removed its file after we opened it: then lock the one now there.
+  for (int attempt = 0; attempt < 100 && fd_ < 0; attempt++) {
+    const int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    if (fd < 0) fail("{}: cannot create the lock file: {}", path_.string(), std::strerror(errno));
+    if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
+      const int err = errno;
+      char holder[512] = {};
+      const ssize_t n = ::pread(fd, holder, sizeof holder - 1, 0);
+      ::close(fd);
+      if (err != EWOULDBLOCK) fail("{}: cannot lock: {}", path_.string(), std::strerror(err));
+      fail("{}: in use by {}; wait for it to end or stop it, or choose another folder",
+           folder.string(), n > 0 ? std::string(holder, (size_t)n) : "another process");
+    }
+    struct stat held, named;
+    if (::fstat(fd, &held) == 0 && ::stat(path_.c_str(), &named) == 0 &&
+        held.st_ino == named.st_ino && held.st_dev == named.st_dev)
+      fd_ = fd;
+    else
+      ::close(fd);
+  }
+  if (fd_ < 0) fail("{}: cannot lock: it keeps being replaced", path_.string());
+  const std::string me = describe_this_process();
+  if (::ftruncate(fd_, 0) != 0 || ::pwrite(fd_, me.data(), me.size(), 0) != (ssize_t)me.size()) {
+    const int err = errno;
+    ::unlink(path_.c_str());
+    ::close(fd_);
+    fail("{}: cannot write: {}", path_.string(), std::strerror(err));
+  }
+}
+
+FolderLock::~FolderLock() {
+  ::unlink(path_.c_str());  // while still held, so no one locks the file on its way out
+  ::close(fd_);
 }
 
 }  // namespace xsa

@@ -18,6 +18,22 @@ void sync_directory(const std::filesystem::path& dir);
 // exist).
 bool path_is_inside(const std::filesystem::path& path, const std::filesystem::path& folder);
 
+// One live process per folder. The lock file (created if missing) is held with flock(2) for the
+// lock's lifetime and holds who holds it; the kernel drops the lock when the process ends, however
+// it ends, so a lock left behind by a dead process blocks nothing. When another live process holds
+// it: Error "FOLDER: in use by process PID (COMMAND) on HOST since TIME; ...".
+class FolderLock {
+ public:
+  FolderLock(const std::filesystem::path& lock_file, const std::filesystem::path& folder);
+  ~FolderLock();  // removes the lock file, then lets go
+  FolderLock(const FolderLock&) = delete;
+  FolderLock& operator=(const FolderLock&) = delete;
+
+ private:
+  std::filesystem::path path_;
+  int fd_ = -1;
+};
+
 }  // namespace xsa
 
 namespace xsa {
