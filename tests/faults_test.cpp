@@ -276,6 +276,22 @@ TEST_F(Faults, AFailedCheckpointWriteKeepsTheNewestComplete) {
     EXPECT_EQ(e.path().filename().string().rfind("limited", 0), std::string::npos) << e.path();
 }
 
+// A report that cannot be written: one line naming it; the finished seeds stay, and the same
+// command writes the report once the way is clear, without training again.
+TEST_F(Faults, AFailedReportWriteKeepsTheSeeds) {
+  const std::string cmp = "compare " + kTiny + " --steps 20 --out cmp_blocked";
+  fs::create_directories(work_dir() / "cmp_blocked" / "report.md");  // in the report's way
+  const test::CommandResult r = xsa(cmp);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.err,
+            "xsa: error: cmp_blocked/report.md: cannot rename into place: Is a directory\n");
+  EXPECT_TRUE(fs::exists(work_dir() / "cmp_blocked" / "seed-1.json"));
+  fs::remove(work_dir() / "cmp_blocked" / "report.md");
+  const test::CommandResult again = xsa(cmp + " --log-every 1");
+  EXPECT_EQ(again.status, 0) << again.err;
+  EXPECT_TRUE(fs::exists(work_dir() / "cmp_blocked" / "report.md"));
+}
+
 TEST_F(Faults, AReadOnlyFolderIsOneLine) {
   // Root writes anywhere, so as root the command runs as `nobody`.
   std::string as_user;

@@ -211,7 +211,6 @@ void write_report_json(const fs::path& out, const CompareReport& r, const Compar
 std::string write_compare_report(const fs::path& out, const CompareReport& r,
                                  const CompareResult& result) {
   const std::vector<std::string> plots = write_plots(out, r, result);
-  write_report_json(out, r, result);
   auto arms_of = [&](const std::string& v) { return xsa::arms_of(result, v); };
 
   std::string md = fmt::format(
@@ -267,7 +266,9 @@ std::string write_compare_report(const fs::path& out, const CompareReport& r,
       "Final weights of every arm: `arms/<variant>-seed<seed>/` (inspect with `xsa analyze "
       "--ckpt`).\n";
   write_file_atomic(out / "report.md", md);
-
+  // Last: report.json marks a finished comparison (compare refuses to overwrite one), so a write
+  // that fails before it leaves a folder the same command completes from the seed files.
+  write_report_json(out, r, result);
   return md;
 }
 

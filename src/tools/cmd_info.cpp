@@ -55,7 +55,8 @@ void add_info_command(CLI::App& root) {
     nlohmann::json last_train, last_val;
     for (std::string line; std::getline(metrics, line);) {
       auto rec = nlohmann::json::parse(line, nullptr, /*allow_exceptions=*/false);
-      if (!rec.is_object() || !rec.contains("loss")) continue;
+      // (a step skipped by --skip-bad-steps may have a null loss: not a loss to show)
+      if (!rec.is_object() || !rec.contains("loss") || !rec["loss"].is_number()) continue;
       (rec.contains("split") ? last_val : last_train) = rec;
     }
     if (!last_train.is_null())
