@@ -156,6 +156,30 @@ TEST_F(Faults, SigtermSavesTheStepAndResumeStaysOnTheCurve) {
   }
 }
 
+TEST_F(Faults, AnInterruptedPrepareLeavesNothing) {
+  fs::create_directories(work_dir() / "many");
+  for (int k = 0; k < 100; k++)
+    std::ofstream(work_dir() / "many" / fmt::format("doc{:03d}.txt", k)) << text_of(100000);
+  Background b = start_xsa(std::string("prepare --input many --tokenizer gpt2 --threads 1 ") +
+                               "--vocab-dir " + XSA_VOCAB_DIR + " --out many_shards --quiet",
+                           "prep");
+  ASSERT_TRUE(wait_until([&] {
+    for (const auto& e : fs::directory_iterator(work_dir()))
+      if (e.path().filename().string().rfind("many_shards.partial", 0) == 0) return true;
+    return false;
+  }));
+  ::kill(b.pid, SIGINT);
+  const test::CommandResult r = finish(b);
+  EXPECT_EQ(r.status, 128 + SIGINT) << r.err;
+  EXPECT_NE(r.err.find("xsa: interrupted by SIGINT: stopped after many/doc"), std::string::npos)
+      << r.err;
+  EXPECT_NE(r.err.find("; nothing written to many_shards; run the command again to prepare it"),
+            std::string::npos)
+      << r.err;
+  for (const auto& e : fs::directory_iterator(work_dir()))
+    EXPECT_EQ(e.path().filename().string().rfind("many_shards", 0), std::string::npos) << e.path();
+}
+
 TEST_F(Faults, SecondSignalStopsAtOnce) {
   // Steps of tens of milliseconds, so that the second signal comes while the first waits.
   Background b = start_xsa(

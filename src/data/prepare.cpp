@@ -15,6 +15,7 @@
 #include "xsa/util/error.h"
 #include "xsa/util/files.h"
 #include "xsa/util/rng.h"
+#include "xsa/util/signals.h"
 #include "xsa/util/threads.h"
 
 namespace xsa {
@@ -304,6 +305,10 @@ nlohmann::json tokenize_files(const std::vector<PrepareInput>& files, const Prep
     result.bytes += file_bytes;
     if (batches.full()) batches.flush();
     progress.report(result, false);
+    if (const int signal = stop_signal())  // the partial output goes with TempDirGuard
+      throw Interrupted(signal, fmt::format("stopped after {}; nothing written to {}; run the "
+                                            "command again to prepare it",
+                                            f.path, cfg.out));
   }
   batches.flush();
   return sources;

@@ -2,6 +2,7 @@
 #include "xsa/data/prepare.h"
 #include "xsa/tools/commands.h"
 #include "xsa/util/error.h"
+#include "xsa/util/signals.h"
 
 namespace xsa::cli {
 
@@ -40,6 +41,7 @@ void add_prepare_command(CLI::App& root) {
                 "scripts/get_data.sh) "
                 "into data/default (gpt2) or data/default-byte");
   cmd->callback([a, cmd] {
+    catch_stop_signals();  // Ctrl-C: stop after the file being read, leaving nothing partial
     PrepareConfig cfg = a->cfg;
     cfg.tokenizer = parse_tokenizer(a->tokenizer);
     if (a->use_default) {
