@@ -45,14 +45,7 @@ void write(const fs::path& path, const std::string& text) {
   std::ofstream(work_dir() / path) << text;
 }
 
-std::string text_of(size_t n) {
-  std::string s;
-  const char* line =
-      "It was the best of times, it was the worst of times, it was the age of wisdom.\n";
-  while (s.size() < n) s += line;
-  s.resize(n);
-  return s;
-}
+using test::text_of;
 
 const std::string kSmall =
     "--layers 2 --heads 4 --embd 32 --seq-len 16 --batch 4 --threads 1 --quiet";

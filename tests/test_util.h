@@ -77,6 +77,16 @@ inline std::filesystem::path temp_dir(const std::string& name) {
   return dir;
 }
 
+// n characters of a repeated English sentence: training text a tiny model learns quickly.
+inline std::string text_of(size_t n) {
+  std::string s;
+  const char* line =
+      "It was the best of times, it was the worst of times, it was the age of wisdom.\n";
+  while (s.size() < n) s += line;
+  s.resize(n);
+  return s;
+}
+
 // A shell command run in `dir` with no input, as a user runs it: its exit status (−1 when a
 // signal ended it) and what it printed.
 struct CommandResult {
