@@ -84,6 +84,17 @@ TEST(Shards, HeaderIsValidated) {
   fs::remove_all(dir);
 }
 
+// meta.json of another shape or type is an Error naming the file, not nlohmann's type_error
+// (found while fuzzing, fuzz/fuzz_shard_meta.cpp).
+TEST(Dataset, MalformedMetaJsonIsNamed) {
+  EXPECT_EQ(tokenizer_of_meta(R"({"tokenizer": "byte"})", "m.json"), TokenizerKind::byte);
+  EXPECT_EQ(tokenizer_of_meta("{}", "m.json"), TokenizerKind::gpt2);  // llm.c's shards
+  for (const char* bad : {"[1]", R"({"tokenizer": 5})", R"({"tokenizer": "bpe"})", "{"}) {
+    std::string err = error_of([&] { tokenizer_of_meta(bad, "dir/meta.json"); });
+    EXPECT_EQ(err.rfind("dir/meta.json: ", 0), 0u) << bad << ": " << err;
+  }
+}
+
 TEST(TokenStream, CopiesAcrossShardBorders) {
   fs::path dir = temp_dir("stream");
   TokenStream stream;

@@ -380,5 +380,41 @@ TEST_F(Interop, HalfAndBf16TensorsWiden) {
   EXPECT_EQ(b[1], -5.0f);
 }
 
+// Sizes no file can back are refused before anything is allocated, and a config value of the
+// wrong type is an Error naming the file (not nlohmann's type_error). Found while fuzzing
+// (fuzz/fuzz_hf.cpp, fuzz/fuzz_safetensors.cpp); the inputs are in fuzz/corpus/.
+TEST_F(Interop, HostileSizesAndTypesAreRefused) {
+  // A shape whose byte count wraps around 2^64 to the 0 bytes it claims.
+  const std::string json =
+      R"({"t":{"dtype":"F32","shape":[4611686018427387904,4],"data_offsets":[0,0]}})";
+  std::string bytes(8, '\0');
+  const uint64_t n = json.size();
+  std::memcpy(&bytes[0], &n, 8);
+  expect_error([&] { SafetensorsFile("wrap.safetensors", bytes + json); },
+               "too large for any file");
+  // An empty tensor reads into nothing (an empty vector's data() is null; memcpy's must not be).
+  const std::string empty_json = R"({"e":{"dtype":"F32","shape":[0,3],"data_offsets":[0,0]}})";
+  const uint64_t empty_n = empty_json.size();
+  std::memcpy(&bytes[0], &empty_n, 8);
+  SafetensorsFile("empty.safetensors", bytes + empty_json).read("e", {0, 3}, nullptr);
+
+  const std::string empty_file = std::string("\2\0\0\0\0\0\0\0{}", 10);
+  const nlohmann::json config = {{"model_type", "gpt2"}, {"vocab_size", 256}, {"n_layer", 2},
+                                 {"n_head", 2},          {"n_embd", 16},      {"n_positions", 8}};
+  auto hf_with = [&](const char* key, const nlohmann::json& value) {
+    nlohmann::json changed = config;
+    changed[key] = value;
+    return [changed, empty_file] {
+      import_hf_bytes(changed.dump(), "config.json", empty_file, "model.safetensors");
+    };
+  };
+  // A width past any GPT-2, and a valid one whose tensors the file lacks: refused, not allocated.
+  expect_error(hf_with("n_embd", 1 << 20), "is impossible");
+  expect_error(hf_with("n_embd", 4096), "tensor 'wte.weight' is missing");
+  expect_error(hf_with("n_layer", 4294967298), "'n_layer' is missing or not an integer");
+  expect_error(hf_with("activation_function", 5), "activation_function is not a string");
+  expect_error(hf_with("scale_attn_weights", "yes"), "'scale_attn_weights' is not true or false");
+}
+
 }  // namespace
 }  // namespace xsa

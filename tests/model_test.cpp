@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <nlohmann/json.hpp>
 
 #include "test_util.h"
 #include "xsa/model/gpt.h"
@@ -200,6 +201,29 @@ TEST(Model, ImpossibleConfigIsAnErrorNotACrash) {
   cfg.n_head = 3;  // 16 % 3 != 0
   EXPECT_THROW(Gpt<float>(cfg, 1, 4), Error);
   EXPECT_THROW(Gpt<float>(small_config("sa"), 1, 9), Error);  // T above the model's context
+}
+
+// config.json with a value of the wrong type or an absurd size is an Error naming the file (found
+// while fuzzing, fuzz/fuzz_model_config.cpp): not nlohmann's type_error, not a size cut to int or
+// a model of terabytes.
+TEST(Model, MalformedConfigJsonIsNamed) {
+  nlohmann::json good;
+  to_json(good, small_config("xsa"));
+  EXPECT_EQ(layer_attn_string(model_config_from_json(good, "c.json")), "xsa");
+  auto err_with = [&](const char* key, const nlohmann::json& value) {
+    nlohmann::json j = good;
+    j[key] = value;
+    try {
+      model_config_from_json(j, "c.json");
+    } catch (const Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  EXPECT_NE(err_with("format", 5).find("c.json: 'format'"), std::string::npos);
+  EXPECT_NE(err_with("n_layer", 4294967298).find("c.json: 'n_layer'"), std::string::npos);
+  EXPECT_NE(err_with("n_embd", 1 << 20).find("c.json: --embd 1048576 is more"), std::string::npos);
+  EXPECT_NE(err_with("seq_len", 1 << 30).find("c.json: --seq-len"), std::string::npos);
 }
 
 TEST(Model, ForwardIsDeterministic) {

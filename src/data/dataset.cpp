@@ -79,13 +79,7 @@ TokenizerKind tokenizer_of_shards(const fs::path& dir, std::optional<TokenizerKi
   const fs::path meta_path = dir / "meta.json";
   if (!fs::exists(meta_path, ec))
     return flag.value_or(TokenizerKind::gpt2);  // llm.c's shards are GPT-2
-  nlohmann::json meta;
-  try {
-    meta = nlohmann::json::parse(read_file(meta_path));
-  } catch (const nlohmann::json::exception& e) {
-    fail("{}: not valid JSON ({})", meta_path.string(), e.what());
-  }
-  TokenizerKind kind = parse_tokenizer(meta.value("tokenizer", std::string("gpt2")));
+  TokenizerKind kind = tokenizer_of_meta(read_file(meta_path), meta_path.string());
   if (flag && *flag != kind)
     fail(
         "{} says tokenizer {}, which contradicts the {} tokenizer asked for (--tokenizer, or "
@@ -99,6 +93,24 @@ void add_shards(TokenStream& stream, const std::vector<std::string>& files) {
 }
 
 }  // namespace
+
+TokenizerKind tokenizer_of_meta(const std::string& meta_json, const std::string& source) {
+  nlohmann::json meta;
+  try {
+    meta = nlohmann::json::parse(meta_json);
+  } catch (const nlohmann::json::exception& e) {
+    fail("{}: not valid JSON ({})", source, e.what());
+  }
+  // Checked here: json::value() would throw its own type_error, which names no file.
+  if (!meta.is_object()) fail("{}: not a JSON object", source);
+  if (!meta.contains("tokenizer")) return TokenizerKind::gpt2;
+  if (!meta["tokenizer"].is_string()) fail("{}: 'tokenizer' is not a string", source);
+  try {
+    return parse_tokenizer(meta["tokenizer"].get<std::string>());
+  } catch (const Error& e) {
+    fail("{}: {}", source, e.what());
+  }
+}
 
 Dataset open_dataset(const std::string& path, std::optional<TokenizerKind> tokenizer,
                      double val_fraction, int B, int T, const std::string& vocab_dir) {

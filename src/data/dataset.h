@@ -55,6 +55,10 @@ struct Dataset {
 Dataset open_dataset(const std::string& path, std::optional<TokenizerKind> tokenizer,
                      double val_fraction, int B, int T, const std::string& vocab_dir = "");
 
+// The tokenizer a shard folder's meta.json (its text) names, GPT-2 when it names none; errors name
+// `source`.
+TokenizerKind tokenizer_of_meta(const std::string& meta_json, const std::string& source);
+
 // Where the loader stands: epoch and the next window of that epoch's order. Saved in trainer.json.
 struct LoaderPosition {
   uint64_t epoch = 0;

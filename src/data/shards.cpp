@@ -20,21 +20,25 @@ std::string encode_shard(const uint16_t* tokens, size_t n) {
   return bytes;
 }
 
-Shard::Shard(const std::filesystem::path& path) : file_(path) {
-  const std::string name = path.string();
-  if (file_.size() < kShardHeaderInts * 4)
-    fail("{}: {} bytes, too short for the 1024-byte shard header", name, file_.size());
+size_t shard_token_count(const unsigned char* data, size_t size, const std::string& name) {
+  if (size < kShardHeaderInts * 4)
+    fail("{}: {} bytes, too short for the 1024-byte shard header", name, size);
   int32_t header[3];
-  std::memcpy(header, file_.data(), sizeof header);
+  std::memcpy(header, data, sizeof header);
   if (header[0] != kShardMagic)
     fail("{}: magic number {} is not a token shard's ({})", name, header[0], kShardMagic);
   if (header[1] != kShardVersion)
     fail("{}: shard version {} is not supported (only {})", name, header[1], kShardVersion);
   if (header[2] < 0) fail("{}: negative token count {} in the header", name, header[2]);
-  count_ = (size_t)header[2];
-  const size_t expected = kShardHeaderInts * 4 + count_ * 2;
-  if (file_.size() != expected)
-    fail("{}: {} bytes, but its header's {} tokens need {}", name, file_.size(), count_, expected);
+  const size_t count = (size_t)header[2];
+  const size_t expected = kShardHeaderInts * 4 + count * 2;
+  if (size != expected)
+    fail("{}: {} bytes, but its header's {} tokens need {}", name, size, count, expected);
+  return count;
+}
+
+Shard::Shard(const std::filesystem::path& path) : file_(path) {
+  count_ = shard_token_count(file_.data(), file_.size(), path.string());
   tokens_ = reinterpret_cast<const uint16_t*>(file_.data() + kShardHeaderInts * 4);
 }
 

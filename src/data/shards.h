@@ -20,6 +20,10 @@ inline constexpr size_t kShardHeaderInts = 256;
 // The bytes of a shard holding `tokens` (every id must fit in uint16).
 std::string encode_shard(const uint16_t* tokens, size_t n);
 
+// The token count of a shard's bytes after checking its header: magic, version, and a size that
+// agrees with the count. Errors name `name`.
+size_t shard_token_count(const unsigned char* data, size_t size, const std::string& name);
+
 // A memory-mapped shard, its header checked: magic, version, and a size that agrees with the
 // token count. Errors name the file.
 class Shard {

@@ -310,31 +310,37 @@ TaskExample parse_example(TaskKind kind, const nlohmann::json& j) {
 std::vector<TaskRecord> read_task_records(const std::string& path, int limit) {
   std::ifstream in(path, std::ios::binary);
   if (!in) fail("{}: cannot open the task file", path);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (in.bad()) fail("{}: read error", path);
+  return task_records_from_text(text, path, limit);
+}
+
+std::vector<TaskRecord> task_records_from_text(std::string_view text, const std::string& path,
+                                               int limit) {
   std::vector<TaskRecord> records;
-  const int first = in.peek();
-  if (first == '[' || first == ' ' || first == '\n') {  // perhaps one JSON array
-    std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-    if (in.bad()) fail("{}: read error", path);
-    const size_t start = text.find_first_not_of(" \t\r\n");
-    if (start != std::string::npos && text[start] == '[') {
-      nlohmann::json all;
-      try {
-        all = nlohmann::json::parse(text);
-      } catch (const nlohmann::json::exception& e) {
-        std::string what = e.what();
-        fail("{}: not a valid JSON array ({})", path, what.substr(what.find(']') + 2));
-      }
-      for (size_t i = 0; i < all.size() && (limit <= 0 || (int)records.size() < limit); i++)
-        records.push_back({(int)i + 1, std::move(all[i]), ""});
-      return records;
+  const size_t start = text.find_first_not_of(" \t\r\n");
+  const bool array = !text.empty() && (text[0] == '[' || text[0] == ' ' || text[0] == '\n') &&
+                     start != std::string_view::npos && text[start] == '[';
+  if (array) {  // one JSON array
+    nlohmann::json all;
+    try {
+      all = nlohmann::json::parse(text);
+    } catch (const nlohmann::json::exception& e) {
+      std::string what = e.what();
+      fail("{}: not a valid JSON array ({})", path, what.substr(what.find(']') + 2));
     }
-    in.clear();
-    in.seekg(0);
+    for (size_t i = 0; i < all.size() && (limit <= 0 || (int)records.size() < limit); i++)
+      records.push_back({(int)i + 1, std::move(all[i]), ""});
+    return records;
   }
-  std::string line;
-  for (int number = 1; std::getline(in, line); number++) {
-    if (!line.empty() && line.back() == '\r') line.pop_back();
-    if (line.find_first_not_of(" \t") == std::string::npos) continue;
+  int number = 0;
+  for (size_t at = 0; at < text.size();) {
+    size_t end = text.find('\n', at);
+    if (end == std::string_view::npos) end = text.size();
+    std::string_view line = text.substr(at, end - at);
+    at = end + 1, number++;
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    if (line.find_first_not_of(" \t") == std::string_view::npos) continue;
     TaskRecord r{number, {}, ""};
     try {
       r.value = nlohmann::json::parse(line);
@@ -344,7 +350,6 @@ std::vector<TaskRecord> read_task_records(const std::string& path, int limit) {
     }
     records.push_back(std::move(r));
   }
-  if (in.bad()) fail("{}: read error", path);
   return records;
 }
 
@@ -380,8 +385,15 @@ TaskFile load_task_file(TaskKind kind, const std::string& path, bool skip_bad_li
   return parse_task_records(kind, path, read_task_records(path), skip_bad_lines, limit);
 }
 
-TaskFile load_task_file(const std::string& path, bool skip_bad_lines, int limit) {
-  const std::vector<TaskRecord> records = read_task_records(path);
+TaskFile task_file_from_text(TaskKind kind, std::string_view text, const std::string& path,
+                             bool skip_bad_lines, int limit) {
+  return parse_task_records(kind, path, task_records_from_text(text, path), skip_bad_lines, limit);
+}
+
+namespace {
+
+TaskFile task_file_of_records(const std::vector<TaskRecord>& records, const std::string& path,
+                              bool skip_bad_lines, int limit) {
   const TaskRecord* first = nullptr;
   for (const TaskRecord& r : records)
     if (r.error.empty()) {
@@ -390,6 +402,17 @@ TaskFile load_task_file(const std::string& path, bool skip_bad_lines, int limit)
     }
   if (!first) fail("{}: holds no JSON record", path);
   return parse_task_records(task_kind_of(first->value, path), path, records, skip_bad_lines, limit);
+}
+
+}  // namespace
+
+TaskFile load_task_file(const std::string& path, bool skip_bad_lines, int limit) {
+  return task_file_of_records(read_task_records(path), path, skip_bad_lines, limit);
+}
+
+TaskFile task_file_from_text(std::string_view text, const std::string& path, bool skip_bad_lines,
+                             int limit) {
+  return task_file_of_records(task_records_from_text(text, path), path, skip_bad_lines, limit);
 }
 
 }  // namespace xsa

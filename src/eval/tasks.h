@@ -81,6 +81,13 @@ struct TaskRecord {
   std::string error;
 };
 std::vector<TaskRecord> read_task_records(const std::string& path, int limit = 0);
+// The same from a task file's bytes; `path` names it in errors (and tells ARC's sets apart).
+std::vector<TaskRecord> task_records_from_text(std::string_view text, const std::string& path,
+                                               int limit = 0);
+TaskFile task_file_from_text(TaskKind kind, std::string_view text, const std::string& path,
+                             bool skip_bad_lines, int limit = 0);
+TaskFile task_file_from_text(std::string_view text, const std::string& path, bool skip_bad_lines,
+                             int limit = 0);
 
 // lm-evaluation-harness's HellaSwag preprocessing: strip, " [title]" → ". ", other [...] removed,
 // double spaces replaced once (Python's str.replace).

@@ -38,6 +38,12 @@ ModelConfig gpt2_config(int vocab, int n_layer, int n_head, int n_embd, int n_po
   cfg.vocab_size = vocab, cfg.padded_vocab = pad_vocab(vocab);
   cfg.n_layer = n_layer, cfg.n_head = n_head, cfg.n_embd = n_embd, cfg.seq_len = n_positions;
   if (n_layer > kMaxLayers) fail("{}: {} layers, more than xsa's {}", source, n_layer, kMaxLayers);
+  // Bounded so that the parameter arithmetic cannot overflow and a few bytes of config cannot ask
+  // for terabytes (a 65536-wide model is far past any GPT-2).
+  constexpr int kMost = 1 << 16, kMostRows = 1 << 24;
+  if (n_embd > kMost || n_positions > kMostRows)
+    fail("{}: n_embd {} or n_positions {} is impossible (at most {} and {})", source, n_embd,
+         n_positions, kMost, kMostRows);
   try {
     cfg.validate();
   } catch (const Error& e) {
@@ -67,47 +73,52 @@ void transpose(const float* in, int64_t rows, int64_t cols, float* out) {  // ou
     for (int64_t c = 0; c < cols; c++) out[c * rows + r] = in[r * cols + c];
 }
 
-json read_json(const fs::path& path) {
-  json j = json::parse(read_file(path), nullptr, false);
-  if (j.is_discarded() || !j.is_object()) fail("{}: not a JSON object", path.string());
-  return j;
+int json_int(const json& j, const char* key, const std::string& path) {
+  // An integer past int's range would be cut to a wrong size by get<int>().
+  if (!j.contains(key) || !j[key].is_number_integer() || j[key] < INT32_MIN || j[key] > INT32_MAX)
+    fail("{}: '{}' is missing or not an integer", path, key);
+  return j[key].get<int>();
 }
 
-int json_int(const json& j, const char* key, const fs::path& path) {
-  if (!j.contains(key) || !j[key].is_number_integer())
-    fail("{}: '{}' is missing or not an integer", path.string(), key);
-  return j[key].get<int>();
+// json::value() throws its own type_error (naming no file) for a value of another type.
+bool json_bool(const json& j, const char* key, bool otherwise, const std::string& path) {
+  if (!j.contains(key)) return otherwise;
+  if (!j[key].is_boolean()) fail("{}: '{}' is not true or false", path, key);
+  return j[key].get<bool>();
 }
 
 // GPT-2's sizes from Hugging Face's config.json; the options that would change the computation
 // away from GPT-2's are refused.
-ModelConfig hf_config(const fs::path& path) {
-  const json j = read_json(path);
+ModelConfig hf_config(const std::string& text, const std::string& path) {
+  const json j = json::parse(text, nullptr, false);
+  if (j.is_discarded() || !j.is_object()) fail("{}: not a JSON object", path);
   if (j.contains("model_type") && j["model_type"] != "gpt2")
-    fail("{}: model_type {} is not gpt2", path.string(), j["model_type"].dump());
+    fail("{}: model_type {} is not gpt2", path, j["model_type"].dump());
+  if (j.contains("activation_function") && !j["activation_function"].is_string())
+    fail("{}: activation_function is not a string", path);
   const std::string act = j.value("activation_function", std::string("gelu_new"));
   if (act != "gelu_new" && act != "gelu_pytorch_tanh" && act != "gelu_fast")
-    fail("{}: activation_function \"{}\" is not GPT-2's tanh GELU (gelu_new)", path.string(), act);
+    fail("{}: activation_function \"{}\" is not GPT-2's tanh GELU (gelu_new)", path, act);
   if (j.contains("layer_norm_epsilon") && j["layer_norm_epsilon"].is_number() &&
       std::fabs(j["layer_norm_epsilon"].get<double>() - 1e-5) > 1e-12)
-    fail("{}: layer_norm_epsilon {} is not GPT-2's 1e-5", path.string(),
-         j["layer_norm_epsilon"].dump());
-  if (j.value("scale_attn_by_inverse_layer_idx", false) || !j.value("scale_attn_weights", true))
+    fail("{}: layer_norm_epsilon {} is not GPT-2's 1e-5", path, j["layer_norm_epsilon"].dump());
+  if (json_bool(j, "scale_attn_by_inverse_layer_idx", false, path) ||
+      !json_bool(j, "scale_attn_weights", true, path))
     fail("{}: scale_attn_weights / scale_attn_by_inverse_layer_idx: not GPT-2's 1/√d attention",
-         path.string());
+         path);
   const int n_embd = json_int(j, "n_embd", path);
-  if (j.contains("n_inner") && !j["n_inner"].is_null() && j["n_inner"] != 4 * n_embd)
-    fail("{}: n_inner {} is not 4 × n_embd", path.string(), j["n_inner"].dump());
+  if (j.contains("n_inner") && !j["n_inner"].is_null() && j["n_inner"] != 4 * (int64_t)n_embd)
+    fail("{}: n_inner {} is not 4 × n_embd", path, j["n_inner"].dump());
   const int n_positions =
       j.contains("n_positions") ? json_int(j, "n_positions", path) : json_int(j, "n_ctx", path);
   ModelConfig cfg = gpt2_config(json_int(j, "vocab_size", path), json_int(j, "n_layer", path),
-                                json_int(j, "n_head", path), n_embd, n_positions, path.string());
+                                json_int(j, "n_head", path), n_embd, n_positions, path);
   if (j.contains("xsa_layer_attn")) {  // written by export_hf for XSA models
-    if (!j["xsa_layer_attn"].is_string()) fail("{}: xsa_layer_attn is not a string", path.string());
+    if (!j["xsa_layer_attn"].is_string()) fail("{}: xsa_layer_attn is not a string", path);
     try {
       set_layer_attn(cfg, j["xsa_layer_attn"].get<std::string>());
     } catch (const Error& e) {
-      fail("{}: xsa_layer_attn: {}", path.string(), e.what());
+      fail("{}: xsa_layer_attn: {}", path, e.what());
     }
   }
   return cfg;
@@ -180,10 +191,16 @@ ForeignModel import_hf(const fs::path& file_or_folder) {
   if (!fs::exists(config, ec))
     fail("{}: no config.json beside it (Hugging Face's, giving n_layer, n_head, n_embd, ...)",
          file.string());
+  const std::string config_text = read_file(config);
+  return import_hf_bytes(config_text, config.string(), read_file(file), file.string());
+}
+
+ForeignModel import_hf_bytes(const std::string& config_json, const std::string& config_name,
+                             std::string safetensors, const std::string& file) {
   ForeignModel m;
-  m.cfg = hf_config(config);
+  m.cfg = hf_config(config_json, config_name);
   const ModelConfig& cfg = m.cfg;
-  const SafetensorsFile st(file.string(), read_file(file));
+  const SafetensorsFile st(file, std::move(safetensors));
 
   // Every tensor of the file is one the model expects, a buffer GPT-2 files carry, or a tied head.
   const std::string prefix = st.contains("transformer.wte.weight") ? "transformer." : "";
@@ -196,11 +213,20 @@ ForeignModel import_hf(const fs::path& file_or_folder) {
         bare.size() > 10 && (bare.compare(bare.size() - 10, 10, ".attn.bias") == 0 ||
                              bare.find(".attn.masked_bias") != std::string::npos);
     if (expected.count(name) || buffer || name == "lm_head.weight") continue;
-    fail("{}: tensor '{}' is not part of a GPT-2 model with {} layers{}", file.string(), name,
-         cfg.n_layer,
+    fail("{}: tensor '{}' is not part of a GPT-2 model with {} layers{}", file, name, cfg.n_layer,
          name.find("xsa_gate") != std::string::npos || name.find(".sink") != std::string::npos
              ? " and this config's attention"
              : "");
+  }
+  // Every tensor the model needs is there with its shape before the model's memory is taken: a
+  // config.json of a few bytes must not allocate the model it claims for a file that lacks it.
+  for (const TensorInfo& t : layout) {
+    const std::string name = prefix + hf_name(t.name);
+    const std::vector<int64_t> shape = hf_shape(cfg, t);
+    if (!st.contains(name)) fail("{}: tensor '{}' is missing", file, name);
+    if (st.shape(name) != shape)
+      fail("{}: tensor '{}' has shape {}, the model needs {}", file, name,
+           shape_string(st.shape(name)), shape_string(shape));
   }
   m.params.assign(param_arena_size(layout), 0.0f);
   std::vector<float> scratch;
@@ -218,18 +244,20 @@ ForeignModel import_hf(const fs::path& file_or_folder) {
     std::vector<float> head((size_t)cfg.vocab_size * cfg.n_embd);
     st.read("lm_head.weight", {cfg.vocab_size, cfg.n_embd}, head.data());
     if (std::memcmp(head.data(), m.params.data() + layout[0].offset, head.size() * sizeof(float)))
-      fail("{}: lm_head.weight differs from wte.weight; xsa's head is tied to wte", file.string());
+      fail("{}: lm_head.weight differs from wte.weight; xsa's head is tied to wte", file);
   }
   m.description = fmt::format("Hugging Face GPT-2 {} ({} layers, {} heads, width {}, {} positions)",
-                              file.string(), cfg.n_layer, cfg.n_head, cfg.n_embd, cfg.seq_len);
+                              file, cfg.n_layer, cfg.n_head, cfg.n_embd, cfg.seq_len);
   return m;
 }
 
 ForeignModel import_llmc(const fs::path& path) {
   std::error_code ec;
   if (!fs::exists(path, ec)) fail("{}: no such file", path.string());
-  const std::string bytes = read_file(path);
-  const std::string where = path.string();
+  return import_llmc_bytes(read_file(path), path.string());
+}
+
+ForeignModel import_llmc_bytes(const std::string& bytes, const std::string& where) {
   if (bytes.size() < 256 * 4)
     fail("{}: {} bytes, too short for llm.c's 1024-byte header", where, bytes.size());
   int32_t h[256];

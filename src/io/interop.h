@@ -29,6 +29,10 @@ struct ForeignModel {
 ForeignModel import_hf(const fs::path& file_or_folder);
 // llm.c's model file: magic 20240326, version 3 (fp32) or 5 (bf16).
 ForeignModel import_llmc(const fs::path& file);
+// The same from the files' bytes; the names are those errors give.
+ForeignModel import_hf_bytes(const std::string& config_json, const std::string& config_name,
+                             std::string safetensors, const std::string& safetensors_name);
+ForeignModel import_llmc_bytes(const std::string& bytes, const std::string& name);
 
 // Writes llm.c's model file (version 3, fp32; or 5, bf16 rounded to nearest even). Only models
 // llm.c computes: the GPT-2 architecture with standard attention (no XSA, gates, sinks or

@@ -119,11 +119,22 @@ SafetensorsFile::SafetensorsFile(std::string path, std::string bytes)
     } catch (const std::exception&) {
       fail("{}: tensor '{}' has a malformed shape or data_offsets", path_, name);
     }
-    for (int64_t d : e.shape)
+    // The shape's bytes, checked for overflow: a product that wrapped around could match a small
+    // data range (e.g. [2^62, 4] of F32 as 0 bytes), and a reader would then allocate the shape.
+    size_t bytes = e.bytes_per_value;
+    bool overflow = false, empty = false;
+    for (int64_t d : e.shape) {
       if (d < 0) fail("{}: tensor '{}' has a negative dimension", path_, name);
-    if (e.end < e.begin || e.end - e.begin != numel_of(e.shape) * e.bytes_per_value)
+      overflow |= d != 0 && bytes > SIZE_MAX / (size_t)d;
+      empty |= d == 0;
+      bytes *= (size_t)d;
+    }
+    if (overflow && !empty)
+      fail("{}: tensor '{}' has shape {}, too large for any file", path_, name,
+           shape_string(e.shape));
+    if (e.end < e.begin || e.end - e.begin != bytes)
       fail("{}: tensor '{}' has {} data bytes, its shape {} needs {}", path_, name, e.end - e.begin,
-           shape_string(e.shape), numel_of(e.shape) * e.bytes_per_value);
+           shape_string(e.shape), bytes);
     if (e.end > data_size)
       fail("{}: truncated: tensor '{}' ends at data byte {} but the file holds only {}", path_,
            name, e.end, data_size);
@@ -141,7 +152,8 @@ void SafetensorsFile::read(const std::string& name, const std::vector<int64_t>& 
   const Entry& e = it->second;
   const char* data = bytes_.data() + data_start_ + e.begin;
   if (e.bytes_per_value == 4) {
-    std::memcpy(out, data, e.end - e.begin);
+    if (e.end > e.begin)
+      std::memcpy(out, data, e.end - e.begin);  // an empty tensor's out may be null
     return;
   }
   const size_t n = (e.end - e.begin) / 2;

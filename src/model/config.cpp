@@ -28,6 +28,12 @@ void ModelConfig::validate() const {
   if (n_kv_head < 0 || n_kv_head > n_head || (n_kv_head > 0 && n_head % n_kv_head != 0))
     fail("--kv-heads {} must divide --heads {} (grouped-query attention)", n_kv_head, n_head);
   if (!(rope_theta > 0)) fail("rope_theta {} must be positive", rope_theta);
+  // Far past any model this engine trains, and small enough that no size computed from them
+  // (4·C² per layer, V_pad·C, T·C) overflows; a config.json cannot ask for an absurd allocation.
+  constexpr int kMostWidth = 1 << 16, kMostRows = 1 << 24;
+  if (n_embd > kMostWidth) fail("--embd {} is more than {}", n_embd, kMostWidth);
+  if (padded_vocab > kMostRows) fail("vocabulary {} is more than {}", padded_vocab, kMostRows);
+  if (seq_len > kMostRows) fail("--seq-len {} is more than {}", seq_len, kMostRows);
 }
 
 const char* architecture_name(const ModelConfig& cfg) {
@@ -156,12 +162,15 @@ void to_json(nlohmann::json& j, const ModelConfig& cfg) {
 ModelConfig model_config_from_json(const nlohmann::json& j, const std::string& source) {
   ModelConfig cfg;
   auto get_int = [&](const char* key) -> int {
-    if (!j.contains(key) || !j[key].is_number_integer())
+    // An integer past int's range would be cut to a wrong size by get<int>().
+    if (!j.contains(key) || !j[key].is_number_integer() || j[key] < INT32_MIN || j[key] > INT32_MAX)
       fail("{}: '{}' is missing or not an integer", source, key);
     return j[key].get<int>();
   };
   if (!j.is_object()) fail("{}: not a JSON object", source);
-  if (j.value("format", "") != "xsa-gpt") fail("{}: 'format' is not \"xsa-gpt\"", source);
+  // Types checked before value(): its type_error would name no file.
+  if (!j.contains("format") || j["format"] != "xsa-gpt")
+    fail("{}: 'format' is not \"xsa-gpt\"", source);
   const int version =
       j.contains("version") && j["version"].is_number_integer() ? j["version"].get<int>() : 0;
   if (version != 1 && version != 2) fail("{}: unsupported version {}", source, version);
