@@ -22,6 +22,9 @@ inline float fast_exp(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
+  // NaN passes the clamp; converting it to int is undefined (UBSan stops there), so its k is 0:
+  // p is NaN already and so is the result.
+  k = k == k ? k : 0.0f;
   return p * std::bit_cast<float>(((int32_t)k + 127) << 23);
 }
 inline double fast_exp(double x) {
