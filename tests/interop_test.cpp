@@ -392,6 +392,12 @@ TEST_F(Interop, HostileSizesAndTypesAreRefused) {
   std::memcpy(&bytes[0], &n, 8);
   expect_error([&] { SafetensorsFile("wrap.safetensors", bytes + json); },
                "too large for any file");
+  // A float offset or dimension is malformed, not cast to an integer.
+  const std::string float_json = R"({"f":{"dtype":"F32","shape":[1],"data_offsets":[0,1.6e145]}})";
+  const uint64_t float_n = float_json.size();
+  std::memcpy(&bytes[0], &float_n, 8);
+  expect_error([&] { SafetensorsFile("float.safetensors", bytes + float_json); },
+               "malformed shape or data_offsets");
   // An empty tensor reads into nothing (an empty vector's data() is null; memcpy's must not be).
   const std::string empty_json = R"({"e":{"dtype":"F32","shape":[0,3],"data_offsets":[0,0]}})";
   const uint64_t empty_n = empty_json.size();

@@ -1,5 +1,6 @@
 #include "xsa/io/safetensors.h"
 
+#include <algorithm>
 #include <bit>
 #include <cmath>
 #include <cstring>
@@ -111,6 +112,14 @@ SafetensorsFile::SafetensorsFile(std::string path, std::string bytes)
     Entry e;
     e.bytes_per_value = dtype == "F32" ? 4 : 2;
     e.bf16 = dtype == "BF16";
+    // get<>() would cast a float (1e145) to an integer: undefined past its range.
+    auto integers = [](const nlohmann::json& a) {
+      return a.is_array() && std::all_of(a.begin(), a.end(), [](const nlohmann::json& x) {
+               return x.is_number_integer();
+             });
+    };
+    if (!integers(info["shape"]) || !integers(info["data_offsets"]))
+      fail("{}: tensor '{}' has a malformed shape or data_offsets", path_, name);
     try {
       e.shape = info["shape"].get<std::vector<int64_t>>();
       auto offsets = info["data_offsets"].get<std::vector<uint64_t>>();
