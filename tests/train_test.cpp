@@ -273,6 +273,26 @@ TEST(RunOptions, SavedOptionsRoundTrip) {
     EXPECT_TRUE(run_config_to_json(changed, kSaved | kResult).contains(key)) << key;
 }
 
+// Integer settings that are floats or out of range (found by fuzz_run_config): one line naming
+// the setting, never a cast.
+TEST(RunOptions, IntegerSettingsOutOfRangeAreRefused) {
+  for (const char* bad : {R"({"steps": 1555555555555555555555555555555554})",
+                          R"({"steps": 1e20})", R"({"batch": 2.5})", R"({"batch": 4294967296})",
+                          R"({"seed": -1})", R"({"threads": "2"})"}) {
+    RunConfig r;
+    try {
+      run_config_update_from_json(r, nlohmann::json::parse(bad), "t.json");
+      ADD_FAILURE() << bad << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()).rfind("t.json: run setting ", 0), 0u) << e.what();
+    }
+  }
+  RunConfig r;
+  run_config_update_from_json(r, nlohmann::json::parse(R"({"steps": 9000000000, "seed": 7})"), "t");
+  EXPECT_EQ(r.steps, 9000000000);
+  EXPECT_EQ(r.seed, 7u);
+}
+
 TEST(Train, SameSeedSameCurve) {
   fs::path dir = temp_dir("repeat");
   fs::path data = write_text(dir, 20000);
@@ -326,6 +346,29 @@ TEST(Checkpoint, RoundTripIsExact) {
 
 // A run killed while writing a checkpoint leaves a temporary folder; it never counts as a
 // checkpoint, and the next save of that step replaces it.
+// trainer.json fields of the wrong type: one line naming the file and the field.
+TEST(Checkpoint, TrainerStateOfTheWrongShapeIsNamed) {
+  fs::path dir = temp_dir("trainer_state");
+  const std::pair<const char*, const char*> cases[] = {
+      {R"([1, 2])", "not a JSON object"},
+      {R"({"step": 2.5})", "step has the wrong type (number)"},
+      {R"({"data": {"source": 5}})", "data/source has the wrong type (number)"},
+      {R"({"data": "x"})", "data has the wrong type (string)"},
+      {R"({"run": {"val_fraction": "0.1"}})", "run/val_fraction has the wrong type (string)"}};
+  for (const auto& [text, why] : cases) {
+    write_file_atomic(dir / "trainer.json", text);
+    try {
+      load_trainer_state(dir);
+      ADD_FAILURE() << text << " was accepted";
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()), (dir / "trainer.json").string() + ": " + why);
+    }
+  }
+  write_file_atomic(dir / "trainer.json", R"({"step": 3, "data": {"source": "a.txt"}})");
+  EXPECT_EQ(load_trainer_state(dir)["step"], 3);
+  fs::remove_all(dir);
+}
+
 TEST(Checkpoint, HalfWrittenCheckpointIsIgnored) {
   fs::path dir = temp_dir("halfwritten");
   ModelConfig cfg = tiny_model();

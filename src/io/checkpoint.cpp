@@ -158,7 +158,30 @@ void load_checkpoint_tensors(const fs::path& ckpt_dir, const std::vector<TensorI
 }
 
 nlohmann::json load_trainer_state(const fs::path& ckpt_dir) {
-  return parse_json_file(ckpt_dir / "trainer.json");
+  const fs::path path = ckpt_dir / "trainer.json";
+  nlohmann::json state = parse_json_file(path);
+  // The fields readers take with a default (json::value) must at least have their type, or the
+  // reader would throw an error that names no file.
+  using Check = bool (nlohmann::json::*)() const noexcept;
+  const std::pair<const char*, Check> fields[] = {
+      {"/step", &nlohmann::json::is_number_integer},
+      {"/tokens_seen", &nlohmann::json::is_number_integer},
+      {"/world_size", &nlohmann::json::is_number_integer},
+      {"/accumulation_steps", &nlohmann::json::is_number_integer},
+      {"/elapsed_s", &nlohmann::json::is_number},
+      {"/run", &nlohmann::json::is_object},
+      {"/run/val_fraction", &nlohmann::json::is_number},
+      {"/data", &nlohmann::json::is_object},
+      {"/data/source", &nlohmann::json::is_string},
+      {"/data/train_tokens", &nlohmann::json::is_number_integer}};
+  if (!state.is_object()) fail("{}: not a JSON object", path.string());
+  for (const auto& [where, is_right] : fields) {
+    const nlohmann::json::json_pointer ptr(where);
+    if (state.contains(ptr) && !(state.at(ptr).*is_right)())
+      fail("{}: {} has the wrong type ({})", path.string(), std::string(where).substr(1),
+           state.at(ptr).type_name());
+  }
+  return state;
 }
 
 ModelConfig init_from_config(const fs::path& ckpt_dir, const ModelConfig& requested) {

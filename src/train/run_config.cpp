@@ -1,6 +1,8 @@
 #include "xsa/train/run_config.h"
 
 #include <cmath>
+#include <cstdint>
+#include <limits>
 
 #include "xsa/util/error.h"
 
@@ -65,6 +67,21 @@ void run_config_update_from_json(RunConfig& r, const nlohmann::json& j, const st
   if (!j.is_object()) fail("{}: run settings are not a JSON object", source);
   for_each_run_option(r, [&](const RunOption& o, auto& field) {
     if (!(o.roles & kSaved) || !j.contains(o.key)) return;
+    using T = std::decay_t<decltype(field)>;
+    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+      // get<T>() would cast a float (1e40, 2.5) or an integer past T's range: undefined
+      // behaviour, or silently another value.
+      const nlohmann::json& v = j[o.key];
+      const bool fits = v.is_number_unsigned()
+                            ? v.get<uint64_t>() <= (uint64_t)std::numeric_limits<T>::max()
+                            : v.is_number_integer() &&
+                                  v.get<int64_t>() >= (int64_t)std::numeric_limits<T>::min() &&
+                                  (std::is_unsigned_v<T> ||
+                                   v.get<int64_t>() <= (int64_t)std::numeric_limits<T>::max());
+      if (!fits)
+        fail("{}: run setting {} must be an integer from {} to {}, not {}", source, o.key,
+             std::numeric_limits<T>::min(), std::numeric_limits<T>::max(), v.dump());
+    }
     try {
       field = j[o.key].get<std::decay_t<decltype(field)>>();
     } catch (const nlohmann::json::exception& e) {
