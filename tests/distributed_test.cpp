@@ -264,19 +264,26 @@ std::vector<pid_t> rank_pids(int rank, const std::string& run = "killtest") {
   return out;
 }
 
+// `xsa ARGS` on 2 processes from a child of the test, which writes the job's exit status and
+// stderr into `status_file` when it ends; returns the child's pid (−1 when fork failed).
+pid_t launch_two_ranks(const std::string& args, const std::string& status_file) {
+  const pid_t launcher = fork();
+  if (launcher == 0) {
+    const Result r = xsa(2, args);
+    std::ofstream(work_dir() / status_file) << r.status << "\n" << r.err;
+    _exit(0);
+  }
+  return launcher;
+}
+
 TEST_F(Distributed, AKilledRankEndsTheJobWithItsCheckpointsIntact) {
   // A run far longer than the test, checkpointing every 5 steps; rank 1 is killed once the first
   // checkpoint is there.
   const std::string args = "train " + kModel +
                            " --steps 100000 --batch 4 --total-batch-tokens 256 " +
                            "--ckpt-every 5 --val-every 0 --out killtest";
-  pid_t launcher = fork();
+  const pid_t launcher = launch_two_ranks(args, "killtest.status");
   ASSERT_GE(launcher, 0);
-  if (launcher == 0) {
-    const Result r = xsa(2, args);
-    std::ofstream(work_dir() / "killtest.status") << r.status << "\n" << r.err;
-    _exit(0);
-  }
   const auto t0 = std::chrono::steady_clock::now();
   auto seconds = [&] {
     return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -319,13 +326,8 @@ TEST_F(Distributed, ASignalToOneRankStopsEveryRankAtTheSameStep) {
   const std::string args = "train " + kModel +
                            " --steps 100000 --batch 4 --total-batch-tokens 256 " +
                            "--val-every 0 --out sigtest";
-  pid_t launcher = fork();
+  const pid_t launcher = launch_two_ranks(args, "sigtest.status");
   ASSERT_GE(launcher, 0);
-  if (launcher == 0) {
-    const Result r = xsa(2, args);
-    std::ofstream(work_dir() / "sigtest.status") << r.status << "\n" << r.err;
-    _exit(0);
-  }
   const auto t0 = std::chrono::steady_clock::now();
   while (std::chrono::steady_clock::now() - t0 < std::chrono::seconds(60)) {
     std::ifstream m(work_dir() / "sigtest" / "metrics.jsonl");
