@@ -498,7 +498,8 @@ TrainResult train(const ModelConfig& requested_model, const RunConfig& requested
         loop.elapsed_before + std::chrono::duration<double>(clock::now() - t_start).count();
     if ((run.ckpt_every > 0 && done % run.ckpt_every == 0) || done == run.steps)
       save(done, elapsed);
-    if (const int signal = agreed_stop_signal(comm)) {  // every rank stops at the same step
+    // Every rank stops at the same step; one signalled at the last step simply finishes.
+    if (const int signal = done < run.steps ? agreed_stop_signal(comm) : 0) {
       if (saved_at != done) save(done, elapsed);
       if (tty) std::printf("\n");
       throw Interrupted(signal,
