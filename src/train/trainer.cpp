@@ -195,15 +195,20 @@ nlohmann::json json_number(double v) {
 }
 
 // Every rank sees the same loss and norm, so every rank stops here alike.
+// "; last checkpoint RUN/ckpt_N is intact", or nothing when the run has none yet.
+std::string intact_checkpoint_note(const fs::path& run_dir) {
+  const auto last = latest_checkpoint(run_dir);
+  return last ? "; last checkpoint " + last->string() + " is intact" : "";
+}
+
 [[noreturn]] void fail_not_finite(const StepResult& r, int64_t step, double lr,
                                   const fs::path& run_dir) {
-  auto last = latest_checkpoint(run_dir);
   const bool loss_ok = std::isfinite(r.loss);
   const double bad = loss_ok ? r.grad_norm : r.loss;
   throw AgreedError(fmt::format("{} became {} at step {} (lr {:.3g}); stopped without saving{}",
                                 loss_ok ? "gradient norm" : "loss",
                                 std::isnan(bad) ? "NaN" : "infinite", step, lr,
-                                last ? "; last checkpoint " + last->string() + " is intact" : ""));
+                                intact_checkpoint_note(run_dir)));
 }
 
 nlohmann::json trainer_state(const RunConfig& run, const Dataset& data, LoaderPosition position,
@@ -467,10 +472,7 @@ TrainResult train(const ModelConfig& requested_model, const RunConfig& requested
       if (++skipped_in_a_row > kMaxSkippedInARow)
         throw AgreedError(fmt::format(
             "{} steps in a row skipped as bad (the last at step {}: {}); the run has diverged{}",
-            skipped_in_a_row, done, r.skipped,
-            latest_checkpoint(run_dir)
-                ? "; last checkpoint " + latest_checkpoint(run_dir)->string() + " is intact"
-                : ""));
+            skipped_in_a_row, done, r.skipped, intact_checkpoint_note(run_dir)));
       if (speak)
         std::printf("%sstep %lld: update skipped: %s\n", tty ? "\r\033[K" : "", (long long)done,
                     r.skipped.c_str());
