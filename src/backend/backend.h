@@ -18,8 +18,10 @@
 
 namespace xsa {
 
-enum class Device : uint8_t { cpu };
-const char* to_string(Device device);
+enum class Device : uint8_t { cpu, cuda };
+inline const char* to_string(Device device) {
+  return device == Device::cuda ? "cuda" : "cpu";
+}
 
 // What a buffer holds, so a backend can place it well (the CPU backend puts inference weights on
 // transparent huge pages: decoding streams them once per token).
@@ -80,6 +82,16 @@ class Backend {
   virtual Device device() const = 0;
   // Whether host code may dereference this backend's pointers (the CPU: yes).
   virtual bool host_addressable() const = 0;
+  // One line for logs and benchmarks: the device and how it computes.
+  virtual std::string describe() const { return to_string(device()); }
+  // The device memory free and in all, where the backend knows them (a GPU), for fitting a run
+  // before it starts.
+  virtual bool memory_info(size_t* free_bytes, size_t* total_bytes) { return false; }
+  // The device's dense bf16 tensor-core peak in FLOP/s where known (a GPU), for model FLOPs
+  // utilisation; 0 where not.
+  virtual double peak_bf16_flops() const { return 0; }
+  // Waits for the work queued so far (a device that runs asynchronously); timing needs it.
+  virtual void synchronize() {}
 
   // ---- memory ----
   virtual Real* allocate(size_t n, MemoryUse use) = 0;  // zeroed; throws std::bad_alloc

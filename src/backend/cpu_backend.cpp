@@ -12,14 +12,6 @@
 
 namespace xsa {
 
-const char* to_string(Device device) {
-  switch (device) {
-    case Device::cpu:
-      return "cpu";
-  }
-  return "?";
-}
-
 namespace {
 
 template <typename Real>

@@ -172,7 +172,9 @@ struct Setup {
 
 // The backend of a variant's arms: its own precision, else the run's.
 Backend<float>& variant_backend(const RunConfig& run, const Variant& v) {
-  return backend_for(v.precision.empty() ? run.precision : v.precision);
+  BackendOptions options = backend_options(run);
+  if (!v.precision.empty()) options.precision = v.precision;
+  return select_backend(options);
 }
 
 ModelConfig variant_model(const ModelConfig& base, const Variant& v) {

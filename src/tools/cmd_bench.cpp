@@ -12,6 +12,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "xsa/backend/device.h"
 #include "xsa/dist/agree.h"
 #include "xsa/model/decoder.h"
 #include "xsa/model/gpt.h"
@@ -76,17 +77,20 @@ double step_flops(const ModelConfig& cfg, int B, int T) {
 }
 
 struct StepBench {
+  Backend<float>& backend;
   Gpt<float> model;
   TrainStep trainer;
   int64_t step = 0;
   StepBench(const ModelConfig& cfg, int B, int T, Backend<float>& backend = cpu_backend<float>())
-      : model(cfg, B, T, GptMode::training, backend), trainer(model) {
+      : backend(backend), model(cfg, B, T, GptMode::training, backend), trainer(model) {
     model.params().init(cfg, 1);
   }
-  // forward + backward + clipping + AdamW: the training step itself
+  // forward + backward + clipping + AdamW: the training step itself (to its end on a device that
+  // runs asynchronously)
   double time_step(const std::vector<int32_t>& inputs, const std::vector<int32_t>& targets) {
     auto t0 = clock_type::now();
     trainer.run(inputs.data(), targets.data(), 1e-4, ++step);
+    backend.synchronize();
     return ms_since(t0);
   }
 };
@@ -198,8 +202,9 @@ struct DecodeArm {
 };
 
 struct Options {
-  std::string config = "all", json_path, csv_path, precision = "fp32", arch = "xsa";
-  int steps = 5, warmup = 2, threads = 0;
+  std::string config = "all", json_path, csv_path, precision = "fp32", arch = "xsa", device = "cpu";
+  int steps = 5, warmup = 2, threads = 0, batch = 0, seq_len = 0;
+  bool tf32 = false, deterministic = false, attn_T_given = false;
   std::vector<int> attn_T = {256, 1024, 4096, 8192};
   bool gemm = false, no_steps = false, no_attention = false, decode = false, allreduce = false;
 };
@@ -551,6 +556,174 @@ void bench_allreduce(int reps, json& records) {
   }
 }
 
+// ---- --device cuda: the step and attention tables on a GPU, against its bf16 dense peak ----
+
+// Device memory in use (the context, cuBLAS and every buffer), in GB.
+double device_used_gb(Backend<float>& backend) {
+  size_t free_bytes = 0, total = 0;
+  backend.synchronize();
+  if (!backend.memory_info(&free_bytes, &total)) return 0;
+  return (double)(total - free_bytes) / 1e9;
+}
+
+// The shapes on a GPU: gpt2 at its own context (T = 1024) unless --seq-len says otherwise, and a
+// batch that fills the GPU (32 768 tokens per step unless --batch).
+BenchShape gpu_shape(BenchShape s, const Options& o) {
+  if (o.seq_len > 0)
+    s.T = o.seq_len;
+  else if (std::string(s.name) == "gpt2")
+    s.T = 1024;
+  s.B = o.batch > 0 ? o.batch : std::max(s.B, 32768 / s.T);
+  return s;
+}
+
+void bench_gpu_steps(Backend<float>& backend, const Options& o, json& records) {
+  const double peak = backend.peak_bf16_flops();
+  std::printf(
+      "\n## Training step on the GPU (forward + backward + AdamW), median of %d after %d "
+      "warm-up; SA and XSA interleaved; MFU against the bf16 dense peak (%.0f TFLOP/s)\n\n| "
+      "config | attn | B × T | ms median | ms min–max | tokens/s | TFLOP/s | MFU | device GB "
+      "|\n|---|---|---|---|---|---|---|---|---|\n",
+      o.steps, o.warmup, peak / 1e12);
+  for (BenchShape s : shapes_of(o.config)) {
+    s.gpt2_architecture = o.arch == "gpt2";
+    s = gpu_shape(s, o);
+    const ModelConfig sa = model_of(s, AttnKind::sa), xsa_cfg = model_of(s, AttnKind::xsa);
+    const int N = s.B * s.T;
+    std::vector<int32_t> inputs(N), targets(N);
+    Rng rng(7);
+    for (int i = 0; i < N; i++)
+      inputs[i] = rng.next_u64() % sa.vocab_size, targets[i] = rng.next_u64() % sa.vocab_size;
+    // Each arm's memory: what the device holds once its model has stepped, above what it held
+    // before (the context and cuBLAS's workspace are there from the start).
+    const double base = device_used_gb(backend);
+    double used[2];
+    StepBench a(sa, s.B, s.T, backend);
+    for (int i = 0; i < std::max(1, o.warmup); i++) a.time_step(inputs, targets);
+    used[0] = device_used_gb(backend) - base;
+    StepBench x(xsa_cfg, s.B, s.T, backend);
+    for (int i = 0; i < std::max(1, o.warmup); i++) x.time_step(inputs, targets);
+    used[1] = device_used_gb(backend) - base - used[0];
+    std::vector<double> ms_sa, ms_xsa, ratio;
+    for (int i = 0; i < o.steps; i++) {  // ABBA order
+      if (i % 2 == 0) {
+        ms_sa.push_back(a.time_step(inputs, targets));
+        ms_xsa.push_back(x.time_step(inputs, targets));
+      } else {
+        ms_xsa.push_back(x.time_step(inputs, targets));
+        ms_sa.push_back(a.time_step(inputs, targets));
+      }
+      ratio.push_back(ms_xsa.back() / ms_sa.back());
+    }
+    const double flops = step_flops(sa, s.B, s.T);
+    for (int k = 0; k < 2; k++) {
+      const Stats st = stats_of(k ? ms_xsa : ms_sa);
+      const double tflops = flops / st.median / 1e9;
+      std::printf("| %s | %s | %d × %d | %.2f | %.2f–%.2f | %.0f | %.1f | %.1f%% | %.2f |\n",
+                  s.name, k ? "xsa" : "sa", s.B, s.T, st.median, st.min, st.max,
+                  N / (st.median / 1000), tflops, peak > 0 ? 100 * tflops * 1e12 / peak : 0.0,
+                  used[k]);
+      records.push_back({{"kind", "step"},
+                         {"device", backend.describe()},
+                         {"config", s.name},
+                         {"attn", k ? "xsa" : "sa"},
+                         {"B", s.B},
+                         {"T", s.T},
+                         {"ms_median", st.median},
+                         {"ms_min", st.min},
+                         {"ms_max", st.max},
+                         {"tokens_per_s", N / (st.median / 1000)},
+                         {"tflops", tflops},
+                         {"mfu", peak > 0 ? tflops * 1e12 / peak : 0.0},
+                         {"precision", o.precision},
+                         {"arch", architecture_name(sa)},
+                         {"device_gb", used[k]}});
+    }
+    const Stats r = stats_of(ratio);
+    std::printf("| %s | XSA/SA | | %.3f | %.3f–%.3f | | | | |\n", s.name, r.median, r.min, r.max);
+    records.push_back({{"kind", "ratio"},
+                       {"what", std::string("gpu_step_xsa_over_sa_") + s.name},
+                       {"value", r.median}});
+  }
+}
+
+// Attention alone on the GPU: C = 2048 (16 heads of 128 or 32 of 64), 16 384 tokens per call
+// (B = 16384 / T), forward and forward + backward, SA against XSA. FLOPs as flash-attention counts
+// them: forward 4·B·H·D·T²/2 (causal), backward 2.5× the forward.
+void bench_gpu_attention(Backend<float>& backend, const std::vector<int>& Ts, json& records) {
+  const double peak = backend.peak_bf16_flops();
+  std::printf(
+      "\n## Attention alone on the GPU (C 2048, B·T = 16384, causal), median ms of 10 after 3 "
+      "warm-up\n\n| D | T | pass | SA ms | XSA ms | XSA/SA | SA TFLOP/s | XSA TFLOP/s | of peak "
+      "(XSA) |\n|---|---|---|---|---|---|---|---|---|\n");
+  for (int D : {64, 128}) {
+    for (int T : Ts) {
+      const int H = 2048 / D, C = H * D, B = std::max(1, 16384 / T);
+      const size_t rows = (size_t)B * T;
+      DeviceBuffer<float> qkv(backend, rows * 3 * C, MemoryUse::activations),
+          y(backend, rows * C, MemoryUse::activations),
+          z(backend, rows * C, MemoryUse::activations),
+          lse(backend, (size_t)B * H * T, MemoryUse::activations),
+          dqkv(backend, rows * 3 * C, MemoryUse::activations),
+          dout(backend, rows * C, MemoryUse::activations);
+      {
+        std::vector<float> host(rows * 3 * C);
+        Rng rng(5);
+        for (float& v : host) v = (float)rng.normal();
+        backend.from_host(qkv.data(), host.data(), host.size());
+        backend.from_host(dout.data(), host.data(), rows * C);
+      }
+      for (bool backward : {false, true}) {
+        std::vector<double> ms[2], ratio;
+        for (int r = 0; r < 13; r++) {
+          for (int kk = 0; kk < 2; kk++) {
+            const int k = r % 2 ? 1 - kk : kk;
+            ops::AttentionArgs<float> args;
+            args.B = B, args.T = T, args.C = C, args.H = H, args.exclusive = k == 1;
+            args.qkv = qkv.data(), args.y = y.data(), args.z = z.data(), args.lse = lse.data();
+            args.dqkv = dqkv.data(), args.d_out = dout.data();
+            backend.synchronize();
+            const auto t0 = clock_type::now();
+            backend.attention_forward(args);
+            if (backward) backend.attention_backward(args);
+            backend.synchronize();
+            if (r >= 3) ms[k].push_back(ms_since(t0));
+          }
+          if (r >= 3) ratio.push_back(ms[1].back() / ms[0].back());
+        }
+        const double fwd = 4.0 * B * H * D * (double)T * (T + 1) / 2;
+        const double flops = backward ? 3.5 * fwd : fwd;
+        const double sa = stats_of(ms[0]).median, xs = stats_of(ms[1]).median;
+        const char* pass = backward ? "fwdbwd" : "fwd";
+        std::printf("| %d | %d | %s | %.3f | %.3f | %.3f | %.1f | %.1f | %.1f%% |\n", D, T, pass,
+                    sa, xs, stats_of(ratio).median, flops / sa / 1e9, flops / xs / 1e9,
+                    peak > 0 ? 100 * flops / (xs / 1e3) / peak : 0.0);
+        for (int k = 0; k < 2; k++)
+          records.push_back({{"kind", "gpu_attention"},
+                             {"D", D},
+                             {"T", T},
+                             {"pass", pass},
+                             {"attn", k ? "xsa" : "sa"},
+                             {"ms_median", k ? xs : sa},
+                             {"tflops", flops / (k ? xs : sa) / 1e9}});
+        records.push_back(
+            {{"kind", "ratio"},
+             {"what", fmt::format("gpu_attention_{}_D{}_T{}_xsa_over_sa", pass, D, T)},
+             {"value", stats_of(ratio).median}});
+      }
+    }
+  }
+}
+
+void run_gpu_bench(const Options& o, const std::vector<int>& attn_T) {
+  Backend<float>& backend = select_backend({o.device, o.precision, o.tf32, o.deterministic});
+  std::printf("# xsa bench --device %s\n\n%s\n", o.device.c_str(), backend.describe().c_str());
+  json records = json::array();
+  if (!o.no_steps) bench_gpu_steps(backend, o, records);
+  if (!o.no_attention) bench_gpu_attention(backend, attn_T, records);
+  write_outputs(o, records);
+}
+
 void run_bench(const Options& o) {
   if (o.allreduce) {  // under mpirun: every rank takes part, rank 0 reports
     Comm& comm = world_comm();
@@ -567,6 +740,11 @@ void run_bench(const Options& o) {
   }
   if (world_comm().size() > 1)
     throw AgreedError("under mpirun, xsa bench measures the gradient sum only: add --allreduce");
+  if (o.device != "cpu" && (o.device != "auto" || cuda_available(nullptr))) {
+    set_thread_count(o.threads);
+    return run_gpu_bench(
+        o, o.attn_T_given ? o.attn_T : std::vector<int>{1024, 2048, 4096, 8192, 16384});
+  }
   const int threads = set_thread_count(o.threads);
   json records = json::array();
   std::printf("# xsa bench\n\n%d threads; BLAS: OpenBLAS, %s kernels (%s)\n", threads,
@@ -615,6 +793,19 @@ void add_bench_command(CLI::App& root) {
   cmd->add_option("--precision", o->precision,
                   "fp32, or bf16: the step table and its GEMM ceiling with bf16 products")
       ->capture_default_str();
+  cmd->add_option("--device", o->device,
+                  "cpu, cuda, cuda:N or auto: on a GPU the step table (gpt2 at T 1024) reports "
+                  "model FLOPs utilisation and device memory, the attention table T 1024-16384")
+      ->capture_default_str();
+  cmd->add_option("--batch", o->batch,
+                  "Sequences per step (0: the configuration's; on a GPU 32768 tokens)")
+      ->capture_default_str();
+  cmd->add_option("--seq-len", o->seq_len,
+                  "Tokens per sequence (0: the configuration's; gpt2 on a GPU 1024)")
+      ->capture_default_str();
+  cmd->add_flag("--tf32", o->tf32, "On a GPU with --precision fp32: TF32 products");
+  cmd->add_flag("--deterministic", o->deterministic,
+                "On a GPU: attention's backward without atomics");
   cmd->add_flag("--allreduce", o->allreduce,
                 "Time the gradient sum over the processes of this job (run under mpirun), 1 MB to "
                 "the gpt2 model's gradients");
@@ -622,14 +813,18 @@ void add_bench_command(CLI::App& root) {
                   "Write one JSON record per row (a JSON array) to this file");
   cmd->add_option("--csv", o->csv_path, "Write the rows as CSV to this file");
   cmd->add_flag("--gemm-child", *child)->group("");  // internal: prints the `small` ceiling alone
-  cmd->callback([o, child] {
+  cmd->callback([o, child, cmd] {
     if (o->steps < 1 || o->warmup < 0) fail("--steps must be at least 1 and --warmup non-negative");
     if (o->precision != "fp32" && o->precision != "bf16")
       fail("--precision {} is not known (fp32 or bf16)", o->precision);
     ModelConfig unused;
     set_architecture(unused, o->arch);  // an unknown --arch, before anything runs
+    validate_device(o->device);
+    if (o->batch < 0 || o->seq_len < 0) fail("--batch and --seq-len must be non-negative");
+    o->attn_T_given = cmd->count("--attn-T") > 0;
     std::string why;
-    if (o->precision == "bf16" && !bf16_products_available(&why)) fail("--precision bf16: {}", why);
+    if (o->precision == "bf16" && o->device == "cpu" && !bf16_products_available(&why))
+      fail("--precision bf16: {}", why);
     if (*child) {
       set_thread_count(o->threads);
       std::printf(

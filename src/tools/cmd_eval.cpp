@@ -21,7 +21,7 @@ namespace {
 
 struct EvalArgs {
   std::vector<std::string> ckpts, tasks, files;
-  std::string data, json_path, vocab_dir, suite, dir, precision = "fp32";
+  std::string data, json_path, vocab_dir, suite, dir, precision = "fp32", device = "cpu";
   int limit = 0, batch = 8, val_batches = 0, threads = 0;
   bool skip_bad_lines = false;
 };
@@ -143,6 +143,8 @@ void add_eval_options(CLI::App* cmd, EvalArgs& a) {
                   "fp32, or bf16: matrix products of more than one row in bf16 with fp32 "
                   "accumulation (needs AVX512_BF16 or AMX)")
       ->capture_default_str();
+  cmd->add_option("--device", a.device, "cpu, cuda, cuda:N, or auto (a GPU when one works)")
+      ->capture_default_str();
 }
 
 void check_args(const EvalArgs& a) {
@@ -157,7 +159,7 @@ void check_args(const EvalArgs& a) {
   if (a.limit < 0) fail("--limit {} must be 0 (all) or positive", a.limit);
   if (a.batch <= 0) fail("--batch {} must be positive", a.batch);
   if (a.val_batches < 0) fail("--val-batches {} must be 0 (all) or positive", a.val_batches);
-  backend_for(a.precision);  // an unknown value, or bf16 where the CPU has no bf16 products
+  select_backend({a.device, a.precision});  // unknown values, bf16 or a GPU that cannot run here
 }
 
 // What the checkpoints' runs produce: the table's rows (printed once all have run) and the --json
@@ -191,17 +193,20 @@ void run_val(Gpt<float>& model, const Prepared& p, int val_batches, const std::s
 
 // One checkpoint: its tasks, then its validation data when it has some. Returns the tasks' results.
 std::vector<TaskResult> run_checkpoint(const Prepared& p, int val_batches, int threads,
-                                       const std::string& precision, bool several, bool tty,
+                                       const BackendOptions& device, bool several, bool tty,
                                        EvalOutput& out) {
   const ModelConfig& cfg = p.cfg;
   // The forward's activations are sized for validation batches; tasks use the decoder's own.
-  Backend<float>& backend = backend_for(precision);
+  Backend<float>& backend = select_backend(device);
   Gpt<float> model(cfg, p.data ? p.batch : 1, cfg.seq_len, GptMode::inference, backend);
   load_checkpoint_weights(p.ckpt, model.params(), false);
   std::printf(
-      "xsa eval: %s (%s attention, %d layers, %d embd, seq %d, %s tokenizer), %d threads%s\n",
+      "xsa eval: %s (%s attention, %d layers, %d embd, seq %d, %s tokenizer), %s%s\n",
       p.ckpt.string().c_str(), layer_attn_string(cfg).c_str(), cfg.n_layer, cfg.n_embd, cfg.seq_len,
-      to_string(cfg.tokenizer), threads, precision == "bf16" ? ", bf16 products" : "");
+      to_string(cfg.tokenizer),
+      backend.device() == Device::cpu ? fmt::format("{} threads", threads).c_str()
+                                      : backend.describe().c_str(),
+      backend.device() == Device::cpu && device.precision == "bf16" ? ", bf16 products" : "");
   std::fflush(stdout);
   const std::string first_column = several ? fmt::format("| {} ", p.ckpt.string()) : "";
   std::vector<TaskResult> results;
@@ -373,7 +378,7 @@ void add_eval_command(CLI::App& root) {
     std::vector<std::vector<TaskResult>> results;
     for (const Prepared& p : runs)
       results.push_back(
-          run_checkpoint(p, a->val_batches, threads, a->precision, several, tty, out));
+          run_checkpoint(p, a->val_batches, threads, {a->device, a->precision}, several, tty, out));
     print_table(out.rows, several);
     if (!args.suite.empty()) {
       print_suite(runs, results, out.records);

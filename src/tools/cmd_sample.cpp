@@ -17,7 +17,7 @@ namespace xsa::cli {
 void add_sample_command(CLI::App& root) {
   auto* cmd = root.add_subcommand("sample", "Generate text from a checkpoint (key/value cache)");
   struct Args {
-    std::string ckpt, vocab_dir, prompt_file, precision = "fp32";
+    std::string ckpt, vocab_dir, prompt_file, precision = "fp32", device = "cpu";
     std::optional<std::string> prompt;
     int max_new_tokens = 200, samples = 1, threads = 0;
     bool ignore_eot = false;
@@ -52,8 +52,10 @@ void add_sample_command(CLI::App& root) {
                   "fp32, or bf16: the prompt's matrix products in bf16 with fp32 accumulation "
                   "(each new token's stay fp32: they are bound by reading the weights)")
       ->capture_default_str();
+  cmd->add_option("--device", a->device, "cpu, cuda, cuda:N, or auto (a GPU when one works)")
+      ->capture_default_str();
   cmd->callback([a] {
-    Backend<float>& backend = backend_for(a->precision);
+    Backend<float>& backend = select_backend({a->device, a->precision});
     a->sampling.validate();
     if (a->max_new_tokens <= 0) fail("--max-new-tokens {} must be positive", a->max_new_tokens);
     if (a->samples <= 0) fail("--samples {} must be positive", a->samples);

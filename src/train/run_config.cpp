@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <limits>
 
+#include "xsa/backend/device.h"
 #include "xsa/util/error.h"
 
 namespace xsa {
@@ -15,6 +16,7 @@ void RunConfig::validate() const {
     fail("--total-batch-tokens {} must be positive (0: --batch × --seq-len)", total_batch_tokens);
   if (precision != "fp32" && precision != "bf16")
     fail("--precision {} is not known (fp32 or bf16)", precision);
+  validate_device(device);
   if (overlap && zero == 1) fail("--overlap and --zero 1 do not combine (yet): choose one");
   if (zero != 0 && zero != 1)
     fail("--zero {} must be 0 or 1 (ZeRO-1: sharded AdamW moments)", zero);

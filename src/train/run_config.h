@@ -22,6 +22,9 @@ struct RunConfig {
   // process (batch × seq-len). The gradient-accumulation steps follow from it (accumulation_steps).
   int64_t total_batch_tokens = 0;
   std::string precision = "fp32";  // "fp32", or "bf16": bf16 matrix products, fp32 elsewhere
+  std::string device = "cpu";      // cpu, cuda, cuda:N or auto (backend/device.h)
+  bool tf32 = false;               // a GPU's fp32 products may use TF32
+  bool deterministic = false;      // a GPU's attention backward without atomics
   std::string init_from;           // a checkpoint whose weights the run starts from (empty: random)
   bool overlap = false;  // sum each layer's gradients during the backward (several processes)
   int zero = 0;  // ZeRO stage: 0 (every rank keeps all AdamW moments) or 1 (each keeps its shard)
@@ -133,6 +136,19 @@ void for_each_run_option(Run& r, Fn&& fn) {
                "gradients and optimizer in fp32 (needs AVX512_BF16 or AMX)",
                all},
      r.precision);
+  fn(RunOption{"device", "--device",
+               "cpu, cuda (the process's GPU: its local rank under mpirun), cuda:N, or auto (a "
+               "GPU when one works, else the CPU)",
+               all},
+     r.device);
+  fn(RunOption{"tf32", "--tf32,!--no-tf32",
+               "On a GPU with --precision fp32: let the products use TF32 tensor cores", all},
+     r.tf32);
+  fn(RunOption{"deterministic", "--deterministic,!--no-deterministic",
+               "On a GPU: attention's backward without atomics, so a run repeats bit for bit "
+               "(the CPU always does)",
+               kSaved | kShared},
+     r.deterministic);
   fn(RunOption{"init_from", "--init-from",
                "Start from this run's or checkpoint's weights (e.g. GPT-2 from xsa import) "
                "instead of random ones; the model's shape is the checkpoint's, its attention "

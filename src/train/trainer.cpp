@@ -243,16 +243,12 @@ void print_progress(int64_t done, int64_t steps, const StepResult& r, double lr,
 
 }  // namespace
 
-Backend<float>& backend_for(const RunConfig& run) {
-  return backend_for(run.precision);
+BackendOptions backend_options(const RunConfig& run) {
+  return BackendOptions{run.device, run.precision, run.tf32, run.deterministic};
 }
 
-Backend<float>& backend_for(const std::string& precision) {
-  if (precision == "fp32") return cpu_backend<float>();
-  if (precision != "bf16") fail("--precision {} is not known (fp32 or bf16)", precision);
-  std::string why;
-  if (!bf16_products_available(&why)) fail("--precision bf16: {}", why);
-  return cpu_bf16_backend();
+Backend<float>& backend_for(const RunConfig& run) {
+  return select_backend(backend_options(run));
 }
 
 std::string describe_step(const StepShape& shape, const RunConfig& run, int threads) {

@@ -8,6 +8,7 @@
 #include <optional>
 #include <string>
 
+#include "xsa/backend/device.h"
 #include "xsa/data/dataset.h"
 #include "xsa/dist/comm.h"
 #include "xsa/io/checkpoint.h"
@@ -30,11 +31,10 @@ struct TrainResult {
 TrainResult train(const ModelConfig& model, const RunConfig& run,
                   const std::string& resume_from = "");
 
-// The backend a run's --precision asks for: the CPU backend, or its bf16-product twin. Throws
-// Error naming what is missing when bf16 cannot run here.
+// The backend a run's --device and --precision ask for (backend/device.h). Throws Error naming
+// what is missing: bf16 on a CPU that cannot, a GPU where there is none.
+BackendOptions backend_options(const RunConfig& run);
 Backend<float>& backend_for(const RunConfig& run);
-// The same for a command's --precision (fp32 or bf16); throws Error for another value.
-Backend<float>& backend_for(const std::string& precision);
 
 // The optimizer settings of a run.
 OptimizerSettings optimizer_settings(const RunConfig& run);

@@ -1,0 +1,542 @@
+// The CUDA backend: device memory, one stream, products through cuBLASLt (bf16 inputs with fp32
+// accumulation, or fp32), and the kernels of kernels.h. Built as the module libxsa_cuda.so
+// (plugin.h); nothing here is linked into xsa itself.
+//
+// Master weights, gradients, AdamW moments and activations are fp32 in device memory, as on the
+// CPU, so checkpoints and every host-side tool are the same for both devices. With bf16 products
+// the weights' bf16 copies are kept until weights_changed() (one conversion per optimizer step)
+// and activations are converted per product into a scratch buffer.
+#include <cublasLt.h>
+#include <cuda_runtime_api.h>
+
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <string>
+#include <tuple>
+#include <unordered_map>
+#include <vector>
+
+#include "xsa/backend/cuda/kernels.h"
+#include "xsa/backend/cuda/plugin.h"
+#include "xsa/util/error.h"
+
+namespace xsa::cuda {
+namespace {
+
+// One line for a failed call: what xsa was doing, the call, and CUDA's words.
+[[noreturn]] void cuda_failed(const char* what, const char* call, const char* error) {
+  throw Error(std::string("CUDA error in ") + what + ": " + call + ": " + error);
+}
+void check(cudaError_t status, const char* what, const char* call) {
+  if (status != cudaSuccess) cuda_failed(what, call, cudaGetErrorString(status));
+}
+void check(cublasStatus_t status, const char* what, const char* call) {
+  if (status != CUBLAS_STATUS_SUCCESS) cuda_failed(what, call, cublasLtGetStatusString(status));
+}
+#define XSA_CUDA(call, what) check((call), what, #call)
+// After a kernel launch: a bad configuration shows here, a fault at the next synchronisation.
+#define XSA_LAUNCHED(what) check(cudaGetLastError(), what, "kernel launch")
+
+// Device memory that grows on demand (scratch and uploads); contents are not kept across growth.
+template <typename T>
+class Scratch {
+ public:
+  ~Scratch() {
+    if (data_) cudaFree(data_);
+  }
+  T* get(size_t n, const char* what) {
+    if (n <= size_) return data_;
+    if (data_) XSA_CUDA(cudaFree(data_), what);
+    data_ = nullptr, size_ = 0;
+    XSA_CUDA(cudaMalloc(reinterpret_cast<void**>(&data_), std::max<size_t>(n, 1) * sizeof(T)),
+             what);
+    size_ = n;
+    return data_;
+  }
+
+ private:
+  T* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+class CudaBackend final : public Backend<float> {
+ public:
+  explicit CudaBackend(const CudaOptions& options) : options_(options) {
+    XSA_CUDA(cudaSetDevice(options.device), "opening the GPU");
+    XSA_CUDA(cudaGetDeviceProperties(&props_, options.device), "opening the GPU");
+    XSA_CUDA(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking), "opening the GPU");
+    XSA_CUDA(cublasLtCreate(&lt_), "opening cuBLASLt");
+    XSA_CUDA(cudaMalloc(&lt_workspace_, kLtWorkspace), "allocating cuBLASLt's workspace");
+  }
+  ~CudaBackend() override {
+    for (auto& [key, plan] : plans_) destroy(plan);
+    for (auto& [weight, copy] : weights_) cudaFree(copy.data);
+    cudaFree(lt_workspace_);
+    cublasLtDestroy(lt_);
+    cudaStreamDestroy(stream_);
+  }
+
+  Device device() const override { return Device::cuda; }
+  bool host_addressable() const override { return false; }
+  std::string describe() const override {
+    char line[512];
+    std::snprintf(line, sizeof line, "cuda:%d %s (sm_%d%d, %.0f GiB), %s products%s",
+                  options_.device, props_.name, props_.major, props_.minor,
+                  props_.totalGlobalMem / 1073741824.0,
+                  options_.bf16 ? "bf16" : (options_.tf32 ? "tf32" : "fp32"),
+                  options_.deterministic ? ", deterministic attention backward" : "");
+    return line;
+  }
+  bool memory_info(size_t* free_bytes, size_t* total_bytes) override {
+    XSA_CUDA(cudaMemGetInfo(free_bytes, total_bytes), "reading the GPU's free memory");
+    return true;
+  }
+  // SMs × the highest SM clock × dense bf16 FLOPs per SM and clock (Ampere A100 2048, Ada and
+  // consumer Ampere 512, Hopper 4096, Blackwell 8192): A100 312 TFLOP/s, H100/H200 ~1070 at
+  // 1.98 GHz (NVIDIA quotes 989 at 1.83 GHz).
+  double peak_bf16_flops() const override {
+    int khz = 0;
+    if (cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, options_.device) != cudaSuccess)
+      return 0;
+    const int sm = props_.major * 10 + props_.minor;
+    const double per_clock = sm == 80    ? 2048
+                             : sm >= 100 ? 8192
+                             : sm >= 90  ? 4096
+                             : sm >= 86  ? 512
+                                         : 0;
+    return props_.multiProcessorCount * (khz * 1e3) * per_clock;
+  }
+  void synchronize() override { XSA_CUDA(cudaStreamSynchronize(stream_), "running the step"); }
+
+  // ---- memory ----
+  float* allocate(size_t n, MemoryUse use) override {
+    float* p = nullptr;
+    const cudaError_t status = cudaMalloc(reinterpret_cast<void**>(&p), n * sizeof(float));
+    if (status == cudaErrorMemoryAllocation) {
+      cudaGetLastError();  // clear it: the caller reports the shortage
+      throw std::bad_alloc();
+    }
+    XSA_CUDA(status, "allocating device memory");
+    XSA_CUDA(cudaMemsetAsync(p, 0, n * sizeof(float), stream_), "allocating device memory");
+    return p;
+  }
+  void release(float* p, size_t n) override {
+    for (auto it = weights_.begin(); it != weights_.end();) {
+      if (it->first >= p && it->first < p + n) {
+        cudaFree(it->second.data);
+        it = weights_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+    cudaStreamSynchronize(stream_);  // work queued on it may still read p
+    cudaFree(p);
+  }
+  void fill_zero(float* p, size_t n) override {
+    XSA_CUDA(cudaMemsetAsync(p, 0, n * sizeof(float), stream_), "zeroing device memory");
+  }
+  void copy(float* dst, const float* src, size_t n) override {
+    if (dst != src)
+      XSA_CUDA(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, stream_),
+               "copying on the GPU");
+  }
+  void to_host(float* host, const float* src, size_t n) override {
+    XSA_CUDA(cudaMemcpyAsync(host, src, n * sizeof(float), cudaMemcpyDeviceToHost, stream_),
+             "copying from the GPU");
+    synchronize();
+  }
+  void from_host(float* dst, const float* host, size_t n) override {
+    // From pageable memory: returns once the host buffer is staged, so the caller may reuse it.
+    XSA_CUDA(cudaMemcpyAsync(dst, host, n * sizeof(float), cudaMemcpyHostToDevice, stream_),
+             "copying to the GPU");
+  }
+  void copy_rows(float* dst, size_t dst_stride, const float* src, size_t src_stride, int rows,
+                 int width) override {
+    if (rows <= 0 || width <= 0) return;
+    XSA_CUDA(cudaMemcpy2DAsync(dst, dst_stride * sizeof(float), src, src_stride * sizeof(float),
+                               width * sizeof(float), rows, cudaMemcpyDeviceToDevice, stream_),
+             "copying rows on the GPU");
+  }
+  void gather_rows(float* dst, const float* table, const int* index, int n, int width) override {
+    if (n <= 0) return;
+    cuda::gather_rows(dst, table, upload(index, n, index_), n, width, stream_);
+    XSA_LAUNCHED("gather_rows");
+  }
+
+  // ---- products ----
+  void matmul_forward(float* out, const float* inp, const float* weight, int N, int in_dim,
+                      int out_dim, bool accumulate) override {
+    if (N <= 0) return;
+    // out_cm [out × N] = W_cmᵀ · inp_cm, the row-major arrays read as column-major.
+    gemm("matmul_forward", true, false, out_dim, N, in_dim, weight_operand(weight, in_dim, out_dim),
+         in_dim, activation_operand(inp, (size_t)N * in_dim, act_a_), in_dim, out, out_dim,
+         accumulate ? 1.0f : 0.0f);
+  }
+  void matmul_backward(float* dinp, float* dweight, const float* dout, const float* inp,
+                       const float* weight, int N, int in_dim, int out_dim) override {
+    if (N <= 0) return;
+    matmul_backward(dinp, dweight, activation_operand(dout, (size_t)N * out_dim, act_b_), inp,
+                    weight, N, in_dim, out_dim);
+  }
+  void bias_forward(float* out, const float* bias, int N, int D) override {
+    if (N <= 0) return;
+    cuda::bias_forward(out, bias, N, D, stream_);
+    XSA_LAUNCHED("bias_forward");
+  }
+  void bias_backward(float* dbias, const float* dout, int N, int D) override {
+    if (N <= 0) return;
+    float* scratch = scratch_.get(bias_backward_scratch(N, D), "bias_backward");
+    cuda::bias_backward(dbias, dout, N, D, scratch, stream_);
+    XSA_LAUNCHED("bias_backward");
+  }
+
+  // ---- embeddings: token ids and positions arrive on the host ----
+  void encoder_forward(float* out, const int32_t* tokens, const float* wte, int N, int C) override {
+    if (N <= 0) return;
+    embedding_forward(out, upload(tokens, N, index_), wte, N, C, false, stream_);
+    XSA_LAUNCHED("encoder_forward");
+  }
+  void embedding_add(float* out, const int32_t* index, const float* table, int N, int C) override {
+    if (N <= 0) return;
+    embedding_forward(out, upload(index, N, index_), table, N, C, true, stream_);
+    XSA_LAUNCHED("embedding_add");
+  }
+  void encoder_backward(float* dwte, const float* dout, const int32_t* tokens, int N,
+                        int C) override {
+    if (N <= 0) return;
+    // Group the rows by the table row they read, in row order within a group (on the host, where
+    // the ids are), so each table row's sum has one fixed order: deterministic without atomics.
+    std::map<int32_t, std::vector<int32_t>> groups;
+    for (int n = 0; n < N; n++) groups[tokens[n]].push_back(n);
+    std::vector<int32_t> packed;  // rows, then starts, then table rows
+    packed.reserve(N + 2 * groups.size() + 1);
+    std::vector<int32_t> starts, table_rows;
+    for (auto& [row, members] : groups) {
+      starts.push_back((int32_t)packed.size());
+      table_rows.push_back(row);
+      packed.insert(packed.end(), members.begin(), members.end());
+    }
+    starts.push_back((int32_t)packed.size());
+    const size_t G = table_rows.size();
+    packed.insert(packed.end(), starts.begin(), starts.end());
+    packed.insert(packed.end(), table_rows.begin(), table_rows.end());
+    const int32_t* d = upload(packed.data(), packed.size(), groups_);
+    embedding_backward(dwte, dout, d, d + N, d + N + G + 1, (int)G, C, stream_);
+    XSA_LAUNCHED("encoder_backward");
+  }
+
+  // ---- LayerNorm, RoPE, GELU ----
+  void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
+                         const float* weight, const float* bias, int N, int C) override {
+    if (N <= 0) return;
+    cuda::layernorm_forward(out, mean, rstd, inp, weight, bias, N, C, stream_);
+    XSA_LAUNCHED("layernorm_forward");
+  }
+  void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
+                          const float* inp, const float* weight, const float* mean,
+                          const float* rstd, int N, int C) override {
+    if (N <= 0) return;
+    float* scratch = scratch_.get(layernorm_backward_scratch(N, C), "layernorm_backward");
+    cuda::layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C, scratch,
+                             stream_);
+    XSA_LAUNCHED("layernorm_backward");
+  }
+  void rope_table(float* cos, float* sin, int T, int D, double theta) override {
+    // In double on the host, as ops::rope_table, so both devices rotate by the same floats.
+    const int half = D / 2;
+    std::vector<float> c((size_t)T * half), s((size_t)T * half);
+    for (int t = 0; t < T; t++)
+      for (int j = 0; j < half; j++) {
+        const double angle = t * std::pow(theta, -2.0 * j / D);
+        c[(size_t)t * half + j] = (float)std::cos(angle);
+        s[(size_t)t * half + j] = (float)std::sin(angle);
+      }
+    from_host(cos, c.data(), c.size());
+    from_host(sin, s.data(), s.size());
+  }
+  void rope_forward(float* qkv, const float* cos, const float* sin, int B, int T, int C, int H,
+                    int Hkv) override {
+    cuda::rope_forward(qkv, cos, sin, B, T, C, H, Hkv, stream_);
+    XSA_LAUNCHED("rope_forward");
+  }
+  void rope_backward(float* dqkv, const float* cos, const float* sin, int B, int T, int C, int H,
+                     int Hkv) override {
+    cuda::rope_backward(dqkv, cos, sin, B, T, C, H, Hkv, stream_);
+    XSA_LAUNCHED("rope_backward");
+  }
+  void gelu_forward(float* out, const float* inp, size_t n) override {
+    cuda::gelu_forward(out, inp, n, stream_);
+    XSA_LAUNCHED("gelu_forward");
+  }
+  void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) override {
+    cuda::gelu_backward(dinp, inp, dout, n, stream_);
+    XSA_LAUNCHED("gelu_backward");
+  }
+
+  // ---- attention ----
+  void attention_forward(const ops::AttentionArgs<float>& args) override {
+    cuda::attention_forward(args, options_.bf16, stream_);
+    XSA_LAUNCHED("attention_forward");
+  }
+  void attention_backward(const ops::AttentionArgs<float>& args) override {
+    float* workspace = scratch_.get(attention_backward_workspace(args, options_.deterministic),
+                                    "attention_backward");
+    cuda::attention_backward(args, options_.bf16, options_.deterministic, workspace, stream_);
+    XSA_LAUNCHED("attention_backward");
+  }
+  void attention_forward_cached(const ops::AttentionArgs<float>& args,
+                                const ops::KvCache<float>& cache) override {
+    ops::KvCache<float> on_device = cache;
+    if (cache.spans) {
+      static_assert(sizeof(ops::SlotSpan) == 3 * sizeof(int32_t));
+      on_device.spans = reinterpret_cast<const ops::SlotSpan*>(
+          upload(reinterpret_cast<const int32_t*>(cache.spans), 3 * (size_t)args.T, spans_));
+    }
+    cuda::attention_forward_cached(args, on_device, stream_);
+    XSA_LAUNCHED("attention_forward_cached");
+  }
+  void xsa_forward(float* z, const float* y, const float* qkv, int B, int T, int C, int H,
+                   const float* alpha, int Hkv) override {
+    cuda::xsa_forward(z, y, qkv, B, T, C, H, alpha, Hkv, stream_);
+    XSA_LAUNCHED("xsa_forward");
+  }
+
+  // ---- the classifier and its loss ----
+  void crossentropy_forward_backward(float* logits, float* losses, const int32_t* targets, int N,
+                                     int V, int Vp, float dloss) override {
+    if (N <= 0) return;
+    cuda::crossentropy_forward_backward(logits, losses, upload(targets, N, targets_), N, V, Vp,
+                                        dloss, nullptr, stream_);
+    XSA_LAUNCHED("crossentropy_forward_backward");
+  }
+  // With bf16 products the cross-entropy writes its gradient in bf16 for the backward's products
+  // (no separate conversion pass over the rows × Vp logits).
+  void classifier_forward_backward(float* logits, float* losses, const int32_t* targets,
+                                   const float* inp, const float* wte, float* dinp, float* dwte,
+                                   int rows, int C, int V, int Vp, float dloss) override {
+    if (!options_.bf16 || dloss == 0.0f)
+      return Backend<float>::classifier_forward_backward(logits, losses, targets, inp, wte, dinp,
+                                                         dwte, rows, C, V, Vp, dloss);
+    if (rows <= 0) return;
+    matmul_forward(logits, inp, wte, rows, C, Vp, false);
+    bf16_bits* dlogits = dlogits_.get((size_t)rows * Vp, "the classifier");
+    cuda::crossentropy_forward_backward(logits, losses, upload(targets, rows, targets_), rows, V,
+                                        Vp, dloss, dlogits, stream_);
+    XSA_LAUNCHED("crossentropy_forward_backward");
+    matmul_backward(dinp, dwte, Operand{dlogits, true}, inp, wte, rows, C, Vp);
+  }
+
+  // ---- gates and sinks ----
+  void gate_alpha(float* alpha, const float* w, int H) override {
+    cuda::gate_alpha(alpha, w, H, stream_);
+    XSA_LAUNCHED("gate_alpha");
+  }
+  void gate_backward(float* dw, const float* dalpha, const float* alpha, int N, int H) override {
+    cuda::gate_backward(dw, dalpha, alpha, N, H, stream_);
+    XSA_LAUNCHED("gate_backward");
+  }
+  void sink_backward(float* dsink, const float* dlogit, int B, int H) override {
+    cuda::sink_backward(dsink, dlogit, B, H, stream_);
+    XSA_LAUNCHED("sink_backward");
+  }
+
+  // ---- reductions and the optimizer ----
+  double sum(const float* x, size_t n) override { return reduce(x, n, false); }
+  double sum_of_squares(const float* x, size_t n) override { return reduce(x, n, true); }
+  void weights_changed() override {
+    for (auto& [weight, copy] : weights_) copy.fresh = false;
+  }
+  void adamw_update(float* param, const float* grad, float* m, float* v, size_t n,
+                    const ops::AdamWSettings& settings) override {
+    cuda::adamw_update(param, grad, m, v, n, settings, stream_);
+    XSA_LAUNCHED("adamw_update");
+  }
+
+ private:
+  static constexpr size_t kLtWorkspace = 32 << 20;  // cuBLASLt's, as llm.c gives it
+
+  // A product's operand: fp32, or bf16 when the backend's products are.
+  struct Operand {
+    const void* data;
+    bool bf16;
+  };
+
+  const int32_t* upload(const int32_t* host, size_t n, Scratch<int32_t>& buffer) {
+    int32_t* d = buffer.get(n, "copying token ids to the GPU");
+    XSA_CUDA(cudaMemcpyAsync(d, host, n * sizeof(int32_t), cudaMemcpyHostToDevice, stream_),
+             "copying token ids to the GPU");
+    return d;
+  }
+  double reduce(const float* x, size_t n, bool squares) {
+    if (n == 0) return 0;
+    double* partials = reduce_scratch_.get(sum_scratch(n) + 1, "a reduction");
+    cuda::sum(partials, x, n, squares, partials + 1, stream_);
+    XSA_LAUNCHED("sum");
+    double result = 0;
+    XSA_CUDA(cudaMemcpyAsync(&result, partials, sizeof(double), cudaMemcpyDeviceToHost, stream_),
+             "reading a sum from the GPU");
+    synchronize();
+    return result;
+  }
+
+  // A weight matrix as the products read it: itself, or its bf16 copy made on first use after
+  // weights_changed().
+  Operand weight_operand(const float* weight, int in_dim, int out_dim) {
+    if (!options_.bf16) return {weight, false};
+    const size_t n = (size_t)in_dim * out_dim;
+    WeightCopy& copy = weights_[weight];
+    if (copy.size != n) {
+      if (copy.data) XSA_CUDA(cudaFree(copy.data), "a bf16 weight copy");
+      copy.data = nullptr;
+      XSA_CUDA(cudaMalloc(reinterpret_cast<void**>(&copy.data), n * sizeof(bf16_bits)),
+               "a bf16 weight copy");
+      copy.size = n, copy.fresh = false;
+    }
+    if (!copy.fresh) {
+      to_bf16(copy.data, weight, n, stream_);
+      XSA_LAUNCHED("to_bf16");
+      copy.fresh = true;
+    }
+    return {copy.data, true};
+  }
+  Operand activation_operand(const float* x, size_t n, Scratch<bf16_bits>& buffer) {
+    if (!options_.bf16) return {x, false};
+    bf16_bits* converted = buffer.get(n, "converting to bf16");
+    to_bf16(converted, x, n, stream_);
+    XSA_LAUNCHED("to_bf16");
+    return {converted, true};
+  }
+
+  void matmul_backward(float* dinp, float* dweight, Operand dout, const float* inp,
+                       const float* weight, int N, int in_dim, int out_dim) {
+    // dinp_cm [in × N] = W_cm [in × out] · dout_cm [out × N]
+    if (dinp)
+      gemm("matmul_backward (input)", false, false, in_dim, N, out_dim,
+           weight_operand(weight, in_dim, out_dim), in_dim, dout, out_dim, dinp, in_dim, 0.0f);
+    // dW_cm [in × out] += inp_cm [in × N] · dout_cmᵀ
+    gemm("matmul_backward (weight)", false, true, in_dim, out_dim, N,
+         activation_operand(inp, (size_t)N * in_dim, act_a_), in_dim, dout, out_dim, dweight,
+         in_dim, 1.0f);
+  }
+
+  // A cuBLASLt plan per product shape: descriptors and the heuristic's algorithm, made once.
+  struct Plan {
+    cublasLtMatmulDesc_t desc = nullptr;
+    cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
+    cublasLtMatmulAlgo_t algo{};
+  };
+  using PlanKey = std::tuple<bool, bool, int, int, int, int, int, int, bool, bool>;
+
+  // D [m × n] (column-major, ldc) = op(A) op(B) + beta·D, in fp32 accumulation.
+  void gemm(const char* what, bool trans_a, bool trans_b, int m, int n, int k, Operand A, int lda,
+            Operand B, int ldb, float* D, int ldc, float beta) {
+    const PlanKey key{trans_a, trans_b, m, n, k, lda, ldb, ldc, A.bf16, B.bf16};
+    auto found = plans_.find(key);
+    if (found == plans_.end()) found = plans_.emplace(key, make_plan(what, key)).first;
+    Plan& plan = found->second;
+    const float alpha = 1.0f;
+    XSA_CUDA(cublasLtMatmul(lt_, plan.desc, &alpha, A.data, plan.a, B.data, plan.b, &beta, D,
+                            plan.c, D, plan.c, &plan.algo, lt_workspace_, kLtWorkspace, stream_),
+             what);
+  }
+  Plan make_plan(const char* what, const PlanKey& key) {
+    const auto [trans_a, trans_b, m, n, k, lda, ldb, ldc, a_bf16, b_bf16] = key;
+    // Both operands in one type: mixed fp32 and bf16 inputs are not a cuBLASLt combination.
+    if (a_bf16 != b_bf16) cuda_failed(what, "cublasLtMatmul", "mixed fp32 and bf16 operands");
+    Plan plan;
+    const cublasComputeType_t compute =
+        !a_bf16 && !b_bf16 && options_.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+    XSA_CUDA(cublasLtMatmulDescCreate(&plan.desc, compute, CUDA_R_32F), what);
+    const cublasOperation_t op_a = trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+    const cublasOperation_t op_b = trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+    XSA_CUDA(
+        cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof op_a),
+        what);
+    XSA_CUDA(
+        cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof op_b),
+        what);
+    // Stored shapes: op(A) is m × k, op(B) is k × n.
+    XSA_CUDA(cublasLtMatrixLayoutCreate(&plan.a, a_bf16 ? CUDA_R_16BF : CUDA_R_32F, trans_a ? k : m,
+                                        trans_a ? m : k, lda),
+             what);
+    XSA_CUDA(cublasLtMatrixLayoutCreate(&plan.b, b_bf16 ? CUDA_R_16BF : CUDA_R_32F, trans_b ? n : k,
+                                        trans_b ? k : n, ldb),
+             what);
+    XSA_CUDA(cublasLtMatrixLayoutCreate(&plan.c, CUDA_R_32F, m, n, ldc), what);
+    cublasLtMatmulPreference_t preference;
+    XSA_CUDA(cublasLtMatmulPreferenceCreate(&preference), what);
+    const size_t workspace = kLtWorkspace;
+    XSA_CUDA(
+        cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                             &workspace, sizeof workspace),
+        what);
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
+        lt_, plan.desc, plan.a, plan.b, plan.c, plan.c, preference, 1, &result, &found);
+    cublasLtMatmulPreferenceDestroy(preference);
+    check(status, what, "cublasLtMatmulAlgoGetHeuristic");
+    if (found == 0) cuda_failed(what, "cublasLtMatmulAlgoGetHeuristic", "no algorithm");
+    plan.algo = result.algo;
+    return plan;
+  }
+  static void destroy(Plan& plan) {
+    cublasLtMatrixLayoutDestroy(plan.a);
+    cublasLtMatrixLayoutDestroy(plan.b);
+    cublasLtMatrixLayoutDestroy(plan.c);
+    cublasLtMatmulDescDestroy(plan.desc);
+  }
+
+  struct WeightCopy {
+    bf16_bits* data = nullptr;
+    size_t size = 0;
+    bool fresh = false;
+  };
+
+  CudaOptions options_;
+  cudaDeviceProp props_{};
+  cudaStream_t stream_ = nullptr;
+  cublasLtHandle_t lt_ = nullptr;
+  void* lt_workspace_ = nullptr;
+  std::map<PlanKey, Plan> plans_;
+  std::unordered_map<const float*, WeightCopy> weights_;
+  Scratch<bf16_bits> act_a_, act_b_, dlogits_;  // activations converted per product
+  Scratch<float> scratch_;                      // kernels' workspaces
+  Scratch<double> reduce_scratch_;
+  Scratch<int32_t> index_, targets_, groups_, spans_;  // uploads from the host
+};
+
+}  // namespace
+}  // namespace xsa::cuda
+
+extern "C" int xsa_cuda_probe(char* why, size_t why_size) {
+  int count = 0;
+  const cudaError_t status = cudaGetDeviceCount(&count);
+  if (status == cudaSuccess && count > 0) return count;
+  if (status == cudaErrorInsufficientDriver)
+    std::snprintf(why, why_size,
+                  "no usable NVIDIA driver: none is installed, or it is older than CUDA %d.%d, "
+                  "which this xsa was built with (%s)",
+                  CUDART_VERSION / 1000, CUDART_VERSION % 1000 / 10, cudaGetErrorName(status));
+  else if (status == cudaErrorNoDevice || status == cudaSuccess)
+    std::snprintf(why, why_size, "the NVIDIA driver sees no GPU (cudaErrorNoDevice)");
+  else
+    std::snprintf(why, why_size, "%s (%s)", cudaGetErrorString(status), cudaGetErrorName(status));
+  return -1;
+}
+
+extern "C" xsa::Backend<float>* xsa_cuda_open(const xsa::CudaOptions& options, char* why,
+                                              size_t why_size) {
+  if (options.abi != xsa::kCudaPluginAbi) {
+    std::snprintf(why, why_size, "libxsa_cuda.so was built for another version of xsa");
+    return nullptr;
+  }
+  try {
+    return new xsa::cuda::CudaBackend(options);
+  } catch (const std::exception& e) {
+    std::snprintf(why, why_size, "%s", e.what());
+    return nullptr;
+  }
+}

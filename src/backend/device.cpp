@@ -1,0 +1,151 @@
+#include "xsa/backend/device.h"
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <map>
+#include <mutex>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "xsa/backend/cuda/plugin.h"
+#include "xsa/util/error.h"
+
+namespace xsa {
+namespace {
+
+// The CUDA module, looked for beside the binary or library holding this code (the build folder),
+// then in its ../lib/xsa (an installation); XSA_CUDA_MODULE names it outright.
+struct CudaModule {
+  void* handle = nullptr;
+  CudaProbeFn probe = nullptr;
+  CudaOpenFn open = nullptr;
+  std::string error;  // why it could not be opened
+};
+
+const CudaModule& cuda_module() {
+  static const CudaModule module = [] {
+    CudaModule m;
+    std::vector<std::string> candidates;
+    if (const char* named = std::getenv("XSA_CUDA_MODULE")) {
+      candidates.push_back(named);
+    } else {
+      Dl_info info{};
+      if (dladdr(reinterpret_cast<void*>(&cuda_available), &info) && info.dli_fname) {
+        const std::filesystem::path here =
+            std::filesystem::weakly_canonical(std::filesystem::path(info.dli_fname)).parent_path();
+        candidates.push_back((here / "libxsa_cuda.so").string());
+        candidates.push_back((here.parent_path() / "lib" / "xsa" / "libxsa_cuda.so").string());
+      }
+    }
+    std::string tried;
+    for (const std::string& path : candidates) {
+      if (!std::filesystem::exists(path)) {
+        tried += (tried.empty() ? "" : ", ") + path;
+        continue;
+      }
+      m.handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+      if (!m.handle) {
+        m.error = std::string("cannot load ") + path + ": " + dlerror();
+        return m;
+      }
+      m.probe = reinterpret_cast<CudaProbeFn>(dlsym(m.handle, "xsa_cuda_probe"));
+      m.open = reinterpret_cast<CudaOpenFn>(dlsym(m.handle, "xsa_cuda_open"));
+      if (!m.probe || !m.open) m.error = path + " is not xsa's CUDA module";
+      return m;
+    }
+    m.error =
+        "this xsa was built without its CUDA module (nvcc was not found when it was built; "
+        "looked for " +
+        tried + ")";
+    return m;
+  }();
+  return module;
+}
+
+// The GPU a process takes when none is named: its rank on this machine under mpirun or srun, so
+// one process drives one GPU.
+int local_rank() {
+  for (const char* name : {"OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID"})
+    if (const char* value = std::getenv(name)) return std::atoi(value);
+  return 0;
+}
+
+// "cuda" → −1 (by local rank), "cuda:N" → N; anything else −2.
+int cuda_ordinal(const std::string& device) {
+  if (device == "cuda") return -1;
+  if (device.rfind("cuda:", 0) != 0 || device.size() == 5) return -2;
+  int n = 0;
+  for (char c : device.substr(5)) {
+    if (c < '0' || c > '9' || n > 1000) return -2;
+    n = n * 10 + (c - '0');
+  }
+  return n;
+}
+
+Backend<float>& cuda_backend(const BackendOptions& options) {
+  const CudaModule& module = cuda_module();
+  if (!module.error.empty()) fail("--device {}: {}", options.device, module.error);
+  char why[512] = "";
+  const int count = module.probe(why, sizeof why);
+  if (count < 0) fail("--device {}: {}", options.device, why);
+  int ordinal = cuda_ordinal(options.device);
+  if (ordinal == -1) ordinal = local_rank() % count;
+  if (ordinal >= count)
+    fail("--device {}: there {} only {} GPU{} (cuda:0 … cuda:{})", options.device,
+         count == 1 ? "is" : "are", count, count == 1 ? "" : "s", count - 1);
+  if (options.precision != "fp32" && options.precision != "bf16")
+    fail("--precision {} is not known (fp32 or bf16)", options.precision);
+
+  static std::mutex mutex;
+  static std::map<std::tuple<int, bool, bool, bool>, Backend<float>*> opened;  // kept to the end
+  std::lock_guard lock(mutex);
+  const bool bf16 = options.precision == "bf16";
+  Backend<float>*& backend = opened[{ordinal, bf16, options.tf32, options.deterministic}];
+  if (!backend) {
+    CudaOptions cuda;
+    cuda.device = ordinal;
+    cuda.bf16 = bf16;
+    cuda.tf32 = options.tf32;
+    cuda.deterministic = options.deterministic;
+    backend = module.open(cuda, why, sizeof why);
+    if (!backend) fail("--device {}: {}", options.device, why);
+  }
+  return *backend;
+}
+
+}  // namespace
+
+void validate_device(const std::string& device) {
+  if (device != "cpu" && device != "auto" && cuda_ordinal(device) == -2)
+    fail("--device {} is not known (cpu, cuda, cuda:N or auto)", device);
+}
+
+bool cuda_available(std::string* why) {
+  const CudaModule& module = cuda_module();
+  if (!module.error.empty()) {
+    if (why) *why = module.error;
+    return false;
+  }
+  char reason[512] = "";
+  if (module.probe(reason, sizeof reason) > 0) return true;
+  if (why) *why = reason;
+  return false;
+}
+
+Backend<float>& select_backend(const BackendOptions& options) {
+  validate_device(options.device);
+  if (options.device == "cuda" || cuda_ordinal(options.device) >= 0 ||
+      (options.device == "auto" && cuda_available(nullptr)))
+    return cuda_backend(options);
+  if (options.precision == "fp32") return cpu_backend<float>();
+  if (options.precision != "bf16")
+    fail("--precision {} is not known (fp32 or bf16)", options.precision);
+  std::string why;
+  if (!bf16_products_available(&why)) fail("--precision bf16: {}", why);
+  return cpu_bf16_backend();
+}
+
+}  // namespace xsa

@@ -1,0 +1,26 @@
+// Choosing where a run computes: the CPU (fp32, or bf16 products through oneDNN) or an NVIDIA GPU
+// through the CUDA module (backend/cuda/plugin.h), opened on first use.
+#pragma once
+
+#include <string>
+
+#include "xsa/backend/backend.h"
+
+namespace xsa {
+
+struct BackendOptions {
+  std::string device = "cpu";      // cpu, cuda, cuda:N (GPU N), or auto (a GPU when one works)
+  std::string precision = "fp32";  // fp32, or bf16 products with fp32 accumulation
+  bool tf32 = false;               // fp32 products on a GPU may use TF32 tensor cores
+  bool deterministic = false;      // a GPU's attention backward without atomics
+};
+
+// Throws Error naming a device value that is not one of those above.
+void validate_device(const std::string& device);
+// The backend these options ask for, made once per process and kept. Throws Error with one line
+// saying what is missing: a build without CUDA, no driver, no GPU, a CPU without bf16 products.
+Backend<float>& select_backend(const BackendOptions& options);
+// Whether --device cuda can run here (the module, a driver and a GPU); `why` says why not.
+bool cuda_available(std::string* why);
+
+}  // namespace xsa
