@@ -9,6 +9,11 @@ install(TARGETS xsa_static xsa_shared EXPORT xsaTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(TARGETS xsa RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR})
+# The CUDA module where backend/device.cpp looks for it: <prefix>/lib/xsa/, beside the binary's and
+# the library's ../lib.
+if(TARGET xsa_cuda)
+  install(TARGETS xsa_cuda LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR}/xsa)
+endif()
 install(DIRECTORY src/ DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/xsa
         FILES_MATCHING PATTERN "*.h" PATTERN "tools" EXCLUDE)
 install(EXPORT xsaTargets NAMESPACE xsa:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/xsa)

@@ -241,6 +241,10 @@ struct AttentionCase {
   int B, T, H, Hkv, D;
   bool exclusive, gated, sink;
 };
+void PrintTo(const AttentionCase& c, std::ostream* os) {
+  *os << "B " << c.B << ", T " << c.T << ", H " << c.H << ", Hkv " << c.Hkv << ", D " << c.D
+      << (c.exclusive ? ", xsa" : ", sa") << (c.gated ? ", gated" : "") << (c.sink ? ", sink" : "");
+}
 class CudaAttention : public ::testing::TestWithParam<AttentionCase> {};
 
 void attention_both_ways(Backend<float>& backend, const AttentionCase& c, std::vector<float*>& p) {
@@ -301,12 +305,13 @@ INSTANTIATE_TEST_SUITE_P(Variants, CudaAttention,
                                            AttentionCase{1, 200, 4, 2, 128, true, false, false},
                                            AttentionCase{1, 150, 2, 1, 128, false, false, true},
                                            AttentionCase{1, 64, 2, 2, 32, true, true, false}),
-    [](const ::testing::TestParamInfo<AttentionCase>& info) {
-      const AttentionCase& c = info.param;
-      return "B" + std::to_string(c.B) + "_T" + std::to_string(c.T) + "_H" + std::to_string(c.H) +
-             "_Hkv" + std::to_string(c.Hkv) + "_D" + std::to_string(c.D) +
-             (c.exclusive ? "_xsa" : "_sa") + (c.gated ? "_gated" : "") + (c.sink ? "_sink" : "");
-    });
+                         [](const ::testing::TestParamInfo<AttentionCase>& info) {
+                           const AttentionCase& c = info.param;
+                           return "B" + std::to_string(c.B) + "_T" + std::to_string(c.T) + "_H" +
+                                  std::to_string(c.H) + "_Hkv" + std::to_string(c.Hkv) + "_D" +
+                                  std::to_string(c.D) + (c.exclusive ? "_xsa" : "_sa") +
+                                  (c.gated ? "_gated" : "") + (c.sink ? "_sink" : "");
+                         });
 
 // The forward over a key/value cache, one sequence and side-by-side spans, and the batch XSA pass.
 TEST(Cuda, CachedAttentionAndXsaForward) {
@@ -441,6 +446,15 @@ TEST(CudaTraining, RefusalsAreOneLine) {
     // auto falls back to the CPU.
     const test::CommandResult a = xsa(kModel + " --device auto --steps 2 --out auto");
     EXPECT_EQ(a.status, 0) << a.err;
+  }
+  if (cuda_available(&why)) {
+    // A model far beyond any GPU's memory: refused before the first step, with the numbers.
+    const test::CommandResult r = xsa(kModel +
+                                      " --device cuda --embd 16384 --heads 128 --layers "
+                                      "64 --steps 1 --out none");
+    EXPECT_NE(r.status, 0);
+    EXPECT_NE(r.err.find("does not fit the GPU's memory"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("MiB free of"), std::string::npos) << r.err;
   }
   EXPECT_FALSE(fs::exists(work_dir() / "none" / "ckpt_000001"));
   const test::CommandResult bad = xsa(kModel + " --device tpu --steps 1 --out none");

@@ -351,7 +351,15 @@ TrainResult train(const ModelConfig& requested_model, const RunConfig& requested
   const bool tty = speak && isatty(STDOUT_FILENO);
 
   Backend<float>* backend = nullptr;
-  agree_on(comm, [&] { backend = &backend_for(run); });
+  agree_on(comm, [&] {
+    backend = &backend_for(run);
+    // The gradient sum runs over MPI on host memory; a GPU's gradients need NCCL (not built yet).
+    if (comm.size() > 1 && !backend->host_addressable())
+      fail(
+          "--device {} under mpirun: summing gradients between GPUs (NCCL) is not built yet; "
+          "train on one GPU, or on CPUs under mpirun",
+          run.device);
+  });
 
   // Rank 0 owns the run folder (and its lock); the others learn where the run starts from it.
   RunStart start{run.out, {}, {}, {}};

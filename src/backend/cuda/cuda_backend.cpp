@@ -10,12 +10,14 @@
 #include <cuda_runtime_api.h>
 
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <map>
 #include <string>
 #include <tuple>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "xsa/backend/cuda/kernels.h"
@@ -24,6 +26,21 @@
 
 namespace xsa::cuda {
 namespace {
+
+const char* to_string(MemoryUse use) {
+  switch (use) {
+    case MemoryUse::weights:
+    case MemoryUse::inference_weights:
+      return "weights";
+    case MemoryUse::gradients:
+      return "gradients";
+    case MemoryUse::optimizer:
+      return "optimizer state";
+    case MemoryUse::activations:
+      return "activations";
+  }
+  return "memory";
+}
 
 // One line for a failed call: what xsa was doing, the call, and CUDA's words.
 [[noreturn]] void cuda_failed(const char* what, const char* call, const char* error) {
@@ -115,8 +132,19 @@ class CudaBackend final : public Backend<float> {
     float* p = nullptr;
     const cudaError_t status = cudaMalloc(reinterpret_cast<void**>(&p), n * sizeof(float));
     if (status == cudaErrorMemoryAllocation) {
-      cudaGetLastError();  // clear it: the caller reports the shortage
-      throw std::bad_alloc();
+      cudaGetLastError();  // clear it
+      size_t free_bytes = 0, total = 0;
+      cudaMemGetInfo(&free_bytes, &total);
+      // The model's weights, gradients, moments and activations are all allocated when it is
+      // made, before the first step, so a run that does not fit stops here, having written
+      // nothing.
+      char line[512];
+      std::snprintf(line, sizeof line,
+                    "the run does not fit the GPU's memory: %.0f MiB more of %s were needed with "
+                    "%.0f MiB free of %.0f MiB (%s); try a smaller --batch, --seq-len or model",
+                    n * 4.0 / 1048576, to_string(use), free_bytes / 1048576.0, total / 1048576.0,
+                    props_.name);
+      throw Error(line);
     }
     XSA_CUDA(status, "allocating device memory");
     XSA_CUDA(cudaMemsetAsync(p, 0, n * sizeof(float), stream_), "allocating device memory");
@@ -427,12 +455,27 @@ class CudaBackend final : public Backend<float> {
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
     cublasLtMatmulAlgo_t algo{};
   };
-  using PlanKey = std::tuple<bool, bool, int, int, int, int, int, int, bool, bool>;
+  // The shape, the types, and each operand's alignment (A, B, D): cuBLASLt's heuristic assumes
+  // 256-byte aligned buffers unless told otherwise, and an algorithm it picks may then fail on a
+  // view into an arena (views start on 64-byte boundaries), so a plan is made for the alignment
+  // its operands really have.
+  using PlanKey = std::tuple<bool, bool, int, int, int, int, int, int, bool, bool, uint32_t,
+                             uint32_t, uint32_t>;
+
+  // The largest power of two, up to 256, that divides the address.
+  static uint32_t alignment(const void* p) {
+    const uintptr_t address = reinterpret_cast<uintptr_t>(p);
+    uint32_t bytes = 256;
+    while (bytes > 1 && address % bytes != 0) bytes /= 2;
+    return bytes;
+  }
 
   // D [m × n] (column-major, ldc) = op(A) op(B) + beta·D, in fp32 accumulation.
   void gemm(const char* what, bool trans_a, bool trans_b, int m, int n, int k, Operand A, int lda,
             Operand B, int ldb, float* D, int ldc, float beta) {
-    const PlanKey key{trans_a, trans_b, m, n, k, lda, ldb, ldc, A.bf16, B.bf16};
+    const PlanKey key{
+        trans_a,           trans_b,           m,           n, k, lda, ldb, ldc, A.bf16, B.bf16,
+        alignment(A.data), alignment(B.data), alignment(D)};
     auto found = plans_.find(key);
     if (found == plans_.end()) found = plans_.emplace(key, make_plan(what, key)).first;
     Plan& plan = found->second;
@@ -442,7 +485,8 @@ class CudaBackend final : public Backend<float> {
              what);
   }
   Plan make_plan(const char* what, const PlanKey& key) {
-    const auto [trans_a, trans_b, m, n, k, lda, ldb, ldc, a_bf16, b_bf16] = key;
+    const auto [trans_a, trans_b, m, n, k, lda, ldb, ldc, a_bf16, b_bf16, align_a, align_b,
+                align_d] = key;
     // Both operands in one type: mixed fp32 and bf16 inputs are not a cuBLASLt combination.
     if (a_bf16 != b_bf16) cuda_failed(what, "cublasLtMatmul", "mixed fp32 and bf16 operands");
     Plan plan;
@@ -472,6 +516,15 @@ class CudaBackend final : public Backend<float> {
         cublasLtMatmulPreferenceSetAttribute(preference, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
                                              &workspace, sizeof workspace),
         what);
+    // C is D (the products accumulate in place).
+    const std::pair<cublasLtMatmulPreferenceAttributes_t, uint32_t> alignments[] = {
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, align_a},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, align_b},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, align_d},
+        {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, align_d}};
+    for (const auto& [attribute, bytes] : alignments)
+      XSA_CUDA(cublasLtMatmulPreferenceSetAttribute(preference, attribute, &bytes, sizeof bytes),
+               what);
     cublasLtMatmulHeuristicResult_t result{};
     int found = 0;
     const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
