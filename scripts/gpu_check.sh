@@ -62,6 +62,11 @@ if command -v compute-sanitizer >/dev/null; then
     --gtest_filter='Cuda.ElementwiseOps:Cuda.CrossEntropySumsAndAdamW:Variants/CudaAttention.*B2_T37*:Variants/CudaAttention.*B2_T77*' \
     >"$out/memcheck.log" 2>&1
   say "memcheck: exit $? ($(grep -c 'Invalid' "$out/memcheck.log") invalid accesses; memcheck.log)"
+  # Shared-memory races: the bf16 backward's dS exchange and the fp32 tiles.
+  timeout 90 compute-sanitizer --tool racecheck --error-exitcode 3 ./build-gpu/cuda_test \
+    --gtest_filter='Variants/CudaAttention.Bf16*B2_T77*:Variants/CudaAttention.Fp32*B1_T200*' \
+    >"$out/racecheck.log" 2>&1
+  say "racecheck: exit $? (racecheck.log)"
 fi
 
 # Benchmarks: the step table (bf16, every configuration, gpt2 at T 1024) and attention alone.

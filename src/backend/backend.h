@@ -94,7 +94,8 @@ class Backend {
   virtual void synchronize() {}
 
   // ---- memory ----
-  virtual Real* allocate(size_t n, MemoryUse use) = 0;  // zeroed; throws std::bad_alloc
+  // Zeroed. Throws std::bad_alloc, or (a GPU) Error with the memory needed and free.
+  virtual Real* allocate(size_t n, MemoryUse use) = 0;
   virtual void release(Real* p, size_t n) = 0;
   virtual void fill_zero(Real* p, size_t n) = 0;
   virtual void copy(Real* dst, const Real* src, size_t n) = 0;        // device → device
