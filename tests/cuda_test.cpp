@@ -462,5 +462,59 @@ TEST(CudaTraining, RefusalsAreOneLine) {
   EXPECT_NE(bad.err.find("--device tpu is not known"), std::string::npos) << bad.err;
 }
 
+// ---- `--device isolated`: the CPU's kernels on memory host code cannot touch ----
+// Where no GPU is, this is the seam's test: train, resume, eval, sample and compare through a
+// backend whose pointers fault when dereferenced outside it, on every model variant, must give
+// the CPU backend's bits (the same kernels run); any host access of device memory would crash.
+
+TEST(IsolatedDevice, EveryCommandGivesTheCpuBits) {
+  const std::string model =
+      "train --data text.txt --layers 2 --heads 4 --embd 64 --seq-len 32 --batch 4 --steps 12 "
+      "--val-every 6 --ckpt-every 6 --val-batches 2 --quiet --force --threads 1 ";
+  for (const std::string variant :
+       {"--attn xsa", "--attn sa+sink --kv-heads 2", "--attn xsa-gated+sink --kv-heads 2",
+        "--attn sa,xsa --arch gpt2"}) {
+    SCOPED_TRACE(variant);
+    for (const char* device : {"cpu", "isolated"}) {
+      const std::string run = std::string("iso_") + device;
+      test::CommandResult r = xsa(model + variant + " --device " + device + " --out " + run);
+      ASSERT_EQ(r.status, 0) << r.err;
+      r = xsa("train --resume " + run + " --steps 15 --quiet --device " + device);
+      ASSERT_EQ(r.status, 0) << r.err;
+      r = xsa("eval --ckpt " + run + " --data text.txt --val-batches 3 --json " + run +
+              "/eval.json --device " + device);
+      ASSERT_EQ(r.status, 0) << r.err;
+      r = xsa("sample --ckpt " + run +
+              " --prompt \"It was\" --max-new-tokens 24 --seed 5 "
+              "--device " +
+              device + " > " + run + "/sample.txt");
+      ASSERT_EQ(r.status, 0) << r.err;
+    }
+    EXPECT_EQ(read_file(work_dir() / "iso_cpu/ckpt_000015/model.safetensors"),
+              read_file(work_dir() / "iso_isolated/ckpt_000015/model.safetensors"));
+    EXPECT_EQ(train_losses("iso_cpu"), train_losses("iso_isolated"));
+    EXPECT_EQ(json::parse(read_file(work_dir() / "iso_cpu/eval.json"))[0]["val_loss"],
+              json::parse(read_file(work_dir() / "iso_isolated/eval.json"))[0]["val_loss"]);
+    const std::string sample = read_file(work_dir() / "iso_cpu/sample.txt");
+    EXPECT_EQ(sample.substr(0, sample.find("\n[")), [] {
+      const std::string s = read_file(work_dir() / "iso_isolated/sample.txt");
+      return s.substr(0, s.find("\n["));
+    }());
+  }
+  // compare (with its similarity-bias analysis of the arms) over two seeds.
+  for (const char* device : {"cpu", "isolated"}) {
+    const test::CommandResult r =
+        xsa(std::string("compare --data text.txt --layers 2 --heads 2 --embd 32 --seq-len 32 "
+                        "--batch 4 --steps 8 --seeds 2 --variants sa,xsa --quiet --threads 1 "
+                        "--out cmp_") +
+            device + " --device " + device);
+    ASSERT_EQ(r.status, 0) << r.err;
+  }
+  const json a = json::parse(read_file(work_dir() / "cmp_cpu/report.json"));
+  const json b = json::parse(read_file(work_dir() / "cmp_isolated/report.json"));
+  for (size_t k = 0; k < a["arms"].size(); k++)
+    EXPECT_EQ(a["arms"][k]["val_curve"], b["arms"][k]["val_curve"]) << "arm " << k;
+}
+
 }  // namespace
 }  // namespace xsa

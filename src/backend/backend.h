@@ -177,6 +177,9 @@ Backend<Real>& cpu_backend();
 // fp32 (oneDNN); every other op, the master weights, the gradients and the optimizer stay fp32.
 // Products of one row (decoding) stay fp32: they are bound by reading the weights.
 Backend<float>& cpu_bf16_backend();
+// `inner`'s kernels on memory that host code cannot dereference (`--device isolated`): a test
+// device standing in for a GPU, on which every access outside the backend faults.
+Backend<float>& isolated_backend(Backend<float>& inner);
 // Whether bf16 products can run here: a build with oneDNN and a CPU with AVX512_BF16 or AMX-BF16.
 // When not, `why` says what is missing.
 bool bf16_products_available(std::string* why);

@@ -119,8 +119,8 @@ Backend<float>& cuda_backend(const BackendOptions& options) {
 }  // namespace
 
 void validate_device(const std::string& device) {
-  if (device != "cpu" && device != "auto" && cuda_ordinal(device) == -2)
-    fail("--device {} is not known (cpu, cuda, cuda:N or auto)", device);
+  if (device != "cpu" && device != "auto" && device != "isolated" && cuda_ordinal(device) == -2)
+    fail("--device {} is not known (cpu, cuda, cuda:N, auto, or isolated: a test device)", device);
 }
 
 bool cuda_available(std::string* why) {
@@ -140,12 +140,15 @@ Backend<float>& select_backend(const BackendOptions& options) {
   if (options.device == "cuda" || cuda_ordinal(options.device) >= 0 ||
       (options.device == "auto" && cuda_available(nullptr)))
     return cuda_backend(options);
-  if (options.precision == "fp32") return cpu_backend<float>();
-  if (options.precision != "bf16")
-    fail("--precision {} is not known (fp32 or bf16)", options.precision);
-  std::string why;
-  if (!bf16_products_available(&why)) fail("--precision bf16: {}", why);
-  return cpu_bf16_backend();
+  Backend<float>* cpu = &cpu_backend<float>();
+  if (options.precision != "fp32") {
+    if (options.precision != "bf16")
+      fail("--precision {} is not known (fp32 or bf16)", options.precision);
+    std::string why;
+    if (!bf16_products_available(&why)) fail("--precision bf16: {}", why);
+    cpu = &cpu_bf16_backend();
+  }
+  return options.device == "isolated" ? isolated_backend(*cpu) : *cpu;
 }
 
 }  // namespace xsa

@@ -9,7 +9,9 @@
 namespace xsa {
 
 struct BackendOptions {
-  std::string device = "cpu";      // cpu, cuda, cuda:N (GPU N), or auto (a GPU when one works)
+  // cpu, cuda, cuda:N (GPU N), auto (a GPU when one works), or isolated (the CPU's kernels on
+  // memory host code cannot touch: a test device for the backend seam)
+  std::string device = "cpu";
   std::string precision = "fp32";  // fp32, or bf16 products with fp32 accumulation
   bool tf32 = false;               // fp32 products on a GPU may use TF32 tensor cores
   bool deterministic = false;      // a GPU's attention backward without atomics

@@ -137,8 +137,9 @@ void for_each_run_option(Run& r, Fn&& fn) {
                all},
      r.precision);
   fn(RunOption{"device", "--device",
-               "cpu, cuda (the process's GPU: its local rank under mpirun), cuda:N, or auto (a "
-               "GPU when one works, else the CPU)",
+               "cpu, cuda (the process's GPU: its local rank under mpirun), cuda:N, auto (a "
+               "GPU when one works, else the CPU), or isolated (a test device: the CPU's kernels "
+               "on memory only the backend may touch)",
                all},
      r.device);
   fn(RunOption{"tf32", "--tf32,!--no-tf32",
