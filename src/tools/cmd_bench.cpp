@@ -95,6 +95,22 @@ struct StepBench {
   }
 };
 
+// SA's and XSA's steps timed in ABBA order (neither arm always runs first), with each pair's ratio.
+void interleaved_steps(StepBench& sa, StepBench& xsa, int steps, const std::vector<int32_t>& inputs,
+                       const std::vector<int32_t>& targets, std::vector<double>& ms_sa,
+                       std::vector<double>& ms_xsa, std::vector<double>& ratio) {
+  for (int i = 0; i < steps; i++) {
+    if (i % 2 == 0) {
+      ms_sa.push_back(sa.time_step(inputs, targets));
+      ms_xsa.push_back(xsa.time_step(inputs, targets));
+    } else {
+      ms_xsa.push_back(xsa.time_step(inputs, targets));
+      ms_sa.push_back(sa.time_step(inputs, targets));
+    }
+    ratio.push_back(ms_xsa.back() / ms_sa.back());
+  }
+}
+
 // The matrix products of one training step, each timed alone on its real shape; the ceiling is
 // their FLOPs over their summed time: what the step would reach if nothing else took time.
 struct GemmCeiling {
@@ -323,16 +339,7 @@ void bench_step_config(const BenchShape& s, int steps, int warmup, bool bf16, js
   StepBench a(sa, s.B, s.T, backend), x(xsa_cfg, s.B, s.T, backend);
   for (int i = 0; i < warmup; i++) a.time_step(inputs, targets), x.time_step(inputs, targets);
   std::vector<double> ms_sa, ms_xsa, ratio;
-  for (int i = 0; i < steps; i++) {  // ABBA order: neither arm always runs first
-    if (i % 2 == 0) {
-      ms_sa.push_back(a.time_step(inputs, targets));
-      ms_xsa.push_back(x.time_step(inputs, targets));
-    } else {
-      ms_xsa.push_back(x.time_step(inputs, targets));
-      ms_sa.push_back(a.time_step(inputs, targets));
-    }
-    ratio.push_back(ms_xsa.back() / ms_sa.back());
-  }
+  interleaved_steps(a, x, steps, inputs, targets, ms_sa, ms_xsa, ratio);
   const double flops = step_flops(sa, s.B, s.T);
   for (int k = 0; k < 2; k++) {
     Stats st = stats_of(k ? ms_xsa : ms_sa);
@@ -605,16 +612,7 @@ void bench_gpu_steps(Backend<float>& backend, const Options& o, json& records) {
     for (int i = 0; i < std::max(1, o.warmup); i++) x.time_step(inputs, targets);
     used[1] = device_used_gb(backend) - base - used[0];
     std::vector<double> ms_sa, ms_xsa, ratio;
-    for (int i = 0; i < o.steps; i++) {  // ABBA order
-      if (i % 2 == 0) {
-        ms_sa.push_back(a.time_step(inputs, targets));
-        ms_xsa.push_back(x.time_step(inputs, targets));
-      } else {
-        ms_xsa.push_back(x.time_step(inputs, targets));
-        ms_sa.push_back(a.time_step(inputs, targets));
-      }
-      ratio.push_back(ms_xsa.back() / ms_sa.back());
-    }
+    interleaved_steps(a, x, o.steps, inputs, targets, ms_sa, ms_xsa, ratio);
     const double flops = step_flops(sa, s.B, s.T);
     for (int k = 0; k < 2; k++) {
       const Stats st = stats_of(k ? ms_xsa : ms_sa);

@@ -2,6 +2,7 @@
 // ops::to_bf16 (ops/matmul_bf16.cpp) makes.
 #include <algorithm>
 
+#include "xsa/backend/cuda/common.cuh"
 #include "xsa/backend/cuda/kernels.h"
 
 namespace xsa::cuda {
@@ -12,14 +13,6 @@ constexpr size_t kMaxBlocks = size_t(1) << 16;  // grid-stride beyond this
 
 unsigned grid_for(size_t work) {
   return (unsigned)std::min((work + kThreads - 1) / kThreads, kMaxBlocks);
-}
-
-__device__ __forceinline__ bf16_bits round_to_bf16(float x) {
-  const uint32_t u = __float_as_uint(x);
-  const bool nan = (u & 0x7fffffffu) > 0x7f800000u;
-  // Adding 0x7fff plus the kept lowest bit rounds half to even; an overflow carries into Inf.
-  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-  return (bf16_bits)(nan ? (u >> 16) | 0x40u : rounded);
 }
 
 // Four at a time (16-byte loads, 8-byte stores) when both pointers allow, the rest one by one.

@@ -7,57 +7,14 @@
 // so the sums' order never depends on alignment).
 #include <cmath>
 
+#include "xsa/backend/cuda/common.cuh"
 #include "xsa/backend/cuda/kernels.h"
 
 namespace xsa::cuda {
 namespace {
 
 constexpr int kThreads = 512;
-constexpr int kWarp = 32;
 constexpr int kWarps = kThreads / kWarp;
-
-__device__ __forceinline__ bf16_bits round_to_bf16(float x) {  // as convert.cu / ops::to_bf16
-  const uint32_t u = __float_as_uint(x);
-  const bool nan = (u & 0x7fffffffu) > 0x7f800000u;
-  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-  return (bf16_bits)(nan ? (u >> 16) | 0x40u : rounded);
-}
-
-// Columns col … col + 3 of a row (those below limit; the others read as 0).
-__device__ __forceinline__ void load_quad(float (&v)[4], const float* row, int col, int limit,
-                                          bool vectorized) {
-  if (vectorized && col + 4 <= limit) {
-    const float4 f = *reinterpret_cast<const float4*>(row + col);
-    v[0] = f.x, v[1] = f.y, v[2] = f.z, v[3] = f.w;
-  } else {
-    for (int k = 0; k < 4; k++) v[k] = col + k < limit ? row[col + k] : 0.0f;
-  }
-}
-
-__device__ __forceinline__ void store_quad(float* row, const float (&v)[4], int col, int limit,
-                                           bool vectorized) {
-  if (vectorized && col + 4 <= limit) {
-    *reinterpret_cast<float4*>(row + col) = make_float4(v[0], v[1], v[2], v[3]);
-  } else {
-    for (int k = 0; k < 4; k++)
-      if (col + k < limit) row[col + k] = v[k];
-  }
-}
-
-__device__ __forceinline__ void store_quad(bf16_bits* row, const float (&v)[4], int col, int limit,
-                                           bool vectorized) {
-  if (vectorized && col + 4 <= limit) {
-    ushort4 b;
-    b.x = round_to_bf16(v[0]);
-    b.y = round_to_bf16(v[1]);
-    b.z = round_to_bf16(v[2]);
-    b.w = round_to_bf16(v[3]);
-    *reinterpret_cast<ushort4*>(row + col) = b;
-  } else {
-    for (int k = 0; k < 4; k++)
-      if (col + k < limit) row[col + k] = round_to_bf16(v[k]);
-  }
-}
 
 // Σ exp(x − max) over the columns seen so far; sum 0 means none (a real column adds at least 1).
 struct SoftmaxStats {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "xsa/backend/cuda/common.cuh"
 #include "xsa/backend/cuda/kernels.h"
 
 namespace xsa::cuda {
@@ -15,17 +16,6 @@ constexpr size_t kMaxBlocks = size_t(1) << 16;  // grid-stride beyond this
 
 unsigned grid_for(size_t work) {
   return (unsigned)std::min((work + kThreads - 1) / kThreads, kMaxBlocks);
-}
-
-bool aligned16(const void* p) {
-  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
-}
-
-__device__ __forceinline__ size_t global_thread() {
-  return (size_t)blockIdx.x * blockDim.x + threadIdx.x;
-}
-__device__ __forceinline__ size_t grid_threads() {
-  return (size_t)gridDim.x * blockDim.x;
 }
 
 __device__ __forceinline__ float4 add4(float4 a, float4 b) {
@@ -97,18 +87,6 @@ __global__ void bias_forward_kernel(float* out, const float* bias, size_t total,
 // dbias: a tile of 32 columns × kPartialLanes row lanes per block; block (chunk, tile) sums the
 // chunk's rows (lane y takes rows y, y + kPartialLanes, …) in double, the lanes are added in lane
 // order into one partial per (chunk, column), and a second kernel adds the partials in chunk order.
-constexpr int kTileColumns = 32;
-constexpr int kPartialLanes = 8;
-constexpr int kChunkRows = 256;
-
-int row_chunks(int N) {
-  return (N + kChunkRows - 1) / kChunkRows;
-}
-
-// The scratch is floats; the partials are doubles at the first 8-byte boundary in it.
-double* as_doubles(float* scratch) {
-  return reinterpret_cast<double*>((reinterpret_cast<uintptr_t>(scratch) + 7) & ~uintptr_t(7));
-}
 
 __global__ void bias_partials_kernel(double* partials, const float* dout, int N, int D) {
   __shared__ double lane_sums[kPartialLanes][kTileColumns];

@@ -5,40 +5,15 @@
 // quad when the row's pointers allow, else four scalar ones: the same columns either way, so the
 // sums' order never depends on alignment), and the lanes' sums meet in a fixed shuffle tree.
 // Parameter gradients: per-(row chunk, column) partials in double, then a fixed-order pass.
+#include "xsa/backend/cuda/common.cuh"
 #include "xsa/backend/cuda/kernels.h"
 
 namespace xsa::cuda {
 namespace {
 
 constexpr double kEps = 1e-5;
-constexpr int kWarp = 32;
 constexpr int kRowsPerBlock = 8;  // warps per block, one row each
 constexpr int kQuadStride = 4 * kWarp;
-
-__device__ __forceinline__ bool aligned16_device(const void* p) {
-  return reinterpret_cast<uintptr_t>(p) % 16 == 0;
-}
-
-// Columns col … col + 3 of a row (those below C; the others read as 0).
-__device__ __forceinline__ void load_quad(float (&v)[4], const float* row, int col, int C,
-                                          bool vectorized) {
-  if (vectorized && col + 4 <= C) {
-    const float4 f = *reinterpret_cast<const float4*>(row + col);
-    v[0] = f.x, v[1] = f.y, v[2] = f.z, v[3] = f.w;
-  } else {
-    for (int k = 0; k < 4; k++) v[k] = col + k < C ? row[col + k] : 0.0f;
-  }
-}
-
-__device__ __forceinline__ void store_quad(float* row, const float (&v)[4], int col, int C,
-                                           bool vectorized) {
-  if (vectorized && col + 4 <= C) {
-    *reinterpret_cast<float4*>(row + col) = make_float4(v[0], v[1], v[2], v[3]);
-  } else {
-    for (int k = 0; k < 4; k++)
-      if (col + k < C) row[col + k] = v[k];
-  }
-}
 
 // The warp's total in a fixed tree, lane 0's value given to every lane.
 __device__ __forceinline__ double warp_sum(double v) {
@@ -54,8 +29,7 @@ __global__ void layernorm_forward_kernel(float* out, float* mean, float* rstd, c
   if (row >= N) return;  // a whole warp; there is no block-wide sync
   const float* x = inp + (size_t)row * C;
   float* o = out + (size_t)row * C;
-  const bool vectorized = aligned16_device(x) && aligned16_device(o) && aligned16_device(weight) &&
-                          aligned16_device(bias);
+  const bool vectorized = aligned16(x) && aligned16(o) && aligned16(weight) && aligned16(bias);
 
   double sum = 0;
   for (int col = 4 * lane; col < C; col += kQuadStride) {
@@ -100,8 +74,7 @@ __global__ void layernorm_backward_rows_kernel(float* dinp, const float* dout, c
   const float* x = inp + (size_t)row * C;
   const float* g = dout + (size_t)row * C;
   float* dx = dinp + (size_t)row * C;
-  const bool vectorized = aligned16_device(x) && aligned16_device(g) && aligned16_device(dx) &&
-                          aligned16_device(weight);
+  const bool vectorized = aligned16(x) && aligned16(g) && aligned16(dx) && aligned16(weight);
   const double m = mean[row], s = rstd[row];
 
   double sum_dxhat = 0, sum_dxhat_xhat = 0;
@@ -138,18 +111,6 @@ __global__ void layernorm_backward_rows_kernel(float* dinp, const float* dout, c
 // dweight, dbias: block (chunk, tile) covers kTileColumns columns of kChunkRows rows; row lane y
 // takes rows y, y + kPartialLanes, … in order (coalesced: a warp reads 32 adjacent columns of one
 // row), the lanes are added in lane order into one double partial per (chunk, column).
-constexpr int kTileColumns = 32;
-constexpr int kPartialLanes = 8;
-constexpr int kChunkRows = 256;
-
-int row_chunks(int N) {
-  return (N + kChunkRows - 1) / kChunkRows;
-}
-
-// The scratch is floats; the partials are doubles at the first 8-byte boundary in it.
-double* as_doubles(float* scratch) {
-  return reinterpret_cast<double*>((reinterpret_cast<uintptr_t>(scratch) + 7) & ~uintptr_t(7));
-}
 
 __global__ void layernorm_param_partials_kernel(double* dweight_partials, double* dbias_partials,
                                                 const float* dout, const float* inp,

@@ -5,13 +5,13 @@
 // a fixed order.
 #include <algorithm>
 
+#include "xsa/backend/cuda/common.cuh"
 #include "xsa/backend/cuda/kernels.h"
 
 namespace xsa::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr int kWarp = 32;
 constexpr size_t kMaxBlocks = 1024;
 
 size_t blocks_for(size_t n) {
