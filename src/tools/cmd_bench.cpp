@@ -818,6 +818,9 @@ void add_bench_command(CLI::App& root) {
     ModelConfig unused;
     set_architecture(unused, o->arch);  // an unknown --arch, before anything runs
     validate_device(o->device);
+    if (o->device == "isolated")
+      fail("--device isolated is a test device (the CPU's kernels behind a fake device): bench "
+           "cpu or cuda");
     if (o->batch < 0 || o->seq_len < 0) fail("--batch and --seq-len must be non-negative");
     o->attn_T_given = cmd->count("--attn-T") > 0;
     std::string why;
