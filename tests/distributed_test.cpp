@@ -182,6 +182,30 @@ TEST_F(Distributed, OverlappedSumsGiveTheSameBits) {
   EXPECT_NE(r.err.find("--overlap and --zero 1 do not combine (yet)"), std::string::npos) << r.err;
 }
 
+// A device the host cannot address (--device isolated, the GPU's stand-in): the step's sums,
+// ZeRO-1's shards, --overlap, and a resume's broadcast and scatter go through host memory
+// (StagedComm), and every bit equals the CPU's run under mpirun.
+TEST_F(Distributed, ADeviceTheHostCannotAddressGivesTheCpuBits) {
+  const std::string args =
+      "train " + kModel + " --steps 12 --batch 4 --total-batch-tokens 256 --ckpt-every 6";
+  for (const char* mode : {"", " --zero 1", " --overlap"}) {
+    SCOPED_TRACE(mode);
+    for (const char* device : {"cpu", "isolated"}) {
+      const std::string out = std::string("staged_") + device;
+      Result r = xsa(2, args + mode + " --force --device " + device + " --out " + out);
+      ASSERT_EQ(r.status, 0) << r.err;
+      fs::remove_all(work_dir() / out / "ckpt_000012");
+      r = xsa(2, "train --resume " + out + " --steps 12 --quiet --device " + device);
+      ASSERT_EQ(r.status, 0) << r.err;
+    }
+    EXPECT_EQ(losses("staged_cpu"), losses("staged_isolated"));
+    for (const char* file : {"model", "optimizer"})
+      EXPECT_TRUE(same_bytes(std::string("staged_cpu/ckpt_000012/") + file + ".safetensors",
+                             std::string("staged_isolated/ckpt_000012/") + file + ".safetensors"))
+          << file;
+  }
+}
+
 TEST_F(Distributed, ResumesOnAnotherProcessCountAtTheSameGlobalBatch) {
   const std::string args = kModel + " --steps 20 --ckpt-every 10";
   // 2 → 1: two processes of 4 rows (ZeRO-1), resumed by one process of 4 rows × 2 accumulation.

@@ -12,7 +12,12 @@ namespace xsa {
 TrainStep::TrainStep(Gpt<float>& model, const OptimizerSettings& settings, Parallelism parallel)
     : model_(model),
       settings_(settings),
-      comm_(parallel.comm ? parallel.comm : &alone_),
+      staged_(parallel.comm && parallel.comm->size() > 1 && !model.backend().host_addressable()
+                  ? std::make_unique<StagedComm>(*parallel.comm, model.backend())
+                  : nullptr),
+      comm_(staged_         ? staged_.get()
+            : parallel.comm ? parallel.comm
+                            : &alone_),
       zero1_(parallel.zero1 && comm_->size() > 1),
       overlap_(parallel.overlap && !zero1_ && comm_->size() > 1) {
   ParamArena<float>& arena = model_.params();

@@ -7,11 +7,13 @@
 
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
 
 #include "xsa/dist/comm.h"
 #include "xsa/model/gpt.h"
+#include "xsa/train/staged_comm.h"
 
 namespace xsa {
 
@@ -93,6 +95,7 @@ class TrainStep {
   Gpt<float>& model_;
   OptimizerSettings settings_;
   Comm alone_;
+  std::unique_ptr<StagedComm> staged_;  // several processes on a device the host cannot address
   Comm* comm_;
   bool zero1_, overlap_;
   ShardRange owned_;

@@ -20,6 +20,7 @@
 #include "xsa/io/checkpoint.h"
 #include "xsa/model/gpt.h"
 #include "xsa/train/schedule.h"
+#include "xsa/train/staged_comm.h"
 #include "xsa/util/error.h"
 #include "xsa/util/files.h"
 #include "xsa/util/memory.h"
@@ -263,27 +264,41 @@ StepShape step_shape(const RunConfig& run, int T, int world) {
 }
 
 // The parameters and moments of a checkpoint, read by rank 0 and sent to every rank: the
-// parameters whole, the moments whole or (ZeRO-1) as each rank's shard. Buffers are the CPU
-// backend's host memory.
+// parameters whole, the moments whole or (ZeRO-1) as each rank's shard. On a device the host
+// cannot address, through host memory (StagedComm).
 void load_training_state(Comm& comm, const fs::path& ckpt, ParamArena<float>& arena) {
   const size_t n = arena.params.size();
   const bool sharded = arena.adam_m.size() != n;
+  Backend<float>& be = *arena.params.backend();
   std::vector<float> full_m, full_v;
   agree_on(comm, [&] {
     if (!comm.is_root()) return;
     if (!sharded) return load_checkpoint_weights(ckpt, arena, /*with_optimizer=*/true);
     full_m.resize(n), full_v.resize(n);
-    load_checkpoint_tensors(ckpt, arena.layout, arena.params.data(), full_m.data(), full_v.data());
+    HostView<float> params(arena.params, /*write_back=*/true);
+    load_checkpoint_tensors(ckpt, arena.layout, params.data(), full_m.data(), full_v.data());
   });
   if (comm.size() == 1) return;
-  arena.params.backend()->weights_changed();
-  comm.broadcast(arena.params.data(), n * sizeof(float));
+  be.weights_changed();
+  if (be.host_addressable()) {
+    comm.broadcast(arena.params.data(), n * sizeof(float));
+    if (sharded) {
+      comm.scatter_shards(full_m.data(), arena.adam_m.data(), n);
+      comm.scatter_shards(full_v.data(), arena.adam_v.data(), n);
+    } else {
+      comm.broadcast(arena.adam_m.data(), n * sizeof(float));
+      comm.broadcast(arena.adam_v.data(), n * sizeof(float));
+    }
+    return;
+  }
+  StagedComm staged(comm, be);
+  staged.broadcast_device(arena.params.data(), n);
   if (sharded) {
-    comm.scatter_shards(full_m.data(), arena.adam_m.data(), n);
-    comm.scatter_shards(full_v.data(), arena.adam_v.data(), n);
+    staged.scatter_shards(full_m.data(), arena.adam_m.data(), n);
+    staged.scatter_shards(full_v.data(), arena.adam_v.data(), n);
   } else {
-    comm.broadcast(arena.adam_m.data(), n * sizeof(float));
-    comm.broadcast(arena.adam_v.data(), n * sizeof(float));
+    staged.broadcast_device(arena.adam_m.data(), n);
+    staged.broadcast_device(arena.adam_v.data(), n);
   }
 }
 
@@ -296,10 +311,14 @@ fs::path save_training_state(Comm& comm, const fs::path& run_dir, int64_t step,
   if (arena.adam_m.size() == n)
     return comm.is_root() ? save_checkpoint(run_dir, step, cfg, arena, state, replace) : fs::path();
   std::vector<float> full_m(comm.is_root() ? n : 0), full_v(comm.is_root() ? n : 0);
-  comm.gather_shards(arena.adam_m.data(), full_m.data(), n);
-  comm.gather_shards(arena.adam_v.data(), full_v.data(), n);
+  Backend<float>& be = *arena.params.backend();
+  StagedComm staged(comm, be);
+  Comm& gather = be.host_addressable() ? comm : staged;  // the moments' shards are device memory
+  gather.gather_shards(arena.adam_m.data(), full_m.data(), n);
+  gather.gather_shards(arena.adam_v.data(), full_v.data(), n);
   if (!comm.is_root()) return {};
-  return save_checkpoint(run_dir, step, cfg, arena.layout, arena.params.data(), full_m.data(),
+  const HostView<float> params(arena.params);
+  return save_checkpoint(run_dir, step, cfg, arena.layout, params.data(), full_m.data(),
                          full_v.data(), state, replace);
 }
 
@@ -351,15 +370,7 @@ TrainResult train(const ModelConfig& requested_model, const RunConfig& requested
   const bool tty = speak && isatty(STDOUT_FILENO);
 
   Backend<float>* backend = nullptr;
-  agree_on(comm, [&] {
-    backend = &backend_for(run);
-    // The gradient sum runs over MPI on host memory; a GPU's gradients need NCCL (not built yet).
-    if (comm.size() > 1 && !backend->host_addressable())
-      fail(
-          "--device {} under mpirun: summing gradients between GPUs (NCCL) is not built yet; "
-          "train on one GPU, or on CPUs under mpirun",
-          run.device);
-  });
+  agree_on(comm, [&] { backend = &backend_for(run); });
 
   // Rank 0 owns the run folder (and its lock); the others learn where the run starts from it.
   RunStart start{run.out, {}, {}, {}};
