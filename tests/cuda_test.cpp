@@ -468,6 +468,15 @@ TEST(CudaTraining, RefusalsAreOneLine) {
 // the CPU backend's bits (the same kernels run); any host access of device memory would crash.
 
 TEST(IsolatedDevice, EveryCommandGivesTheCpuBits) {
+  {
+    std::ofstream mc(work_dir() / "mc.jsonl");
+    for (int i = 0; i < 12; i++)
+      mc << json{{"context", "It was the best of times, it was the " + std::to_string(i)},
+                 {"choices", {"worst of times", "age of wisdom", "best of cats"}},
+                 {"label", i % 3}}
+                .dump()
+         << "\n";
+  }
   const std::string model =
       "train --data text.txt --layers 2 --heads 4 --embd 64 --seq-len 32 --batch 4 --steps 12 "
       "--val-every 6 --ckpt-every 6 --val-batches 2 --quiet --force --threads 1 ";
@@ -481,8 +490,10 @@ TEST(IsolatedDevice, EveryCommandGivesTheCpuBits) {
       ASSERT_EQ(r.status, 0) << r.err;
       r = xsa("train --resume " + run + " --steps 15 --quiet --device " + device);
       ASSERT_EQ(r.status, 0) << r.err;
-      r = xsa("eval --ckpt " + run + " --data text.txt --val-batches 3 --json " + run +
-              "/eval.json --device " + device);
+      r = xsa("eval --ckpt " + run +
+              " --data text.txt --val-batches 3 --task mc --file mc.jsonl "
+              "--json " +
+              run + "/eval.json --device " + device);
       ASSERT_EQ(r.status, 0) << r.err;
       r = xsa("sample --ckpt " + run +
               " --prompt \"It was\" --max-new-tokens 24 --seed 5 "
@@ -493,8 +504,12 @@ TEST(IsolatedDevice, EveryCommandGivesTheCpuBits) {
     EXPECT_EQ(read_file(work_dir() / "iso_cpu/ckpt_000015/model.safetensors"),
               read_file(work_dir() / "iso_isolated/ckpt_000015/model.safetensors"));
     EXPECT_EQ(train_losses("iso_cpu"), train_losses("iso_isolated"));
-    EXPECT_EQ(json::parse(read_file(work_dir() / "iso_cpu/eval.json"))[0]["val_loss"],
-              json::parse(read_file(work_dir() / "iso_isolated/eval.json"))[0]["val_loss"]);
+    // The multiple-choice scores (the decoder's side-by-side segments) and the validation loss.
+    json eval[2] = {json::parse(read_file(work_dir() / "iso_cpu/eval.json")),
+                    json::parse(read_file(work_dir() / "iso_isolated/eval.json"))};
+    for (json& records : eval)
+      for (json& record : records) record.erase("seconds"), record.erase("checkpoint");
+    EXPECT_EQ(eval[0], eval[1]);
     const std::string sample = read_file(work_dir() / "iso_cpu/sample.txt");
     EXPECT_EQ(sample.substr(0, sample.find("\n[")), [] {
       const std::string s = read_file(work_dir() / "iso_isolated/sample.txt");
