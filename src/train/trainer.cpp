@@ -180,6 +180,12 @@ void print_header(const ModelConfig& m, const RunConfig& run, const Dataset& dat
       to_string(m.tokenizer), (long long)parameter_count(m),
       run.precision == "bf16" ? "bf16 products (fp32 master weights)" : "fp32");
   std::printf("%s\n", describe_step(shape, run, threads).c_str());
+  if (run.device != "cpu") {  // where it runs, and why auto chose the CPU
+    std::string why;
+    const bool cpu_by_choice = run.device == "auto" && !cuda_available(&why);
+    std::printf("device: %s%s\n", backend_for(run).describe().c_str(),
+                cpu_by_choice ? fmt::format(" (auto: {})", why).c_str() : "");
+  }
   std::printf("data: %s: %zu train / %zu val tokens; run folder %s%s\n", data.description.c_str(),
               data.train.size(), data.val.size(), start.run_dir.string().c_str(),
               start.resume_ckpt.empty() ? "" : fmt::format(" (resuming at step {})", step).c_str());
