@@ -95,6 +95,15 @@ struct StepBench {
   }
 };
 
+// N random token ids and targets of the model's vocabulary (the same every call).
+void random_batch(const ModelConfig& cfg, int N, std::vector<int32_t>& inputs,
+                  std::vector<int32_t>& targets) {
+  inputs.resize(N), targets.resize(N);
+  Rng rng(7);
+  for (int i = 0; i < N; i++)
+    inputs[i] = rng.next_u64() % cfg.vocab_size, targets[i] = rng.next_u64() % cfg.vocab_size;
+}
+
 // SA's and XSA's steps timed in ABBA order (neither arm always runs first), with each pair's ratio.
 void interleaved_steps(StepBench& sa, StepBench& xsa, int steps, const std::vector<int32_t>& inputs,
                        const std::vector<int32_t>& targets, std::vector<double>& ms_sa,
@@ -329,10 +338,8 @@ std::array<double, 2> step_peak_mb(const ModelConfig& sa, const ModelConfig& xsa
 void bench_step_config(const BenchShape& s, int steps, int warmup, bool bf16, json& records) {
   const ModelConfig sa = model_of(s, AttnKind::sa), xsa_cfg = model_of(s, AttnKind::xsa);
   const int N = s.B * s.T;
-  std::vector<int32_t> inputs(N), targets(N);
-  Rng rng(7);
-  for (int i = 0; i < N; i++)
-    inputs[i] = rng.next_u64() % sa.vocab_size, targets[i] = rng.next_u64() % sa.vocab_size;
+  std::vector<int32_t> inputs, targets;
+  random_batch(sa, N, inputs, targets);
   const std::array<double, 2> peak = step_peak_mb(sa, xsa_cfg, s.B, s.T, inputs, targets);
   const GemmCeiling ceiling = gemm_ceiling(sa, s.B, s.T, 2, bf16);
   Backend<float>& backend = bf16 ? cpu_bf16_backend() : cpu_backend<float>();
@@ -597,10 +604,8 @@ void bench_gpu_steps(Backend<float>& backend, const Options& o, json& records) {
     s = gpu_shape(s, o);
     const ModelConfig sa = model_of(s, AttnKind::sa), xsa_cfg = model_of(s, AttnKind::xsa);
     const int N = s.B * s.T;
-    std::vector<int32_t> inputs(N), targets(N);
-    Rng rng(7);
-    for (int i = 0; i < N; i++)
-      inputs[i] = rng.next_u64() % sa.vocab_size, targets[i] = rng.next_u64() % sa.vocab_size;
+    std::vector<int32_t> inputs, targets;
+    random_batch(sa, N, inputs, targets);
     // Each arm's memory: what the device holds once its model has stepped, above what it held
     // before (the context and cuBLAS's workspace are there from the start).
     const double base = device_used_gb(backend);
@@ -819,8 +824,9 @@ void add_bench_command(CLI::App& root) {
     set_architecture(unused, o->arch);  // an unknown --arch, before anything runs
     validate_device(o->device);
     if (o->device == "isolated")
-      fail("--device isolated is a test device (the CPU's kernels behind a fake device): bench "
-           "cpu or cuda");
+      fail(
+          "--device isolated is a test device (the CPU's kernels behind a fake device): bench "
+          "cpu or cuda");
     if (o->batch < 0 || o->seq_len < 0) fail("--batch and --seq-len must be non-negative");
     o->attn_T_given = cmd->count("--attn-T") > 0;
     std::string why;

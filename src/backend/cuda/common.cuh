@@ -10,6 +10,13 @@ namespace xsa::cuda {
 
 constexpr int kWarp = 32;
 
+// Blocks for a grid-stride loop over `work` items, `threads` per block: enough to fill the GPU,
+// at most 65 536 (the loop covers the rest).
+inline unsigned grid_stride_blocks(size_t work, int threads) {
+  const size_t blocks = (work + threads - 1) / threads;
+  return (unsigned)(blocks < (size_t(1) << 16) ? blocks : (size_t(1) << 16));
+}
+
 __host__ __device__ inline bool aligned16(const void* p) {
   return reinterpret_cast<uintptr_t>(p) % 16 == 0;
 }

@@ -9,11 +9,6 @@ namespace xsa::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr size_t kMaxBlocks = size_t(1) << 16;  // grid-stride beyond this
-
-unsigned grid_for(size_t work) {
-  return (unsigned)std::min((work + kThreads - 1) / kThreads, kMaxBlocks);
-}
 
 // Four at a time (16-byte loads, 8-byte stores) when both pointers allow, the rest one by one.
 __global__ void to_bf16_kernel(bf16_bits* dst, const float* src, size_t n, bool vectorized) {
@@ -38,8 +33,8 @@ void to_bf16(bf16_bits* dst, const float* src, size_t n, cudaStream_t stream) {
   if (n == 0) return;
   const bool vectorized =
       reinterpret_cast<uintptr_t>(src) % 16 == 0 && reinterpret_cast<uintptr_t>(dst) % 8 == 0;
-  to_bf16_kernel<<<grid_for(vectorized ? n / 4 + 1 : n), kThreads, 0, stream>>>(dst, src, n,
-                                                                                vectorized);
+  to_bf16_kernel<<<grid_stride_blocks(vectorized ? n / 4 + 1 : n, kThreads), kThreads, 0, stream>>>(
+      dst, src, n, vectorized);
 }
 
 }  // namespace xsa::cuda

@@ -12,11 +12,6 @@ namespace xsa::cuda {
 namespace {
 
 constexpr int kThreads = 256;
-constexpr size_t kMaxBlocks = size_t(1) << 16;  // grid-stride beyond this
-
-unsigned grid_for(size_t work) {
-  return (unsigned)std::min((work + kThreads - 1) / kThreads, kMaxBlocks);
-}
 
 __device__ __forceinline__ float4 add4(float4 a, float4 b) {
   return make_float4(a.x + b.x, a.y + b.y, a.z + b.z, a.w + b.w);
@@ -181,8 +176,8 @@ void rope(float* qkv, const float* cos, const float* sin, int B, int T, int C, i
   const int Hk = Hkv > 0 ? Hkv : H, D = C / H, heads = H + Hk;
   const size_t pairs = (size_t)B * T * heads * (D / 2);
   if (pairs == 0) return;
-  rope_kernel<<<grid_for(pairs), kThreads, 0, stream>>>(qkv, cos, sin, pairs, T, D, heads,
-                                                        C + 2 * Hk * D, direction);
+  rope_kernel<<<grid_stride_blocks(pairs, kThreads), kThreads, 0, stream>>>(
+      qkv, cos, sin, pairs, T, D, heads, C + 2 * Hk * D, direction);
 }
 
 // ---- AdamW (ops/adamw.cpp): the same float constants, made on the host in double ----
@@ -288,8 +283,8 @@ void bias_forward(float* out, const float* bias, int N, int D, cudaStream_t stre
   if (N <= 0 || D <= 0) return;
   const size_t total = (size_t)N * D;
   const bool vectorized = D % 4 == 0 && aligned16(out) && aligned16(bias);
-  bias_forward_kernel<<<grid_for(vectorized ? total / 4 : total), kThreads, 0, stream>>>(
-      out, bias, total, D, vectorized);
+  bias_forward_kernel<<<grid_stride_blocks(vectorized ? total / 4 : total, kThreads), kThreads, 0,
+                        stream>>>(out, bias, total, D, vectorized);
 }
 
 size_t bias_backward_scratch(int N, int D) {
@@ -311,16 +306,16 @@ void bias_backward(float* dbias, const float* dout, int N, int D, float* scratch
 void gelu_forward(float* out, const float* inp, size_t n, cudaStream_t stream) {
   if (n == 0) return;
   const bool vectorized = aligned16(out) && aligned16(inp);
-  gelu_forward_kernel<<<grid_for(vectorized ? n / 4 + 1 : n), kThreads, 0, stream>>>(out, inp, n,
-                                                                                     vectorized);
+  gelu_forward_kernel<<<grid_stride_blocks(vectorized ? n / 4 + 1 : n, kThreads), kThreads, 0,
+                        stream>>>(out, inp, n, vectorized);
 }
 
 void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n,
                    cudaStream_t stream) {
   if (n == 0) return;
   const bool vectorized = aligned16(dinp) && aligned16(inp) && aligned16(dout);
-  gelu_backward_kernel<<<grid_for(vectorized ? n / 4 + 1 : n), kThreads, 0, stream>>>(
-      dinp, inp, dout, n, vectorized);
+  gelu_backward_kernel<<<grid_stride_blocks(vectorized ? n / 4 + 1 : n, kThreads), kThreads, 0,
+                         stream>>>(dinp, inp, dout, n, vectorized);
 }
 
 void rope_forward(float* qkv, const float* cos, const float* sin, int B, int T, int C, int H,
@@ -351,8 +346,8 @@ void adamw_update(float* param, const float* grad, float* m, float* v, size_t n,
   k.grad_scale = (float)s.grad_scale;
   k.inv_bias2_sqrt = (float)(1.0 / bias2_sqrt);
   const bool vectorized = aligned16(param) && aligned16(grad) && aligned16(m) && aligned16(v);
-  adamw_kernel<<<grid_for(vectorized ? n / 4 + 1 : n), kThreads, 0, stream>>>(param, grad, m, v, n,
-                                                                              k, vectorized);
+  adamw_kernel<<<grid_stride_blocks(vectorized ? n / 4 + 1 : n, kThreads), kThreads, 0, stream>>>(
+      param, grad, m, v, n, k, vectorized);
 }
 
 void gate_alpha(float* alpha, const float* w, int H, cudaStream_t stream) {
