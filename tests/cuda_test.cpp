@@ -438,6 +438,12 @@ TEST(CudaTraining, RefusalsAreOneLine) {
     const test::CommandResult r = xsa(kModel + " --device cuda:99 --steps 1 --out none");
     EXPECT_NE(r.status, 0);
     EXPECT_NE(r.err.find("--device cuda:99: there "), std::string::npos) << r.err;
+    // auto takes the GPU and says so.
+    const test::CommandResult a =
+        xsa("train --data text.txt --layers 1 --heads 2 --embd 32 --seq-len 32 --batch 2 --steps 2 "
+            "--force --device auto --out auto");
+    EXPECT_EQ(a.status, 0) << a.err;
+    EXPECT_NE(a.out.find("device: cuda:0 "), std::string::npos) << a.out;
   } else {
     // Here: no GPU (or a build without the module). The reason is said in one line.
     const test::CommandResult r = xsa(kModel + " --device cuda --steps 1 --out none");

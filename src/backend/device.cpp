@@ -40,6 +40,11 @@ const CudaModule& cuda_module() {
         candidates.push_back((here.parent_path() / "lib" / "xsa" / "libxsa_cuda.so").string());
       }
     }
+    if (const char* named = std::getenv("XSA_CUDA_MODULE");
+        named && !std::filesystem::exists(named)) {
+      m.error = std::string("XSA_CUDA_MODULE names ") + named + ", which does not exist";
+      return m;
+    }
     std::string tried;
     for (const std::string& path : candidates) {
       if (!std::filesystem::exists(path)) {
@@ -91,7 +96,8 @@ Backend<float>& cuda_backend(const BackendOptions& options) {
   char why[512] = "";
   const int count = module.probe(why, sizeof why);
   if (count < 0) fail("--device {}: {}", options.device, why);
-  int ordinal = cuda_ordinal(options.device);
+  // cuda and auto: the process's GPU by its rank on this machine; cuda:N: GPU N.
+  int ordinal = options.device == "auto" ? -1 : cuda_ordinal(options.device);
   if (ordinal == -1) ordinal = local_rank() % count;
   if (ordinal >= count)
     fail("--device {}: there {} only {} GPU{} (cuda:0 … cuda:{})", options.device,
