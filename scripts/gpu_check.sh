@@ -36,7 +36,9 @@ if [ "${XSA_GPU_DEPS:-0}" = 1 ] || ! [ -e /usr/include/x86_64-linux-gnu/openblas
     mkdir -p $deps
     for f in .gpu-deps/*.deb; do dpkg -x "$f" $deps; done
     lib=$deps/usr/lib/x86_64-linux-gnu
-    args+=(-DCMAKE_PREFIX_PATH=$deps/usr
+    # (no pkg-config: it would find the unpacked .pc files through CMAKE_PREFIX_PATH, whose
+    # prefix=/usr names system folders that lack the headers)
+    args+=(-DCMAKE_PREFIX_PATH=$deps/usr -DCMAKE_DISABLE_FIND_PACKAGE_PkgConfig=ON
            -DOPENBLAS_INCLUDE_DIR=$deps/usr/include/x86_64-linux-gnu/openblas-openmp
            -DOPENBLAS_LIBRARY=$lib/openblas-openmp/libopenblas.so
            -DPCRE2_INCLUDE_DIR=$deps/usr/include -DPCRE2_LIBRARY=$lib/libpcre2-8.so)

@@ -449,6 +449,12 @@ TEST(CudaTraining, RefusalsAreOneLine) {
     const test::CommandResult r = xsa(kModel + " --device cuda --steps 1 --out none");
     EXPECT_NE(r.status, 0);
     EXPECT_EQ(r.err, "xsa: error: --device cuda: " + why + "\n");
+    // The same when xsa is found on the PATH (the module is looked for beside the real binary,
+    // not beside the name it was started by).
+    const std::string dir = fs::path(XSA_BINARY).parent_path().string();
+    const test::CommandResult p = test::run_command(
+        "PATH=" + dir + ":$PATH xsa " + kModel + " --device cuda --steps 1 --out none", work_dir());
+    EXPECT_EQ(p.err, r.err);
     // auto falls back to the CPU.
     const test::CommandResult a = xsa(kModel + " --device auto --steps 2 --out auto");
     EXPECT_EQ(a.status, 0) << a.err;

@@ -1,8 +1,10 @@
 #include "xsa/backend/device.h"
 
 #include <dlfcn.h>
+#include <errno.h>  // program_invocation_name
 
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <map>
 #include <mutex>
@@ -34,8 +36,17 @@ const CudaModule& cuda_module() {
     } else {
       Dl_info info{};
       if (dladdr(reinterpret_cast<void*>(&cuda_available), &info) && info.dli_fname) {
-        const std::filesystem::path here =
-            std::filesystem::weakly_canonical(std::filesystem::path(info.dli_fname)).parent_path();
+        // In the main program dladdr gives argv[0] as it was typed ("xsa" when found on the PATH,
+        // or relative to a folder since left); the kernel knows where the program really is.
+        std::filesystem::path file(info.dli_fname);
+        std::error_code ec;
+        if (std::strcmp(info.dli_fname, program_invocation_name) == 0) {
+          const std::filesystem::path exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+          if (!ec) file = exe;
+        }
+        std::filesystem::path resolved = std::filesystem::weakly_canonical(file, ec);
+        if (ec) resolved = file;
+        const std::filesystem::path here = resolved.parent_path();
         candidates.push_back((here / "libxsa_cuda.so").string());
         candidates.push_back((here.parent_path() / "lib" / "xsa" / "libxsa_cuda.so").string());
       }

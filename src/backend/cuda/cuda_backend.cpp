@@ -111,14 +111,15 @@ class CudaBackend final : public Backend<float> {
     return true;
   }
   // SMs × the highest SM clock × dense bf16 FLOPs per SM and clock (Ampere A100 2048, Ada and
-  // consumer Ampere 512, Hopper 4096, Blackwell 8192): A100 312 TFLOP/s, H100/H200 ~1070 at
-  // 1.98 GHz (NVIDIA quotes 989 at 1.83 GHz).
+  // consumer Ampere 512, Hopper 4096, data-centre Blackwell 8192, workstation Blackwell sm_12x
+  // 1024): A100 312 TFLOP/s, H100/H200 ~1070 at 1.98 GHz (NVIDIA quotes 989 at 1.83 GHz).
   double peak_bf16_flops() const override {
     int khz = 0;
     if (cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, options_.device) != cudaSuccess)
       return 0;
     const int sm = props_.major * 10 + props_.minor;
     const double per_clock = sm == 80    ? 2048
+                             : sm >= 120 ? 1024
                              : sm >= 100 ? 8192
                              : sm >= 90  ? 4096
                              : sm >= 86  ? 512
@@ -163,20 +164,23 @@ class CudaBackend final : public Backend<float> {
     cudaFree(p);
   }
   void fill_zero(float* p, size_t n) override {
+    if (n == 0) return;
     XSA_CUDA(cudaMemsetAsync(p, 0, n * sizeof(float), stream_), "zeroing device memory");
   }
   void copy(float* dst, const float* src, size_t n) override {
-    if (dst != src)
+    if (dst != src && n > 0)
       XSA_CUDA(cudaMemcpyAsync(dst, src, n * sizeof(float), cudaMemcpyDeviceToDevice, stream_),
                "copying on the GPU");
   }
   void to_host(float* host, const float* src, size_t n) override {
+    if (n == 0) return;  // (an empty buffer's pointers are null)
     XSA_CUDA(cudaMemcpyAsync(host, src, n * sizeof(float), cudaMemcpyDeviceToHost, stream_),
              "copying from the GPU");
     synchronize();
   }
   void from_host(float* dst, const float* host, size_t n) override {
     // From pageable memory: returns once the host buffer is staged, so the caller may reuse it.
+    if (n == 0) return;
     XSA_CUDA(cudaMemcpyAsync(dst, host, n * sizeof(float), cudaMemcpyHostToDevice, stream_),
              "copying to the GPU");
   }
