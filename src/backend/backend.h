@@ -64,7 +64,9 @@ class HostView {
   explicit HostView(const DeviceBuffer<Real>& buffer);  // read only
   HostView(const HostView&) = delete;
   HostView& operator=(const HostView&) = delete;
-  ~HostView();
+  // Writes back; a device error there propagates (one line from the CLI) unless the view is being
+  // destroyed by another exception's unwinding, which then stays the one reported.
+  ~HostView() noexcept(false);
   Real* data() { return data_; }
   const Real* data() const { return data_; }
 

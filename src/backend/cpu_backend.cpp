@@ -3,6 +3,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <unordered_map>
 #include <vector>
 
@@ -280,8 +281,16 @@ HostView<Real>::HostView(const DeviceBuffer<Real>& buffer)
     : HostView(const_cast<DeviceBuffer<Real>&>(buffer), false) {}
 
 template <typename Real>
-HostView<Real>::~HostView() {
-  if (write_back_) buffer_->backend()->from_host(buffer_->data(), copy_.data(), copy_.size());
+HostView<Real>::~HostView() noexcept(false) {
+  if (!write_back_) return;
+  if (std::uncaught_exceptions() == 0) {
+    buffer_->backend()->from_host(buffer_->data(), copy_.data(), copy_.size());
+    return;
+  }
+  try {
+    buffer_->backend()->from_host(buffer_->data(), copy_.data(), copy_.size());
+  } catch (...) {  // the exception already in flight is the one to report
+  }
 }
 
 template Backend<float>& cpu_backend<float>();
