@@ -9,11 +9,13 @@
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <numeric>
 #include <string>
 #include <tuple>
 #include <unordered_map>
@@ -201,16 +203,15 @@ class CudaBackend final : public Backend<float> {
   void matmul_forward(float* out, const float* inp, const float* weight, int N, int in_dim,
                       int out_dim, bool accumulate) override {
     if (N <= 0) return;
-    // out_cm [out × N] = W_cmᵀ · inp_cm, the row-major arrays read as column-major.
-    gemm("matmul_forward", true, false, out_dim, N, in_dim, weight_operand(weight, in_dim, out_dim),
-         in_dim, activation_operand(inp, (size_t)N * in_dim, act_a_), in_dim, out, out_dim,
-         accumulate ? 1.0f : 0.0f);
+    forward(out, activation_operand(inp, (size_t)N * in_dim, act_a_), weight, N, in_dim, out_dim,
+            accumulate);
   }
   void matmul_backward(float* dinp, float* dweight, const float* dout, const float* inp,
                        const float* weight, int N, int in_dim, int out_dim) override {
     if (N <= 0) return;
-    matmul_backward(dinp, dweight, activation_operand(dout, (size_t)N * out_dim, act_b_), inp,
-                    weight, N, in_dim, out_dim);
+    matmul_backward(dinp, dweight, activation_operand(dout, (size_t)N * out_dim, act_b_),
+                    activation_operand(inp, (size_t)N * in_dim, act_a_), weight, N, in_dim,
+                    out_dim);
   }
   void bias_forward(float* out, const float* bias, int N, int D) override {
     if (N <= 0) return;
@@ -240,21 +241,21 @@ class CudaBackend final : public Backend<float> {
     if (N <= 0) return;
     // Group the rows by the table row they read, in row order within a group (on the host, where
     // the ids are), so each table row's sum has one fixed order: deterministic without atomics.
-    std::map<int32_t, std::vector<int32_t>> groups;
-    for (int n = 0; n < N; n++) groups[tokens[n]].push_back(n);
-    std::vector<int32_t> packed;  // rows, then starts, then table rows
-    packed.reserve(N + 2 * groups.size() + 1);
-    std::vector<int32_t> starts, table_rows;
-    for (auto& [row, members] : groups) {
-      starts.push_back((int32_t)packed.size());
-      table_rows.push_back(row);
-      packed.insert(packed.end(), members.begin(), members.end());
-    }
-    starts.push_back((int32_t)packed.size());
-    const size_t G = table_rows.size();
-    packed.insert(packed.end(), starts.begin(), starts.end());
-    packed.insert(packed.end(), table_rows.begin(), table_rows.end());
-    const int32_t* d = upload(packed.data(), packed.size(), groups_);
+    // packed_: the rows sorted by token (stable), then the groups' starts, then their table rows.
+    packed_.resize(N);
+    std::iota(packed_.begin(), packed_.end(), 0);
+    std::stable_sort(packed_.begin(), packed_.end(),
+                     [&](int32_t a, int32_t b) { return tokens[a] < tokens[b]; });
+    table_rows_.clear();
+    for (int i = 0; i < N; i++)
+      if (i == 0 || tokens[packed_[i]] != tokens[packed_[i - 1]]) {
+        table_rows_.push_back(tokens[packed_[i]]);
+        packed_.push_back(i);  // this group's start
+      }
+    packed_.push_back(N);
+    const size_t G = table_rows_.size();
+    packed_.insert(packed_.end(), table_rows_.begin(), table_rows_.end());
+    const int32_t* d = upload(packed_.data(), packed_.size(), groups_);
     embedding_backward(dwte, dout, d, d + N, d + N + G + 1, (int)G, C, stream_);
     XSA_LAUNCHED("encoder_backward");
   }
@@ -352,12 +353,13 @@ class CudaBackend final : public Backend<float> {
       return Backend<float>::classifier_forward_backward(logits, losses, targets, inp, wte, dinp,
                                                          dwte, rows, C, V, Vp, dloss);
     if (rows <= 0) return;
-    matmul_forward(logits, inp, wte, rows, C, Vp, false);
+    const Operand x = activation_operand(inp, (size_t)rows * C, act_a_);  // for both products
+    forward(logits, x, wte, rows, C, Vp, false);
     bf16_bits* dlogits = dlogits_.get((size_t)rows * Vp, "the classifier");
     cuda::crossentropy_forward_backward(logits, losses, upload(targets, rows, targets_), rows, V,
                                         Vp, dloss, dlogits, stream_);
     XSA_LAUNCHED("crossentropy_forward_backward");
-    matmul_backward(dinp, dwte, Operand{dlogits, true}, inp, wte, rows, C, Vp);
+    matmul_backward(dinp, dwte, Operand{dlogits, true}, x, wte, rows, C, Vp);
   }
 
   // ---- gates and sinks ----
@@ -441,16 +443,21 @@ class CudaBackend final : public Backend<float> {
     return {converted, true};
   }
 
-  void matmul_backward(float* dinp, float* dweight, Operand dout, const float* inp,
-                       const float* weight, int N, int in_dim, int out_dim) {
+  // out_cm [out × N] = W_cmᵀ · inp_cm, the row-major arrays read as column-major.
+  void forward(float* out, Operand inp, const float* weight, int N, int in_dim, int out_dim,
+               bool accumulate) {
+    gemm("matmul_forward", true, false, out_dim, N, in_dim, weight_operand(weight, in_dim, out_dim),
+         in_dim, inp, in_dim, out, out_dim, accumulate ? 1.0f : 0.0f);
+  }
+  void matmul_backward(float* dinp, float* dweight, Operand dout, Operand inp, const float* weight,
+                       int N, int in_dim, int out_dim) {
     // dinp_cm [in × N] = W_cm [in × out] · dout_cm [out × N]
     if (dinp)
       gemm("matmul_backward (input)", false, false, in_dim, N, out_dim,
            weight_operand(weight, in_dim, out_dim), in_dim, dout, out_dim, dinp, in_dim, 0.0f);
     // dW_cm [in × out] += inp_cm [in × N] · dout_cmᵀ
-    gemm("matmul_backward (weight)", false, true, in_dim, out_dim, N,
-         activation_operand(inp, (size_t)N * in_dim, act_a_), in_dim, dout, out_dim, dweight,
-         in_dim, 1.0f);
+    gemm("matmul_backward (weight)", false, true, in_dim, out_dim, N, inp, in_dim, dout, out_dim,
+         dweight, in_dim, 1.0f);
   }
 
   // A cuBLASLt plan per product shape: descriptors and the heuristic's algorithm, made once.
@@ -563,6 +570,7 @@ class CudaBackend final : public Backend<float> {
   Scratch<float> scratch_;                      // kernels' workspaces
   Scratch<double> reduce_scratch_;
   Scratch<int32_t> index_, targets_, groups_, spans_;  // uploads from the host
+  std::vector<int32_t> packed_, table_rows_;           // encoder_backward's grouping, kept
 };
 
 }  // namespace
