@@ -286,25 +286,22 @@ void load_training_state(Comm& comm, const fs::path& ckpt, ParamArena<float>& ar
   });
   if (comm.size() == 1) return;
   be.weights_changed();
-  if (be.host_addressable()) {
-    comm.broadcast(arena.params.data(), n * sizeof(float));
-    if (sharded) {
-      comm.scatter_shards(full_m.data(), arena.adam_m.data(), n);
-      comm.scatter_shards(full_v.data(), arena.adam_v.data(), n);
-    } else {
-      comm.broadcast(arena.adam_m.data(), n * sizeof(float));
-      comm.broadcast(arena.adam_v.data(), n * sizeof(float));
-    }
-    return;
-  }
   StagedComm staged(comm, be);
-  staged.broadcast_device(arena.params.data(), n);
+  const bool on_host = be.host_addressable();
+  auto broadcast = [&](float* values) {
+    if (on_host)
+      comm.broadcast(values, n * sizeof(float));
+    else
+      staged.broadcast_device(values, n);
+  };
+  Comm& shards = on_host ? comm : staged;  // `mine` is device memory
+  broadcast(arena.params.data());
   if (sharded) {
-    staged.scatter_shards(full_m.data(), arena.adam_m.data(), n);
-    staged.scatter_shards(full_v.data(), arena.adam_v.data(), n);
+    shards.scatter_shards(full_m.data(), arena.adam_m.data(), n);
+    shards.scatter_shards(full_v.data(), arena.adam_v.data(), n);
   } else {
-    staged.broadcast_device(arena.adam_m.data(), n);
-    staged.broadcast_device(arena.adam_v.data(), n);
+    broadcast(arena.adam_m.data());
+    broadcast(arena.adam_v.data());
   }
 }
 
