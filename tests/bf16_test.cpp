@@ -73,6 +73,32 @@ TEST(Bf16, ConversionRoundsToNearestEven) {
   EXPECT_TRUE(std::isnan(sf[2]));
 }
 
+// Arrays past the size at which the conversion splits across threads (and one range ending off a
+// 16-element boundary), with ties, NaN and denormals mixed in, against rounding by hand.
+TEST(Bf16, LargeConversionSplitAcrossThreadsRoundsTheSame) {
+  for (size_t n : {size_t(1 << 16) + 1, size_t(300007)}) {
+    std::vector<float> x(n);
+    const std::vector<double> r = test::random_vector(n, 11, 100.0);
+    for (size_t i = 0; i < n; i++) x[i] = (float)r[i];
+    for (size_t i = 0; i < n; i += 97) x[i] = bits_to_float(0x3f808000u + ((uint32_t)i << 17));
+    x[n / 3] = std::numeric_limits<float>::quiet_NaN();
+    x[n / 2] = 1e-40f;
+    std::vector<bf16> b(n);
+    ops::to_bf16(x.data(), b.data(), n);
+    size_t wrong = 0;
+    for (size_t i = 0; i < n; i++)
+      wrong += std::isnan(x[i]) ? !std::isnan(bits_to_float((uint32_t)b[i] << 16))
+                                : b[i] != nearest_bf16(x[i]);
+    EXPECT_EQ(wrong, 0u) << n;
+    std::vector<float> back(n);
+    ops::from_bf16(b.data(), back.data(), n);
+    for (size_t i = 0; i < n; i++) {
+      if (std::isnan(x[i])) continue;
+      ASSERT_EQ(back[i], bits_to_float((uint32_t)b[i] << 16)) << i;
+    }
+  }
+}
+
 struct Case {
   int N, in_dim, out_dim;
 };

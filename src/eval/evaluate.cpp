@@ -4,6 +4,7 @@
 #include <chrono>
 #include <cmath>
 
+#include "xsa/ops/vmath.h"
 #include "xsa/util/error.h"
 
 namespace xsa {
@@ -11,9 +12,7 @@ namespace {
 
 // Whether target is the most likely token (the lowest id among equals) of a row of logits.
 bool is_greedy(const float* logits, int V, int32_t target) {
-  float top = logits[0];
-#pragma omp simd reduction(max : top)
-  for (int i = 0; i < V; i++) top = std::max(top, logits[i]);
+  const float top = ops::max_of(logits, V, logits[0]);
   if (logits[target] != top) return false;
   for (int i = 0; i < target; i++)
     if (logits[i] == top) return false;

@@ -97,9 +97,7 @@ void attention_forward(const AttentionArgs<Real>& args) {
       Real new_max[kQueryTile];
       for (int r = 0; r < rows; r++) {
         const int visible = std::min(cols, i0 + r - j0 + 1);
-        Real mx = m[r];
-        for (int c = 0; c < visible; c++) mx = std::max(mx, S[(size_t)r * kKeyTile + c]);
-        new_max[r] = mx;
+        new_max[r] = max_of(S + (size_t)r * kKeyTile, visible, m[r]);
       }
       exp_tile(S, rows, cols, i0, j0, new_max);
       for (int r = 0; r < rows; r++) {
@@ -151,7 +149,6 @@ void attention_forward_cached(const AttentionArgs<Real>& args, const KvCache<Rea
                             {span.first, self - span.first + 1}};
     const int visible = runs[0][1] + runs[1][1] + runs[2][1];
     Real* p = scratch<Real>((size_t)visible, 0);
-    Real mx = sink ? sink[h] : -std::numeric_limits<Real>::infinity();
     for (int run = 0, j = 0; run < 3; run++) {
       const Real* k = k_cache + (size_t)runs[run][0] * Ck + kv;
       for (int i = 0; i < runs[run][1]; i++, j++, k += Ck) {
@@ -159,9 +156,9 @@ void attention_forward_cached(const AttentionArgs<Real>& args, const KvCache<Rea
 #pragma omp simd reduction(+ : dot)
         for (int d = 0; d < D; d++) dot += q[d] * k[d];
         p[j] = dot * scale;
-        mx = std::max(mx, p[j]);
       }
     }
+    const Real mx = max_of(p, visible, sink ? sink[h] : -std::numeric_limits<Real>::infinity());
     Real sum = sink ? fast_exp(sink[h] - mx) : Real(0);  // the sink's value vector is zero
 #pragma omp simd reduction(+ : sum)
     for (int j = 0; j < visible; j++) {

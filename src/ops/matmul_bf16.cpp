@@ -1,5 +1,8 @@
 #include "xsa/ops/matmul_bf16.h"
 
+#include <omp.h>
+
+#include <algorithm>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -14,23 +17,40 @@
 
 namespace xsa::ops {
 
-void to_bf16(const float* x, bf16* out, size_t n) {
-#pragma omp parallel for simd schedule(static) if (n > (1 << 16))
-  for (size_t i = 0; i < n; i++) {
-    uint32_t u;
-    std::memcpy(&u, &x[i], 4);
-    const bool nan = (u & 0x7fffffffu) > 0x7f800000u;
-    const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
-    out[i] = (bf16)(nan ? (u >> 16) | 0x40u : rounded);  // a NaN stays a (quiet) NaN
+namespace {
+
+// Runs fn(begin, end) over [0, n) in one contiguous range per thread, or at once when n is small
+// or a parallel region is already running. (An `omp parallel for simd` loop that ends up serial,
+// as it does inside the cross-entropy's rows, ran 4× slower than the plain vectorized loop.)
+template <typename Fn>
+void split_across_threads(size_t n, Fn fn) {
+  if (n <= (1 << 16) || omp_in_parallel()) return fn(size_t(0), n);
+#pragma omp parallel
+  {
+    const size_t threads = omp_get_num_threads(), t = omp_get_thread_num();
+    const size_t share = ((n + threads - 1) / threads + 15) & ~size_t(15);  // whole cache lines
+    const size_t begin = std::min(n, t * share), end = std::min(n, begin + share);
+    fn(begin, end);
   }
 }
 
+}  // namespace
+
+void to_bf16(const float* x, bf16* out, size_t n) {
+  split_across_threads(n, [&](size_t begin, size_t end) {
+#pragma omp simd
+    for (size_t i = begin; i < end; i++) out[i] = round_to_bf16(x[i]);
+  });
+}
+
 void from_bf16(const bf16* x, float* out, size_t n) {
-#pragma omp parallel for simd schedule(static) if (n > (1 << 16))
-  for (size_t i = 0; i < n; i++) {
-    const uint32_t u = (uint32_t)x[i] << 16;
-    std::memcpy(&out[i], &u, 4);
-  }
+  split_across_threads(n, [&](size_t begin, size_t end) {
+#pragma omp simd
+    for (size_t i = begin; i < end; i++) {
+      const uint32_t u = (uint32_t)x[i] << 16;
+      std::memcpy(&out[i], &u, 4);
+    }
+  });
 }
 
 #ifdef XSA_WITH_DNNL

@@ -7,19 +7,31 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <string>
 
 namespace xsa::ops {
 
 using bf16 = uint16_t;  // the upper half of an IEEE float
 
-// Round to nearest, ties to even (NaN stays NaN); and back, exactly.
+// Round to nearest, ties to even (NaN stays a quiet NaN), as AVX512_BF16's vcvtneps2bf16 but
+// keeping denormals. Inline and branch-free so that a loop over it vectorizes.
+inline bf16 round_to_bf16(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  const bool nan = (u & 0x7fffffffu) > 0x7f800000u;
+  const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+  return (bf16)(nan ? (u >> 16) | 0x40u : rounded);
+}
+
+// round_to_bf16 over an array, split across the threads when it is large and no parallel region
+// is running; and back, exactly.
 void to_bf16(const float* x, bf16* out, size_t n);
 void from_bf16(const bf16* x, float* out, size_t n);
 
 // crossentropy_forward_backward (ops.h) whose gradient (p − onehot)·dloss goes, rounded, into
-// grad [N, Vp] (the logits are left as scratch); each row is rounded while it is in cache, which
-// saves a pass over the chunk's logits.
+// grad [N, Vp]; the logits are only read (their memory is not written back) and each row's
+// gradient is rounded while its exps are in cache, which saves two passes over the chunk.
 void crossentropy_forward_backward_bf16(float* logits, bf16* grad, float* losses,
                                         const int32_t* targets, int N, int V, int Vp, float dloss);
 
