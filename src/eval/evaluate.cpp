@@ -4,7 +4,6 @@
 #include <chrono>
 #include <cmath>
 
-#include "xsa/ops/vmath.h"
 #include "xsa/util/error.h"
 
 namespace xsa {
@@ -12,7 +11,9 @@ namespace {
 
 // Whether target is the most likely token (the lowest id among equals) of a row of logits.
 bool is_greedy(const float* logits, int V, int32_t target) {
-  const float top = ops::max_of(logits, V, logits[0]);
+  float top = logits[0];
+#pragma omp simd reduction(max : top)  // a comparison, not std::max, which GCC keeps scalar
+  for (int i = 0; i < V; i++) top = logits[i] > top ? logits[i] : top;
   if (logits[target] != top) return false;
   for (int i = 0; i < target; i++)
     if (logits[i] == top) return false;
