@@ -85,8 +85,11 @@ double Gpt<Real>::memory_bytes(const ModelConfig& cfg, int B, int T, GptMode mod
 template <typename Real>
 int Gpt<Real>::head_chunk_rows(const ModelConfig& cfg, int N) {
   // Up to 32 M logits (128 MB in float) at once: large enough that the head's GEMMs run at full
-  // speed, small enough that B×T×V logits never exist together for large batches.
-  return std::min(N, std::max(64, (1 << 25) / cfg.padded_vocab));
+  // speed, small enough that B×T×V logits never exist together for large batches. The rows are
+  // split evenly over the chunks (a short last chunk ran its products at half speed).
+  const int most = std::max(64, (1 << 25) / cfg.padded_vocab);
+  const int chunks = (N + most - 1) / most;
+  return std::max(1, std::min(N, (N + chunks - 1) / chunks));
 }
 
 template <typename Real>
