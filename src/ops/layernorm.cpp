@@ -1,4 +1,6 @@
 // LayerNorm with weight and bias, eps 1e-5. Statistics in double for stability in fp32.
+#include <omp.h>
+
 #include <algorithm>
 #include <cmath>
 #include <vector>
@@ -15,11 +17,9 @@ void layernorm_forward(Real* out, Real* mean, Real* rstd, const Real* inp, const
   for (int n = 0; n < N; n++) {
     const Real* x = inp + (size_t)n * C;
     double sum = 0;
-#pragma omp simd reduction(+ : sum)
     for (int c = 0; c < C; c++) sum += x[c];
     double m = sum / C;
     double var = 0;
-#pragma omp simd reduction(+ : var)
     for (int c = 0; c < C; c++) var += (x[c] - m) * (x[c] - m);
     double s = 1.0 / std::sqrt(var / C + kEps);
     Real* o = out + (size_t)n * C;
@@ -40,7 +40,6 @@ void layernorm_backward(Real* dinp, Real* dweight, Real* dbias, const Real* dout
     const Real* g = dout + (size_t)n * C;
     double m = mean[n], s = rstd[n];
     double sum_dxhat = 0, sum_dxhat_xhat = 0;
-#pragma omp simd reduction(+ : sum_dxhat, sum_dxhat_xhat)
     for (int c = 0; c < C; c++) {
       double dxhat = (double)g[c] * weight[c];
       sum_dxhat += dxhat;
@@ -54,38 +53,32 @@ void layernorm_backward(Real* dinp, Real* dweight, Real* dbias, const Real* dout
       dx[c] += Real(s * (dxhat - mean_dxhat - xhat * mean_dxhat_xhat));
     }
   }
-  // Parameter gradients reduce over rows: a fixed number of row chunks, each summed into its own
-  // row of partial sums (contiguous in the channels, so it vectorizes), then the chunks in order.
-  // The sum order depends on neither the thread count nor the schedule.
-  constexpr int kRowChunks = 32;
-  static thread_local std::vector<double> partial_sums;  // the calling thread's, kept
-  partial_sums.assign((size_t)2 * kRowChunks * C, 0.0);
-  double* const partial = partial_sums.data();
-  const int rows_per_chunk = (N + kRowChunks - 1) / kRowChunks;
-#pragma omp parallel for schedule(static)
-  for (int k = 0; k < kRowChunks; k++) {
-    double* dw = partial + (size_t)2 * k * C;
-    double* db = dw + C;
-    for (int n = k * rows_per_chunk; n < std::min(N, (k + 1) * rows_per_chunk); n++) {
+  // Parameter gradients reduce over rows, each channel's sum in row order. The threads split the
+  // channels; each walks the rows in order with its channels side by side, so the loop vectorizes
+  // and reads rows contiguously (one channel at a time down the rows was scalar and strided).
+#pragma omp parallel
+  {
+    const int threads = omp_get_num_threads(), t = omp_get_thread_num();
+    const int per_thread = ((C + threads - 1) / threads + 7) & ~7;
+    const int c0 = std::min(C, t * per_thread), c1 = std::min(C, c0 + per_thread);
+    std::vector<double> sums((size_t)2 * (c1 - c0), 0.0);
+    double* const dw = sums.data() - c0;
+    double* const db = dw + (c1 - c0);
+    for (int n = 0; n < N; n++) {
       const Real* g = dout + (size_t)n * C;
       const Real* x = inp + (size_t)n * C;
-      const double m = mean[n], s = rstd[n];
+      const Real m = mean[n], s = rstd[n];
 #pragma omp simd
-      for (int c = 0; c < C; c++) {
-        dw[c] += (double)g[c] * ((x[c] - m) * s);
-        db[c] += g[c];
+      for (int c = c0; c < c1; c++) {
+        const double gc = g[c];
+        dw[c] += gc * (x[c] - m) * s;
+        db[c] += gc;
       }
     }
-  }
-#pragma omp parallel for schedule(static) if (C >= 256)
-  for (int c = 0; c < C; c++) {
-    double dw = 0, db = 0;
-    for (int k = 0; k < kRowChunks; k++) {
-      dw += partial[(size_t)2 * k * C + c];
-      db += partial[(size_t)(2 * k + 1) * C + c];
+    for (int c = c0; c < c1; c++) {
+      dweight[c] += Real(dw[c]);
+      dbias[c] += Real(db[c]);
     }
-    dweight[c] += Real(dw);
-    dbias[c] += Real(db);
   }
 }
 
