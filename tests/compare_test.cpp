@@ -113,8 +113,12 @@ TEST(Analyze, MatchesAnIndependentComputation) {
       EXPECT_NEAR(r.self_weight, self / n, 1e-5);
       EXPECT_GE(r.cos_vv, -1.0);
       EXPECT_LE(r.cos_vv, 1.0);
-      if (l == 0) EXPECT_TRUE(std::isnan(r.cos_zv)) << "SA layers have no z";
-      if (l == 1) EXPECT_LT(r.cos_zv, 1e-9) << "XSA removes the own-value direction";
+      if (l == 0) {
+        EXPECT_TRUE(std::isnan(r.cos_zv)) << "SA layers have no z";
+      }
+      if (l == 1) {
+        EXPECT_LT(r.cos_zv, 1e-9) << "XSA removes the own-value direction";
+      }
     }
   }
 }

@@ -186,9 +186,11 @@ TEST_F(Faults, SecondSignalStopsAtOnce) {
   const test::CommandResult r = finish(b);
   EXPECT_EQ(r.status, 128 + SIGINT);
   EXPECT_NE(r.err.find("second signal: stopping now"), std::string::npos) << r.err;
-  for (const auto& e : fs::directory_iterator(work_dir() / "twice"))  // none half-written
-    if (e.path().filename().string().rfind("ckpt_", 0) == 0)
+  for (const auto& e : fs::directory_iterator(work_dir() / "twice")) {  // none half-written
+    if (e.path().filename().string().rfind("ckpt_", 0) == 0) {
       EXPECT_TRUE(complete_checkpoint(e.path())) << e.path();
+    }
+  }
 }
 
 TEST_F(Faults, CompareStopsBetweenSeedsWorthOfWorkAndContinues) {
@@ -300,8 +302,7 @@ TEST_F(Faults, AFailedReportWriteKeepsTheSeeds) {
   fs::create_directories(work_dir() / "cmp_blocked" / "report.md");  // in the report's way
   const test::CommandResult r = xsa(cmp);
   EXPECT_EQ(r.status, 1);
-  EXPECT_EQ(r.err,
-            "xsa: error: cmp_blocked/report.md: cannot rename into place: Is a directory\n");
+  EXPECT_EQ(r.err, "xsa: error: cmp_blocked/report.md: cannot rename into place: Is a directory\n");
   EXPECT_TRUE(fs::exists(work_dir() / "cmp_blocked" / "seed-1.json"));
   fs::remove(work_dir() / "cmp_blocked" / "report.md");
   const test::CommandResult again = xsa(cmp + " --log-every 1");

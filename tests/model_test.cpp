@@ -283,7 +283,9 @@ TEST(Model, FloatTrainingTracksDoubleOver50Steps) {
         };
         k ? update(d.params()) : update(f.params());
       }
-      if (step == 50) EXPECT_LT(ld, 3.0) << "the model did not learn: the check would be too easy";
+      if (step == 50) {
+        EXPECT_LT(ld, 3.0) << "the model did not learn: the check would be too easy";
+      }
     }
     RecordProperty(std::string("worst_relative_loss_gap_") + attn, std::to_string(worst));
     EXPECT_LE(worst, 3e-5);  // measured: about 3e-6

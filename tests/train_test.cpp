@@ -140,7 +140,9 @@ TEST(Comm, ShardsCoverTheBufferOnce) {
         const ShardRange s = comm.shard(n, r);
         EXPECT_EQ(s.begin, next) << world << " " << n << " " << r;
         EXPECT_LE(s.begin, s.end);
-        if (s.size() > 0 && s.begin < n) EXPECT_EQ(s.begin % 16, 0u);
+        if (s.size() > 0 && s.begin < n) {
+          EXPECT_EQ(s.begin % 16, 0u);
+        }
         next = s.end;
       }
       EXPECT_EQ(next, n) << world << " " << n;
@@ -267,7 +269,9 @@ TEST(RunOptions, SavedOptionsRoundTrip) {
   EXPECT_GE(saved, 20);
   // What changes the numbers is saved (so resume and compare's fingerprint see it).
   for_each_run_option(changed, [&](const RunOption& o, const auto&) {
-    if (o.roles & kResult) EXPECT_TRUE(o.roles & kSaved) << o.key;
+    if (o.roles & kResult) {
+      EXPECT_TRUE(o.roles & kSaved) << o.key;
+    }
   });
   for (const char* key : {"shuffle", "tokenizer", "data", "seed", "adam_eps"})
     EXPECT_TRUE(run_config_to_json(changed, kSaved | kResult).contains(key)) << key;
@@ -276,9 +280,9 @@ TEST(RunOptions, SavedOptionsRoundTrip) {
 // Integer settings that are floats or out of range (found by fuzz_run_config): one line naming
 // the setting, never a cast.
 TEST(RunOptions, IntegerSettingsOutOfRangeAreRefused) {
-  for (const char* bad : {R"({"steps": 1555555555555555555555555555555554})",
-                          R"({"steps": 1e20})", R"({"batch": 2.5})", R"({"batch": 4294967296})",
-                          R"({"seed": -1})", R"({"threads": "2"})"}) {
+  for (const char* bad : {R"({"steps": 1555555555555555555555555555555554})", R"({"steps": 1e20})",
+                          R"({"batch": 2.5})", R"({"batch": 4294967296})", R"({"seed": -1})",
+                          R"({"threads": "2"})"}) {
     RunConfig r;
     try {
       run_config_update_from_json(r, nlohmann::json::parse(bad), "t.json");

@@ -140,7 +140,7 @@ std::vector<std::vector<ContinuationScore>> score_items(Decoder<float>& decoder,
 std::vector<ContinuationScore> score_continuations(Decoder<float>& decoder,
                                                    const std::vector<int32_t>& context,
                                                    const std::vector<std::vector<int32_t>>& conts) {
-  return score_items(decoder, {{context, conts}})[0];
+  return score_items(decoder, {{context, conts, {}}})[0];
 }
 
 std::vector<ScoringItem> tokenize_task(const ModelConfig& cfg, const Tokenizer& tokenizer,
