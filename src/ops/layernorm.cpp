@@ -1,11 +1,9 @@
 // LayerNorm with weight and bias, eps 1e-5. Statistics in double for stability in fp32.
-#include <omp.h>
-
-#include <algorithm>
 #include <cmath>
 #include <vector>
 
 #include "xsa/ops/ops.h"
+#include "xsa/ops/parallel.h"
 
 namespace xsa::ops {
 
@@ -58,10 +56,10 @@ void layernorm_backward(Real* dinp, Real* dweight, Real* dbias, const Real* dout
   // and reads rows contiguously (one channel at a time down the rows was scalar and strided).
 #pragma omp parallel
   {
-    const int threads = omp_get_num_threads(), t = omp_get_thread_num();
-    const int per_thread = ((C + threads - 1) / threads + 7) & ~7;
-    const int c0 = std::min(C, t * per_thread), c1 = std::min(C, c0 + per_thread);
-    std::vector<double> sums((size_t)2 * (c1 - c0), 0.0);
+    const ThreadShare mine = this_threads_share(C, 8);
+    const int c0 = (int)mine.begin, c1 = (int)mine.end;
+    static thread_local std::vector<double> sums;  // each thread's, kept between steps
+    sums.assign((size_t)2 * (c1 - c0), 0.0);
     double* const dw = sums.data() - c0;
     double* const db = dw + (c1 - c0);
     for (int n = 0; n < N; n++) {

@@ -2,13 +2,13 @@
 
 #include <omp.h>
 
-#include <algorithm>
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <tuple>
 #include <vector>
 
+#include "xsa/ops/parallel.h"
 #include "xsa/util/error.h"
 
 #ifdef XSA_WITH_DNNL
@@ -27,10 +27,8 @@ void split_across_threads(size_t n, Fn fn) {
   if (n <= (1 << 16) || omp_in_parallel()) return fn(size_t(0), n);
 #pragma omp parallel
   {
-    const size_t threads = omp_get_num_threads(), t = omp_get_thread_num();
-    const size_t share = ((n + threads - 1) / threads + 15) & ~size_t(15);  // whole cache lines
-    const size_t begin = std::min(n, t * share), end = std::min(n, begin + share);
-    fn(begin, end);
+    const ThreadShare mine = this_threads_share(n, 16);  // whole cache lines of floats
+    fn(mine.begin, mine.end);
   }
 }
 
