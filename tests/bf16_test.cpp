@@ -16,6 +16,8 @@
 #include "test_util.h"
 #include "xsa/backend/backend.h"
 #include "xsa/ops/matmul_bf16.h"
+#include "xsa/ops/ops.h"
+#include "xsa/ops/reference.h"
 
 namespace xsa {
 namespace {
@@ -243,6 +245,116 @@ TEST(Bf16, FusedClassifierEqualsTheUnfusedOps) {
       worst = std::max(worst, (std::ldexp(1.0, -7) + std::ldexp(1.0, -16) + C * 0x1p-24) * mag);
     }
     EXPECT_NEAR(fused.losses[r], fp32.losses[r], 2 * worst + 1e-6) << r;
+  }
+}
+
+// Attention with bf16 tile products (the bf16 backend's) against the float64 reference, on inputs
+// that are bf16 already, so that the only roundings left are the kernel's own: each probability
+// tile p (for p·v and pᵀ·dy) and each score-gradient tile ds (for ds·k and dsᵀ·q) rounded to bf16,
+// a relative error ≤ u = 2⁻⁸ per term. So every output entry, a sum of such terms, is within
+// u·Σ|terms| of the exact value, plus fp32's own accumulation (≤ 2⁻¹⁶ of the largest entry here,
+// well above D·2⁻²⁴ for these head sizes); the row log-sum-exp uses no rounded operand and gets
+// only the fp32 slack. The backward reads the reference's y and lse, so it is checked on its own.
+// Shapes: head sizes 64 (the models'), 12 and an odd 9 (padded pairs), T cut into uneven tiles and
+// odd tiles, grouped-query attention with a sink.
+TEST(Bf16, AttentionTilesAgainstFloat64) {
+  std::string why;
+  if (!ops::bf16_available(&why)) GTEST_SKIP() << "no bf16 products here: " << why;
+  struct Shape {
+    int B, T, C, H, Hkv;
+    bool sink;
+  };
+  for (Shape s : {Shape{2, 200, 128, 2, 0, false}, Shape{1, 131, 24, 2, 0, false},
+                  Shape{1, 67, 18, 2, 0, false}, Shape{2, 97, 64, 4, 2, true}}) {
+    SCOPED_TRACE(testing::Message() << "B=" << s.B << " T=" << s.T << " C=" << s.C << " H=" << s.H
+                                    << " Hkv=" << s.Hkv << (s.sink ? " sink" : ""));
+    const int N = s.B * s.T, D = s.C / s.H, Hk = s.Hkv ? s.Hkv : s.H, W = s.C + 2 * Hk * D;
+    auto bf16_exact = [](std::vector<double> v) {  // each entry rounded to bf16
+      for (double& x : v) {
+        const float f = (float)x;
+        const uint32_t u = (uint32_t)ops::round_to_bf16(f) << 16;
+        x = bits_to_float(u);
+      }
+      return v;
+    };
+    const std::vector<double> qkv = bf16_exact(test::random_vector((size_t)N * W, 11)),
+                              dy = bf16_exact(test::random_vector((size_t)N * s.C, 12)),
+                              sink = test::random_vector(s.H, 13);
+    const double* sink_ref = s.sink ? sink.data() : nullptr;
+    std::vector<double> y_ref((size_t)N * s.C), lse_ref((size_t)s.B * s.H * s.T),
+        dqkv_ref((size_t)N * W, 0.0), dsink_ref(s.H, 0.0);
+    ref::attention_forward(y_ref.data(), lse_ref.data(), qkv.data(), s.B, s.T, s.C, s.H, sink_ref,
+                           s.Hkv);
+    ref::attention_backward(dqkv_ref.data(), dy.data(), qkv.data(), s.B, s.T, s.C, s.H, sink_ref,
+                            dsink_ref.data(), s.Hkv);
+
+    // Σ|terms| of each output: y_id = Σ_j p_ij v_jd, dv_jd = Σ_i p_ij dy_id, dq_id = Σ_j ds_ij
+    // k_jd / √D, dk_jd = Σ_i ds_ij q_id / √D.
+    std::vector<double> y_mag(y_ref.size(), 0.0), d_mag(dqkv_ref.size(), 0.0);
+    const double scale = 1 / std::sqrt((double)D);
+    auto at = [&](int b, int t, int part, int h) {
+      return ref::qkv_offset(b * s.T + t, part, h, s.C, s.H, s.Hkv);
+    };
+    std::vector<double> P(s.T), dS(s.T);
+    for (int b = 0; b < s.B; b++)
+      for (int h = 0; h < s.H; h++)
+        for (int i = 0; i < s.T; i++) {
+          const double* dyi = &dy[((size_t)b * s.T + i) * s.C + h * D];
+          double Di = 0;
+          for (int j = 0; j <= i; j++) {
+            double sc = 0, dp = 0;
+            for (int d = 0; d < D; d++) {
+              sc += qkv[at(b, i, 0, h) + d] * qkv[at(b, j, 1, h) + d];
+              dp += dyi[d] * qkv[at(b, j, 2, h) + d];
+            }
+            P[j] = std::exp(sc * scale - lse_ref[((size_t)b * s.H + h) * s.T + i]);
+            dS[j] = dp, Di += P[j] * dp;
+          }
+          for (int j = 0; j <= i; j++) {
+            dS[j] = P[j] * (dS[j] - Di);
+            for (int d = 0; d < D; d++) {
+              y_mag[((size_t)b * s.T + i) * s.C + h * D + d] +=
+                  P[j] * std::fabs(qkv[at(b, j, 2, h) + d]);
+              d_mag[at(b, j, 2, h) + d] += P[j] * std::fabs(dyi[d]);
+              d_mag[at(b, i, 0, h) + d] += std::fabs(dS[j] * qkv[at(b, j, 1, h) + d]) * scale;
+              d_mag[at(b, j, 1, h) + d] += std::fabs(dS[j] * qkv[at(b, i, 0, h) + d]) * scale;
+            }
+          }
+        }
+
+    auto qkvf = test::cast_vector<float>(qkv), dyf = test::cast_vector<float>(dy),
+         yf_ref = test::cast_vector<float>(y_ref), lsef_ref = test::cast_vector<float>(lse_ref),
+         sinkf = test::cast_vector<float>(sink);
+    std::vector<float> y(y_ref.size()), lse(lse_ref.size()), dqkv(dqkv_ref.size(), 0.0f),
+        dsink((size_t)s.B * s.H);
+    ops::AttentionArgs<float> args{.B = s.B,
+                                   .T = s.T,
+                                   .C = s.C,
+                                   .H = s.H,
+                                   .Hkv = s.Hkv,
+                                   .qkv = qkvf.data(),
+                                   .y = y.data(),
+                                   .lse = lse.data(),
+                                   .sink = s.sink ? sinkf.data() : nullptr,
+                                   .bf16_tiles = true,
+                                   .dqkv = dqkv.data(),
+                                   .d_out = dyf.data(),
+                                   .dsink = dsink.data()};
+    ops::attention_forward(args);
+    args.y = yf_ref.data(), args.lse = lsef_ref.data();  // the backward on exact y and lse
+    ops::attention_backward(args);
+
+    const double u = std::ldexp(1.0, -8), slack = std::ldexp(1.0, -16);
+    auto expect_within = [&](const std::vector<float>& got, const std::vector<double>& exact,
+                             const std::vector<double>& mag, const char* what) {
+      double largest = 0;
+      for (double e : exact) largest = std::max(largest, std::fabs(e));
+      for (size_t i = 0; i < got.size(); i++)
+        ASSERT_NEAR(got[i], exact[i], u * mag[i] + slack * largest) << what << " entry " << i;
+    };
+    expect_within(y, y_ref, y_mag, "y");
+    expect_within(lse, lse_ref, std::vector<double>(lse_ref.size(), 0.0), "lse");
+    expect_within(dqkv, dqkv_ref, d_mag, "dqkv");
   }
 }
 

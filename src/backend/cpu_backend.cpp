@@ -172,6 +172,18 @@ class CpuBf16Backend final : public CpuBackend<float> {
                               convert(inp, (size_t)N * in_dim, inp_), w, N, in_dim, out_dim);
   }
 
+  // Attention's tile products in bf16 too (the softmax and the accumulations stay fp32).
+  void attention_forward(const ops::AttentionArgs<float>& args) override {
+    ops::AttentionArgs<float> with_bf16 = args;
+    with_bf16.bf16_tiles = true;
+    ops::attention_forward(with_bf16);
+  }
+  void attention_backward(const ops::AttentionArgs<float>& args) override {
+    ops::AttentionArgs<float> with_bf16 = args;
+    with_bf16.bf16_tiles = true;
+    ops::attention_backward(with_bf16);
+  }
+
   // The head with its gradient written in bf16 by the cross-entropy itself (no separate pass over
   // the chunk's logits to convert them for the backward's products).
   void classifier_forward_backward(float* logits, float* losses, const int32_t* targets,

@@ -5,12 +5,17 @@
 // tile epilogue it cost more): after the tiles the forward writes z = y − (y·u)u beside y, and
 // before them the backward turns ∂L/∂z into ∂L/∂y and adds the own-value gradient (docs/SPEC.md
 // §2). The cached variant, one row at a time, does compute z in its epilogue.
+#include <immintrin.h>
+
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "xsa/ops/gemm.h"
+#include "xsa/ops/matmul_bf16.h"
 #include "xsa/ops/ops.h"
 #include "xsa/ops/vmath.h"
 #include "xsa/ops/xsa_row.h"
@@ -21,6 +26,8 @@ namespace {
 
 constexpr int kQueryTile = 64;
 constexpr int kKeyTile = 64;
+template <typename Real>
+constexpr bool kIsFloat = std::is_same_v<Real, float>;
 
 // Per-thread scratch, grown on first use and then reused: no allocation in steady state.
 template <typename Real>
@@ -41,6 +48,133 @@ void exp_tile(Real* S, int rows, int cols, int i0, int j0, const Real* row_max) 
 #pragma omp simd
     for (int c = 0; c < cols; c++) s[c] = c < visible ? fast_exp(s[c] - m) : Real(0);
   }
+}
+
+// ---------------------------------------------------------------- bf16 tile products
+// Mixed precision's tile products (args.bf16_tiles): operands are 32-bit words, each a pair of
+// bf16 along the summed dimension (low half first), as AVX512_BF16's dot product takes them. A's
+// word (m, p) is read at A[m·a_m + p·a_p], any strides, since the kernel broadcasts it; B's words
+// (p, n) at B[p·ldb + n], contiguous in n. So a transposed A costs nothing, and only B operands
+// need a transposing pack: kᵀ and vᵀ, packed once per (sequence, kv head).
+using Word = uint32_t;
+
+inline Word pair_word(float lo, float hi) {
+  return (Word)round_to_bf16(lo) | (Word)round_to_bf16(hi) << 16;
+}
+
+// Pairs of adjacent columns: out[r·out_r + p·out_p] = (X[r][2p], X[r][2p+1]) for r < R and
+// p < ⌈W/2⌉; a missing partner is 0.
+void pack_column_pairs(const float* X, int R, int W, int ld, Word* out, size_t out_r,
+                       size_t out_p) {
+  const int full = W / 2;
+  for (int r = 0; r < R; r++) {
+    const float* x = X + (size_t)r * ld;
+    Word* o = out + r * out_r;
+    if (out_p == 1) {
+#pragma omp simd
+      for (int p = 0; p < full; p++) o[p] = pair_word(x[2 * p], x[2 * p + 1]);
+    } else {
+      for (int p = 0; p < full; p++) o[p * out_p] = pair_word(x[2 * p], x[2 * p + 1]);
+    }
+    if (W % 2) o[full * out_p] = pair_word(x[W - 1], 0.0f);
+  }
+}
+
+// Pairs of adjacent rows: out[p·ldo + c] = (X[2p][c], X[2p+1][c]) for p < ⌈R/2⌉ and c < W.
+void pack_row_pairs(const float* X, int R, int W, int ld, Word* out, int ldo) {
+  for (int p = 0; p < (R + 1) / 2; p++) {
+    const float* x0 = X + (size_t)(2 * p) * ld;
+    const float* x1 = x0 + ld;
+    Word* o = out + (size_t)p * ldo;
+    if (2 * p + 1 < R) {
+#pragma omp simd
+      for (int c = 0; c < W; c++) o[c] = pair_word(x0[c], x1[c]);
+    } else {
+#pragma omp simd
+      for (int c = 0; c < W; c++) o[c] = pair_word(x0[c], 0.0f);
+    }
+  }
+}
+
+#define XSA_BF16_TARGET __attribute__((target("avx512f,avx512bf16")))
+
+// MR rows of C [·, N] = alpha · A · B (+ C), K2 words deep: MR × 64 columns in 4·MR fp32
+// accumulators, each step one dot product of bf16 pairs per accumulator.
+template <int MR>
+XSA_BF16_TARGET void tile_rows_bf16(int N, int K2, const Word* A, size_t a_m, size_t a_p,
+                                    const Word* B, int ldb, float alpha, bool accumulate, float* C,
+                                    int ldc) {
+  for (int n0 = 0; n0 < N; n0 += 64) {
+    __mmask16 mask[4];
+    for (int v = 0; v < 4; v++) {
+      const int left = N - n0 - 16 * v;
+      mask[v] = left >= 16  ? (__mmask16)0xffff
+                : left <= 0 ? (__mmask16)0
+                            : (__mmask16)((1u << left) - 1);
+    }
+    __m512 acc[MR][4];
+    for (int r = 0; r < MR; r++)
+      for (int v = 0; v < 4; v++) acc[r][v] = _mm512_setzero_ps();
+    for (int p = 0; p < K2; p++) {
+      __m512i b[4];
+      for (int v = 0; v < 4; v++)
+        b[v] = _mm512_maskz_loadu_epi32(mask[v], B + (size_t)p * ldb + n0 + 16 * v);
+      for (int r = 0; r < MR; r++) {
+        const __m512i a = _mm512_set1_epi32((int)A[r * a_m + p * a_p]);
+        for (int v = 0; v < 4; v++)
+          acc[r][v] = _mm512_dpbf16_ps(acc[r][v], (__m512bh)a, (__m512bh)b[v]);
+      }
+    }
+    const __m512 scale = _mm512_set1_ps(alpha);
+    for (int r = 0; r < MR; r++)
+      for (int v = 0; v < 4; v++) {
+        float* c = C + (size_t)r * ldc + n0 + 16 * v;
+        __m512 out = _mm512_mul_ps(acc[r][v], scale);
+        if (accumulate) out = _mm512_add_ps(out, _mm512_maskz_loadu_ps(mask[v], c));
+        _mm512_mask_storeu_ps(c, mask[v], out);
+      }
+  }
+}
+
+// C [M, N] = alpha · A · B, or C += alpha · A · B when accumulate.
+XSA_BF16_TARGET void tile_product_bf16(int M, int N, int K2, const Word* A, size_t a_m, size_t a_p,
+                                       const Word* B, int ldb, float alpha, bool accumulate,
+                                       float* C, int ldc) {
+  int m = 0;
+  for (; m + 4 <= M; m += 4)
+    tile_rows_bf16<4>(N, K2, A + m * a_m, a_m, a_p, B, ldb, alpha, accumulate, C + (size_t)m * ldc,
+                      ldc);
+  const Word* a = A + m * a_m;
+  float* c = C + (size_t)m * ldc;
+  switch (M - m) {
+    case 3:
+      return tile_rows_bf16<3>(N, K2, a, a_m, a_p, B, ldb, alpha, accumulate, c, ldc);
+    case 2:
+      return tile_rows_bf16<2>(N, K2, a, a_m, a_p, B, ldb, alpha, accumulate, c, ldc);
+    case 1:
+      return tile_rows_bf16<1>(N, K2, a, a_m, a_p, B, ldb, alpha, accumulate, c, ldc);
+    default:
+      return;
+  }
+}
+
+// Per-thread word scratch, as scratch() for floats.
+Word* word_scratch(size_t n, int slot) {
+  thread_local std::vector<Word> buffers[6];
+  if (buffers[slot].size() < n) buffers[slot].resize(n);
+  return buffers[slot].data();
+}
+
+// One (sequence, kv head)'s keys or values packed as a B operand: transposed (pairs along the head
+// dimension, [⌈D/2⌉][T], for q·kᵀ and dy·vᵀ) or as pairs of rows ([⌈T/2⌉][D], for p·v and ds·k).
+void pack_transposed(const float* X, int T, int D, int ld, Word* out) {
+  pack_column_pairs(X, T, D, ld, out, 1, T);
+}
+size_t transposed_words(int T, int D) {
+  return (size_t)(D + 1) / 2 * T;
+}
+size_t row_pair_words(int T, int D) {
+  return (size_t)(T + 1) / 2 * D;
 }
 
 // The contract of AttentionArgs, checked once per call (a bug, not bad input, when it fails).
@@ -72,6 +206,27 @@ void attention_forward(const AttentionArgs<Real>& args) {
   const Real scale = Real(1) / std::sqrt(Real(D));
   const int q_tiles = (T + kQueryTile - 1) / kQueryTile;
   const int tasks = B * H * q_tiles;
+  // bf16 tiles: each (sequence, kv head)'s kᵀ and its v as pairs of rows, packed once for all the
+  // query tiles that read them.
+  const bool bf16 = kIsFloat<Real> && args.bf16_tiles;
+  const int D2 = (D + 1) / 2;
+  const size_t kt_words = transposed_words(T, D), kv_words = kt_words + row_pair_words(T, D);
+  Word* packed_kv = nullptr;
+  if constexpr (kIsFloat<Real>) {
+    if (bf16) {
+      thread_local std::vector<Word> store;
+      if (store.size() < B * Hk * kv_words) store.resize(B * Hk * kv_words);
+      packed_kv = store.data();
+#pragma omp parallel for collapse(2)
+      for (int b = 0; b < B; b++)
+        for (int g = 0; g < Hk; g++) {
+          const float* base = qkv + (size_t)b * T * ld;
+          Word* out = packed_kv + (b * Hk + g) * kv_words;
+          pack_transposed(base + C + g * D, T, D, ld, out);
+          pack_row_pairs(base + C + Ck + g * D, T, D, ld, out + kt_words, D);
+        }
+    }
+  }
   // Later query tiles see more keys: hand them out first so the threads finish together.
 #pragma omp parallel for schedule(dynamic, 1)
   for (int task = 0; task < tasks; task++) {
@@ -80,6 +235,12 @@ void attention_forward(const AttentionArgs<Real>& args) {
     const Real* base = qkv + (size_t)b * T * ld;
     const Real* Q = base + (size_t)i0 * ld + h * D;
     Real* S = scratch<Real>((size_t)kQueryTile * kKeyTile, 0);
+    const Word* kt = bf16 ? packed_kv + (b * Hk + h / group) * kv_words : nullptr;
+    const Word* v_rows = bf16 ? kt + kt_words : nullptr;
+    Word* q_words = bf16 ? word_scratch((size_t)kQueryTile * D2, 0) : nullptr;
+    Word* p_words = bf16 ? word_scratch((size_t)kQueryTile * kKeyTile / 2, 1) : nullptr;
+    if constexpr (kIsFloat<Real>)
+      if (bf16) pack_column_pairs(Q, rows, D, ld, q_words, D2, 1);
     Real* acc = scratch<Real>((size_t)kQueryTile * D, 1);
     Real* m = scratch<Real>(2 * kQueryTile, 2);
     Real* l = m + kQueryTile;
@@ -91,7 +252,10 @@ void attention_forward(const AttentionArgs<Real>& args) {
       const int cols = std::min(kKeyTile, i0 + rows - j0);
       const Real* K = base + (size_t)j0 * ld + C + (h / group) * D;
       const Real* V = base + (size_t)j0 * ld + C + Ck + (h / group) * D;
-      gemm(false, true, rows, cols, D, scale, Q, ld, K, ld, Real(0), S, kKeyTile);  // S = Q Kᵀ / √D
+      if (!bf16)
+        gemm(false, true, rows, cols, D, scale, Q, ld, K, ld, Real(0), S, kKeyTile);  // S = Q Kᵀ/√D
+      else if constexpr (kIsFloat<Real>)
+        tile_product_bf16(rows, cols, D2, q_words, D2, 1, kt + j0, T, scale, false, S, kKeyTile);
       // Online softmax: raise each row's running max, rescale what was accumulated under the old
       // one.
       Real new_max[kQueryTile];
@@ -110,8 +274,14 @@ void attention_forward(const AttentionArgs<Real>& args) {
           for (int d = 0; d < D; d++) acc[(size_t)r * D + d] *= correction;
         m[r] = new_max[r];
       }
-      gemm(false, false, rows, D, cols, Real(1), S, kKeyTile, V, ld, Real(1), acc,
-           D);  // acc += P V
+      if (!bf16) {
+        gemm(false, false, rows, D, cols, Real(1), S, kKeyTile, V, ld, Real(1), acc,
+             D);  // acc += P V
+      } else if constexpr (kIsFloat<Real>) {
+        pack_column_pairs(S, rows, cols, kKeyTile, p_words, kKeyTile / 2, 1);
+        tile_product_bf16(rows, D, (cols + 1) / 2, p_words, kKeyTile / 2, 1,
+                          v_rows + (size_t)j0 / 2 * D, D, 1.0f, true, acc, D);
+      }
     }
     for (int r = 0; r < rows; r++) {
       const int i = i0 + r;
@@ -199,6 +369,11 @@ void attention_backward(const AttentionArgs<Real>& args) {
   const Real scale = Real(1) / std::sqrt(Real(D));
   if (args.exclusive)  // ∂L/∂z → ∂L/∂y, + own-value grad
     xsa_backward(d_out, dqkv, d_out, y, qkv, B, T, C, H, args.alpha, args.dalpha, Hkv);
+  // bf16 tiles: the task's kᵀ, vᵀ and k as pairs of rows packed once, each query tile's q and dy
+  // (both ways) once, and per tile p and ds: as pairs of columns (an A operand) or of rows (a
+  // transposed A, or a B).
+  const bool bf16 = kIsFloat<Real> && args.bf16_tiles;
+  const int D2 = (D + 1) / 2, Q2 = kQueryTile / 2, K2 = kKeyTile / 2;
 #pragma omp parallel for collapse(2) schedule(dynamic, 1)
   for (int b = 0; b < B; b++) {
     for (int g = 0; g < Hk; g++) {
@@ -207,6 +382,24 @@ void attention_backward(const AttentionArgs<Real>& args) {
       Real* Di = scratch<Real>((size_t)T, 0);
       Real* P = scratch<Real>((size_t)kQueryTile * kKeyTile, 1);
       Real* dS = scratch<Real>((size_t)kQueryTile * kKeyTile, 2);
+      Word *kt = nullptr, *vt = nullptr, *k_rows = nullptr, *q_words = nullptr, *q_rows = nullptr,
+           *dy_words = nullptr, *dy_rows = nullptr, *p_rows = nullptr, *ds_words = nullptr,
+           *ds_rows = nullptr;
+      if constexpr (kIsFloat<Real>) {
+        if (bf16) {
+          const size_t kv_t = transposed_words(T, D);
+          kt = word_scratch(2 * kv_t + row_pair_words(T, D), 0);
+          vt = kt + kv_t, k_rows = vt + kv_t;
+          pack_transposed(base + C + g * D, T, D, ld, kt);
+          pack_transposed(base + C + Ck + g * D, T, D, ld, vt);
+          pack_row_pairs(base + C + g * D, T, D, ld, k_rows, D);
+          q_words = word_scratch(2 * (size_t)kQueryTile * D2 + 2 * (size_t)Q2 * D, 1);
+          q_rows = q_words + (size_t)kQueryTile * D2, dy_words = q_rows + (size_t)Q2 * D;
+          dy_rows = dy_words + (size_t)kQueryTile * D2;
+          p_rows = word_scratch(3 * (size_t)Q2 * kKeyTile, 2);
+          ds_words = p_rows + (size_t)Q2 * kKeyTile, ds_rows = ds_words + (size_t)Q2 * kKeyTile;
+        }
+      }
       for (int h = g * group; h < (g + 1) * group; h++) {
         for (int i = 0; i < T; i++) {
           const Real* dyi = d_out + ((size_t)b * T + i) * C + h * D;
@@ -226,18 +419,39 @@ void attention_backward(const AttentionArgs<Real>& args) {
           const Real* Q = base + (size_t)i0 * ld + h * D;
           Real* dQ = dbase + (size_t)i0 * ld + h * D;
           const Real* dY = d_out + ((size_t)b * T + i0) * C + h * D;
+          const int rows2 = (rows + 1) / 2;
+          if constexpr (kIsFloat<Real>) {
+            if (bf16) {
+              pack_column_pairs(Q, rows, D, ld, q_words, D2, 1);
+              pack_row_pairs(Q, rows, D, ld, q_rows, D);
+              pack_column_pairs(dY, rows, D, C, dy_words, D2, 1);
+              pack_row_pairs(dY, rows, D, C, dy_rows, D);
+            }
+          }
           for (int j0 = 0; j0 < i0 + rows; j0 += kKeyTile) {
             const int cols = std::min(kKeyTile, i0 + rows - j0);
             const Real* K = base + (size_t)j0 * ld + C + g * D;
             const Real* V = base + (size_t)j0 * ld + C + Ck + g * D;
             Real* dK = dbase + (size_t)j0 * ld + C + g * D;
             Real* dV = dbase + (size_t)j0 * ld + C + Ck + g * D;
-            gemm(false, true, rows, cols, D, scale, Q, ld, K, ld, Real(0), P, kKeyTile);
-            exp_tile(P, rows, cols, i0, j0, row_lse + i0);  // P
-            gemm(true, false, cols, D, rows, Real(1), P, kKeyTile, dY, C, Real(1), dV,
-                 ld);  // dV += Pᵀ dY
-            gemm(false, true, rows, cols, D, Real(1), dY, C, V, ld, Real(0), dS,
-                 kKeyTile);  // dP = dY Vᵀ
+            const int cols2 = (cols + 1) / 2;
+            if (!bf16) {
+              gemm(false, true, rows, cols, D, scale, Q, ld, K, ld, Real(0), P, kKeyTile);
+              exp_tile(P, rows, cols, i0, j0, row_lse + i0);  // P
+              gemm(true, false, cols, D, rows, Real(1), P, kKeyTile, dY, C, Real(1), dV,
+                   ld);  // dV += Pᵀ dY
+              gemm(false, true, rows, cols, D, Real(1), dY, C, V, ld, Real(0), dS,
+                   kKeyTile);  // dP = dY Vᵀ
+            } else if constexpr (kIsFloat<Real>) {
+              tile_product_bf16(rows, cols, D2, q_words, D2, 1, kt + j0, T, scale, false, P,
+                                kKeyTile);
+              exp_tile(P, rows, cols, i0, j0, row_lse + i0);
+              pack_row_pairs(P, rows, cols, kKeyTile, p_rows, kKeyTile);
+              tile_product_bf16(cols, D, rows2, p_rows, 1, kKeyTile, dy_rows, D, 1.0f, true, dV,
+                                ld);
+              tile_product_bf16(rows, cols, D2, dy_words, D2, 1, vt + j0, T, 1.0f, false, dS,
+                                kKeyTile);
+            }
             for (int r = 0; r < rows; r++) {
               const Real d_row = Di[i0 + r];
               Real* ds = dS + (size_t)r * kKeyTile;
@@ -245,10 +459,19 @@ void attention_backward(const AttentionArgs<Real>& args) {
 #pragma omp simd
               for (int c = 0; c < cols; c++) ds[c] = p[c] * (ds[c] - d_row) * scale;
             }
-            gemm(false, false, rows, D, cols, Real(1), dS, kKeyTile, K, ld, Real(1), dQ,
-                 ld);  // dQ += dS K
-            gemm(true, false, cols, D, rows, Real(1), dS, kKeyTile, Q, ld, Real(1), dK,
-                 ld);  // dK += dSᵀ Q
+            if (!bf16) {
+              gemm(false, false, rows, D, cols, Real(1), dS, kKeyTile, K, ld, Real(1), dQ,
+                   ld);  // dQ += dS K
+              gemm(true, false, cols, D, rows, Real(1), dS, kKeyTile, Q, ld, Real(1), dK,
+                   ld);  // dK += dSᵀ Q
+            } else if constexpr (kIsFloat<Real>) {
+              pack_column_pairs(dS, rows, cols, kKeyTile, ds_words, K2, 1);
+              pack_row_pairs(dS, rows, cols, kKeyTile, ds_rows, kKeyTile);
+              tile_product_bf16(rows, D, cols2, ds_words, K2, 1, k_rows + (size_t)j0 / 2 * D, D,
+                                1.0f, true, dQ, ld);
+              tile_product_bf16(cols, D, rows2, ds_rows, 1, kKeyTile, q_rows, D, 1.0f, true, dK,
+                                ld);
+            }
           }
         }
       }

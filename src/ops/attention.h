@@ -23,6 +23,10 @@ struct AttentionArgs {
   Real* lse = nullptr;  // forward output; the backward reads it (unused by the cached forward)
   const Real* alpha = nullptr;  // [H] gated XSA: α_h; null means α = 1 (plain XSA)
   const Real* sink = nullptr;   // [H] a sink logit b_h joining every row's softmax (value zero)
+  // Mixed precision (float only): the tile products take bf16 inputs and accumulate in fp32; the
+  // online softmax, the row statistics and the accumulated outputs and gradients stay fp32. Needs
+  // AVX512_BF16 (the bf16 backend, which checked it, sets this).
+  bool bf16_tiles = false;
   // Backward only.
   Real* dqkv = nullptr;    // [B, T, C + 2·Hkv·D] accumulates ∂L/∂q, ∂L/∂k, ∂L/∂v
   Real* d_out = nullptr;   // ∂L/∂y, or with XSA ∂L/∂z, turned into ∂L/∂y in place
