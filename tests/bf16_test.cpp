@@ -358,6 +358,46 @@ TEST(Bf16, AttentionTilesAgainstFloat64) {
   }
 }
 
+// The bf16 backend's AdamW writes each weight's bf16 copy in its own pass: the weights and moments
+// are those of the fp32 update to the bit, and the copy is the updated weights rounded (to_bf16,
+// tested above), which the next product then uses without converting again.
+TEST(Bf16, AdamWWritesTheWeightCopy) {
+  std::string why;
+  if (!ops::bf16_available(&why)) GTEST_SKIP() << "no bf16 products here: " << why;
+  const size_t n = 100003;  // past the conversions' split size, no multiple of a vector
+  const std::vector<float> p0 = test::cast_vector<float>(test::random_vector(n, 21)),
+                           g = test::cast_vector<float>(test::random_vector(n, 22)),
+                           m0 = test::cast_vector<float>(test::random_vector(n, 23, 0.1));
+  std::vector<float> v0(n);
+  for (size_t i = 0; i < n; i++) v0[i] = 0.01f * std::fabs(m0[i]);
+  const ops::AdamWSettings s{1e-3, 0.9, 0.95, 1e-8, 0.1, 0.5, 3};
+  std::vector<float> p = p0, m = m0, v = v0, p_ref = p0, m_ref = m0, v_ref = v0;
+  std::vector<bf16> copy(n, 0);
+  ops::adamw_update(p.data(), g.data(), m.data(), v.data(), n, s, copy.data());
+  ops::adamw_update(p_ref.data(), g.data(), m_ref.data(), v_ref.data(), n, s);
+  EXPECT_EQ(p, p_ref);
+  EXPECT_EQ(m, m_ref);
+  EXPECT_EQ(v, v_ref);
+  for (size_t i = 0; i < n; i++) ASSERT_EQ(copy[i], nearest_bf16(p_ref[i])) << i;
+
+  // Through the backend: a product after the update uses the updated weights' copy.
+  Backend<float>& be = cpu_bf16_backend();
+  const int rows = 3, in = 7, out = 5;
+  std::vector<float> w = test::cast_vector<float>(test::random_vector(in * out, 24)),
+                     gw = test::cast_vector<float>(test::random_vector(in * out, 25)),
+                     mw(in * out, 0.0f), vw(in * out, 0.0f),
+                     x = test::cast_vector<float>(test::random_vector(rows * in, 26));
+  std::vector<float> y(rows * out), y_fresh(rows * out);
+  be.matmul_forward(y.data(), x.data(), w.data(), rows, in, out, false);  // makes the copy
+  be.adamw_update(w.data(), gw.data(), mw.data(), vw.data(), w.size(), s);
+  be.weights_changed();
+  be.matmul_forward(y.data(), x.data(), w.data(), rows, in, out, false);
+  std::vector<float> w_again = w;  // the same values at another address: a copy made afresh
+  be.matmul_forward(y_fresh.data(), x.data(), w_again.data(), rows, in, out, false);
+  EXPECT_EQ(y, y_fresh);
+  be.weights_changed();  // whatever comes later at these addresses gets copies of its own
+}
+
 // A CPU without the instructions is told apart: oneDNN is held to AVX2 here, as on a CPU that has
 // nothing newer (its ISA is read once per process: ctest runs each test in its own).
 TEST(Bf16, MissingInstructionsAreNamed) {

@@ -144,8 +144,19 @@ class CpuBf16Backend final : public CpuBackend<float> {
  public:
   // The copies are marked stale, not freed: their memory comes back at the next use without
   // fresh pages (freeing 60 MB of copies every step cost ~10 000 page faults per step).
+  // Copies that AdamW wrote as it updated their weights stay fresh.
   void weights_changed() override {
-    for (auto& [weight, copy] : weights_) copy.fresh = false;
+    for (auto& [weight, copy] : weights_) copy.fresh = copy.updated, copy.updated = false;
+  }
+  // A weight with a copy gets it written in AdamW's pass (no second pass over the weights); a
+  // part of a tensor (a ZeRO shard) leaves its copy to be made again on first use.
+  void adamw_update(float* param, const float* grad, float* m, float* v, size_t n,
+                    const ops::AdamWSettings& settings) override {
+    auto it = weights_.find(param);
+    if (it == weights_.end() || it->second.data.size() != n)
+      return CpuBackend<float>::adamw_update(param, grad, m, v, n, settings);
+    ops::adamw_update(param, grad, m, v, n, settings, it->second.data.data());
+    it->second.updated = true;
   }
   // Memory handed back may come again as other weights: its copies go with it.
   void release(float* p, size_t n) override {
@@ -222,6 +233,7 @@ class CpuBf16Backend final : public CpuBackend<float> {
   struct WeightCopy {
     std::vector<ops::bf16> data;
     bool fresh = false;
+    bool updated = false;  // written by adamw_update since the last weights_changed()
   };
   std::unordered_map<const float*, WeightCopy> weights_;
   std::vector<ops::bf16> inp_, dout_;  // activations converted per call

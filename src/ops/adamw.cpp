@@ -3,13 +3,16 @@
 #include <algorithm>
 #include <cmath>
 
+#include "xsa/ops/matmul_bf16.h"
 #include "xsa/ops/ops.h"
 
 namespace xsa::ops {
 
-template <typename Real>
-void adamw_update(Real* param, const Real* grad, Real* m, Real* v, size_t n,
-                  const AdamWSettings& s) {
+namespace {
+
+template <typename Real, bool kCopy>
+void adamw_loop(Real* param, const Real* grad, Real* m, Real* v, size_t n, const AdamWSettings& s,
+                bf16* copy) {
   const double bias1 = 1.0 - std::pow(s.beta1, (double)s.step);
   const double bias2_sqrt = std::sqrt(1.0 - std::pow(s.beta2, (double)s.step));
   const Real decay = Real(1.0 - s.lr * s.weight_decay);
@@ -23,7 +26,19 @@ void adamw_update(Real* param, const Real* grad, Real* m, Real* v, size_t n,
     v[i] = b2 * v[i] + (Real(1) - b2) * g * g;
     Real denom = std::sqrt(v[i]) * inv_bias2_sqrt + eps;
     param[i] = param[i] * decay - step_size * m[i] / denom;
+    if constexpr (kCopy) copy[i] = round_to_bf16((float)param[i]);
   }
+}
+
+}  // namespace
+
+template <typename Real>
+void adamw_update(Real* param, const Real* grad, Real* m, Real* v, size_t n, const AdamWSettings& s,
+                  bf16* bf16_copy) {
+  if (bf16_copy)
+    adamw_loop<Real, true>(param, grad, m, v, n, s, bf16_copy);
+  else
+    adamw_loop<Real, false>(param, grad, m, v, n, s, nullptr);
 }
 
 template <typename Real>
@@ -48,9 +63,9 @@ double sum_of_squares(const Real* x, size_t n) {
   return total;
 }
 
-#define XSA_INSTANTIATE(Real)                                                \
-  template void adamw_update<Real>(Real*, const Real*, Real*, Real*, size_t, \
-                                   const AdamWSettings&);                    \
+#define XSA_INSTANTIATE(Real)                                                                      \
+  template void adamw_update<Real>(Real*, const Real*, Real*, Real*, size_t, const AdamWSettings&, \
+                                   bf16*);                                                         \
   template double sum_of_squares<Real>(const Real*, size_t);
 XSA_INSTANTIATE(float)
 XSA_INSTANTIATE(double)

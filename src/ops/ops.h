@@ -113,9 +113,11 @@ struct AdamWSettings {
   int64_t step = 1;           // 1-based, for bias correction
 };
 // Decoupled AdamW as torch.optim.AdamW: p *= 1 − lr·wd; m, v moments; bias-corrected update.
+// With bf16_copy (mixed precision's copy of the weights) each updated value is also written there,
+// rounded to bf16, in the same pass.
 template <typename Real>
-void adamw_update(Real* param, const Real* grad, Real* m, Real* v, size_t n,
-                  const AdamWSettings& s);
+void adamw_update(Real* param, const Real* grad, Real* m, Real* v, size_t n, const AdamWSettings& s,
+                  uint16_t* bf16_copy = nullptr);
 // Σ g² in double, summed in fixed chunks so the result does not depend on the thread count.
 template <typename Real>
 double sum_of_squares(const Real* x, size_t n);
