@@ -9,6 +9,7 @@
 
 #include "xsa/backend/backend.h"
 #include "xsa/ops/matmul_bf16.h"
+#include "xsa/ops/parallel.h"
 #include "xsa/util/arena.h"
 
 namespace xsa {
@@ -27,12 +28,26 @@ class CpuBackend : public Backend<Real> {
         allocate_zeroed(n * sizeof(Real), use == MemoryUse::inference_weights));
   }
   void release(Real* p, size_t) override { std::free(p); }
-  void fill_zero(Real* p, size_t n) override { std::memset(p, 0, n * sizeof(Real)); }
+  // A large buffer (a layer's qkv gradient, 9 MB on `small`) zeroed by all the threads: one alone
+  // reached 40 % of the speed of two.
+  void fill_zero(Real* p, size_t n) override {
+    if (n * sizeof(Real) < (1 << 20) || omp_in_parallel())
+      return (void)std::memset(p, 0, n * sizeof(Real));
+#pragma omp parallel
+    {
+      const ops::ThreadShare mine = ops::this_threads_share(n, 64 / sizeof(Real));
+      std::memset(p + mine.begin, 0, (mine.end - mine.begin) * sizeof(Real));
+    }
+  }
   void copy(Real* dst, const Real* src, size_t n) override {
     if (dst != src) std::memcpy(dst, src, n * sizeof(Real));
   }
-  void to_host(Real* host, const Real* src, size_t n) override { copy(host, src, n); }
-  void from_host(Real* dst, const Real* host, size_t n) override { copy(dst, host, n); }
+  void to_host(Real* host, const Real* src, size_t n) override {
+    copy(host, src, n);
+  }
+  void from_host(Real* dst, const Real* host, size_t n) override {
+    copy(dst, host, n);
+  }
   void copy_rows(Real* dst, size_t dst_stride, const Real* src, size_t src_stride, int rows,
                  int width) override {
     for (int r = 0; r < rows; r++)
@@ -132,7 +147,9 @@ class CpuBackend : public Backend<Real> {
     for (size_t i = 0; i < n; i++) total += x[i];
     return total;
   }
-  double sum_of_squares(const Real* x, size_t n) override { return ops::sum_of_squares(x, n); }
+  double sum_of_squares(const Real* x, size_t n) override {
+    return ops::sum_of_squares(x, n);
+  }
   void adamw_update(Real* param, const Real* grad, Real* m, Real* v, size_t n,
                     const ops::AdamWSettings& settings) override {
     ops::adamw_update(param, grad, m, v, n, settings);

@@ -341,7 +341,8 @@ void bench_step_config(const BenchShape& s, int steps, int warmup, bool bf16, js
   std::vector<int32_t> inputs, targets;
   random_batch(sa, N, inputs, targets);
   const std::array<double, 2> peak = step_peak_mb(sa, xsa_cfg, s.B, s.T, inputs, targets);
-  const GemmCeiling ceiling = gemm_ceiling(sa, s.B, s.T, 2, bf16);
+  // Median of 5 timings per product: with 2, one disturbed timing moved the ceiling by a third.
+  const GemmCeiling ceiling = gemm_ceiling(sa, s.B, s.T, 5, bf16);
   Backend<float>& backend = bf16 ? cpu_bf16_backend() : cpu_backend<float>();
   StepBench a(sa, s.B, s.T, backend), x(xsa_cfg, s.B, s.T, backend);
   for (int i = 0; i < warmup; i++) a.time_step(inputs, targets), x.time_step(inputs, targets);
