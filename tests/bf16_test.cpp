@@ -269,13 +269,9 @@ TEST(Bf16, AttentionTilesAgainstFloat64) {
     SCOPED_TRACE(testing::Message() << "B=" << s.B << " T=" << s.T << " C=" << s.C << " H=" << s.H
                                     << " Hkv=" << s.Hkv << (s.sink ? " sink" : ""));
     const int N = s.B * s.T, D = s.C / s.H, Hk = s.Hkv ? s.Hkv : s.H, W = s.C + 2 * Hk * D;
-    auto bf16_exact = [](std::vector<double> v) {  // each entry rounded to bf16
-      for (double& x : v) {
-        const float f = (float)x;
-        const uint32_t u = (uint32_t)ops::round_to_bf16(f) << 16;
-        x = bits_to_float(u);
-      }
-      return v;
+    auto bf16_exact = [](const std::vector<double>& v) {  // each entry rounded to bf16
+      std::vector<bf16> unused;
+      return test::cast_vector<double>(rounded(test::cast_vector<float>(v), unused));
     };
     const std::vector<double> qkv = bf16_exact(test::random_vector((size_t)N * W, 11)),
                               dy = bf16_exact(test::random_vector((size_t)N * s.C, 12)),

@@ -202,14 +202,10 @@ class CpuBf16Backend final : public CpuBackend<float> {
 
   // Attention's tile products in bf16 too (the softmax and the accumulations stay fp32).
   void attention_forward(const ops::AttentionArgs<float>& args) override {
-    ops::AttentionArgs<float> with_bf16 = args;
-    with_bf16.bf16_tiles = true;
-    ops::attention_forward(with_bf16);
+    ops::attention_forward(with_bf16_tiles(args));
   }
   void attention_backward(const ops::AttentionArgs<float>& args) override {
-    ops::AttentionArgs<float> with_bf16 = args;
-    with_bf16.bf16_tiles = true;
-    ops::attention_backward(with_bf16);
+    ops::attention_backward(with_bf16_tiles(args));
   }
 
   // The head with its gradient written in bf16 by the cross-entropy itself (no separate pass over
@@ -232,6 +228,10 @@ class CpuBf16Backend final : public CpuBackend<float> {
   }
 
  private:
+  static ops::AttentionArgs<float> with_bf16_tiles(ops::AttentionArgs<float> args) {
+    args.bf16_tiles = true;
+    return args;
+  }
   const ops::bf16* convert(const float* x, size_t n, std::vector<ops::bf16>& buf) {
     if (buf.size() < n) buf.resize(n);
     ops::to_bf16(x, buf.data(), n);
