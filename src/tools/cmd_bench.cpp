@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "xsa/backend/device.h"
@@ -104,11 +105,14 @@ void random_batch(const ModelConfig& cfg, int N, std::vector<int32_t>& inputs,
     inputs[i] = rng.next_u64() % cfg.vocab_size, targets[i] = rng.next_u64() % cfg.vocab_size;
 }
 
-// SA's and XSA's steps timed in ABBA order (neither arm always runs first), with each pair's ratio.
+// SA's and XSA's steps timed in ABBA order (neither arm always runs first), with each pair's ratio;
+// before_pair (when given) runs before each pair.
 void interleaved_steps(StepBench& sa, StepBench& xsa, int steps, const std::vector<int32_t>& inputs,
                        const std::vector<int32_t>& targets, std::vector<double>& ms_sa,
-                       std::vector<double>& ms_xsa, std::vector<double>& ratio) {
+                       std::vector<double>& ms_xsa, std::vector<double>& ratio,
+                       const std::function<void()>& before_pair = {}) {
   for (int i = 0; i < steps; i++) {
+    if (before_pair) before_pair();
     if (i % 2 == 0) {
       ms_sa.push_back(sa.time_step(inputs, targets));
       ms_xsa.push_back(xsa.time_step(inputs, targets));
@@ -126,65 +130,118 @@ struct GemmCeiling {
   double gflops = 0, seconds = 0, flops = 0;
   json rows = json::array();
 };
-// bf16: the products of --precision bf16, their inputs converted beforehand (not timed).
-GemmCeiling gemm_ceiling(const ModelConfig& cfg, int B, int T, int reps, bool bf16 = false) {
-  const int N = B * T, C = cfg.n_embd, Vp = cfg.padded_vocab;
-  const int head_rows = Gpt<float>::head_chunk_rows(cfg, N);
+
+// The step's products with their inputs made once (bf16: the products of --precision bf16, their
+// inputs converted beforehand, not timed). A round times each product once, forward and backward;
+// the step table runs one round beside each pair of steps, so that the ceiling and the steps see
+// the same machine (on a shared machine its speed drifts by a fifth within minutes).
+class GemmProducts {
+ public:
+  GemmProducts(const ModelConfig& cfg, int B, int T, bool bf16) : bf16_(bf16) {
+    const int N = B * T, C = cfg.n_embd, Vp = cfg.padded_vocab;
+    const int head_rows = Gpt<float>::head_chunk_rows(cfg, N);
+    const auto add = [&](const char* name, int rows, int in, int out, int count) {
+      Op& op = ops_.emplace_back();
+      op.name = name, op.rows = rows, op.in = in, op.out = out, op.count = count;
+    };
+    add("qkv", N, C, 3 * C, cfg.n_layer);
+    add("attn_proj", N, C, C, cfg.n_layer);
+    add("fc", N, C, 4 * C, cfg.n_layer);
+    add("mlp_proj", N, 4 * C, C, cfg.n_layer);
+    add("head", head_rows, C, Vp, N / head_rows);
+    if (N % head_rows) add("head_tail", N % head_rows, C, Vp, 1);
+    Rng rng(3);
+    for (Op& op : ops_) {
+      op.x = AlignedBuffer<float>((size_t)op.rows * op.in);
+      op.w = AlignedBuffer<float>((size_t)op.out * op.in);
+      op.y = AlignedBuffer<float>((size_t)op.rows * op.out);
+      op.dx = AlignedBuffer<float>((size_t)op.rows * op.in);
+      op.dw = AlignedBuffer<float>((size_t)op.out * op.in);
+      for (size_t i = 0; i < op.x.size(); i++) op.x[i] = (float)rng.normal();
+      for (size_t i = 0; i < op.w.size(); i++) op.w[i] = 0.02f * (float)rng.normal();
+      if (bf16) {
+        op.xb.resize(op.x.size()), op.wb.resize(op.w.size()), op.yb.resize(op.y.size());
+        ops::to_bf16(op.x.data(), op.xb.data(), op.x.size());
+        ops::to_bf16(op.w.data(), op.wb.data(), op.w.size());
+        ops::to_bf16(op.x.data(), op.yb.data(), std::min(op.x.size(), op.y.size()));  // any will do
+      }
+      flops_ += op.count * 3 * (2.0 * op.rows * op.in * op.out);
+    }
+  }
+  double flops() const { return flops_; }
+
+  // One timing of each product, right after an untimed run of it (as a product runs in a step,
+  // its operands just written); returns the step's products' seconds (each × its count).
+  double time_round() {
+    double seconds = 0;
+    for (Op& op : ops_) {
+      forward(op);
+      auto t0 = clock_type::now();
+      forward(op);
+      op.fwd_ms.push_back(ms_since(t0));
+      backward(op);
+      t0 = clock_type::now();
+      backward(op);
+      op.bwd_ms.push_back(ms_since(t0));
+      seconds += op.count * (op.fwd_ms.back() + op.bwd_ms.back()) / 1000.0;
+    }
+    return seconds;
+  }
+
+  // The ceiling from each product's median timing over the rounds so far.
+  GemmCeiling ceiling() const {
+    GemmCeiling g;
+    g.flops = flops_;
+    for (const Op& op : ops_) {
+      const double f = 2.0 * op.rows * op.in * op.out;  // one product
+      const double fwd_ms = stats_of(op.fwd_ms).median, bwd_ms = stats_of(op.bwd_ms).median;
+      g.seconds += op.count * (fwd_ms + bwd_ms) / 1000.0;
+      g.rows.push_back({{"op", op.name},
+                        {"rows", op.rows},
+                        {"in", op.in},
+                        {"out", op.out},
+                        {"count", op.count},
+                        {"fwd_gflops", f / fwd_ms / 1e6},
+                        {"bwd_gflops", 2 * f / bwd_ms / 1e6}});
+    }
+    g.gflops = g.flops / g.seconds / 1e9;
+    return g;
+  }
+
+ private:
+  struct Op;
+  void forward(Op& op) {
+    if (bf16_)
+      ops::matmul_forward_bf16(op.y.data(), op.xb.data(), op.wb.data(), op.rows, op.in, op.out,
+                               false);
+    else
+      ops::matmul_forward(op.y.data(), op.x.data(), op.w.data(), op.rows, op.in, op.out);
+  }
+  void backward(Op& op) {
+    if (bf16_)
+      ops::matmul_backward_bf16(op.dx.data(), op.dw.data(), op.yb.data(), op.xb.data(),
+                                op.wb.data(), op.rows, op.in, op.out);
+    else
+      ops::matmul_backward(op.dx.data(), op.dw.data(), op.y.data(), op.x.data(), op.w.data(),
+                           op.rows, op.in, op.out);
+  }
   struct Op {
     std::string name;
-    int rows, in, out, count;
-  };
-  std::vector<Op> ops = {{"qkv", N, C, 3 * C, cfg.n_layer},
-                         {"attn_proj", N, C, C, cfg.n_layer},
-                         {"fc", N, C, 4 * C, cfg.n_layer},
-                         {"mlp_proj", N, 4 * C, C, cfg.n_layer},
-                         {"head", head_rows, C, Vp, N / head_rows}};
-  if (N % head_rows) ops.push_back({"head_tail", N % head_rows, C, Vp, 1});
-  GemmCeiling g;
-  Rng rng(3);
-  for (const Op& op : ops) {
-    AlignedBuffer<float> x((size_t)op.rows * op.in), w((size_t)op.out * op.in),
-        y((size_t)op.rows * op.out), dx((size_t)op.rows * op.in), dw((size_t)op.out * op.in);
-    for (size_t i = 0; i < x.size(); i++) x[i] = (float)rng.normal();
-    for (size_t i = 0; i < w.size(); i++) w[i] = 0.02f * (float)rng.normal();
-    std::vector<double> fwd, bwd;
+    int rows = 0, in = 0, out = 0, count = 0;
+    AlignedBuffer<float> x, w, y, dx, dw;
     std::vector<ops::bf16> xb, wb, yb;
-    if (bf16) {
-      xb.resize(x.size()), wb.resize(w.size()), yb.resize(y.size());
-      ops::to_bf16(x.data(), xb.data(), x.size());
-      ops::to_bf16(w.data(), wb.data(), w.size());
-      ops::to_bf16(x.data(), yb.data(), std::min(x.size(), y.size()));  // any values will do
-    }
-    for (int r = 0; r <= reps; r++) {  // the first of each is a warm-up
-      auto t0 = clock_type::now();
-      if (bf16)
-        ops::matmul_forward_bf16(y.data(), xb.data(), wb.data(), op.rows, op.in, op.out, false);
-      else
-        ops::matmul_forward(y.data(), x.data(), w.data(), op.rows, op.in, op.out);
-      if (r) fwd.push_back(ms_since(t0));
-      t0 = clock_type::now();
-      if (bf16)
-        ops::matmul_backward_bf16(dx.data(), dw.data(), yb.data(), xb.data(), wb.data(), op.rows,
-                                  op.in, op.out);
-      else
-        ops::matmul_backward(dx.data(), dw.data(), y.data(), x.data(), w.data(), op.rows, op.in,
-                             op.out);
-      if (r) bwd.push_back(ms_since(t0));
-    }
-    const double f = 2.0 * op.rows * op.in * op.out;  // one product
-    const double fwd_ms = stats_of(fwd).median, bwd_ms = stats_of(bwd).median;
-    g.flops += op.count * 3 * f;
-    g.seconds += op.count * (fwd_ms + bwd_ms) / 1000.0;
-    g.rows.push_back({{"op", op.name},
-                      {"rows", op.rows},
-                      {"in", op.in},
-                      {"out", op.out},
-                      {"count", op.count},
-                      {"fwd_gflops", f / fwd_ms / 1e6},
-                      {"bwd_gflops", 2 * f / bwd_ms / 1e6}});
-  }
-  g.gflops = g.flops / g.seconds / 1e9;
-  return g;
+    std::vector<double> fwd_ms, bwd_ms;
+  };
+  bool bf16_;
+  std::vector<Op> ops_;
+  double flops_ = 0;
+};
+
+// The ceiling alone: the median of `reps` timings per product.
+GemmCeiling gemm_ceiling(const ModelConfig& cfg, int B, int T, int reps, bool bf16 = false) {
+  GemmProducts products(cfg, B, T, bf16);
+  for (int r = 0; r < reps; r++) products.time_round();
+  return products.ceiling();
 }
 
 // Decoding at the end of a full context: `tokens` new tokens after a prompt that brings the cache
@@ -322,11 +379,11 @@ void bench_gemm(const std::vector<BenchShape>& shapes, json& records) {
 // Peak memory of each arm alone (a fresh model, two steps): SA, then XSA.
 std::array<double, 2> step_peak_mb(const ModelConfig& sa, const ModelConfig& xsa_cfg, int B, int T,
                                    const std::vector<int32_t>& inputs,
-                                   const std::vector<int32_t>& targets) {
+                                   const std::vector<int32_t>& targets, Backend<float>& backend) {
   std::array<double, 2> peak;
   for (int k = 0; k < 2; k++) {
     reset_peak_rss();
-    StepBench b(k ? xsa_cfg : sa, B, T);
+    StepBench b(k ? xsa_cfg : sa, B, T, backend);
     b.time_step(inputs, targets);
     b.time_step(inputs, targets);
     peak[k] = peak_rss_mb();
@@ -340,21 +397,31 @@ void bench_step_config(const BenchShape& s, int steps, int warmup, bool bf16, js
   const int N = s.B * s.T;
   std::vector<int32_t> inputs, targets;
   random_batch(sa, N, inputs, targets);
-  const std::array<double, 2> peak = step_peak_mb(sa, xsa_cfg, s.B, s.T, inputs, targets);
-  // Median of 5 timings per product: with 2, one disturbed timing moved the ceiling by a third.
-  const GemmCeiling ceiling = gemm_ceiling(sa, s.B, s.T, 5, bf16);
   Backend<float>& backend = bf16 ? cpu_bf16_backend() : cpu_backend<float>();
+  const std::array<double, 2> peak = step_peak_mb(sa, xsa_cfg, s.B, s.T, inputs, targets, backend);
+  // The ceiling is timed in rounds between the pairs of steps: a step's share of it is the ratio
+  // of two timings a second apart, not minutes.
+  GemmProducts products(sa, s.B, s.T, bf16);
   StepBench a(sa, s.B, s.T, backend), x(xsa_cfg, s.B, s.T, backend);
   for (int i = 0; i < warmup; i++) a.time_step(inputs, targets), x.time_step(inputs, targets);
-  std::vector<double> ms_sa, ms_xsa, ratio;
-  interleaved_steps(a, x, steps, inputs, targets, ms_sa, ms_xsa, ratio);
+  std::vector<double> ms_sa, ms_xsa, ratio, ceiling_s;
+  interleaved_steps(a, x, steps, inputs, targets, ms_sa, ms_xsa, ratio,
+                    [&] { ceiling_s.push_back(products.time_round()); });
+  const GemmCeiling ceiling = products.ceiling();
   const double flops = step_flops(sa, s.B, s.T);
   for (int k = 0; k < 2; k++) {
     Stats st = stats_of(k ? ms_xsa : ms_sa);
     double gflops = flops / st.median / 1e6;
+    // Each step's share of the ceiling timed just before it, FLOPs weighted: (step FLOPs / step
+    // time) / (product FLOPs / product time).
+    std::vector<double> shares;
+    for (int i = 0; i < steps; i++)
+      shares.push_back(flops / ((k ? ms_xsa : ms_sa)[i] / 1000) /
+                       (products.flops() / ceiling_s[i]));
+    const double share = stats_of(shares).median;
     std::printf("| %s | %s | %.1f | %.1f–%.1f | %.0f | %.1f | %.0f%% | %.0f |\n", s.name,
                 k ? "xsa" : "sa", st.median, st.min, st.max, N / (st.median / 1000), gflops,
-                100 * gflops / ceiling.gflops, peak[k]);
+                100 * share, peak[k]);
     records.push_back({{"kind", "step"},
                        {"config", s.name},
                        {"attn", k ? "xsa" : "sa"},
@@ -364,6 +431,7 @@ void bench_step_config(const BenchShape& s, int steps, int warmup, bool bf16, js
                        {"tokens_per_s", N / (st.median / 1000)},
                        {"gflops", gflops},
                        {"gemm_ceiling_gflops", ceiling.gflops},
+                       {"share_of_ceiling", share},
                        {"precision", bf16 ? "bf16" : "fp32"},
                        {"arch", architecture_name(sa)},
                        {"peak_mb", peak[k]}});
