@@ -133,7 +133,7 @@ struct GemmCeiling {
 
 // The step's products with their inputs made once (bf16: the products of --precision bf16, their
 // inputs converted beforehand, not timed). A round times each product once, forward and backward;
-// the step table runs one round beside each pair of steps, so that the ceiling and the steps see
+// the step table runs one round before each pair of steps, so that the ceiling and the steps see
 // the same machine (on a shared machine its speed drifts by a fifth within minutes).
 class GemmProducts {
  public:
@@ -168,12 +168,10 @@ class GemmProducts {
       flops_ += op.count * 3 * (2.0 * op.rows * op.in * op.out);
     }
   }
-  double flops() const { return flops_; }
 
   // One timing of each product, right after an untimed run of it (as a product runs in a step,
-  // its operands just written); returns the step's products' seconds (each × its count).
-  double time_round() {
-    double seconds = 0;
+  // its operands just written).
+  void time_round() {
     for (Op& op : ops_) {
       forward(op);
       auto t0 = clock_type::now();
@@ -183,9 +181,7 @@ class GemmProducts {
       t0 = clock_type::now();
       backward(op);
       op.bwd_ms.push_back(ms_since(t0));
-      seconds += op.count * (op.fwd_ms.back() + op.bwd_ms.back()) / 1000.0;
     }
-    return seconds;
   }
 
   // The ceiling from each product's median timing over the rounds so far.
@@ -399,26 +395,22 @@ void bench_step_config(const BenchShape& s, int steps, int warmup, bool bf16, js
   random_batch(sa, N, inputs, targets);
   Backend<float>& backend = bf16 ? cpu_bf16_backend() : cpu_backend<float>();
   const std::array<double, 2> peak = step_peak_mb(sa, xsa_cfg, s.B, s.T, inputs, targets, backend);
-  // The ceiling is timed in rounds between the pairs of steps: a step's share of it is the ratio
-  // of two timings a second apart, not minutes.
+  // The ceiling is timed in rounds between the pairs of steps, so that it and the steps see the
+  // same machine: timed minutes apart, the share moved by ±5 points on this shared VM.
   GemmProducts products(sa, s.B, s.T, bf16);
   StepBench a(sa, s.B, s.T, backend), x(xsa_cfg, s.B, s.T, backend);
   for (int i = 0; i < warmup; i++) a.time_step(inputs, targets), x.time_step(inputs, targets);
-  std::vector<double> ms_sa, ms_xsa, ratio, ceiling_s;
+  std::vector<double> ms_sa, ms_xsa, ratio;
   interleaved_steps(a, x, steps, inputs, targets, ms_sa, ms_xsa, ratio,
-                    [&] { ceiling_s.push_back(products.time_round()); });
+                    [&] { products.time_round(); });
   const GemmCeiling ceiling = products.ceiling();
   const double flops = step_flops(sa, s.B, s.T);
   for (int k = 0; k < 2; k++) {
     Stats st = stats_of(k ? ms_xsa : ms_sa);
     double gflops = flops / st.median / 1e6;
-    // Each step's share of the ceiling timed just before it, FLOPs weighted: (step FLOPs / step
-    // time) / (product FLOPs / product time).
-    std::vector<double> shares;
-    for (int i = 0; i < steps; i++)
-      shares.push_back(flops / ((k ? ms_xsa : ms_sa)[i] / 1000) /
-                       (products.flops() / ceiling_s[i]));
-    const double share = stats_of(shares).median;
+    // Against the ceiling of each product's median timing (one disturbed timing in a round
+    // would make a round-by-round share read high).
+    const double share = gflops / ceiling.gflops;
     std::printf("| %s | %s | %.1f | %.1f–%.1f | %.0f | %.1f | %.0f%% | %.0f |\n", s.name,
                 k ? "xsa" : "sa", st.median, st.min, st.max, N / (st.median / 1000), gflops,
                 100 * share, peak[k]);
