@@ -143,7 +143,7 @@ TEST(Scoring, MultipleChoiceMatchesAnIndependentBigramReference) {
   // Labels alternate, so each rule is right on some examples and wrong on others.
   int want_acc = 0, want_norm = 0, want_mean = 0, differ = 0;
   for (size_t e = 0; e < contexts.size(); e++) {
-    TaskExample ex{contexts[e], choices[e], (int)(e % choices[e].size()), (int)e + 1};
+    TaskExample ex{contexts[e], choices[e], (int)(e % choices[e].size()), (int)e + 1, {}, {}};
     size_t best = 0, best_norm = 0, best_mean = 0;
     std::vector<double> ll;
     for (const std::string& c : ex.choices) ll.push_back(bigram.loglik(ex.context, c));
@@ -196,9 +196,9 @@ TEST(Scoring, LambadaAccuracyAndPerplexityMatchTheBigramReference) {
       word.push_back((char)prev);
     }
     answers.push_back(word);
-    file.examples.push_back({context, {word}, 0, 0});
+    file.examples.push_back({context, {word}, 0, 0, {}, {}});
   }
-  file.examples.push_back({"plain", {"zzqx"}, 0, 0});
+  file.examples.push_back({"plain", {"zzqx"}, 0, 0, {}, {}});
   double ll_sum = 0;
   int greedy = 0;
   for (const TaskExample& ex : file.examples) {
@@ -235,8 +235,8 @@ TEST(Scoring, FullModelContinuationsMatchWholeSequenceForwards) {
   // Two questions scored together, in passes of at most 5 rows (so that answers cross passes),
   // and each alone.
   const std::vector<ScoringItem> items = {
-      {tokens(5, 5), {tokens(3, 1), tokens(6, 2), tokens(1, 3)}},
-      {tokens(30, 30), {tokens(2, 4), tokens(6, 5)}}};  // 30 > 20: the last 20 + 1 − 6 kept
+      {tokens(5, 5), {tokens(3, 1), tokens(6, 2), tokens(1, 3)}, {}},
+      {tokens(30, 30), {tokens(2, 4), tokens(6, 5)}, {}}};  // 30 > 20: the last 20 + 1 − 6 kept
   Decoder<float> together(cfg, model.params().w, 40, /*max_rows=*/5);
   const auto got_together = score_items(together, items);
   for (size_t i = 0; i < items.size(); i++) {
@@ -302,7 +302,7 @@ TEST(Scoring, GroupingIntoPassesChangesNothing) {
   };
   for (int e = 0; e < 12; e++)
     file.examples.push_back(
-        {word(4 + e % 9), {word(1 + e % 3), word(5), word(2 + e % 4)}, e % 3, e + 1});
+        {word(4 + e % 9), {word(1 + e % 3), word(5), word(2 + e % 4)}, e % 3, e + 1, {}, {}});
   const std::vector<ScoringItem> items = tokenize_task(cfg, *tokenizer, file, false);
   int want = 0;
   for (size_t e = 0; e < items.size(); e++) {
@@ -325,7 +325,8 @@ TEST(Scoring, TrailingWhitespaceMovesToTheChoiceAndUnscorableExamplesAreNamed) {
   auto tokenizer = make_tokenizer(TokenizerKind::byte);
   TaskFile file;
   file.kind = TaskKind::mc, file.path = "t.jsonl";
-  file.examples = {{"Answer: ", {"yes", "no"}, 0, 1}, {"Q", {"far too long a choice", "x"}, 0, 2}};
+  file.examples = {{"Answer: ", {"yes", "no"}, 0, 1, {}, {}},
+                   {"Q", {"far too long a choice", "x"}, 0, 2, {}, {}}};
   EXPECT_THROW(
       {
         TaskFile copy = file;
