@@ -11,6 +11,7 @@
 //   (2⁻⁷ + 2⁻¹⁶)|a·b|, so an entry is within (2⁻⁷ + 2⁻¹⁶ + K·2⁻²⁴) Σ|a·b| of the fp32 product.
 //   Attention in bf16 chains two such products (and the backward three): 4·2⁻⁷ forward, 8·2⁻⁷
 //   backward, norm-relative.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -307,10 +308,9 @@ INSTANTIATE_TEST_SUITE_P(Variants, CudaAttention,
                                            AttentionCase{1, 64, 2, 2, 32, true, true, false}),
                          [](const ::testing::TestParamInfo<AttentionCase>& info) {
                            const AttentionCase& c = info.param;
-                           return "B" + std::to_string(c.B) + "_T" + std::to_string(c.T) + "_H" +
-                                  std::to_string(c.H) + "_Hkv" + std::to_string(c.Hkv) + "_D" +
-                                  std::to_string(c.D) + (c.exclusive ? "_xsa" : "_sa") +
-                                  (c.gated ? "_gated" : "") + (c.sink ? "_sink" : "");
+                           return fmt::format("B{}_T{}_H{}_Hkv{}_D{}{}{}{}", c.B, c.T, c.H, c.Hkv,
+                                              c.D, c.exclusive ? "_xsa" : "_sa",
+                                              c.gated ? "_gated" : "", c.sink ? "_sink" : "");
                          });
 
 // The forward over a key/value cache, one sequence and side-by-side spans, and the batch XSA pass.

@@ -112,17 +112,21 @@ std::string layer_attn_string(const ModelConfig& cfg) {
   for (int l = 0; l < cfg.n_layer; l++) any_sink |= cfg.layer_sink[l];
   if (any_sink) {
     std::string s;
-    for (int l = 0; l < cfg.n_layer; l++)
-      s += (l ? "," : "") + std::string(to_string(cfg.layer_attn[l])) +
-           (cfg.layer_sink[l] ? "+sink" : "");
+    for (int l = 0; l < cfg.n_layer; l++) {
+      if (l) s += ',';
+      s += to_string(cfg.layer_attn[l]);
+      if (cfg.layer_sink[l]) s += "+sink";
+    }
     return s;
   }
   bool uniform = true;
   for (int l = 1; l < cfg.n_layer; l++) uniform &= cfg.layer_attn[l] == cfg.layer_attn[0];
   if (uniform) return to_string(cfg.layer_attn[0]);
   std::string s;
-  for (int l = 0; l < cfg.n_layer; l++)
-    s += (l ? "," : "") + std::string(to_string(cfg.layer_attn[l]));
+  for (int l = 0; l < cfg.n_layer; l++) {
+    if (l) s += ',';
+    s += to_string(cfg.layer_attn[l]);
+  }
   return s;
 }
 
