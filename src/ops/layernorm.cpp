@@ -126,13 +126,14 @@ void layernorm_backward(Real* dinp, Real* dweight, Real* dbias, const Real* dout
     layernorm_backward_rows<Real, kGroup>(dinp + n * C, dout + n * C, inp + n * C, weight, mean + n,
                                           rstd + n, C);
   }
-  for (int n = groups * kGroup; n < N; n++)
+  for (int n = groups * kGroup; n < N; n++) {
     layernorm_backward_rows<Real, 1>(dinp + (size_t)n * C, dout + (size_t)n * C,
                                      inp + (size_t)n * C, weight, mean + n, rstd + n, C);
-    // Parameter gradients reduce over rows, each channel's sum in row order. The threads split the
-    // channels; each walks the rows in order with a block of its channels side by side, whose sums
-    // stay in registers (a thread's whole share side by side kept them in memory, loaded and stored
-    // at every row: half of this function's time).
+  }
+  // Parameter gradients reduce over rows, each channel's sum in row order. The threads split the
+  // channels; each walks the rows in order with a block of its channels side by side, whose sums
+  // stay in registers (a thread's whole share side by side kept them in memory, loaded and stored
+  // at every row: half of this function's time).
 #pragma omp parallel
   {
     const ThreadShare mine = this_threads_share(C, 8);

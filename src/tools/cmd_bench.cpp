@@ -165,7 +165,6 @@ class GemmProducts {
         ops::to_bf16(op.w.data(), op.wb.data(), op.w.size());
         ops::to_bf16(op.x.data(), op.yb.data(), std::min(op.x.size(), op.y.size()));  // any will do
       }
-      flops_ += op.count * 3 * (2.0 * op.rows * op.in * op.out);
     }
   }
 
@@ -187,9 +186,9 @@ class GemmProducts {
   // The ceiling from each product's median timing over the rounds so far.
   GemmCeiling ceiling() const {
     GemmCeiling g;
-    g.flops = flops_;
     for (const Op& op : ops_) {
       const double f = 2.0 * op.rows * op.in * op.out;  // one product
+      g.flops += op.count * 3 * f;
       const double fwd_ms = stats_of(op.fwd_ms).median, bwd_ms = stats_of(op.bwd_ms).median;
       g.seconds += op.count * (fwd_ms + bwd_ms) / 1000.0;
       g.rows.push_back({{"op", op.name},
@@ -230,7 +229,6 @@ class GemmProducts {
   };
   bool bf16_;
   std::vector<Op> ops_;
-  double flops_ = 0;
 };
 
 // The ceiling alone: the median of `reps` timings per product.
