@@ -1,12 +1,15 @@
 // The training step's kernels outside the matrix products, on `small`'s shapes (2048 rows of 384
-// channels, a 512-row chunk of the 50 304-column head): what a bf16 step spends besides its
-// products (docs/perf-log.md #21). Google Benchmark; both threads, as the step runs them.
+// channels, a 512-row chunk of the 50 304-column head), attention and the optimizer also on
+// `gpt2`'s: what a bf16 step spends besides its products (docs/perf-log.md #21, #22). Google
+// Benchmark; both threads, as the step runs them.
 //   ./build/kernels_bench [--benchmark_repetitions=5 --benchmark_report_aggregates_only=true]
 #include <benchmark/benchmark.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
+#include "xsa/ops/attention.h"
 #include "xsa/ops/matmul_bf16.h"
 #include "xsa/ops/ops.h"
 #include "xsa/util/rng.h"
@@ -93,6 +96,127 @@ BENCHMARK(BM_CrossEntropyBf16)
     ->Arg(4)
     ->Unit(benchmark::kMicrosecond)
     ->UseRealTime();
+
+// AdamW over `gpt2`'s 124 M parameters with the bf16 copy written in the same pass (the bf16
+// step's optimizer: 30 bytes per parameter), the gradient's sum of squares before it, and a plain
+// stream (read one array, write another) as the memory's own speed to hold them against.
+constexpr size_t kParams = 124'000'000;
+
+void BM_AdamWBf16(benchmark::State& state) {
+  std::vector<float> param = normal(kParams, 0.02, 1), grad = normal(kParams, 1e-3, 2), m(kParams),
+                     v(kParams);
+  std::vector<xsa::ops::bf16> copy(kParams);
+  xsa::ops::AdamWSettings s{1e-4, 0.9, 0.95, 1e-8, 0.1, 1.0, 1};
+  for (auto _ : state)
+    xsa::ops::adamw_update(param.data(), grad.data(), m.data(), v.data(), kParams, s, copy.data());
+  state.SetBytesProcessed((int64_t)state.iterations() * kParams * 30);  // 16 read, 14 written
+}
+BENCHMARK(BM_AdamWBf16)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_SumOfSquares(benchmark::State& state) {
+  std::vector<float> grad = normal(kParams, 1e-3, 2);
+  for (auto _ : state) benchmark::DoNotOptimize(xsa::ops::sum_of_squares(grad.data(), kParams));
+  state.SetBytesProcessed((int64_t)state.iterations() * kParams * 4);
+}
+BENCHMARK(BM_SumOfSquares)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+void BM_StreamScale(benchmark::State& state) {
+  std::vector<float> x = normal(kParams, 1, 1), out(kParams);
+  for (auto _ : state) {
+#pragma omp parallel for simd schedule(static)
+    for (size_t i = 0; i < kParams; i++) out[i] = 2.0f * x[i];
+    benchmark::ClobberMemory();
+  }
+  state.SetBytesProcessed((int64_t)state.iterations() * kParams * 8);
+}
+BENCHMARK(BM_StreamScale)->Unit(benchmark::kMillisecond)->UseRealTime();
+
+// One layer's causal attention with bf16 tile products (the bf16 step's), SA, on `small`'s shape
+// (8 sequences, 6 heads) and `gpt2`'s (4 sequences, 12 heads), T = 256, head size 64. GFLOP/s
+// counts the tile products' useful work as `xsa bench` does (causal: 2·T·(T+1) per channel and
+// product pair), the backward as twice the forward.
+void attention_setup(int B, int H, std::vector<float>& qkv, std::vector<float>& y,
+                     std::vector<float>& lse, xsa::ops::AttentionArgs<float>& args) {
+  constexpr int T = 256, D = 64;
+  const int C = H * D;
+  qkv = normal((size_t)B * T * 3 * C, 1, 1), y.resize((size_t)B * T * C), lse.resize(B * H * T);
+  args.B = B, args.T = T, args.C = C, args.H = H, args.bf16_tiles = true;
+  args.qkv = qkv.data(), args.y = y.data(), args.lse = lse.data();
+}
+
+double attention_flops(int B, int H) {
+  constexpr double T = 256, D = 64;
+  return 2.0 * B * H * D * T * (T + 1);
+}
+
+void BM_AttentionBf16Forward(benchmark::State& state) {
+  const int B = (int)state.range(0), H = (int)state.range(1);
+  std::vector<float> qkv, y, lse;
+  xsa::ops::AttentionArgs<float> args;
+  attention_setup(B, H, qkv, y, lse, args);
+  for (auto _ : state) xsa::ops::attention_forward(args);
+  state.counters["GFLOP"] = benchmark::Counter(attention_flops(B, H) * 1e-9 * state.iterations(),
+                                               benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_AttentionBf16Forward)
+    ->Args({8, 6})
+    ->Args({4, 12})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+
+void BM_AttentionBf16Backward(benchmark::State& state) {
+  const int B = (int)state.range(0), H = (int)state.range(1);
+  std::vector<float> qkv, y, lse;
+  xsa::ops::AttentionArgs<float> args;
+  attention_setup(B, H, qkv, y, lse, args);
+  xsa::ops::attention_forward(args);
+  std::vector<float> dout = normal(y.size(), 1, 2), dqkv(qkv.size());
+  args.dqkv = dqkv.data(), args.d_out = dout.data();
+  for (auto _ : state)
+    xsa::ops::attention_backward(args);  // dqkv accumulates; its values do not
+                                         // change the time
+  state.counters["GFLOP"] = benchmark::Counter(
+      2 * attention_flops(B, H) * 1e-9 * state.iterations(), benchmark::Counter::kIsRate);
+}
+BENCHMARK(BM_AttentionBf16Backward)
+    ->Args({8, 6})
+    ->Args({4, 12})
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+
+// A `gpt2` step's weight gradients (12 layers' four matrices and the head's two 512-row chunks,
+// bf16 products): formed onto gradients zeroed first, as a step did before (arg 1), against
+// written by the products themselves (arg 0), the head's second chunk accumulating in both. The
+// 496 MB of gradients are cold at each product, as in a step.
+void BM_WeightGradientsGpt2(benchmark::State& state) {
+  const bool zero_then_accumulate = state.range(0) == 1;
+  constexpr int N = 1024, C = 768, L = 12, Vp = kPaddedVocab, kHead = 512;
+  struct Shape {
+    int in, out, count;
+  };
+  const Shape shapes[] = {{C, 3 * C, L}, {C, C, L}, {C, 4 * C, L}, {4 * C, C, L}};
+  size_t total = (size_t)Vp * C;
+  for (const Shape& sh : shapes) total += (size_t)sh.count * sh.in * sh.out;
+  std::vector<float> grads(total);
+  std::vector<xsa::ops::bf16> dout((size_t)N * Vp), inp((size_t)N * 4 * C);
+  xsa::ops::to_bf16(normal(dout.size(), 1e-3, 1).data(), dout.data(), dout.size());
+  xsa::ops::to_bf16(normal(inp.size(), 1, 2).data(), inp.data(), inp.size());
+  for (auto _ : state) {
+    if (zero_then_accumulate) std::fill(grads.begin(), grads.end(), 0.0f);
+    float* g = grads.data();
+    for (int l = 0; l < L; l++)
+      for (const Shape& sh : shapes) {
+        xsa::ops::matmul_backward_bf16(nullptr, g, dout.data(), inp.data(), nullptr, N, sh.in,
+                                       sh.out, zero_then_accumulate);
+        g += (size_t)sh.in * sh.out;
+      }
+    for (int chunk = 0; chunk < N / kHead; chunk++)
+      xsa::ops::matmul_backward_bf16(nullptr, g, dout.data(), inp.data(), nullptr, kHead, C, Vp,
+                                     zero_then_accumulate || chunk > 0);
+    benchmark::ClobberMemory();
+  }
+}
+BENCHMARK(BM_WeightGradientsGpt2)->Arg(1)->Arg(0)->Unit(benchmark::kMillisecond)->UseRealTime();
 
 }  // namespace
 

@@ -186,6 +186,15 @@ TEST_P(Bf16Products, ForwardAndBackwardAgainstFloat64) {
   ops::matmul_backward_bf16(nullptr, dw2.data(), dyb.data(), xb.data(), wb.data(), c.N, c.in_dim,
                             c.out_dim);
   EXPECT_EQ(dw2, dw);
+  // Not accumulating, the weight gradient is the product alone (what was there, NaN here, is not
+  // read): to the bit what accumulating onto zeros gives.
+  std::vector<float> dw_new(dw.size(), std::numeric_limits<float>::quiet_NaN()),
+      dw_onto_zero(dw.size(), 0.0f);
+  ops::matmul_backward_bf16(nullptr, dw_new.data(), dyb.data(), xb.data(), wb.data(), c.N, c.in_dim,
+                            c.out_dim, false);
+  ops::matmul_backward_bf16(nullptr, dw_onto_zero.data(), dyb.data(), xb.data(), wb.data(), c.N,
+                            c.in_dim, c.out_dim, true);
+  EXPECT_EQ(dw_new, dw_onto_zero);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, Bf16Products,
@@ -208,24 +217,30 @@ TEST(Bf16, FusedClassifierEqualsTheUnfusedOps) {
   struct Out {
     std::vector<float> logits, losses, dinp, dwte;
   };
-  auto run = [&](bool fused) {
+  auto run = [&](bool fused, bool accumulate) {
     Out o{std::vector<float>((size_t)rows * Vp), std::vector<float>(rows),
           std::vector<float>((size_t)rows * C), std::vector<float>((size_t)Vp * C, 0.25f)};
     be.weights_changed();
     if (fused)
       be.classifier_forward_backward(o.logits.data(), o.losses.data(), targets.data(), inp.data(),
                                      wte.data(), o.dinp.data(), o.dwte.data(), rows, C, V, Vp,
-                                     1.0f / rows);
+                                     1.0f / rows, accumulate);
     else
       be.Backend<float>::classifier_forward_backward(
           o.logits.data(), o.losses.data(), targets.data(), inp.data(), wte.data(), o.dinp.data(),
-          o.dwte.data(), rows, C, V, Vp, 1.0f / rows);
+          o.dwte.data(), rows, C, V, Vp, 1.0f / rows, accumulate);
     return o;
   };
-  const Out fused = run(true), plain = run(false);
+  const Out fused = run(true, true), plain = run(false, true);
   EXPECT_EQ(fused.losses, plain.losses);
   EXPECT_EQ(fused.dinp, plain.dinp);
   EXPECT_EQ(fused.dwte, plain.dwte);
+  // Not accumulating, dwte is overwritten: the accumulated one less the 0.25 it started from,
+  // within one rounding of each entry.
+  const Out fresh = run(true, false), fresh_plain = run(false, false);
+  EXPECT_EQ(fresh.dwte, fresh_plain.dwte);
+  for (size_t i = 0; i < fresh.dwte.size(); i++)
+    ASSERT_NEAR(fresh.dwte[i] + 0.25f, fused.dwte[i], 1e-6f * (1 + std::fabs(fused.dwte[i]))) << i;
   EXPECT_EQ(fused.losses[3], 0.0f);
   // And the losses are the fp32 cross-entropy of bf16 logits: each logit within the product
   // bound above (e_j), so log-sum-exp and the target's logit move by at most max_j e_j each.
@@ -234,7 +249,7 @@ TEST(Bf16, FusedClassifierEqualsTheUnfusedOps) {
           std::vector<float>((size_t)rows * C), std::vector<float>((size_t)Vp * C, 0.25f)};
     cpu_backend<float>().classifier_forward_backward(
         o.logits.data(), o.losses.data(), targets.data(), inp.data(), wte.data(), o.dinp.data(),
-        o.dwte.data(), rows, C, V, Vp, 1.0f / rows);
+        o.dwte.data(), rows, C, V, Vp, 1.0f / rows, true);
     return o;
   }();
   for (int r = 0; r < rows; r++) {

@@ -86,16 +86,16 @@ TEST(Cuda, MatmulForwardAndBackwardFp32) {
       *g, a, 1e-5,
       [&](Backend<float>& b, std::vector<float*>& p) {
         b.matmul_forward(p[2], p[0], p[1], N, in, out, true);  // accumulates onto p[2]
-        b.matmul_backward(p[3], p[4], p[2], p[0], p[1], N, in, out);
+        b.matmul_backward(p[3], p[4], p[2], p[0], p[1], N, in, out, true);
       },
       "matmul");
   expect_same_on_both(
       *g, a, 1e-5,
       [&](Backend<float>& b, std::vector<float*>& p) {
         b.matmul_forward(p[2], p[0], p[1], N, in, out, false);
-        b.matmul_backward(nullptr, p[4], p[2], p[0], p[1], N, in, out);
+        b.matmul_backward(nullptr, p[4], p[2], p[0], p[1], N, in, out, false);
       },
-      "matmul without dinp");
+      "matmul without dinp, the weight gradient overwritten");
 }
 
 // Each entry of the bf16 product within its derived bound of the fp32 product, Σ|a·b| formed by

@@ -84,6 +84,16 @@ TEST(Matmul, ForwardBackwardMatchReference) {
     for (size_t i = 0; i < acc_ref.size(); i++) acc_ref[i] = y_ref[i] + dout[i];
     EXPECT_LE(max_rel_error(acc, acc_ref), kTolF32);
 
+    // accumulate = false overwrites the weight gradient (what was there, NaN here, is not read):
+    // the product alone, to the bit what accumulating onto zeros gives
+    std::vector<float> dw_new(dwf.size(), std::numeric_limits<float>::quiet_NaN()),
+        dw_onto_zero(dwf.size(), 0.0f);
+    ops::matmul_backward<float>(nullptr, dw_new.data(), doutf.data(), xf.data(), wf.data(), s.N,
+                                s.in, s.out, false);
+    ops::matmul_backward<float>(nullptr, dw_onto_zero.data(), doutf.data(), xf.data(), wf.data(),
+                                s.N, s.in, s.out, true);
+    EXPECT_EQ(dw_new, dw_onto_zero);
+
     Vec y64(s.N * s.out);
     ops::matmul_forward(y64.data(), x.data(), w.data(), s.N, s.in, s.out);
     EXPECT_LE(max_rel_error(y64, y_ref), kTolF64);

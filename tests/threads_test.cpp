@@ -378,10 +378,11 @@ class OneThreadProducts final : public Backend<float> {
     set_thread_count(threads);
   }
   void matmul_backward(float* dinp, float* dweight, const float* dout, const float* inp,
-                       const float* weight, int N, int in_dim, int out_dim) override {
+                       const float* weight, int N, int in_dim, int out_dim,
+                       bool accumulate) override {
     const int threads = omp_get_max_threads();
     set_thread_count(1);
-    cpu().matmul_backward(dinp, dweight, dout, inp, weight, N, in_dim, out_dim);
+    cpu().matmul_backward(dinp, dweight, dout, inp, weight, N, in_dim, out_dim, accumulate);
     set_thread_count(threads);
   }
   void bias_forward(float* out, const float* bias, int N, int D) override {

@@ -112,8 +112,10 @@ class Backend {
   // ---- the model's ops (ops/ops.h documents each) ----
   virtual void matmul_forward(Real* out, const Real* inp, const Real* weight, int N, int in_dim,
                               int out_dim, bool accumulate) = 0;
+  // dweight accumulates, or with accumulate false is overwritten (a step's first contribution).
   virtual void matmul_backward(Real* dinp, Real* dweight, const Real* dout, const Real* inp,
-                               const Real* weight, int N, int in_dim, int out_dim) = 0;
+                               const Real* weight, int N, int in_dim, int out_dim,
+                               bool accumulate) = 0;
   virtual void bias_forward(Real* out, const Real* bias, int N, int D) = 0;
   virtual void bias_backward(Real* dbias, const Real* dout, int N, int D) = 0;
   virtual void encoder_forward(Real* out, const int32_t* tokens, const Real* wte, int N, int C) = 0;
@@ -142,13 +144,15 @@ class Backend {
                                              int N, int V, int Vp, Real dloss) = 0;
   // The tied classifier on `rows` rows: logits [rows, Vp] (scratch) = inp · wteᵀ, the fused
   // softmax-cross-entropy into losses, and with dloss ≠ 0 its backward: dinp = dlogits · wte,
-  // dwte += dlogitsᵀ · inp. The three ops above by default; a backend may fuse them.
+  // dwte += dlogitsᵀ · inp (= when not accumulate). The three ops above by default; a backend may
+  // fuse them.
   virtual void classifier_forward_backward(Real* logits, Real* losses, const int32_t* targets,
                                            const Real* inp, const Real* wte, Real* dinp, Real* dwte,
-                                           int rows, int C, int V, int Vp, Real dloss) {
+                                           int rows, int C, int V, int Vp, Real dloss,
+                                           bool accumulate) {
     matmul_forward(logits, inp, wte, rows, C, Vp, false);
     crossentropy_forward_backward(logits, losses, targets, rows, V, Vp, dloss);
-    if (dloss != Real(0)) matmul_backward(dinp, dwte, logits, inp, wte, rows, C, Vp);
+    if (dloss != Real(0)) matmul_backward(dinp, dwte, logits, inp, wte, rows, C, Vp, accumulate);
   }
 
   // ---- gates and sinks: their per-head parameters and gradients ----
@@ -162,10 +166,10 @@ class Backend {
   // ---- reductions and the optimizer ----
   virtual double sum(const Real* x, size_t n) = 0;             // in order, in double
   virtual double sum_of_squares(const Real* x, size_t n) = 0;  // thread-count independent
-  // Decoupled AdamW, one tensor.
   // The weights changed outside the ops above (an optimizer step, weights loaded or gathered):
   // a backend that keeps derived copies of them (bf16) drops those.
   virtual void weights_changed() {}
+  // Decoupled AdamW, one tensor.
   virtual void adamw_update(Real* param, const Real* grad, Real* m, Real* v, size_t n,
                             const ops::AdamWSettings& settings) = 0;
 };

@@ -63,8 +63,9 @@ class CpuBackend : public Backend<Real> {
     ops::matmul_forward(out, inp, weight, N, in_dim, out_dim, accumulate);
   }
   void matmul_backward(Real* dinp, Real* dweight, const Real* dout, const Real* inp,
-                       const Real* weight, int N, int in_dim, int out_dim) override {
-    ops::matmul_backward(dinp, dweight, dout, inp, weight, N, in_dim, out_dim);
+                       const Real* weight, int N, int in_dim, int out_dim,
+                       bool accumulate) override {
+    ops::matmul_backward(dinp, dweight, dout, inp, weight, N, in_dim, out_dim, accumulate);
   }
   void bias_forward(Real* out, const Real* bias, int N, int D) override {
     ops::bias_forward(out, bias, N, D);
@@ -191,13 +192,15 @@ class CpuBf16Backend final : public CpuBackend<float> {
                              accumulate);
   }
   void matmul_backward(float* dinp, float* dweight, const float* dout, const float* inp,
-                       const float* weight, int N, int in_dim, int out_dim) override {
+                       const float* weight, int N, int in_dim, int out_dim,
+                       bool accumulate) override {
     if (N <= 1)
       return CpuBackend<float>::matmul_backward(dinp, dweight, dout, inp, weight, N, in_dim,
-                                                out_dim);
+                                                out_dim, accumulate);
     const ops::bf16* w = bf16_weights(weight, (size_t)in_dim * out_dim);
     ops::matmul_backward_bf16(dinp, dweight, convert(dout, (size_t)N * out_dim, dout_),
-                              convert(inp, (size_t)N * in_dim, inp_), w, N, in_dim, out_dim);
+                              convert(inp, (size_t)N * in_dim, inp_), w, N, in_dim, out_dim,
+                              accumulate);
   }
 
   // Attention's tile products in bf16 too (the softmax and the accumulations stay fp32).
@@ -212,10 +215,11 @@ class CpuBf16Backend final : public CpuBackend<float> {
   // the chunk's logits to convert them for the backward's products).
   void classifier_forward_backward(float* logits, float* losses, const int32_t* targets,
                                    const float* inp, const float* wte, float* dinp, float* dwte,
-                                   int rows, int C, int V, int Vp, float dloss) override {
+                                   int rows, int C, int V, int Vp, float dloss,
+                                   bool accumulate) override {
     if (rows <= 1)
       return Backend<float>::classifier_forward_backward(logits, losses, targets, inp, wte, dinp,
-                                                         dwte, rows, C, V, Vp, dloss);
+                                                         dwte, rows, C, V, Vp, dloss, accumulate);
     const ops::bf16* w = bf16_weights(wte, (size_t)Vp * C);
     const ops::bf16* x = convert(inp, (size_t)rows * C, inp_);
     ops::matmul_forward_bf16(logits, x, w, rows, C, Vp, false);
@@ -224,7 +228,7 @@ class CpuBf16Backend final : public CpuBackend<float> {
     if (dlogits_.size() < (size_t)rows * Vp) dlogits_.resize((size_t)rows * Vp);
     ops::crossentropy_forward_backward_bf16(logits, dlogits_.data(), losses, targets, rows, V, Vp,
                                             dloss);
-    ops::matmul_backward_bf16(dinp, dwte, dlogits_.data(), x, w, rows, C, Vp);
+    ops::matmul_backward_bf16(dinp, dwte, dlogits_.data(), x, w, rows, C, Vp, accumulate);
   }
 
  private:

@@ -51,9 +51,10 @@ class IsolatedBackend final : public Backend<float> {
     cpu_.matmul_forward(real(out), real(inp), real(weight), N, in_dim, out_dim, accumulate);
   }
   void matmul_backward(float* dinp, float* dweight, const float* dout, const float* inp,
-                       const float* weight, int N, int in_dim, int out_dim) override {
+                       const float* weight, int N, int in_dim, int out_dim,
+                       bool accumulate) override {
     cpu_.matmul_backward(real(dinp), real(dweight), real(dout), real(inp), real(weight), N, in_dim,
-                         out_dim);
+                         out_dim, accumulate);
   }
   void bias_forward(float* out, const float* bias, int N, int D) override {
     cpu_.bias_forward(real(out), real(bias), N, D);
@@ -121,9 +122,10 @@ class IsolatedBackend final : public Backend<float> {
   }
   void classifier_forward_backward(float* logits, float* losses, const int32_t* targets,
                                    const float* inp, const float* wte, float* dinp, float* dwte,
-                                   int rows, int C, int V, int Vp, float dloss) override {
+                                   int rows, int C, int V, int Vp, float dloss,
+                                   bool accumulate) override {
     cpu_.classifier_forward_backward(real(logits), real(losses), targets, real(inp), real(wte),
-                                     real(dinp), real(dwte), rows, C, V, Vp, dloss);
+                                     real(dinp), real(dwte), rows, C, V, Vp, dloss, accumulate);
   }
   void gate_alpha(float* alpha, const float* w, int H) override {
     cpu_.gate_alpha(real(alpha), real(w), H);

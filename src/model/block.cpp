@@ -69,15 +69,16 @@ template <typename Real>
 void block_backward(Backend<Real>& be, const ModelConfig& cfg, int layer,
                     const LayerWeights<Real>& W, LayerWeights<Real>& dW, const Real* x_in,
                     const BlockBuffers<Real>& buf, const BlockScratch<Real>& scratch,
-                    const RowShape<Real>& rows, Real* d_resid, Real* d_buf, Real* d_qkv,
-                    Real* d_fc) {
+                    const RowShape<Real>& rows, Real* d_resid, Real* d_buf, Real* d_qkv, Real* d_fc,
+                    bool accumulate) {
   const int B = rows.B, T = rows.T, N = B * T, C = cfg.n_embd, H = cfg.n_head;
   const int Hkv = cfg.kv_heads(), QKV = cfg.qkv_dim();
   // MLP block: d_resid holds ∂L/∂x_out and becomes ∂L/∂x_mid.
-  be.matmul_backward(d_fc, dW.mlp_proj_w, d_resid, buf.fc_gelu, W.mlp_proj_w, N, 4 * C, C);
+  be.matmul_backward(d_fc, dW.mlp_proj_w, d_resid, buf.fc_gelu, W.mlp_proj_w, N, 4 * C, C,
+                     accumulate);
   if (dW.mlp_proj_b) be.bias_backward(dW.mlp_proj_b, d_resid, N, C);
   be.gelu_backward(d_fc, buf.fc, d_fc, (size_t)N * 4 * C);
-  be.matmul_backward(d_buf, dW.fc_w, d_fc, buf.ln2, W.fc_w, N, C, 4 * C);
+  be.matmul_backward(d_buf, dW.fc_w, d_fc, buf.ln2, W.fc_w, N, C, 4 * C, accumulate);
   if (dW.fc_b) be.bias_backward(dW.fc_b, d_fc, N, 4 * C);
   be.layernorm_backward(d_resid, dW.ln2_w, dW.ln2_b, d_buf, buf.resid_mid, W.ln2_w, buf.ln2_mean,
                         buf.ln2_rstd, N, C);
@@ -90,7 +91,7 @@ void block_backward(Backend<Real>& be, const ModelConfig& cfg, int layer,
     z = scratch.att_z;
   }
   // d_buf = ∂L/∂z; the attention backward applies XSA's backward to it in place.
-  be.matmul_backward(d_buf, dW.attn_proj_w, d_resid, z, W.attn_proj_w, N, C, C);
+  be.matmul_backward(d_buf, dW.attn_proj_w, d_resid, z, W.attn_proj_w, N, C, C, accumulate);
   if (dW.attn_proj_b) be.bias_backward(dW.attn_proj_b, d_resid, N, C);
   be.fill_zero(d_qkv, (size_t)N * QKV);
   args.dqkv = d_qkv, args.d_out = d_buf;
@@ -101,7 +102,7 @@ void block_backward(Backend<Real>& be, const ModelConfig& cfg, int layer,
   if (alpha) be.gate_backward(dW.xsa_gate, scratch.gate_dalpha, alpha, N, H);
   if (cfg.positions == Positions::rope)
     be.rope_backward(d_qkv, rows.rope_cos, rows.rope_sin, B, T, C, H, Hkv);
-  be.matmul_backward(d_buf, dW.qkv_w, d_qkv, buf.ln1, W.qkv_w, N, C, QKV);
+  be.matmul_backward(d_buf, dW.qkv_w, d_qkv, buf.ln1, W.qkv_w, N, C, QKV, accumulate);
   if (dW.qkv_b) be.bias_backward(dW.qkv_b, d_qkv, N, QKV);
   be.layernorm_backward(d_resid, dW.ln1_w, dW.ln1_b, d_buf, x_in, W.ln1_w, buf.ln1_mean,
                         buf.ln1_rstd, N, C);
@@ -115,7 +116,7 @@ void block_backward(Backend<Real>& be, const ModelConfig& cfg, int layer,
   template void block_backward<Real>(Backend<Real>&, const ModelConfig&, int,                     \
                                      const LayerWeights<Real>&, LayerWeights<Real>&, const Real*, \
                                      const BlockBuffers<Real>&, const BlockScratch<Real>&,        \
-                                     const RowShape<Real>&, Real*, Real*, Real*, Real*);
+                                     const RowShape<Real>&, Real*, Real*, Real*, Real*, bool);
 XSA_INSTANTIATE(float)
 XSA_INSTANTIATE(double)
 

@@ -66,12 +66,13 @@ void block_forward(Backend<Real>& be, const ModelConfig& cfg, int layer,
 
 // The backward of block_forward over the buffers it kept. d_resid [N, C] holds ∂L/∂x_out and
 // becomes ∂L/∂x_in; d_buf [N, C], d_qkv [N, QKV] and d_fc [N, 4C] are scratch. Parameter
-// gradients accumulate into dW.
+// gradients accumulate into dW, except that with accumulate false the four matrices' gradients are
+// overwritten (a step's first micro-batch: they need no zeroing and are not read).
 template <typename Real>
 void block_backward(Backend<Real>& be, const ModelConfig& cfg, int layer,
                     const LayerWeights<Real>& W, LayerWeights<Real>& dW, const Real* x_in,
                     const BlockBuffers<Real>& buf, const BlockScratch<Real>& scratch,
-                    const RowShape<Real>& rows, Real* d_resid, Real* d_buf, Real* d_qkv,
-                    Real* d_fc);
+                    const RowShape<Real>& rows, Real* d_resid, Real* d_buf, Real* d_qkv, Real* d_fc,
+                    bool accumulate);
 
 }  // namespace xsa

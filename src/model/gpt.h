@@ -85,8 +85,9 @@ class Gpt {
 
  private:
   // Sets target_count_; with dloss > 0 the head's backward runs too. Returns Σ losses.
-  double run_forward(const int32_t* inputs, const int32_t* targets, Real dloss);
-  void backward(const int32_t* inputs);
+  // `accumulate` as block_backward's: false overwrites dwte with the head's first chunk.
+  double run_forward(const int32_t* inputs, const int32_t* targets, Real dloss, bool accumulate);
+  void backward(const int32_t* inputs, bool accumulate);
 
   ModelConfig cfg_;
   Backend<Real>& backend_;
@@ -99,6 +100,9 @@ class Gpt {
   Activations<Real> acts_;
   int64_t target_count_ = 0;
   std::function<void(int layer)> layer_grads_hook_;
+  // Runs [begin, end) of the gradient buffer that a step's first micro-batch zeroes: every tensor
+  // but those its products overwrite (the layers' four matrices, the tied embedding), merged.
+  std::vector<std::pair<size_t, size_t>> accumulated_grads_;
 };
 
 }  // namespace xsa

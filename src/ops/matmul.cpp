@@ -39,14 +39,14 @@ void matmul_forward(Real* out, const Real* inp, const Real* weight, int N, int i
 
 template <typename Real>
 void matmul_backward(Real* dinp, Real* dweight, const Real* dout, const Real* inp,
-                     const Real* weight, int N, int in_dim, int out_dim) {
+                     const Real* weight, int N, int in_dim, int out_dim, bool accumulate) {
   if (N == 0) return;
   // forward: out = inp · Wᵀ  =>  dinp = dout · W,  dW += doutᵀ · inp
   if (dinp)
     gemm(false, false, N, in_dim, out_dim, Real(1), dout, out_dim, weight, in_dim, Real(0), dinp,
          in_dim);
-  gemm(true, false, out_dim, in_dim, N, Real(1), dout, out_dim, inp, in_dim, Real(1), dweight,
-       in_dim);
+  gemm(true, false, out_dim, in_dim, N, Real(1), dout, out_dim, inp, in_dim,
+       accumulate ? Real(1) : Real(0), dweight, in_dim);
 }
 
 template <typename Real>
@@ -79,7 +79,7 @@ void bias_backward(Real* dbias, const Real* dout, int N, int D) {
   template void bias_backward<Real>(Real*, const Real*, int, int);                              \
   template void matmul_forward<Real>(Real*, const Real*, const Real*, int, int, int, bool);     \
   template void matmul_backward<Real>(Real*, Real*, const Real*, const Real*, const Real*, int, \
-                                      int, int);
+                                      int, int, bool);
 XSA_INSTANTIATE(float)
 XSA_INSTANTIATE(double)
 

@@ -127,10 +127,10 @@ void matmul_forward_bf16(float* out, const bf16* inp, const bf16* weight, int N,
 }
 
 void matmul_backward_bf16(float* dinp, float* dweight, const bf16* dout, const bf16* inp,
-                          const bf16* weight, int N, int in_dim, int out_dim) {
+                          const bf16* weight, int N, int in_dim, int out_dim, bool accumulate) {
   if (N == 0) return;
   if (dinp) run(N, in_dim, out_dim, false, false, dout, weight, dinp, false);  // dout · W
-  run(out_dim, in_dim, N, true, false, dout, inp, dweight, true);              // doutᵀ · inp
+  run(out_dim, in_dim, N, true, false, dout, inp, dweight, accumulate);        // doutᵀ · inp
 }
 
 #else
@@ -144,7 +144,8 @@ void matmul_forward_bf16(float*, const bf16*, const bf16*, int, int, int, bool) 
   XSA_CHECK(false, "bf16 products without oneDNN");
 }
 
-void matmul_backward_bf16(float*, float*, const bf16*, const bf16*, const bf16*, int, int, int) {
+void matmul_backward_bf16(float*, float*, const bf16*, const bf16*, const bf16*, int, int, int,
+                          bool) {
   XSA_CHECK(false, "bf16 products without oneDNN");
 }
 

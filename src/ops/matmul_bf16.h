@@ -43,8 +43,9 @@ bool bf16_available(std::string* why = nullptr);
 void matmul_forward_bf16(float* out, const bf16* inp, const bf16* weight, int N, int in_dim,
                          int out_dim, bool accumulate);
 // dinp [N, in_dim] = dout · W (skipped when dinp is null); dweight [out_dim, in_dim] += doutᵀ ·
-// inp.
+// inp, or = with accumulate false (as ops::matmul_backward).
 void matmul_backward_bf16(float* dinp, float* dweight, const bf16* dout, const bf16* inp,
-                          const bf16* weight, int N, int in_dim, int out_dim);
+                          const bf16* weight, int N, int in_dim, int out_dim,
+                          bool accumulate = true);
 
 }  // namespace xsa::ops

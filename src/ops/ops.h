@@ -21,10 +21,11 @@ template <typename Real>
 void matmul_forward(Real* out, const Real* inp, const Real* weight, int N, int in_dim, int out_dim,
                     bool accumulate = false);
 // dinp [N, in_dim] = dout · weight (overwrite; skipped when dinp is null);
-// dweight [out_dim, in_dim] accumulates doutᵀ · inp.
+// dweight [out_dim, in_dim] accumulates doutᵀ · inp, or is overwritten by it (accumulate false: a
+// step's first contribution, so that the gradients need no zeroing and are not read first).
 template <typename Real>
 void matmul_backward(Real* dinp, Real* dweight, const Real* dout, const Real* inp,
-                     const Real* weight, int N, int in_dim, int out_dim);
+                     const Real* weight, int N, int in_dim, int out_dim, bool accumulate = true);
 
 // out [N, D] += bias [D] on every row (linear layers with biases, as GPT-2's).
 template <typename Real>

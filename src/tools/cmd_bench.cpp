@@ -140,16 +140,20 @@ class GemmProducts {
   GemmProducts(const ModelConfig& cfg, int B, int T, bool bf16) : bf16_(bf16) {
     const int N = B * T, C = cfg.n_embd, Vp = cfg.padded_vocab;
     const int head_rows = Gpt<float>::head_chunk_rows(cfg, N);
-    const auto add = [&](const char* name, int rows, int in, int out, int count) {
+    // As a step of one micro-batch forms them: the layers' weight gradients and the head's first
+    // chunk's overwrite theirs, the head's further chunks accumulate onto it.
+    const auto add = [&](const char* name, int rows, int in, int out, int count, bool accumulate) {
       Op& op = ops_.emplace_back();
       op.name = name, op.rows = rows, op.in = in, op.out = out, op.count = count;
+      op.accumulate = accumulate;
     };
-    add("qkv", N, C, 3 * C, cfg.n_layer);
-    add("attn_proj", N, C, C, cfg.n_layer);
-    add("fc", N, C, 4 * C, cfg.n_layer);
-    add("mlp_proj", N, 4 * C, C, cfg.n_layer);
-    add("head", head_rows, C, Vp, N / head_rows);
-    if (N % head_rows) add("head_tail", N % head_rows, C, Vp, 1);
+    add("qkv", N, C, 3 * C, cfg.n_layer, false);
+    add("attn_proj", N, C, C, cfg.n_layer, false);
+    add("fc", N, C, 4 * C, cfg.n_layer, false);
+    add("mlp_proj", N, 4 * C, C, cfg.n_layer, false);
+    add("head", head_rows, C, Vp, 1, false);
+    if (N / head_rows > 1) add("head, further chunks", head_rows, C, Vp, N / head_rows - 1, true);
+    if (N % head_rows) add("head_tail", N % head_rows, C, Vp, 1, true);
     Rng rng(3);
     for (Op& op : ops_) {
       op.x = AlignedBuffer<float>((size_t)op.rows * op.in);
@@ -215,14 +219,15 @@ class GemmProducts {
   void backward(Op& op) {
     if (bf16_)
       ops::matmul_backward_bf16(op.dx.data(), op.dw.data(), op.yb.data(), op.xb.data(),
-                                op.wb.data(), op.rows, op.in, op.out);
+                                op.wb.data(), op.rows, op.in, op.out, op.accumulate);
     else
       ops::matmul_backward(op.dx.data(), op.dw.data(), op.y.data(), op.x.data(), op.w.data(),
-                           op.rows, op.in, op.out);
+                           op.rows, op.in, op.out, op.accumulate);
   }
   struct Op {
     std::string name;
     int rows = 0, in = 0, out = 0, count = 0;
+    bool accumulate = true;  // the weight gradient onto what is there
     AlignedBuffer<float> x, w, y, dx, dw;
     std::vector<ops::bf16> xb, wb, yb;
     std::vector<double> fwd_ms, bwd_ms;

@@ -207,11 +207,12 @@ class CudaBackend final : public Backend<float> {
             accumulate);
   }
   void matmul_backward(float* dinp, float* dweight, const float* dout, const float* inp,
-                       const float* weight, int N, int in_dim, int out_dim) override {
+                       const float* weight, int N, int in_dim, int out_dim,
+                       bool accumulate) override {
     if (N <= 0) return;
     matmul_backward(dinp, dweight, activation_operand(dout, (size_t)N * out_dim, act_b_),
-                    activation_operand(inp, (size_t)N * in_dim, act_a_), weight, N, in_dim,
-                    out_dim);
+                    activation_operand(inp, (size_t)N * in_dim, act_a_), weight, N, in_dim, out_dim,
+                    accumulate);
   }
   void bias_forward(float* out, const float* bias, int N, int D) override {
     if (N <= 0) return;
@@ -348,10 +349,11 @@ class CudaBackend final : public Backend<float> {
   // (no separate conversion pass over the rows × Vp logits).
   void classifier_forward_backward(float* logits, float* losses, const int32_t* targets,
                                    const float* inp, const float* wte, float* dinp, float* dwte,
-                                   int rows, int C, int V, int Vp, float dloss) override {
+                                   int rows, int C, int V, int Vp, float dloss,
+                                   bool accumulate) override {
     if (!options_.bf16 || dloss == 0.0f)
       return Backend<float>::classifier_forward_backward(logits, losses, targets, inp, wte, dinp,
-                                                         dwte, rows, C, V, Vp, dloss);
+                                                         dwte, rows, C, V, Vp, dloss, accumulate);
     if (rows <= 0) return;
     const Operand x = activation_operand(inp, (size_t)rows * C, act_a_);  // for both products
     forward(logits, x, wte, rows, C, Vp, false);
@@ -359,7 +361,7 @@ class CudaBackend final : public Backend<float> {
     cuda::crossentropy_forward_backward(logits, losses, upload(targets, rows, targets_), rows, V,
                                         Vp, dloss, dlogits, stream_);
     XSA_LAUNCHED("crossentropy_forward_backward");
-    matmul_backward(dinp, dwte, Operand{dlogits, true}, x, wte, rows, C, Vp);
+    matmul_backward(dinp, dwte, Operand{dlogits, true}, x, wte, rows, C, Vp, accumulate);
   }
 
   // ---- gates and sinks ----
@@ -450,14 +452,14 @@ class CudaBackend final : public Backend<float> {
          in_dim, inp, in_dim, out, out_dim, accumulate ? 1.0f : 0.0f);
   }
   void matmul_backward(float* dinp, float* dweight, Operand dout, Operand inp, const float* weight,
-                       int N, int in_dim, int out_dim) {
+                       int N, int in_dim, int out_dim, bool accumulate) {
     // dinp_cm [in × N] = W_cm [in × out] · dout_cm [out × N]
     if (dinp)
       gemm("matmul_backward (input)", false, false, in_dim, N, out_dim,
            weight_operand(weight, in_dim, out_dim), in_dim, dout, out_dim, dinp, in_dim, 0.0f);
-    // dW_cm [in × out] += inp_cm [in × N] · dout_cmᵀ
+    // dW_cm [in × out] (+)= inp_cm [in × N] · dout_cmᵀ
     gemm("matmul_backward (weight)", false, true, in_dim, out_dim, N, inp, in_dim, dout, out_dim,
-         dweight, in_dim, 1.0f);
+         dweight, in_dim, accumulate ? 1.0f : 0.0f);
   }
 
   // A cuBLASLt plan per product shape: descriptors and the heuristic's algorithm, made once.
