@@ -109,7 +109,7 @@ int Gpt<Real>::head_chunk_rows(const ModelConfig& cfg, int N) {
 
 template <typename Real>
 double Gpt<Real>::forward(const int32_t* inputs, const int32_t* targets) {
-  const double total = run_forward(inputs, targets, Real(0), true);
+  const double total = run_forward(inputs, targets, Real(0), /*accumulate=*/true);  // no backward
   return target_count_ ? total / target_count_ : 0.0;
 }
 
@@ -120,14 +120,16 @@ double Gpt<Real>::forward_backward(const int32_t* inputs, const int32_t* targets
   int64_t count = 0;
   for (int n = 0; n < B_ * T_; n++) count += targets[n] >= 0;
   const int64_t denominator = loss_tokens > 0 ? loss_tokens : count;
-  // A first micro-batch with targets overwrites what its products write; the rest is zeroed. (Not
-  // zeroing 4/5 of the gradients, and not reading them in the products, saves two passes over
-  // them.) Without targets nothing writes them: all are zeroed.
-  if (!accumulate && count > 0) {
-    for (auto [begin, end] : accumulated_grads_)
-      backend_.fill_zero(params_.grads.data() + begin, end - begin);
-  } else if (!accumulate) {
-    params_.grads.zero();
+  // In a first micro-batch with targets the products write the weight matrices' gradients (the
+  // layers' and the head's: nearly all of them), so only the rest is zeroed; that saves zeroing
+  // them and the products' reading them. Without targets nothing writes them: all are zeroed.
+  if (!accumulate) {
+    if (count > 0) {
+      for (auto [begin, end] : accumulated_grads_)
+        backend_.fill_zero(params_.grads.data() + begin, end - begin);
+    } else {
+      params_.grads.zero();
+    }
   }
   if (denominator == 0) {  // nothing to learn from: no loss, no gradient
     target_count_ = 0;
