@@ -11,10 +11,13 @@
 // ignored rows, logits without a gradient.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "test_util.h"
+#include "xsa/ops/matmul_bf16.h"
 #include "xsa/ops/ops.h"
 #include "xsa/ops/reference.h"
 
@@ -183,6 +186,22 @@ void check_attention(const AttnCase& s, int D) {
     for (int b = 0; b < s.B; b++)
       for (int h = 0; h < s.H; h++) dsinkf[h] += dsink_rows[b * s.H + h];
     EXPECT_LE(max_rel_error(dsinkf, dsink_ref), kTolF32);
+  }
+  // write_dqkv (as a training step runs it): dqkv written over what it held (NaN here), bit for bit
+  // what accumulating onto zeros gives, in both tile precisions.
+  for (bool bf16 : {false, true}) {
+    if (bf16 && !ops::bf16_available()) continue;
+    FVec onto_zeros(N * W, 0.0f), written(N * W, std::numeric_limits<float>::quiet_NaN());
+    for (FVec* out : {&onto_zeros, &written}) {
+      FVec d_out = cast_vector<float>(dout);
+      args.bf16_tiles = bf16, args.dqkv = out->data(), args.d_out = d_out.data();
+      args.write_dqkv = out == &written;
+      ops::attention_forward(args);
+      ops::attention_backward(args);
+    }
+    for (int i = 0; i < N * W; i++)
+      ASSERT_EQ(std::bit_cast<uint32_t>(written[i]), std::bit_cast<uint32_t>(onto_zeros[i]))
+          << "bf16 tiles " << bf16 << ", dqkv entry " << i;
   }
 }
 

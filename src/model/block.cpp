@@ -93,8 +93,7 @@ void block_backward(Backend<Real>& be, const ModelConfig& cfg, int layer,
   // d_buf = ∂L/∂z; the attention backward applies XSA's backward to it in place.
   be.matmul_backward(d_buf, dW.attn_proj_w, d_resid, z, W.attn_proj_w, N, C, C, accumulate);
   if (dW.attn_proj_b) be.bias_backward(dW.attn_proj_b, d_resid, N, C);
-  be.fill_zero(d_qkv, (size_t)N * QKV);
-  args.dqkv = d_qkv, args.d_out = d_buf;
+  args.dqkv = d_qkv, args.write_dqkv = true, args.d_out = d_buf;
   args.dalpha = alpha ? scratch.gate_dalpha : nullptr;
   args.dsink = W.sink ? scratch.sink_dlogit : nullptr;
   be.attention_backward(args);

@@ -32,7 +32,7 @@ constexpr bool kIsFloat = std::is_same_v<Real, float>;
 // Per-thread scratch, grown on first use and then reused: no allocation in steady state.
 template <typename Real>
 Real* scratch(size_t n, int slot) {
-  thread_local std::vector<Real> buffers[4];
+  thread_local std::vector<Real> buffers[6];
   if (buffers[slot].size() < n) buffers[slot].resize(n);
   return buffers[slot].data();
 }
@@ -155,6 +155,21 @@ XSA_BF16_TARGET void tile_product_bf16(int M, int N, int K2, const Word* A, size
       return tile_rows_bf16<1>(N, K2, a, a_m, a_p, B, ldb, alpha, accumulate, c, ldc);
     default:
       return;
+  }
+}
+
+// out[r·ld + d] += x[r·D + d] for r < rows, d < D, or = without accumulate.
+template <typename Real>
+void add_rows(Real* out, int ld, const Real* x, int rows, int D, bool accumulate) {
+  for (int r = 0; r < rows; r++) {
+    Real* o = out + (size_t)r * ld;
+    const Real* a = x + (size_t)r * D;
+    if (accumulate) {
+#pragma omp simd
+      for (int d = 0; d < D; d++) o[d] += a[d];
+    } else {
+      std::copy(a, a + D, o);
+    }
   }
 }
 
@@ -367,8 +382,10 @@ void attention_backward(const AttentionArgs<Real>& args) {
   // whatever the thread count.
   const int Hk = Hkv > 0 ? Hkv : H, group = H / Hk, D = C / H, Ck = Hk * D, ld = C + 2 * Ck;
   const Real scale = Real(1) / std::sqrt(Real(D));
-  if (args.exclusive)  // ∂L/∂z → ∂L/∂y, + own-value grad
-    xsa_backward(d_out, dqkv, d_out, y, qkv, B, T, C, H, args.alpha, args.dalpha, Hkv);
+  // ∂L/∂z → ∂L/∂y, and the own-value gradient (written into dqkv's v with write_dqkv).
+  if (args.exclusive)
+    xsa_backward(d_out, dqkv, d_out, y, qkv, B, T, C, H, args.alpha, args.dalpha, Hkv,
+                 args.write_dqkv);
   // bf16 tiles: the task's kᵀ, vᵀ and k as pairs of rows packed once, each query tile's q and dy
   // (both ways) once, and per tile p and ds: as pairs of columns (an A operand) or of rows (a
   // transposed A, or a B).
@@ -382,6 +399,12 @@ void attention_backward(const AttentionArgs<Real>& args) {
       Real* Di = scratch<Real>((size_t)T, 0);
       Real* P = scratch<Real>((size_t)kQueryTile * kKeyTile, 1);
       Real* dS = scratch<Real>((size_t)kQueryTile * kKeyTile, 2);
+      // The tiles accumulate into contiguous task-local gradients, added into dqkv once at the
+      // end: accumulating straight into dqkv's rows (a stride of 3C) waited on their loads.
+      Real* dK_acc = scratch<Real>((size_t)2 * T * D, 3);
+      Real* dV_acc = dK_acc + (size_t)T * D;
+      Real* dQ_acc = scratch<Real>((size_t)kQueryTile * D, 4);
+      std::fill(dK_acc, dK_acc + (size_t)2 * T * D, Real(0));
       Word *kt = nullptr, *vt = nullptr, *k_rows = nullptr, *q_words = nullptr, *q_rows = nullptr,
            *dy_words = nullptr, *dy_rows = nullptr, *p_rows = nullptr, *ds_words = nullptr,
            *ds_rows = nullptr;
@@ -417,7 +440,8 @@ void attention_backward(const AttentionArgs<Real>& args) {
         for (int i0 = 0; i0 < T; i0 += kQueryTile) {
           const int rows = std::min(kQueryTile, T - i0);
           const Real* Q = base + (size_t)i0 * ld + h * D;
-          Real* dQ = dbase + (size_t)i0 * ld + h * D;
+          Real* dQ = dQ_acc;
+          std::fill(dQ, dQ + (size_t)rows * D, Real(0));
           const Real* dY = d_out + ((size_t)b * T + i0) * C + h * D;
           const int rows2 = (rows + 1) / 2;
           if constexpr (kIsFloat<Real>) {
@@ -432,14 +456,14 @@ void attention_backward(const AttentionArgs<Real>& args) {
             const int cols = std::min(kKeyTile, i0 + rows - j0);
             const Real* K = base + (size_t)j0 * ld + C + g * D;
             const Real* V = base + (size_t)j0 * ld + C + Ck + g * D;
-            Real* dK = dbase + (size_t)j0 * ld + C + g * D;
-            Real* dV = dbase + (size_t)j0 * ld + C + Ck + g * D;
+            Real* dK = dK_acc + (size_t)j0 * D;
+            Real* dV = dV_acc + (size_t)j0 * D;
             const int cols2 = (cols + 1) / 2;
             if (!bf16) {
               gemm(false, true, rows, cols, D, scale, Q, ld, K, ld, Real(0), P, kKeyTile);
               exp_tile(P, rows, cols, i0, j0, row_lse + i0);  // P
               gemm(true, false, cols, D, rows, Real(1), P, kKeyTile, dY, C, Real(1), dV,
-                   ld);  // dV += Pᵀ dY
+                   D);  // dV += Pᵀ dY
               gemm(false, true, rows, cols, D, Real(1), dY, C, V, ld, Real(0), dS,
                    kKeyTile);  // dP = dY Vᵀ
             } else if constexpr (kIsFloat<Real>) {
@@ -447,8 +471,7 @@ void attention_backward(const AttentionArgs<Real>& args) {
                                 kKeyTile);
               exp_tile(P, rows, cols, i0, j0, row_lse + i0);
               pack_row_pairs(P, rows, cols, kKeyTile, p_rows, kKeyTile);
-              tile_product_bf16(cols, D, rows2, p_rows, 1, kKeyTile, dy_rows, D, 1.0f, true, dV,
-                                ld);
+              tile_product_bf16(cols, D, rows2, p_rows, 1, kKeyTile, dy_rows, D, 1.0f, true, dV, D);
               tile_product_bf16(rows, cols, D2, dy_words, D2, 1, vt + j0, T, 1.0f, false, dS,
                                 kKeyTile);
             }
@@ -461,20 +484,23 @@ void attention_backward(const AttentionArgs<Real>& args) {
             }
             if (!bf16) {
               gemm(false, false, rows, D, cols, Real(1), dS, kKeyTile, K, ld, Real(1), dQ,
-                   ld);  // dQ += dS K
+                   D);  // dQ += dS K
               gemm(true, false, cols, D, rows, Real(1), dS, kKeyTile, Q, ld, Real(1), dK,
-                   ld);  // dK += dSᵀ Q
+                   D);  // dK += dSᵀ Q
             } else if constexpr (kIsFloat<Real>) {
               pack_column_pairs(dS, rows, cols, kKeyTile, ds_words, K2, 1);
               pack_row_pairs(dS, rows, cols, kKeyTile, ds_rows, kKeyTile);
               tile_product_bf16(rows, D, cols2, ds_words, K2, 1, k_rows + (size_t)j0 / 2 * D, D,
-                                1.0f, true, dQ, ld);
-              tile_product_bf16(cols, D, rows2, ds_rows, 1, kKeyTile, q_rows, D, 1.0f, true, dK,
-                                ld);
+                                1.0f, true, dQ, D);
+              tile_product_bf16(cols, D, rows2, ds_rows, 1, kKeyTile, q_rows, D, 1.0f, true, dK, D);
             }
           }
+          add_rows(dbase + (size_t)i0 * ld + h * D, ld, dQ, rows, D, !args.write_dqkv);
         }
       }
+      add_rows(dbase + C + g * D, ld, dK_acc, T, D, !args.write_dqkv);
+      // XSA's own-value gradient is in dqkv's v already.
+      add_rows(dbase + C + Ck + g * D, ld, dV_acc, T, D, !args.write_dqkv || args.exclusive);
     }
   }
 }

@@ -28,10 +28,11 @@ struct AttentionArgs {
   // AVX512_BF16 (the bf16 backend, which checked it, sets this).
   bool bf16_tiles = false;
   // Backward only.
-  Real* dqkv = nullptr;    // [B, T, C + 2·Hkv·D] accumulates ∂L/∂q, ∂L/∂k, ∂L/∂v
-  Real* d_out = nullptr;   // ∂L/∂y, or with XSA ∂L/∂z, turned into ∂L/∂y in place
-  Real* dalpha = nullptr;  // [B·T, H] with alpha: each token's ∂L/∂α_h (overwritten)
-  Real* dsink = nullptr;   // [B, H] with sink: ∂L/∂b_h = −Σ_rows p_sink D_i per sequence
+  Real* dqkv = nullptr;     // [B, T, C + 2·Hkv·D] accumulates ∂L/∂q, ∂L/∂k, ∂L/∂v
+  bool write_dqkv = false;  // dqkv is written, not accumulated into: it may hold anything
+  Real* d_out = nullptr;    // ∂L/∂y, or with XSA ∂L/∂z, turned into ∂L/∂y in place
+  Real* dalpha = nullptr;   // [B·T, H] with alpha: each token's ∂L/∂α_h (overwritten)
+  Real* dsink = nullptr;    // [B, H] with sink: ∂L/∂b_h = −Σ_rows p_sink D_i per sequence
 };
 
 // The forward: y and lse (and z with XSA) from qkv.

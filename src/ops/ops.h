@@ -80,13 +80,13 @@ template <typename Real>
 void xsa_forward(Real* z, const Real* y, const Real* qkv, int B, int T, int C, int H,
                  const Real* alpha = nullptr, int Hkv = 0);
 // dy [B, T, C] = g − (g·u) u (overwrite); the v part of dqkv [B, T, 3C] accumulates the
-// own-value gradient; g = dz [B, T, C].
+// own-value gradient (with write_dv, a kv group's first head writes it); g = dz [B, T, C].
 template <typename Real>
 // With alpha [H] (gated XSA), dalpha [B·T, H] receives each token's ∂L/∂α_h = −s (g·u)
 // (overwritten).
 void xsa_backward(Real* dy, Real* dqkv, const Real* dz, const Real* y, const Real* qkv, int B,
                   int T, int C, int H, const Real* alpha = nullptr, Real* dalpha = nullptr,
-                  int Hkv = 0);
+                  int Hkv = 0, bool write_dv = false);
 
 // ---- gelu.cpp: tanh approximation ----
 template <typename Real>

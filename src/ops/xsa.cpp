@@ -21,7 +21,7 @@ void xsa_forward(Real* z, const Real* y, const Real* qkv, int B, int T, int C, i
 
 template <typename Real>
 void xsa_backward(Real* dy, Real* dqkv, const Real* dz, const Real* y, const Real* qkv, int B,
-                  int T, int C, int H, const Real* alpha, Real* dalpha, int Hkv) {
+                  int T, int C, int H, const Real* alpha, Real* dalpha, int Hkv, bool write_dv) {
   // A token's heads run in one iteration: under GQA several of them add into the same shared v.
   const int Hk = Hkv > 0 ? Hkv : H, group = H / Hk, D = C / H, N = B * T, ld = C + 2 * Hk * D;
 #pragma omp parallel for schedule(static)
@@ -30,7 +30,8 @@ void xsa_backward(Real* dy, Real* dqkv, const Real* dz, const Real* y, const Rea
       const size_t v_at = (size_t)n * ld + C + Hk * D + (h / group) * D;
       const Real d_alpha =
           xsa_row_backward(dy + (size_t)n * C + h * D, dqkv + v_at, dz + (size_t)n * C + h * D,
-                           y + (size_t)n * C + h * D, qkv + v_at, D, alpha ? alpha[h] : Real(1));
+                           y + (size_t)n * C + h * D, qkv + v_at, D, alpha ? alpha[h] : Real(1),
+                           write_dv && h % group == 0);  // a group's first head writes
       if (dalpha) dalpha[(size_t)n * H + h] = d_alpha;
     }
 }
@@ -39,7 +40,7 @@ void xsa_backward(Real* dy, Real* dqkv, const Real* dz, const Real* y, const Rea
   template void xsa_forward<Real>(Real*, const Real*, const Real*, int, int, int, int,            \
                                   const Real*, int);                                              \
   template void xsa_backward<Real>(Real*, Real*, const Real*, const Real*, const Real*, int, int, \
-                                   int, int, const Real*, Real*, int);
+                                   int, int, const Real*, Real*, int, bool);
 XSA_INSTANTIATE(float)
 XSA_INSTANTIATE(double)
 

@@ -27,11 +27,11 @@ inline void xsa_row_forward(Real* z, const Real* y, const Real* v, int D, Real a
 }
 
 // With g = ∂L/∂z:  dy = g − α (g·u) u (overwrites; may alias g);  a = −α (s g + (g·u) y);
-// dv += (a − (a·u) u)/n, or a/1e-6 when ‖v‖ ≤ 1e-6 (the Jacobian of u = v/‖v‖);
-// returns this row's ∂L/∂α = −s (g·u).
+// dv += (a − (a·u) u)/n, or a/1e-6 when ‖v‖ ≤ 1e-6 (the Jacobian of u = v/‖v‖), or dv = ... with
+// write_dv; returns this row's ∂L/∂α = −s (g·u).
 template <typename Real>
 inline Real xsa_row_backward(Real* dy, Real* dv, const Real* g, const Real* y, const Real* v, int D,
-                             Real alpha = 1) {
+                             Real alpha = 1, bool write_dv = false) {
   Real vv = 0, yv = 0, gv = 0;
 #pragma omp simd reduction(+ : vv, yv, gv)
   for (int d = 0; d < D; d++) vv += v[d] * v[d], yv += y[d] * v[d], gv += g[d] * v[d];
@@ -44,7 +44,7 @@ inline Real xsa_row_backward(Real* dy, Real* dv, const Real* g, const Real* y, c
 #pragma omp simd
   for (int d = 0; d < D; d++) {
     const Real u = v[d] * inv_n, a = -alpha * (s * g[d] + gu * y[d]);
-    dv[d] += (a - au * u) * inv_n;
+    dv[d] = (write_dv ? Real(0) : dv[d]) + (a - au * u) * inv_n;
     dy[d] = g[d] - alpha * gu * u;  // last: dy may alias g
   }
   return -s * gu;
