@@ -158,19 +158,20 @@ XSA_BF16_TARGET void tile_product_bf16(int M, int N, int K2, const Word* A, size
   }
 }
 
-// out[r·ld + d] += x[r·D + d] for r < rows, d < D, or = without accumulate.
+// rows × D values from rows ld_src apart to rows ld_dst apart.
 template <typename Real>
-void add_rows(Real* out, int ld, const Real* x, int rows, int D, bool accumulate) {
-  for (int r = 0; r < rows; r++) {
-    Real* o = out + (size_t)r * ld;
-    const Real* a = x + (size_t)r * D;
-    if (accumulate) {
-#pragma omp simd
-      for (int d = 0; d < D; d++) o[d] += a[d];
-    } else {
-      std::copy(a, a + D, o);
-    }
-  }
+void copy_rows(Real* dst, int ld_dst, const Real* src, int ld_src, int rows, int D) {
+  for (int r = 0; r < rows; r++)
+    std::copy(src + (size_t)r * ld_src, src + (size_t)r * ld_src + D, dst + (size_t)r * ld_dst);
+}
+
+// A task-local gradient's start: what dqkv's rows hold (`from_dqkv`), or zeros.
+template <typename Real>
+void start_rows(Real* acc, const Real* dqkv_rows, int ld, int rows, int D, bool from_dqkv) {
+  if (from_dqkv)
+    copy_rows(acc, D, dqkv_rows, ld, rows, D);
+  else
+    std::fill(acc, acc + (size_t)rows * D, Real(0));
 }
 
 // Per-thread word scratch, as scratch() for floats.
@@ -399,12 +400,17 @@ void attention_backward(const AttentionArgs<Real>& args) {
       Real* Di = scratch<Real>((size_t)T, 0);
       Real* P = scratch<Real>((size_t)kQueryTile * kKeyTile, 1);
       Real* dS = scratch<Real>((size_t)kQueryTile * kKeyTile, 2);
-      // The tiles accumulate into contiguous task-local gradients, added into dqkv once at the
-      // end: accumulating straight into dqkv's rows (a stride of 3C) waited on their loads.
+      // The tiles accumulate into contiguous task-local gradients that start from what dqkv holds
+      // (zeros when it is written, XSA's own-value gradient in v) and go back into it at the end:
+      // accumulating straight into dqkv's rows (3C apart) waited on their loads. The additions
+      // are those into dqkv, in the same order, so the result is the same to the bit.
       Real* dK_acc = scratch<Real>((size_t)2 * T * D, 3);
       Real* dV_acc = dK_acc + (size_t)T * D;
       Real* dQ_acc = scratch<Real>((size_t)kQueryTile * D, 4);
-      std::fill(dK_acc, dK_acc + (size_t)2 * T * D, Real(0));
+      Real* dK_rows = dbase + C + g * D;
+      Real* dV_rows = dbase + C + Ck + g * D;
+      start_rows(dK_acc, dK_rows, ld, T, D, !args.write_dqkv);
+      start_rows(dV_acc, dV_rows, ld, T, D, !args.write_dqkv || args.exclusive);
       Word *kt = nullptr, *vt = nullptr, *k_rows = nullptr, *q_words = nullptr, *q_rows = nullptr,
            *dy_words = nullptr, *dy_rows = nullptr, *p_rows = nullptr, *ds_words = nullptr,
            *ds_rows = nullptr;
@@ -441,7 +447,8 @@ void attention_backward(const AttentionArgs<Real>& args) {
           const int rows = std::min(kQueryTile, T - i0);
           const Real* Q = base + (size_t)i0 * ld + h * D;
           Real* dQ = dQ_acc;
-          std::fill(dQ, dQ + (size_t)rows * D, Real(0));
+          Real* dQ_rows = dbase + (size_t)i0 * ld + h * D;
+          start_rows(dQ, dQ_rows, ld, rows, D, !args.write_dqkv);
           const Real* dY = d_out + ((size_t)b * T + i0) * C + h * D;
           const int rows2 = (rows + 1) / 2;
           if constexpr (kIsFloat<Real>) {
@@ -495,12 +502,11 @@ void attention_backward(const AttentionArgs<Real>& args) {
               tile_product_bf16(cols, D, rows2, ds_rows, 1, kKeyTile, q_rows, D, 1.0f, true, dK, D);
             }
           }
-          add_rows(dbase + (size_t)i0 * ld + h * D, ld, dQ, rows, D, !args.write_dqkv);
+          copy_rows(dQ_rows, ld, dQ, D, rows, D);
         }
       }
-      add_rows(dbase + C + g * D, ld, dK_acc, T, D, !args.write_dqkv);
-      // XSA's own-value gradient is in dqkv's v already.
-      add_rows(dbase + C + Ck + g * D, ld, dV_acc, T, D, !args.write_dqkv || args.exclusive);
+      copy_rows(dK_rows, ld, dK_acc, D, T, D);
+      copy_rows(dV_rows, ld, dV_acc, D, T, D);
     }
   }
 }
