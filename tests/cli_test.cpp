@@ -1,7 +1,6 @@
 // The `xsa` command as a user runs it: help, train → metrics and checkpoints → info, config files,
 // resume through the CLI, and every bad input: one line on stderr, a non-zero exit status, and no
 // existing checkpoint touched.
-#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <unistd.h>
 
@@ -16,6 +15,7 @@
 #include "xsa/io/checkpoint.h"
 #include "xsa/util/blas.h"
 #include "xsa/util/files.h"
+#include "xsa/util/fmt.h"
 #include "xsa/util/stats.h"
 
 namespace xsa {

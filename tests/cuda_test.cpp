@@ -11,7 +11,6 @@
 //   (2⁻⁷ + 2⁻¹⁶)|a·b|, so an entry is within (2⁻⁷ + 2⁻¹⁶ + K·2⁻²⁴) Σ|a·b| of the fp32 product.
 //   Attention in bf16 chains two such products (and the backward three): 4·2⁻⁷ forward, 8·2⁻⁷
 //   backward, norm-relative.
-#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -22,6 +21,7 @@
 #include "test_util.h"
 #include "xsa/backend/device.h"
 #include "xsa/util/files.h"
+#include "xsa/util/fmt.h"
 
 namespace xsa {
 namespace {

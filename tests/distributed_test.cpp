@@ -10,7 +10,6 @@
 // these do not grow into the weights faster than they are made; over 20 steps of these tiny models
 // the losses agree to about 1e-8 relative. 2e-6 relative is two orders above that and four below
 // any real mistake (a row left out or counted twice changes the loss by ~1e-2).
-#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <sys/wait.h>
@@ -26,6 +25,7 @@
 #include "xsa/dist/comm.h"
 #include "xsa/io/checkpoint.h"
 #include "xsa/util/files.h"
+#include "xsa/util/fmt.h"
 
 namespace xsa {
 namespace {

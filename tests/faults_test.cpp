@@ -4,7 +4,6 @@
 // non-finite loss, a poisoned batch under --skip-bad-steps, kills at random moments (metrics.jsonl
 // stays whole lines) and memory over thousands of steps.
 #include <fcntl.h>
-#include <fmt/format.h>
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
@@ -24,6 +23,7 @@
 #include "xsa/train/step.h"
 #include "xsa/util/error.h"
 #include "xsa/util/files.h"
+#include "xsa/util/fmt.h"
 
 extern char** environ;
 

@@ -1,13 +1,12 @@
 #include "xsa/eval/suite.h"
 
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <cctype>
 #include <filesystem>
 #include <map>
 
 #include "xsa/util/error.h"
+#include "xsa/util/fmt.h"
 #include "xsa/util/stats.h"
 
 namespace xsa {

@@ -1,12 +1,11 @@
 #include "xsa/io/checkpoint.h"
 
-#include <fmt/format.h>
-
 #include <algorithm>
 
 #include "xsa/io/safetensors.h"
 #include "xsa/util/error.h"
 #include "xsa/util/files.h"
+#include "xsa/util/fmt.h"
 
 namespace xsa {
 namespace {

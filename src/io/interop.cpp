@@ -1,7 +1,5 @@
 #include "xsa/io/interop.h"
 
-#include <fmt/format.h>
-
 #include <cmath>
 #include <cstring>
 #include <map>
@@ -12,6 +10,7 @@
 #include "xsa/ops/matmul_bf16.h"
 #include "xsa/util/error.h"
 #include "xsa/util/files.h"
+#include "xsa/util/fmt.h"
 
 namespace xsa {
 namespace {

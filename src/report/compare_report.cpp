@@ -1,11 +1,10 @@
 #include "xsa/report/compare_report.h"
 
-#include <fmt/ranges.h>
-
 #include <cmath>
 
 #include "xsa/report/svg.h"
 #include "xsa/util/files.h"
+#include "xsa/util/fmt.h"
 #include "xsa/util/stats.h"
 
 namespace xsa {

@@ -1,12 +1,11 @@
 #include "xsa/report/svg.h"
 
-#include <fmt/format.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdlib>
 
 #include "xsa/util/files.h"
+#include "xsa/util/fmt.h"
 
 namespace xsa {
 namespace {

@@ -1,6 +1,5 @@
 #include "xsa/research/compare.h"
 
-#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -20,6 +19,7 @@
 #include "xsa/train/schedule.h"
 #include "xsa/util/error.h"
 #include "xsa/util/files.h"
+#include "xsa/util/fmt.h"
 #include "xsa/util/memory.h"
 #include "xsa/util/stats.h"
 #include "xsa/util/threads.h"

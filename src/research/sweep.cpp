@@ -1,7 +1,5 @@
 #include "xsa/research/sweep.h"
 
-#include <fmt/format.h>
-
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
@@ -12,6 +10,7 @@
 #include "xsa/report/svg.h"
 #include "xsa/util/error.h"
 #include "xsa/util/files.h"
+#include "xsa/util/fmt.h"
 
 namespace xsa {
 

@@ -1,6 +1,4 @@
 // xsa compare (the main job) and xsa analyze.
-#include <fmt/format.h>
-
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -13,6 +11,7 @@
 #include "xsa/tools/commands.h"
 #include "xsa/util/error.h"
 #include "xsa/util/files.h"
+#include "xsa/util/fmt.h"
 #include "xsa/util/signals.h"
 #include "xsa/util/threads.h"
 

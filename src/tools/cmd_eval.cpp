@@ -1,5 +1,4 @@
 // xsa eval: validation loss, perplexity and bits per byte, multiple-choice tasks and LAMBADA.
-#include <fmt/format.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -13,6 +12,7 @@
 #include "xsa/train/trainer.h"
 #include "xsa/util/error.h"
 #include "xsa/util/files.h"
+#include "xsa/util/fmt.h"
 #include "xsa/util/stats.h"
 #include "xsa/util/threads.h"
 

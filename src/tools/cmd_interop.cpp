@@ -1,12 +1,11 @@
 // xsa import / xsa export: GPT-2 models to and from Hugging Face's and llm.c's files.
-#include <fmt/format.h>
-
 #include <cstdio>
 
 #include "xsa/io/checkpoint.h"
 #include "xsa/io/interop.h"
 #include "xsa/tools/commands.h"
 #include "xsa/util/error.h"
+#include "xsa/util/fmt.h"
 
 namespace xsa::cli {
 namespace {

@@ -1,6 +1,4 @@
 // xsa sample: generate text from a checkpoint, token by token through the key/value cache.
-#include <fmt/format.h>
-
 #include <cstdio>
 
 #include "xsa/infer/sampler.h"
@@ -10,6 +8,7 @@
 #include "xsa/train/trainer.h"
 #include "xsa/util/error.h"
 #include "xsa/util/files.h"
+#include "xsa/util/fmt.h"
 #include "xsa/util/threads.h"
 
 namespace xsa::cli {

@@ -1,7 +1,6 @@
 #include "xsa/train/trainer.h"
 
 #include <fcntl.h>
-#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -23,6 +22,7 @@
 #include "xsa/train/staged_comm.h"
 #include "xsa/util/error.h"
 #include "xsa/util/files.h"
+#include "xsa/util/fmt.h"
 #include "xsa/util/memory.h"
 #include "xsa/util/rng.h"
 #include "xsa/util/signals.h"

@@ -1,11 +1,12 @@
 #include "xsa/util/blas.h"
 
-#include <fmt/format.h>
 #include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
 #include <set>
+
+#include "xsa/util/fmt.h"
 
 extern "C" char* openblas_get_corename(void);
 

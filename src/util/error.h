@@ -5,10 +5,10 @@
 //  condition.
 #pragma once
 
-#include <fmt/format.h>
-
 #include <stdexcept>
 #include <string>
+
+#include "xsa/util/fmt.h"
 
 namespace xsa {
 

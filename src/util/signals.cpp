@@ -1,11 +1,12 @@
 #include "xsa/util/signals.h"
 
-#include <fmt/format.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <csignal>
 #include <cstring>
+
+#include "xsa/util/fmt.h"
 
 namespace xsa {
 namespace {
