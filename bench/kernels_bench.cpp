@@ -131,22 +131,27 @@ void BM_StreamScale(benchmark::State& state) {
 }
 BENCHMARK(BM_StreamScale)->Unit(benchmark::kMillisecond)->UseRealTime();
 
-// One layer's causal attention with bf16 tile products (the bf16 step's), SA, on `small`'s shape
-// (8 sequences, 6 heads) and `gpt2`'s (4 sequences, 12 heads), T = 256, head size 64. GFLOP/s
-// counts the tile products' useful work as `xsa bench` does (causal: 2·T·(T+1) per channel and
-// product pair), the backward as twice the forward.
-void attention_setup(int B, int H, std::vector<float>& qkv, std::vector<float>& y,
-                     std::vector<float>& lse, xsa::ops::AttentionArgs<float>& args) {
+// One layer's causal attention with bf16 tile products (the bf16 step's), SA (third argument 0)
+// or XSA (1), on `small`'s shape (8 sequences, 6 heads) and `gpt2`'s (4 sequences, 12 heads),
+// T = 256, head size 64. GFLOP/s counts the tile products' useful work as `xsa bench` does
+// (causal: 2·T·(T+1) per channel and product pair), the backward as twice the forward.
+void attention_setup(int B, int H, bool exclusive, std::vector<float>& qkv, std::vector<float>& y,
+                     std::vector<float>& z, std::vector<float>& lse,
+                     xsa::ops::AttentionArgs<float>& args) {
   constexpr int T = 256, D = 64;
   const int C = H * D;
   qkv = normal((size_t)B * T * 3 * C, 1, 1), y.resize((size_t)B * T * C), lse.resize(B * H * T);
+  z.resize(exclusive ? y.size() : 0);
   args.B = B, args.T = T, args.C = C, args.H = H, args.bf16_tiles = true;
-  args.qkv = qkv.data(), args.y = y.data(), args.lse = lse.data();
+  args.exclusive = exclusive;
+  args.qkv = qkv.data(), args.y = y.data(), args.z = exclusive ? z.data() : nullptr;
+  args.lse = lse.data();
 }
 
-// `small`'s 8 sequences of 6 heads and `gpt2`'s 4 of 12.
+// `small`'s 8 sequences of 6 heads and `gpt2`'s 4 of 12, SA and XSA.
 void attention_shapes(benchmark::internal::Benchmark* b) {
-  b->Args({8, 6})->Args({4, 12})->Unit(benchmark::kMicrosecond)->UseRealTime();
+  for (int exclusive : {0, 1}) b->Args({8, 6, exclusive})->Args({4, 12, exclusive});
+  b->Unit(benchmark::kMicrosecond)->UseRealTime();
 }
 
 double attention_flops(int B, int H) {
@@ -156,9 +161,9 @@ double attention_flops(int B, int H) {
 
 void BM_AttentionBf16Forward(benchmark::State& state) {
   const int B = (int)state.range(0), H = (int)state.range(1);
-  std::vector<float> qkv, y, lse;
+  std::vector<float> qkv, y, z, lse;
   xsa::ops::AttentionArgs<float> args;
-  attention_setup(B, H, qkv, y, lse, args);
+  attention_setup(B, H, state.range(2) == 1, qkv, y, z, lse, args);
   for (auto _ : state) xsa::ops::attention_forward(args);
   state.counters["GFLOP"] = benchmark::Counter(attention_flops(B, H) * 1e-9 * state.iterations(),
                                                benchmark::Counter::kIsRate);
@@ -167,9 +172,9 @@ BENCHMARK(BM_AttentionBf16Forward)->Apply(attention_shapes);
 
 void BM_AttentionBf16Backward(benchmark::State& state) {
   const int B = (int)state.range(0), H = (int)state.range(1);
-  std::vector<float> qkv, y, lse;
+  std::vector<float> qkv, y, z, lse;
   xsa::ops::AttentionArgs<float> args;
-  attention_setup(B, H, qkv, y, lse, args);
+  attention_setup(B, H, state.range(2) == 1, qkv, y, z, lse, args);
   xsa::ops::attention_forward(args);
   std::vector<float> dout = normal(y.size(), 1, 2), dqkv(qkv.size());
   // dqkv written, as a training step has it (no zeroing before).
