@@ -1262,6 +1262,10 @@ void attention_backward(const ops::AttentionArgs<float>& args, bool bf16_product
   const Shape s = make_shape(args.B, args.T, args.C, args.H, args.Hkv);
   if (s.D > kMaxHead) return report_unsupported(stream);
   float* Di = workspace;  // [B, H, T]
+  // 0. A dqkv to be written starts from zeros: the kernels below add into it. A failure shows in
+  // the launch check after this call, as the kernels' do.
+  if (args.write_dqkv)
+    cudaMemsetAsync(args.dqkv, 0, s.token(s.B, 0) * s.ld * sizeof(float), stream);
   // 1. XSA's backward (d_out becomes ∂L/∂y, the own-value gradient, dalpha) and D_i.
   const int prologue_blocks = ceil_div(s.B * s.T * s.Hk, kRowWarps);
   backward_prologue_kernel<<<prologue_blocks, kRowWarps * kWarp, 0, stream>>>(

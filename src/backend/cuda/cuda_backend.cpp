@@ -315,11 +315,6 @@ class CudaBackend final : public Backend<float> {
     XSA_LAUNCHED("attention_forward");
   }
   void attention_backward(const ops::AttentionArgs<float>& args) override {
-    // The kernels add into dqkv (dQ with atomics): what it held goes first.
-    if (args.write_dqkv) {
-      const int Hkv = args.Hkv > 0 ? args.Hkv : args.H;
-      fill_zero(args.dqkv, (size_t)args.B * args.T * (args.C + 2 * Hkv * (args.C / args.H)));
-    }
     float* workspace = scratch_.get(attention_backward_workspace(args, options_.deterministic),
                                     "attention_backward");
     cuda::attention_backward(args, options_.bf16, options_.deterministic, workspace, stream_);

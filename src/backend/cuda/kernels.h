@@ -85,7 +85,8 @@ void sum(double* result, const float* x, size_t n, bool squares, double* scratch
 void attention_forward(const ops::AttentionArgs<float>& args, bool bf16_products,
                        cudaStream_t stream);
 size_t attention_backward_workspace(const ops::AttentionArgs<float>& args, bool deterministic);
-// workspace: attention_backward_workspace(args, deterministic) floats.
+// workspace: attention_backward_workspace(args, deterministic) floats. The kernels add into dqkv
+// (dQ with atomics), so with args.write_dqkv it is zeroed first.
 void attention_backward(const ops::AttentionArgs<float>& args, bool bf16_products,
                         bool deterministic, float* workspace, cudaStream_t stream);
 // The cache's k, v and spans (when not null) are on the device.
