@@ -50,8 +50,7 @@ class CpuBackend : public Backend<Real> {
   }
   void copy_rows(Real* dst, size_t dst_stride, const Real* src, size_t src_stride, int rows,
                  int width) override {
-    for (int r = 0; r < rows; r++)
-      std::memcpy(dst + r * dst_stride, src + r * src_stride, sizeof(Real) * width);
+    ops::copy_rows(dst, dst_stride, src, src_stride, rows, width);
   }
   void gather_rows(Real* dst, const Real* table, const int* index, int n, int width) override {
     for (int r = 0; r < n; r++)

@@ -158,13 +158,6 @@ XSA_BF16_TARGET void tile_product_bf16(int M, int N, int K2, const Word* A, size
   }
 }
 
-// rows × D values from rows ld_src apart to rows ld_dst apart.
-template <typename Real>
-void copy_rows(Real* dst, int ld_dst, const Real* src, int ld_src, int rows, int D) {
-  for (int r = 0; r < rows; r++)
-    std::copy(src + (size_t)r * ld_src, src + (size_t)r * ld_src + D, dst + (size_t)r * ld_dst);
-}
-
 // A task-local gradient's start: what dqkv's rows hold (`from_dqkv`), or zeros.
 template <typename Real>
 void start_rows(Real* acc, const Real* dqkv_rows, int ld, int rows, int D, bool from_dqkv) {

@@ -7,6 +7,13 @@
 namespace xsa::ops {
 
 template <typename Real>
+void copy_rows(Real* dst, size_t dst_stride, const Real* src, size_t src_stride, int rows,
+               int width) {
+  for (int r = 0; r < rows; r++)
+    std::memcpy(dst + r * dst_stride, src + r * src_stride, sizeof(Real) * width);
+}
+
+template <typename Real>
 void encoder_forward(Real* out, const int32_t* tokens, const Real* wte, int N, int C) {
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; n++) {
@@ -44,6 +51,7 @@ void embedding_add(Real* out, const int32_t* index, const Real* table, int N, in
 }
 
 #define XSA_INSTANTIATE(Real)                                                        \
+  template void copy_rows<Real>(Real*, size_t, const Real*, size_t, int, int);       \
   template void embedding_add<Real>(Real*, const int32_t*, const Real*, int, int);   \
   template void encoder_forward<Real>(Real*, const int32_t*, const Real*, int, int); \
   template void encoder_backward<Real>(Real*, const Real*, const int32_t*, int, int);

@@ -34,7 +34,11 @@ void bias_forward(Real* out, const Real* bias, int N, int D);
 template <typename Real>
 void bias_backward(Real* dbias, const Real* dout, int N, int D);
 
-// ---- encoder.cpp: token embedding ----
+// ---- encoder.cpp: token embedding, and rows copied between strided layouts ----
+// dst row r (dst_stride apart) = the first `width` values of src row r (src_stride apart).
+template <typename Real>
+void copy_rows(Real* dst, size_t dst_stride, const Real* src, size_t src_stride, int rows,
+               int width);
 // out [N, C] = wte[tokens[n]]
 template <typename Real>
 void encoder_forward(Real* out, const int32_t* tokens, const Real* wte, int N, int C);
