@@ -409,6 +409,37 @@ TEST(Bf16, AdamWWritesTheWeightCopy) {
   be.weights_changed();  // whatever comes later at these addresses gets copies of its own
 }
 
+// weights_changed(begin, n) drops the copies of the weights in that range only: a second model's
+// (outside it) keeps its copy, as two models stepped in turn in one process (compare's arms,
+// bench's SA and XSA) must not convert each other's weights again.
+TEST(Bf16, WeightsChangedDropsOnlyTheCopiesInItsRange) {
+  std::string why;
+  if (!ops::bf16_available(&why)) GTEST_SKIP() << "no bf16 products here: " << why;
+  Backend<float>& be = cpu_bf16_backend();
+  const int rows = 3, in = 8, out = 4, n = in * out;
+  std::vector<float> weights = test::cast_vector<float>(test::random_vector(2 * n, 31));
+  const std::vector<float> x = test::cast_vector<float>(test::random_vector(rows * in, 32));
+  float* first = weights.data();
+  float* second = weights.data() + n;
+  auto product = [&](const float* w) {
+    std::vector<float> y(rows * out);
+    be.matmul_forward(y.data(), x.data(), w, rows, in, out, false);
+    return y;
+  };
+  be.weights_changed();
+  const std::vector<float> first_before = product(first), second_before = product(second);
+  for (int i = 0; i < 2 * n; i++) weights[i] = -weights[i];  // the backend is told of `first` only
+  be.weights_changed(first, n);
+  std::vector<float> first_negated = first_before, first_after = product(first);
+  for (float& v : first_negated) v = -v;
+  EXPECT_EQ(first_after, first_negated);      // a fresh copy of the negated weights
+  EXPECT_EQ(product(second), second_before);  // still the copy made before
+  be.weights_changed();
+  std::vector<float> second_negated = second_before;
+  for (float& v : second_negated) v = -v;
+  EXPECT_EQ(product(second), second_negated);  // every copy dropped
+  be.weights_changed();  // whatever comes later at these addresses gets copies of its own
+}
 // A CPU without the instructions is told apart: oneDNN is held to AVX2 here, as on a CPU that has
 // nothing newer (its ISA is read once per process: ctest runs each test in its own).
 TEST(Bf16, MissingInstructionsAreNamed) {

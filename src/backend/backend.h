@@ -166,13 +166,23 @@ class Backend {
   // ---- reductions and the optimizer ----
   virtual double sum(const Real* x, size_t n) = 0;             // in order, in double
   virtual double sum_of_squares(const Real* x, size_t n) = 0;  // thread-count independent
-  // The weights changed outside the ops above (an optimizer step, weights loaded or gathered):
-  // a backend that keeps derived copies of them (bf16) drops those.
-  virtual void weights_changed() {}
+  // The weights in [begin, begin + n) changed outside the ops above (an optimizer step, weights
+  // loaded or gathered): a backend that keeps derived copies of them (bf16) drops those, and keeps
+  // those of other weights (another model in the same process: `compare`'s arms, `bench`'s SA and
+  // XSA). begin == nullptr: every weight.
+  virtual void weights_changed(const Real* begin, size_t n) {}
+  void weights_changed() { weights_changed(nullptr, 0); }
   // Decoupled AdamW, one tensor.
   virtual void adamw_update(Real* param, const Real* grad, Real* m, Real* v, size_t n,
                             const ops::AdamWSettings& settings) = 0;
 };
+
+// Whether p lies in the range [begin, begin + n) given to weights_changed (begin == nullptr: all).
+template <typename Real>
+bool in_changed_range(const Real* p, const Real* begin, size_t n) {
+  const auto at = reinterpret_cast<uintptr_t>(p), from = reinterpret_cast<uintptr_t>(begin);
+  return !begin || (at >= from && at - from < n * sizeof(Real));
+}
 
 // The process's CPU backend (OpenBLAS products, OpenMP kernels).
 template <typename Real>

@@ -161,9 +161,12 @@ class CpuBf16Backend final : public CpuBackend<float> {
  public:
   // The copies are marked stale, not freed: their memory comes back at the next use without
   // fresh pages (freeing 60 MB of copies every step cost ~10 000 page faults per step).
-  // Copies that AdamW wrote as it updated their weights stay fresh.
-  void weights_changed() override {
-    for (auto& [weight, copy] : weights_) copy.fresh = copy.updated, copy.updated = false;
+  // Copies that AdamW wrote as it updated their weights stay fresh, and so do those of weights
+  // outside the range (another model's: else each of two models stepped in turn converted all
+  // its weights again every step).
+  void weights_changed(const float* begin, size_t n) override {
+    for (auto& [weight, copy] : weights_)
+      if (in_changed_range(weight, begin, n)) copy.fresh = copy.updated, copy.updated = false;
   }
   // A weight with a copy gets it written in AdamW's pass (no second pass over the weights); a
   // part of a tensor (a ZeRO shard) leaves its copy to be made again on first use.

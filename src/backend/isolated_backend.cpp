@@ -140,7 +140,9 @@ class IsolatedBackend final : public Backend<float> {
   double sum_of_squares(const float* x, size_t n) override {
     return cpu_.sum_of_squares(real(x), n);
   }
-  void weights_changed() override { cpu_.weights_changed(); }
+  void weights_changed(const float* begin, size_t n) override {
+    cpu_.weights_changed(real(begin), n);
+  }
   void adamw_update(float* param, const float* grad, float* m, float* v, size_t n,
                     const ops::AdamWSettings& settings) override {
     cpu_.adamw_update(real(param), real(grad), real(m), real(v), n, settings);

@@ -141,7 +141,8 @@ void load_checkpoint_weights(const fs::path& ckpt_dir, ParamArena<float>& arena,
       load_checkpoint_tensors(ckpt_dir, arena.layout, params.data(), adam_m.data(), adam_v.data());
     }
   }  // written back before the backend hears of it (a device backend copies on close)
-  if (arena.params.backend()) arena.params.backend()->weights_changed();
+  if (arena.params.backend())
+    arena.params.backend()->weights_changed(arena.params.data(), arena.params.size());
 }
 
 void load_checkpoint_tensors(const fs::path& ckpt_dir, const std::vector<TensorInfo>& layout,
@@ -251,7 +252,8 @@ std::vector<std::string> InitialWeights::load(ParamArena<float>& arena) const {
       file_.read(t.name, t.shape, params.data() + t.offset);
     }
   }  // written back before the backend hears of it
-  if (arena.params.backend()) arena.params.backend()->weights_changed();
+  if (arena.params.backend())
+    arena.params.backend()->weights_changed(arena.params.data(), arena.params.size());
   return fresh;
 }
 

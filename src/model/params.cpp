@@ -79,7 +79,7 @@ void ParamArena<Real>::init(const ModelConfig& cfg, uint64_t seed) {
       }
     }
   }
-  if (params.backend()) params.backend()->weights_changed();
+  if (params.backend()) params.backend()->weights_changed(params.data(), params.size());
 }
 
 template struct ParamArena<float>;

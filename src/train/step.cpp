@@ -103,7 +103,7 @@ StepResult TrainStep::run(const int32_t* inputs, const int32_t* targets, double 
                     arena.adam_v.data() + moment, end - begin, adam);
   }
   if (zero1_) comm.all_gather(arena.params.data(), n);
-  be.weights_changed();
+  be.weights_changed(arena.params.data(), arena.params.size());
   return r;
 }
 

@@ -285,7 +285,7 @@ void load_training_state(Comm& comm, const fs::path& ckpt, ParamArena<float>& ar
     load_checkpoint_tensors(ckpt, arena.layout, params.data(), full_m.data(), full_v.data());
   });
   if (comm.size() == 1) return;
-  be.weights_changed();
+  be.weights_changed(arena.params.data(), arena.params.size());
   StagedComm staged(comm, be);
   const bool on_host = be.host_addressable();
   auto broadcast = [&](float* values) {

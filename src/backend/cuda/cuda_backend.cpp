@@ -381,8 +381,9 @@ class CudaBackend final : public Backend<float> {
   // ---- reductions and the optimizer ----
   double sum(const float* x, size_t n) override { return reduce(x, n, false); }
   double sum_of_squares(const float* x, size_t n) override { return reduce(x, n, true); }
-  void weights_changed() override {
-    for (auto& [weight, copy] : weights_) copy.fresh = false;
+  void weights_changed(const float* begin, size_t n) override {
+    for (auto& [weight, copy] : weights_)
+      if (in_changed_range(weight, begin, n)) copy.fresh = false;
   }
   void adamw_update(float* param, const float* grad, float* m, float* v, size_t n,
                     const ops::AdamWSettings& settings) override {
