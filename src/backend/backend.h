@@ -112,6 +112,14 @@ class Backend {
   // ---- the model's ops (ops/ops.h documents each) ----
   virtual void matmul_forward(Real* out, const Real* inp, const Real* weight, int N, int in_dim,
                               int out_dim, bool accumulate) = 0;
+  // out = residual + inp · Wᵀ, a residual connection (out may be residual). This form copies and
+  // accumulates; a backend that can add the residual inside the product (oneDNN's binary
+  // post-op) saves the copy.
+  virtual void matmul_forward_residual(Real* out, const Real* residual, const Real* inp,
+                                       const Real* weight, int N, int in_dim, int out_dim) {
+    copy(out, residual, (size_t)N * out_dim);
+    matmul_forward(out, inp, weight, N, in_dim, out_dim, /*accumulate=*/true);
+  }
   // dweight accumulates, or with accumulate false is overwritten (a step's first contribution).
   virtual void matmul_backward(Real* dinp, Real* dweight, const Real* dout, const Real* inp,
                                const Real* weight, int N, int in_dim, int out_dim,

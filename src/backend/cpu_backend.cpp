@@ -193,6 +193,15 @@ class CpuBf16Backend final : public CpuBackend<float> {
     ops::matmul_forward_bf16(out, convert(inp, (size_t)N * in_dim, inp_), w, N, in_dim, out_dim,
                              accumulate);
   }
+  void matmul_forward_residual(float* out, const float* residual, const float* inp,
+                               const float* weight, int N, int in_dim, int out_dim) override {
+    if (N <= 1 || out == residual)
+      return Backend<float>::matmul_forward_residual(out, residual, inp, weight, N, in_dim,
+                                                     out_dim);
+    const ops::bf16* w = bf16_weights(weight, (size_t)in_dim * out_dim);
+    ops::matmul_residual_bf16(out, residual, convert(inp, (size_t)N * in_dim, inp_), w, N, in_dim,
+                              out_dim);
+  }
   void matmul_backward(float* dinp, float* dweight, const float* dout, const float* inp,
                        const float* weight, int N, int in_dim, int out_dim,
                        bool accumulate) override {

@@ -52,16 +52,14 @@ void block_forward(Backend<Real>& be, const ModelConfig& cfg, int layer,
   else
     be.attention_forward_cached(args, cache->view);
   const Real* z = args.exclusive ? args.z : buf.att_y;
-  be.copy(buf.resid_mid, x_in, (size_t)N * C);  // nothing to do when resid_mid is x_in
-  be.matmul_forward(buf.resid_mid, z, W.attn_proj_w, N, C, C, /*accumulate=*/true);
+  be.matmul_forward_residual(buf.resid_mid, x_in, z, W.attn_proj_w, N, C, C);
   if (W.attn_proj_b) be.bias_forward(buf.resid_mid, W.attn_proj_b, N, C);
   // x_out = x_mid + gelu(LN2(x_mid) W_fc) W_proj
   be.layernorm_forward(buf.ln2, buf.ln2_mean, buf.ln2_rstd, buf.resid_mid, W.ln2_w, W.ln2_b, N, C);
   be.matmul_forward(buf.fc, buf.ln2, W.fc_w, N, C, 4 * C, false);
   if (W.fc_b) be.bias_forward(buf.fc, W.fc_b, N, 4 * C);
   be.gelu_forward(buf.fc_gelu, buf.fc, (size_t)N * 4 * C);
-  be.copy(x_out, buf.resid_mid, (size_t)N * C);
-  be.matmul_forward(x_out, buf.fc_gelu, W.mlp_proj_w, N, 4 * C, C, /*accumulate=*/true);
+  be.matmul_forward_residual(x_out, buf.resid_mid, buf.fc_gelu, W.mlp_proj_w, N, 4 * C, C);
   if (W.mlp_proj_b) be.bias_forward(x_out, W.mlp_proj_b, N, C);
 }
 

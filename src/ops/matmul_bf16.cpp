@@ -6,6 +6,7 @@
 #include <map>
 #include <mutex>
 #include <tuple>
+#include <unordered_map>
 #include <vector>
 
 #include "xsa/ops/parallel.h"
@@ -56,6 +57,10 @@ namespace {
 
 using dnnl::memory;
 
+// What a product does with C: writes it, adds to it, or writes a residual R [M, N] plus the
+// product (oneDNN's binary post-op: no copy of R into C beforehand).
+enum class Epilogue { write, accumulate, add_residual };
+
 // C [M, N] (+)= A [M, K] · B [K, N]; A stored [M, K] or, trans_a, [K, M]; B stored [K, N] or,
 // trans_b, [N, K]. One primitive per shape, made once (oneDNN compiles a kernel for it).
 struct Product {
@@ -68,11 +73,11 @@ dnnl::engine& engine() {
   return e;
 }
 
-const Product& product(int M, int N, int K, bool trans_a, bool trans_b, bool accumulate) {
+const Product& product(int M, int N, int K, bool trans_a, bool trans_b, Epilogue epilogue) {
   static std::mutex lock;
-  static std::map<std::tuple<int, int, int, bool, bool, bool>, Product> made;
+  static std::map<std::tuple<int, int, int, bool, bool, Epilogue>, Product> made;
   std::lock_guard<std::mutex> guard(lock);
-  const auto key = std::make_tuple(M, N, K, trans_a, trans_b, accumulate);
+  const auto key = std::make_tuple(M, N, K, trans_a, trans_b, epilogue);
   auto it = made.find(key);
   if (it != made.end()) return it->second;
   using dt = memory::data_type;
@@ -84,9 +89,12 @@ const Product& product(int M, int N, int K, bool trans_a, bool trans_b, bool acc
   dnnl::primitive_attr attr;
   // Scratch memory of ours, kept between calls, rather than oneDNN's per call.
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
-  if (accumulate) {
+  if (epilogue != Epilogue::write) {
     dnnl::post_ops ops;
-    ops.append_sum(1.0f);
+    if (epilogue == Epilogue::accumulate)
+      ops.append_sum(1.0f);
+    else
+      ops.append_binary(dnnl::algorithm::binary_add, p.c);
     attr.set_post_ops(ops);
   }
   const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(p.a, p.b, p.c), attr, engine());
@@ -96,16 +104,22 @@ const Product& product(int M, int N, int K, bool trans_a, bool trans_b, bool acc
 }
 
 void run(int M, int N, int K, bool trans_a, bool trans_b, const bf16* A, const bf16* B, float* C,
-         bool accumulate) {
-  const Product& p = product(M, N, K, trans_a, trans_b, accumulate);
+         bool accumulate, const float* residual = nullptr) {
+  const Epilogue epilogue = residual     ? Epilogue::add_residual
+                            : accumulate ? Epilogue::accumulate
+                                         : Epilogue::write;
+  const Product& p = product(M, N, K, trans_a, trans_b, epilogue);
   static thread_local dnnl::stream stream(engine());
   static thread_local std::vector<uint8_t> scratch;
   if (scratch.size() < p.scratch.get_size()) scratch.resize(p.scratch.get_size());
   memory a(p.a, engine(), const_cast<bf16*>(A)), b(p.b, engine(), const_cast<bf16*>(B)),
       c(p.c, engine(), C), pad(p.scratch, engine(), scratch.data());
-  p.prim.execute(
-      stream,
-      {{DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}, {DNNL_ARG_SCRATCHPAD, pad}});
+  std::unordered_map<int, memory> args{
+      {DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}, {DNNL_ARG_SCRATCHPAD, pad}};
+  if (residual)
+    args.emplace(DNNL_ARG_ATTR_MULTIPLE_POST_OP(0) | DNNL_ARG_SRC_1,
+                 memory(p.c, engine(), const_cast<float*>(residual)));
+  p.prim.execute(stream, args);
   stream.wait();
 }
 
@@ -126,6 +140,13 @@ void matmul_forward_bf16(float* out, const bf16* inp, const bf16* weight, int N,
   run(N, out_dim, in_dim, false, true, inp, weight, out, accumulate);  // inp · Wᵀ
 }
 
+void matmul_residual_bf16(float* out, const float* residual, const bf16* inp, const bf16* weight,
+                          int N, int in_dim, int out_dim) {
+  XSA_CHECK(out != residual, "matmul_residual_bf16 writes a buffer of its own");
+  if (N == 0) return;
+  run(N, out_dim, in_dim, false, true, inp, weight, out, false, residual);  // residual + inp · Wᵀ
+}
+
 void matmul_backward_bf16(float* dinp, float* dweight, const bf16* dout, const bf16* inp,
                           const bf16* weight, int N, int in_dim, int out_dim, bool accumulate) {
   if (N == 0) return;
@@ -141,6 +162,10 @@ bool bf16_available(std::string* why) {
 }
 
 void matmul_forward_bf16(float*, const bf16*, const bf16*, int, int, int, bool) {
+  XSA_CHECK(false, "bf16 products without oneDNN");
+}
+
+void matmul_residual_bf16(float*, const float*, const bf16*, const bf16*, int, int, int) {
   XSA_CHECK(false, "bf16 products without oneDNN");
 }
 

@@ -42,6 +42,10 @@ bool bf16_available(std::string* why = nullptr);
 // out [N, out_dim] (+)= inp [N, in_dim] · Wᵀ, W [out_dim, in_dim].
 void matmul_forward_bf16(float* out, const bf16* inp, const bf16* weight, int N, int in_dim,
                          int out_dim, bool accumulate);
+// out [N, out_dim] = residual [N, out_dim] + inp [N, in_dim] · Wᵀ in one pass (out ≠ residual);
+// the same values as copying residual into out and accumulating the product.
+void matmul_residual_bf16(float* out, const float* residual, const bf16* inp, const bf16* weight,
+                          int N, int in_dim, int out_dim);
 // dinp [N, in_dim] = dout · W (skipped when dinp is null); dweight [out_dim, in_dim] += doutᵀ ·
 // inp, or = with accumulate false (as ops::matmul_backward).
 void matmul_backward_bf16(float* dinp, float* dweight, const bf16* dout, const bf16* inp,
