@@ -188,20 +188,29 @@ void check_attention(const AttnCase& s, int D) {
     EXPECT_LE(max_rel_error(dsinkf, dsink_ref), kTolF32);
   }
   // write_dqkv (as a training step runs it): dqkv written over what it held (NaN here), bit for bit
-  // what accumulating onto zeros gives, in both tile precisions.
+  // what accumulating onto zeros gives, in both tile precisions. With XSA the backward also writes
+  // z again (over NaN here): the forward's z to the bit.
   for (bool bf16 : {false, true}) {
     if (bf16 && !ops::bf16_available()) continue;
     FVec onto_zeros(N * W, 0.0f), written(N * W, std::numeric_limits<float>::quiet_NaN());
+    FVec z_forward(N * C), z_again(N * C, std::numeric_limits<float>::quiet_NaN());
     for (FVec* out : {&onto_zeros, &written}) {
       FVec d_out = cast_vector<float>(dout);
       args.bf16_tiles = bf16, args.dqkv = out->data(), args.d_out = d_out.data();
       args.write_dqkv = out == &written;
+      args.z = s.exclusive ? z_forward.data() : nullptr;
       ops::attention_forward(args);
+      if (s.exclusive && out == &written) args.z = z_again.data();
       ops::attention_backward(args);
     }
     for (int i = 0; i < N * W; i++)
       ASSERT_EQ(std::bit_cast<uint32_t>(written[i]), std::bit_cast<uint32_t>(onto_zeros[i]))
           << "bf16 tiles " << bf16 << ", dqkv entry " << i;
+    if (s.exclusive) {
+      for (int i = 0; i < N * C; i++)
+        ASSERT_EQ(std::bit_cast<uint32_t>(z_again[i]), std::bit_cast<uint32_t>(z_forward[i]))
+            << "bf16 tiles " << bf16 << ", z entry " << i;
+    }
   }
 }
 

@@ -120,7 +120,9 @@ class Backend {
     copy(out, residual, (size_t)N * out_dim);
     matmul_forward(out, inp, weight, N, in_dim, out_dim, /*accumulate=*/true);
   }
-  // dweight accumulates, or with accumulate false is overwritten (a step's first contribution).
+  // dinp = dout · W; dweight accumulates doutᵀ · inp, or with accumulate false is overwritten (a
+  // step's first contribution). Either may be null: that product is skipped (inp unread without
+  // dweight).
   virtual void matmul_backward(Real* dinp, Real* dweight, const Real* dout, const Real* inp,
                                const Real* weight, int N, int in_dim, int out_dim,
                                bool accumulate) = 0;

@@ -210,8 +210,8 @@ class CpuBf16Backend final : public CpuBackend<float> {
                                                 out_dim, accumulate);
     const ops::bf16* w = bf16_weights(weight, (size_t)in_dim * out_dim);
     ops::matmul_backward_bf16(dinp, dweight, convert(dout, (size_t)N * out_dim, dout_),
-                              convert(inp, (size_t)N * in_dim, inp_), w, N, in_dim, out_dim,
-                              accumulate);
+                              dweight ? convert(inp, (size_t)N * in_dim, inp_) : nullptr, w, N,
+                              in_dim, out_dim, accumulate);
   }
 
   // Attention's tile products in bf16 too (the softmax and the accumulations stay fp32).

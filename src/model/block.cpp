@@ -80,21 +80,22 @@ void block_backward(Backend<Real>& be, const ModelConfig& cfg, int layer,
   if (dW.fc_b) be.bias_backward(dW.fc_b, d_fc, N, 4 * C);
   be.layernorm_backward(d_resid, dW.ln2_w, dW.ln2_b, d_buf, buf.resid_mid, W.ln2_w, buf.ln2_mean,
                         buf.ln2_rstd, N, C);
-  // Attention block: x_mid = x + z W_oᵀ. z is recomputed from y (not stored) for XSA.
+  // Attention block: x_mid = x + z W_oᵀ. d_buf = ∂L/∂z; the attention backward applies XSA's
+  // backward to it in place. XSA's z is not stored: the attention backward writes it again from
+  // the rows of y and v it reads for XSA's backward (a separate pass over them, cold by then, cost
+  // about 0.7 ms per `gpt2` layer), and W_o's gradient is formed after it.
   const Real* alpha = gate_alpha(be, cfg, W, scratch);
   ops::AttentionArgs<Real> args = attention_args(cfg, layer, W, buf, scratch, alpha, B, T);
-  const Real* z = buf.att_y;
-  if (args.exclusive) {
-    be.xsa_forward(scratch.att_z, buf.att_y, buf.qkv, B, T, C, H, alpha, Hkv);
-    z = scratch.att_z;
-  }
-  // d_buf = ∂L/∂z; the attention backward applies XSA's backward to it in place.
-  be.matmul_backward(d_buf, dW.attn_proj_w, d_resid, z, W.attn_proj_w, N, C, C, accumulate);
+  be.matmul_backward(d_buf, args.exclusive ? nullptr : dW.attn_proj_w, d_resid, buf.att_y,
+                     W.attn_proj_w, N, C, C, accumulate);
   if (dW.attn_proj_b) be.bias_backward(dW.attn_proj_b, d_resid, N, C);
   args.dqkv = d_qkv, args.write_dqkv = true, args.d_out = d_buf;
   args.dalpha = alpha ? scratch.gate_dalpha : nullptr;
   args.dsink = W.sink ? scratch.sink_dlogit : nullptr;
-  be.attention_backward(args);
+  be.attention_backward(args);  // with XSA, args.z = scratch.att_z: written again
+  if (args.exclusive)
+    be.matmul_backward(nullptr, dW.attn_proj_w, d_resid, scratch.att_z, W.attn_proj_w, N, C, C,
+                       accumulate);
   if (W.sink) be.sink_backward(dW.sink, scratch.sink_dlogit, B, H);
   if (alpha) be.gate_backward(dW.xsa_gate, scratch.gate_dalpha, alpha, N, H);
   if (cfg.positions == Positions::rope)

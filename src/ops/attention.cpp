@@ -379,7 +379,7 @@ void attention_backward(const AttentionArgs<Real>& args) {
   // ∂L/∂z → ∂L/∂y, and the own-value gradient (written into dqkv's v with write_dqkv).
   if (args.exclusive)
     xsa_backward(d_out, dqkv, d_out, y, qkv, B, T, C, H, args.alpha, args.dalpha, Hkv,
-                 args.write_dqkv);
+                 args.write_dqkv, args.z);
   // bf16 tiles: the task's kᵀ, vᵀ and k as pairs of rows packed once, each query tile's q and dy
   // (both ways) once, and per tile p and ds: as pairs of columns (an A operand) or of rows (a
   // transposed A, or a B).

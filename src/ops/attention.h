@@ -19,7 +19,8 @@ struct AttentionArgs {
   bool exclusive = false;  // XSA: z = y − α_h (y·u) u with u = v / ‖v‖ the token's own value
   const Real* qkv = nullptr;
   Real* y = nullptr;    // forward output; the backward reads it
-  Real* z = nullptr;    // forward output of XSA, [B, T, C] (may alias nothing else)
+  Real* z = nullptr;    // forward output of XSA, [B, T, C] (may alias nothing else); given to
+                        // the backward, it is written again there (the forward's bits)
   Real* lse = nullptr;  // forward output; the backward reads it (unused by the cached forward)
   const Real* alpha = nullptr;  // [H] gated XSA: α_h; null means α = 1 (plain XSA)
   const Real* sink = nullptr;   // [H] a sink logit b_h joining every row's softmax (value zero)

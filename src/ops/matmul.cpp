@@ -45,8 +45,9 @@ void matmul_backward(Real* dinp, Real* dweight, const Real* dout, const Real* in
   if (dinp)
     gemm(false, false, N, in_dim, out_dim, Real(1), dout, out_dim, weight, in_dim, Real(0), dinp,
          in_dim);
-  gemm(true, false, out_dim, in_dim, N, Real(1), dout, out_dim, inp, in_dim,
-       accumulate ? Real(1) : Real(0), dweight, in_dim);
+  if (dweight)
+    gemm(true, false, out_dim, in_dim, N, Real(1), dout, out_dim, inp, in_dim,
+         accumulate ? Real(1) : Real(0), dweight, in_dim);
 }
 
 template <typename Real>

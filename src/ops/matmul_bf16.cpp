@@ -150,8 +150,8 @@ void matmul_residual_bf16(float* out, const float* residual, const bf16* inp, co
 void matmul_backward_bf16(float* dinp, float* dweight, const bf16* dout, const bf16* inp,
                           const bf16* weight, int N, int in_dim, int out_dim, bool accumulate) {
   if (N == 0) return;
-  if (dinp) run(N, in_dim, out_dim, false, false, dout, weight, dinp, false);  // dout · W
-  run(out_dim, in_dim, N, true, false, dout, inp, dweight, accumulate);        // doutᵀ · inp
+  if (dinp) run(N, in_dim, out_dim, false, false, dout, weight, dinp, false);         // dout · W
+  if (dweight) run(out_dim, in_dim, N, true, false, dout, inp, dweight, accumulate);  // doutᵀ·inp
 }
 
 #else

@@ -87,10 +87,11 @@ void xsa_forward(Real* z, const Real* y, const Real* qkv, int B, int T, int C, i
 // own-value gradient (with write_dv, a kv group's first head writes it); g = dz [B, T, C].
 template <typename Real>
 // With alpha [H] (gated XSA), dalpha [B·T, H] receives each token's ∂L/∂α_h = −s (g·u)
-// (overwritten).
+// (overwritten). With z [B, T, C], the forward's z is written again on the way (xsa_forward's
+// bits, from the rows of y and v this pass has in cache anyway).
 void xsa_backward(Real* dy, Real* dqkv, const Real* dz, const Real* y, const Real* qkv, int B,
                   int T, int C, int H, const Real* alpha = nullptr, Real* dalpha = nullptr,
-                  int Hkv = 0, bool write_dv = false);
+                  int Hkv = 0, bool write_dv = false, Real* z = nullptr);
 
 // ---- gelu.cpp: tanh approximation ----
 template <typename Real>

@@ -21,13 +21,17 @@ void xsa_forward(Real* z, const Real* y, const Real* qkv, int B, int T, int C, i
 
 template <typename Real>
 void xsa_backward(Real* dy, Real* dqkv, const Real* dz, const Real* y, const Real* qkv, int B,
-                  int T, int C, int H, const Real* alpha, Real* dalpha, int Hkv, bool write_dv) {
+                  int T, int C, int H, const Real* alpha, Real* dalpha, int Hkv, bool write_dv,
+                  Real* z) {
   // A token's heads run in one iteration: under GQA several of them add into the same shared v.
   const int Hk = Hkv > 0 ? Hkv : H, group = H / Hk, D = C / H, N = B * T, ld = C + 2 * Hk * D;
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; n++)
     for (int h = 0; h < H; h++) {
       const size_t v_at = (size_t)n * ld + C + Hk * D + (h / group) * D;
+      if (z)
+        xsa_row_forward(z + (size_t)n * C + h * D, y + (size_t)n * C + h * D, qkv + v_at, D,
+                        alpha ? alpha[h] : Real(1));
       const Real d_alpha =
           xsa_row_backward(dy + (size_t)n * C + h * D, dqkv + v_at, dz + (size_t)n * C + h * D,
                            y + (size_t)n * C + h * D, qkv + v_at, D, alpha ? alpha[h] : Real(1),
@@ -40,7 +44,7 @@ void xsa_backward(Real* dy, Real* dqkv, const Real* dz, const Real* y, const Rea
   template void xsa_forward<Real>(Real*, const Real*, const Real*, int, int, int, int,            \
                                   const Real*, int);                                              \
   template void xsa_backward<Real>(Real*, Real*, const Real*, const Real*, const Real*, int, int, \
-                                   int, int, const Real*, Real*, int, bool);
+                                   int, int, const Real*, Real*, int, bool, Real*);
 XSA_INSTANTIATE(float)
 XSA_INSTANTIATE(double)
 

@@ -211,8 +211,8 @@ class CudaBackend final : public Backend<float> {
                        bool accumulate) override {
     if (N <= 0) return;
     matmul_backward(dinp, dweight, activation_operand(dout, (size_t)N * out_dim, act_b_),
-                    activation_operand(inp, (size_t)N * in_dim, act_a_), weight, N, in_dim, out_dim,
-                    accumulate);
+                    dweight ? activation_operand(inp, (size_t)N * in_dim, act_a_) : Operand{},
+                    weight, N, in_dim, out_dim, accumulate);
   }
   void bias_forward(float* out, const float* bias, int N, int D) override {
     if (N <= 0) return;
@@ -315,6 +315,9 @@ class CudaBackend final : public Backend<float> {
     XSA_LAUNCHED("attention_forward");
   }
   void attention_backward(const ops::AttentionArgs<float>& args) override {
+    if (args.exclusive && args.z)
+      xsa_forward(args.z, args.y, args.qkv, args.B, args.T, args.C, args.H, args.alpha,
+                  args.Hkv);  // z again
     float* workspace = scratch_.get(attention_backward_workspace(args, options_.deterministic),
                                     "attention_backward");
     cuda::attention_backward(args, options_.bf16, options_.deterministic, workspace, stream_);
@@ -459,8 +462,9 @@ class CudaBackend final : public Backend<float> {
       gemm("matmul_backward (input)", false, false, in_dim, N, out_dim,
            weight_operand(weight, in_dim, out_dim), in_dim, dout, out_dim, dinp, in_dim, 0.0f);
     // dW_cm [in × out] (+)= inp_cm [in × N] · dout_cmᵀ
-    gemm("matmul_backward (weight)", false, true, in_dim, out_dim, N, inp, in_dim, dout, out_dim,
-         dweight, in_dim, accumulate ? 1.0f : 0.0f);
+    if (dweight)
+      gemm("matmul_backward (weight)", false, true, in_dim, out_dim, N, inp, in_dim, dout, out_dim,
+           dweight, in_dim, accumulate ? 1.0f : 0.0f);
   }
 
   // A cuBLASLt plan per product shape: descriptors and the heuristic's algorithm, made once.
