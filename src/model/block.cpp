@@ -86,8 +86,9 @@ void block_backward(Backend<Real>& be, const ModelConfig& cfg, int layer,
   // about 0.7 ms per `gpt2` layer), and W_o's gradient is formed after it.
   const Real* alpha = gate_alpha(be, cfg, W, scratch);
   ops::AttentionArgs<Real> args = attention_args(cfg, layer, W, buf, scratch, alpha, B, T);
-  be.matmul_backward(d_buf, args.exclusive ? nullptr : dW.attn_proj_w, d_resid, buf.att_y,
-                     W.attn_proj_w, N, C, C, accumulate);
+  const Real* z = args.exclusive ? nullptr : buf.att_y;  // XSA's: after the attention backward
+  be.matmul_backward(d_buf, z ? dW.attn_proj_w : nullptr, d_resid, z, W.attn_proj_w, N, C, C,
+                     accumulate);
   if (dW.attn_proj_b) be.bias_backward(dW.attn_proj_b, d_resid, N, C);
   args.dqkv = d_qkv, args.write_dqkv = true, args.d_out = d_buf;
   args.dalpha = alpha ? scratch.gate_dalpha : nullptr;
