@@ -68,6 +68,47 @@ void BM_GeluBackward(benchmark::State& state) {
 }
 BENCHMARK(BM_GeluBackward)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
+// A product input (backend.h) as a bf16 step makes it: before (arg 1) the producer wrote fp32 and
+// the forward's product and the backward's weight gradient each converted it to bf16; now (arg 0)
+// the producer writes the bf16 values once. LayerNorm over `small`'s rows, GELU over its MLP.
+void BM_ProductInputLayerNorm(benchmark::State& state) {
+  const bool convert_twice = state.range(0) == 1;
+  const size_t n = (size_t)kRows * kChannels;
+  std::vector<float> x = normal(n, 1, 1), w = normal(kChannels, 0.1, 2),
+                     b = normal(kChannels, 0.1, 3);
+  std::vector<float> out(n), mean(kRows), rstd(kRows);
+  std::vector<xsa::ops::bf16> forward_copy(n), backward_copy(n);
+  for (auto _ : state) {
+    if (!convert_twice) {
+      xsa::ops::layernorm_forward_bf16(forward_copy.data(), mean.data(), rstd.data(), x.data(),
+                                       w.data(), b.data(), kRows, kChannels);
+      continue;
+    }
+    xsa::ops::layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(),
+                                kRows, kChannels);
+    xsa::ops::to_bf16(out.data(), forward_copy.data(), n);
+    xsa::ops::to_bf16(out.data(), backward_copy.data(), n);
+  }
+}
+BENCHMARK(BM_ProductInputLayerNorm)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
+void BM_ProductInputGelu(benchmark::State& state) {
+  const bool convert_twice = state.range(0) == 1;
+  const size_t n = (size_t)kRows * 4 * kChannels;
+  std::vector<float> x = normal(n, 1, 1), out(n);
+  std::vector<xsa::ops::bf16> forward_copy(n), backward_copy(n);
+  for (auto _ : state) {
+    if (!convert_twice) {
+      xsa::ops::gelu_forward_bf16(forward_copy.data(), x.data(), n);
+      continue;
+    }
+    xsa::ops::gelu_forward(out.data(), x.data(), n);
+    xsa::ops::to_bf16(out.data(), forward_copy.data(), n);
+    xsa::ops::to_bf16(out.data(), backward_copy.data(), n);
+  }
+}
+BENCHMARK(BM_ProductInputGelu)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
+
 void BM_ToBf16(benchmark::State& state) {
   const size_t n = (size_t)kRows * 4 * kChannels;
   std::vector<float> x = normal(n, 1, 1);

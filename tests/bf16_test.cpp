@@ -238,6 +238,103 @@ TEST(Bf16, ResidualInsideTheProductEqualsCopyThenAccumulate) {
   be.weights_changed();
 }
 
+// Product inputs (backend.h): LayerNorm's and GELU's outputs written as bf16 by their producers and
+// read so by the products must give the products exactly the operands that converting the fp32
+// outputs gives them: every output and gradient bit for bit equal to the plain ops', and the
+// stored halves equal to each fp32 output rounded to the nearest bf16 (ties to even, by hand). One
+// row (N = 1) stays fp32, as its products do; 13 rows leave a tail outside LayerNorm's row groups.
+TEST(Bf16, ProductInputsHeldAsBf16GiveTheProductsTheSameOperands) {
+  std::string why;
+  if (!ops::bf16_available(&why)) GTEST_SKIP() << "no bf16 products here: " << why;
+  Backend<float>& be = cpu_bf16_backend();
+  const int C = 96, F = 4 * C;
+  const auto random = [](size_t n, uint64_t seed, double scale = 1.0) {
+    return test::cast_vector<float>(test::random_vector(n, seed, scale));
+  };
+  const std::vector<float> ln_w = random(C, 51, 0.5), ln_b = random(C, 52, 0.1);
+  const std::vector<float> w_fc = random((size_t)F * C, 53, 0.05),
+                           w_proj = random((size_t)C * F, 54, 0.05);
+  for (const int N : {1, 2, 13, 256}) {
+    SCOPED_TRACE(testing::Message() << N << " rows");
+    const std::vector<float> x = random((size_t)N * C, 55), residual = random((size_t)N * C, 56);
+    const std::vector<float> d_out = random((size_t)N * C, 57), d_fc = random((size_t)N * F, 58);
+    struct Run {
+      std::vector<float> ln, mean, rstd, fc, gelu, out, out_in_place, d_ln, d_w_fc, d_gelu,
+          d_w_proj;
+    };
+    const auto run = [&](bool product_inputs) {
+      const float nan = std::numeric_limits<float>::quiet_NaN();
+      Run r{std::vector<float>((size_t)N * C, nan),
+            std::vector<float>(N, nan),
+            std::vector<float>(N, nan),
+            std::vector<float>((size_t)N * F, nan),
+            std::vector<float>((size_t)N * F, nan),
+            std::vector<float>((size_t)N * C, nan),
+            residual,
+            std::vector<float>((size_t)N * C, nan),
+            std::vector<float>((size_t)F * C, nan),
+            std::vector<float>((size_t)N * F, nan),
+            std::vector<float>((size_t)C * F, nan)};
+      be.weights_changed();
+      if (product_inputs) {
+        be.layernorm_forward_product_input(r.ln.data(), r.mean.data(), r.rstd.data(), x.data(),
+                                           ln_w.data(), ln_b.data(), N, C);
+        be.matmul_forward_product_input(r.fc.data(), r.ln.data(), w_fc.data(), N, C, F);
+        be.gelu_forward_product_input(r.gelu.data(), r.fc.data(), N, F);
+        be.matmul_forward_residual_product_input(r.out.data(), residual.data(), r.gelu.data(),
+                                                 w_proj.data(), N, F, C);
+        be.matmul_forward_residual_product_input(r.out_in_place.data(), r.out_in_place.data(),
+                                                 r.gelu.data(), w_proj.data(), N, F, C);
+        be.matmul_backward_product_input(r.d_gelu.data(), r.d_w_proj.data(), d_out.data(),
+                                         r.gelu.data(), w_proj.data(), N, F, C, false);
+        be.matmul_backward_product_input(r.d_ln.data(), r.d_w_fc.data(), d_fc.data(), r.ln.data(),
+                                         w_fc.data(), N, C, F, false);
+      } else {
+        be.layernorm_forward(r.ln.data(), r.mean.data(), r.rstd.data(), x.data(), ln_w.data(),
+                             ln_b.data(), N, C);
+        be.matmul_forward(r.fc.data(), r.ln.data(), w_fc.data(), N, C, F, false);
+        be.gelu_forward(r.gelu.data(), r.fc.data(), (size_t)N * F);
+        be.matmul_forward_residual(r.out.data(), residual.data(), r.gelu.data(), w_proj.data(), N,
+                                   F, C);
+        be.matmul_forward_residual(r.out_in_place.data(), r.out_in_place.data(), r.gelu.data(),
+                                   w_proj.data(), N, F, C);
+        be.matmul_backward(r.d_gelu.data(), r.d_w_proj.data(), d_out.data(), r.gelu.data(),
+                           w_proj.data(), N, F, C, false);
+        be.matmul_backward(r.d_ln.data(), r.d_w_fc.data(), d_fc.data(), r.ln.data(), w_fc.data(), N,
+                           C, F, false);
+      }
+      return r;
+    };
+    const Run plain = run(false), held = run(true);
+    // Bits, not values: NaN would compare unequal to itself, and -0 equal to 0.
+    const auto bits_equal = [](const std::vector<float>& a, const std::vector<float>& b) {
+      return a.size() == b.size() && std::memcmp(a.data(), b.data(), 4 * a.size()) == 0;
+    };
+    EXPECT_TRUE(bits_equal(held.mean, plain.mean));
+    EXPECT_TRUE(bits_equal(held.rstd, plain.rstd));
+    EXPECT_TRUE(bits_equal(held.fc, plain.fc));
+    EXPECT_TRUE(bits_equal(held.out, plain.out));
+    EXPECT_TRUE(bits_equal(held.out_in_place, plain.out_in_place));
+    EXPECT_TRUE(bits_equal(held.d_gelu, plain.d_gelu));
+    EXPECT_TRUE(bits_equal(held.d_w_proj, plain.d_w_proj));
+    EXPECT_TRUE(bits_equal(held.d_ln, plain.d_ln));
+    EXPECT_TRUE(bits_equal(held.d_w_fc, plain.d_w_fc));
+    // What the product inputs' buffers hold: one row fp32 as the plain ops write it, more rows
+    // each value rounded to bf16 in the buffer's first half.
+    const auto stored = [&](const std::vector<float>& buffer, const std::vector<float>& fp32) {
+      if (N == 1) return bits_equal(buffer, fp32);
+      std::vector<bf16> half(fp32.size());
+      std::memcpy(half.data(), buffer.data(), 2 * half.size());
+      for (size_t i = 0; i < fp32.size(); i++)
+        if (half[i] != nearest_bf16(fp32[i])) return false;
+      return true;
+    };
+    EXPECT_TRUE(stored(held.ln, plain.ln));
+    EXPECT_TRUE(stored(held.gelu, plain.gelu));
+  }
+  be.weights_changed();
+}
+
 // The classifier of the bf16 backend writes its gradient in bf16 from inside the cross-entropy;
 // the unfused path (logits, cross-entropy, then the gradient converted for the products) must give
 // the same bits: losses, the input gradient and the accumulated weight gradient. One ignored row.

@@ -126,6 +126,35 @@ class Backend {
   virtual void matmul_backward(Real* dinp, Real* dweight, const Real* dout, const Real* inp,
                                const Real* weight, int N, int in_dim, int out_dim,
                                bool accumulate) = 0;
+  // ---- product inputs: activations that only matrix products read ----
+  // LayerNorm's outputs before the qkv and fc products and GELU's before the MLP's projection are
+  // read by those products alone, forward and (for the weight gradients) backward. A backend with
+  // bf16 products may keep them as bf16 in the first half of their buffers: written so by the
+  // producers below and read so by the products below. That saves each product's conversion of
+  // its input and half of the producer's writing. The model calls these for such buffers only,
+  // with the same N on both sides; these defaults are the plain fp32 ops.
+  virtual void layernorm_forward_product_input(Real* out, Real* mean, Real* rstd, const Real* inp,
+                                               const Real* weight, const Real* bias, int N, int C) {
+    layernorm_forward(out, mean, rstd, inp, weight, bias, N, C);
+  }
+  virtual void gelu_forward_product_input(Real* out, const Real* inp, int N, int width) {
+    gelu_forward(out, inp, (size_t)N * width);
+  }
+  virtual void matmul_forward_product_input(Real* out, const Real* inp, const Real* weight, int N,
+                                            int in_dim, int out_dim) {
+    matmul_forward(out, inp, weight, N, in_dim, out_dim, false);
+  }
+  virtual void matmul_forward_residual_product_input(Real* out, const Real* residual,
+                                                     const Real* inp, const Real* weight, int N,
+                                                     int in_dim, int out_dim) {
+    matmul_forward_residual(out, residual, inp, weight, N, in_dim, out_dim);
+  }
+  virtual void matmul_backward_product_input(Real* dinp, Real* dweight, const Real* dout,
+                                             const Real* inp, const Real* weight, int N, int in_dim,
+                                             int out_dim, bool accumulate) {
+    matmul_backward(dinp, dweight, dout, inp, weight, N, in_dim, out_dim, accumulate);
+  }
+
   virtual void bias_forward(Real* out, const Real* bias, int N, int D) = 0;
   virtual void bias_backward(Real* dbias, const Real* dout, int N, int D) = 0;
   virtual void encoder_forward(Real* out, const int32_t* tokens, const Real* wte, int N, int C) = 0;

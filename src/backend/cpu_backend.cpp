@@ -214,6 +214,44 @@ class CpuBf16Backend final : public CpuBackend<float> {
                               in_dim, out_dim, accumulate);
   }
 
+  // Product inputs (backend.h) as bf16 in their buffers' first half, for the rows whose products
+  // run in bf16 (N > 1, as above).
+  void layernorm_forward_product_input(float* out, float* mean, float* rstd, const float* inp,
+                                       const float* weight, const float* bias, int N,
+                                       int C) override {
+    if (N <= 1) return layernorm_forward(out, mean, rstd, inp, weight, bias, N, C);
+    ops::layernorm_forward_bf16(stored_bf16(out), mean, rstd, inp, weight, bias, N, C);
+  }
+  void gelu_forward_product_input(float* out, const float* inp, int N, int width) override {
+    if (N <= 1) return gelu_forward(out, inp, (size_t)N * width);
+    ops::gelu_forward_bf16(stored_bf16(out), inp, (size_t)N * width);
+  }
+  void matmul_forward_product_input(float* out, const float* inp, const float* weight, int N,
+                                    int in_dim, int out_dim) override {
+    if (N <= 1) return matmul_forward(out, inp, weight, N, in_dim, out_dim, false);
+    ops::matmul_forward_bf16(out, stored_bf16(inp), bf16_weights(weight, (size_t)in_dim * out_dim),
+                             N, in_dim, out_dim, false);
+  }
+  void matmul_forward_residual_product_input(float* out, const float* residual, const float* inp,
+                                             const float* weight, int N, int in_dim,
+                                             int out_dim) override {
+    if (N <= 1) return matmul_forward_residual(out, residual, inp, weight, N, in_dim, out_dim);
+    const ops::bf16* w = bf16_weights(weight, (size_t)in_dim * out_dim);
+    if (out == residual)
+      return ops::matmul_forward_bf16(out, stored_bf16(inp), w, N, in_dim, out_dim, true);
+    ops::matmul_residual_bf16(out, residual, stored_bf16(inp), w, N, in_dim, out_dim);
+  }
+  void matmul_backward_product_input(float* dinp, float* dweight, const float* dout,
+                                     const float* inp, const float* weight, int N, int in_dim,
+                                     int out_dim, bool accumulate) override {
+    if (N <= 1)
+      return matmul_backward(dinp, dweight, dout, inp, weight, N, in_dim, out_dim, accumulate);
+    ops::matmul_backward_bf16(dinp, dweight, convert(dout, (size_t)N * out_dim, dout_),
+                              dweight ? stored_bf16(inp) : nullptr,
+                              bf16_weights(weight, (size_t)in_dim * out_dim), N, in_dim, out_dim,
+                              accumulate);
+  }
+
   // Attention's tile products in bf16 too (the softmax and the accumulations stay fp32).
   void attention_forward(const ops::AttentionArgs<float>& args) override {
     ops::attention_forward(with_bf16_tiles(args));
@@ -246,6 +284,11 @@ class CpuBf16Backend final : public CpuBackend<float> {
   static ops::AttentionArgs<float> with_bf16_tiles(ops::AttentionArgs<float> args) {
     args.bf16_tiles = true;
     return args;
+  }
+  // A product input's bf16 values, in the first half of its float buffer.
+  static ops::bf16* stored_bf16(float* x) { return reinterpret_cast<ops::bf16*>(x); }
+  static const ops::bf16* stored_bf16(const float* x) {
+    return reinterpret_cast<const ops::bf16*>(x);
   }
   const ops::bf16* convert(const float* x, size_t n, std::vector<ops::bf16>& buf) {
     if (buf.size() < n) buf.resize(n);

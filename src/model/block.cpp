@@ -35,8 +35,9 @@ void block_forward(Backend<Real>& be, const ModelConfig& cfg, int layer,
   const int B = rows.B, T = rows.T, N = B * T, C = cfg.n_embd, H = cfg.n_head;
   const int Hkv = cfg.kv_heads(), QKV = cfg.qkv_dim(), Ck = Hkv * cfg.head_dim();
   // x_mid = x + attn(LN1(x)) W_o
-  be.layernorm_forward(buf.ln1, buf.ln1_mean, buf.ln1_rstd, x_in, W.ln1_w, W.ln1_b, N, C);
-  be.matmul_forward(buf.qkv, buf.ln1, W.qkv_w, N, C, QKV, false);
+  be.layernorm_forward_product_input(buf.ln1, buf.ln1_mean, buf.ln1_rstd, x_in, W.ln1_w, W.ln1_b, N,
+                                     C);
+  be.matmul_forward_product_input(buf.qkv, buf.ln1, W.qkv_w, N, C, QKV);
   if (W.qkv_b) be.bias_forward(buf.qkv, W.qkv_b, N, QKV);
   if (cfg.positions == Positions::rope)
     be.rope_forward(buf.qkv, rows.rope_cos, rows.rope_sin, B, T, C, H, Hkv);
@@ -55,11 +56,13 @@ void block_forward(Backend<Real>& be, const ModelConfig& cfg, int layer,
   be.matmul_forward_residual(buf.resid_mid, x_in, z, W.attn_proj_w, N, C, C);
   if (W.attn_proj_b) be.bias_forward(buf.resid_mid, W.attn_proj_b, N, C);
   // x_out = x_mid + gelu(LN2(x_mid) W_fc) W_proj
-  be.layernorm_forward(buf.ln2, buf.ln2_mean, buf.ln2_rstd, buf.resid_mid, W.ln2_w, W.ln2_b, N, C);
-  be.matmul_forward(buf.fc, buf.ln2, W.fc_w, N, C, 4 * C, false);
+  be.layernorm_forward_product_input(buf.ln2, buf.ln2_mean, buf.ln2_rstd, buf.resid_mid, W.ln2_w,
+                                     W.ln2_b, N, C);
+  be.matmul_forward_product_input(buf.fc, buf.ln2, W.fc_w, N, C, 4 * C);
   if (W.fc_b) be.bias_forward(buf.fc, W.fc_b, N, 4 * C);
-  be.gelu_forward(buf.fc_gelu, buf.fc, (size_t)N * 4 * C);
-  be.matmul_forward_residual(x_out, buf.resid_mid, buf.fc_gelu, W.mlp_proj_w, N, 4 * C, C);
+  be.gelu_forward_product_input(buf.fc_gelu, buf.fc, N, 4 * C);
+  be.matmul_forward_residual_product_input(x_out, buf.resid_mid, buf.fc_gelu, W.mlp_proj_w, N,
+                                           4 * C, C);
   if (W.mlp_proj_b) be.bias_forward(x_out, W.mlp_proj_b, N, C);
 }
 
@@ -72,11 +75,11 @@ void block_backward(Backend<Real>& be, const ModelConfig& cfg, int layer,
   const int B = rows.B, T = rows.T, N = B * T, C = cfg.n_embd, H = cfg.n_head;
   const int Hkv = cfg.kv_heads(), QKV = cfg.qkv_dim();
   // MLP block: d_resid holds ∂L/∂x_out and becomes ∂L/∂x_mid.
-  be.matmul_backward(d_fc, dW.mlp_proj_w, d_resid, buf.fc_gelu, W.mlp_proj_w, N, 4 * C, C,
-                     accumulate);
+  be.matmul_backward_product_input(d_fc, dW.mlp_proj_w, d_resid, buf.fc_gelu, W.mlp_proj_w, N,
+                                   4 * C, C, accumulate);
   if (dW.mlp_proj_b) be.bias_backward(dW.mlp_proj_b, d_resid, N, C);
   be.gelu_backward(d_fc, buf.fc, d_fc, (size_t)N * 4 * C);
-  be.matmul_backward(d_buf, dW.fc_w, d_fc, buf.ln2, W.fc_w, N, C, 4 * C, accumulate);
+  be.matmul_backward_product_input(d_buf, dW.fc_w, d_fc, buf.ln2, W.fc_w, N, C, 4 * C, accumulate);
   if (dW.fc_b) be.bias_backward(dW.fc_b, d_fc, N, 4 * C);
   be.layernorm_backward(d_resid, dW.ln2_w, dW.ln2_b, d_buf, buf.resid_mid, W.ln2_w, buf.ln2_mean,
                         buf.ln2_rstd, N, C);
@@ -101,7 +104,7 @@ void block_backward(Backend<Real>& be, const ModelConfig& cfg, int layer,
   if (alpha) be.gate_backward(dW.xsa_gate, scratch.gate_dalpha, alpha, N, H);
   if (cfg.positions == Positions::rope)
     be.rope_backward(d_qkv, rows.rope_cos, rows.rope_sin, B, T, C, H, Hkv);
-  be.matmul_backward(d_buf, dW.qkv_w, d_qkv, buf.ln1, W.qkv_w, N, C, QKV, accumulate);
+  be.matmul_backward_product_input(d_buf, dW.qkv_w, d_qkv, buf.ln1, W.qkv_w, N, C, QKV, accumulate);
   if (dW.qkv_b) be.bias_backward(dW.qkv_b, d_qkv, N, QKV);
   be.layernorm_backward(d_resid, dW.ln1_w, dW.ln1_b, d_buf, x_in, W.ln1_w, buf.ln1_mean,
                         buf.ln1_rstd, N, C);

@@ -1,32 +1,50 @@
 // GELU, tanh approximation: 0.5 x (1 + tanh(√(2/π) (x + 0.044715 x³))).
 #include <algorithm>
 #include <cmath>
+#include <type_traits>
 
+#include "xsa/ops/matmul_bf16.h"
 #include "xsa/ops/ops.h"
 #include "xsa/ops/vmath.h"
 
 namespace xsa::ops {
 namespace {
 constexpr double kSqrt2OverPi = 0.7978845608028654;
-}
 
 // Blocks of 4096 elements over the threads, each block one vectorized loop.
 constexpr size_t kBlock = 4096;
 
-template <typename Real>
-void gelu_forward(Real* out, const Real* inp, size_t n) {
+// The forward with each output stored as Out: itself, or rounded to bf16 (a product's input).
+template <typename Real, typename Out>
+void gelu_elements(Out* out, const Real* inp, size_t n) {
   const Real k = Real(kSqrt2OverPi);
   const size_t blocks = (n + kBlock - 1) / kBlock;
 #pragma omp parallel for schedule(static)
   for (size_t blk = 0; blk < blocks; blk++) {
     const int len = (int)std::min(kBlock, n - blk * kBlock);
     const Real* x = inp + blk * kBlock;
-    Real* o = out + blk * kBlock;
+    Out* o = out + blk * kBlock;
 #pragma omp simd
-    for (int i = 0; i < len; i++)
-      o[i] = Real(0.5) * x[i] *
-             (Real(1) + fast_tanh(k * (x[i] + Real(0.044715) * x[i] * x[i] * x[i])));
+    for (int i = 0; i < len; i++) {
+      const Real y = Real(0.5) * x[i] *
+                     (Real(1) + fast_tanh(k * (x[i] + Real(0.044715) * x[i] * x[i] * x[i])));
+      if constexpr (std::is_same_v<Out, bf16>)
+        o[i] = round_to_bf16(y);
+      else
+        o[i] = y;
+    }
   }
+}
+
+}  // namespace
+
+template <typename Real>
+void gelu_forward(Real* out, const Real* inp, size_t n) {
+  gelu_elements(out, inp, n);
+}
+
+void gelu_forward_bf16(bf16* out, const float* inp, size_t n) {
+  gelu_elements(out, inp, n);
 }
 
 template <typename Real>

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "xsa/ops/matmul_bf16.h"
 #include "xsa/ops/ops.h"
 #include "xsa/ops/parallel.h"
 
@@ -18,8 +19,17 @@ constexpr double kEps = 1e-5;
 // as one row at a time (docs/perf-log.md #21: the forward 2.8× faster on `small`'s rows).
 constexpr int kGroup = 8;
 
-template <typename Real, int Rows>
-void normalize_rows(Real* out, Real* mean, Real* rstd, const Real* inp, const Real* weight,
+// A value as an output of type Out holds it: itself, or rounded to bf16 (a product's input).
+template <typename Out, typename Real>
+inline Out stored_as(Real x) {
+  if constexpr (std::is_same_v<Out, bf16>)
+    return round_to_bf16(x);
+  else
+    return x;
+}
+
+template <typename Real, int Rows, typename Out = Real>
+void normalize_rows(Out* out, Real* mean, Real* rstd, const Real* inp, const Real* weight,
                     const Real* bias, int C) {
   double sum[Rows] = {}, var[Rows] = {}, m[Rows], s[Rows];
   for (int c = 0; c < C; c++)
@@ -35,8 +45,9 @@ void normalize_rows(Real* out, Real* mean, Real* rstd, const Real* inp, const Re
   for (int r = 0; r < Rows; r++) {
     s[r] = 1.0 / std::sqrt(var[r] / C + kEps);
     const Real* x = inp + (size_t)r * C;
-    Real* o = out + (size_t)r * C;
-    for (int c = 0; c < C; c++) o[c] = Real((x[c] - m[r]) * s[r]) * weight[c] + bias[c];
+    Out* o = out + (size_t)r * C;
+    for (int c = 0; c < C; c++)
+      o[c] = stored_as<Out>(Real((x[c] - m[r]) * s[r]) * weight[c] + bias[c]);
     mean[r] = Real(m[r]);
     rstd[r] = Real(s[r]);
   }
@@ -98,20 +109,33 @@ void parameter_gradient_block(float* dweight, float* dbias, const float* dout, c
     }
 }
 
+// The forward over N rows, each output stored as Out.
+template <typename Real, typename Out>
+void layernorm_rows(Out* out, Real* mean, Real* rstd, const Real* inp, const Real* weight,
+                    const Real* bias, int N, int C) {
+  const int groups = N / kGroup;
+#pragma omp parallel for schedule(static)
+  for (int g = 0; g < groups; g++) {
+    const size_t n = (size_t)g * kGroup;
+    normalize_rows<Real, kGroup, Out>(out + n * C, mean + n, rstd + n, inp + n * C, weight, bias,
+                                      C);
+  }
+  for (int n = groups * kGroup; n < N; n++)
+    normalize_rows<Real, 1, Out>(out + (size_t)n * C, mean + n, rstd + n, inp + (size_t)n * C,
+                                 weight, bias, C);
+}
+
 }  // namespace
 
 template <typename Real>
 void layernorm_forward(Real* out, Real* mean, Real* rstd, const Real* inp, const Real* weight,
                        const Real* bias, int N, int C) {
-  const int groups = N / kGroup;
-#pragma omp parallel for schedule(static)
-  for (int g = 0; g < groups; g++) {
-    const size_t n = (size_t)g * kGroup;
-    normalize_rows<Real, kGroup>(out + n * C, mean + n, rstd + n, inp + n * C, weight, bias, C);
-  }
-  for (int n = groups * kGroup; n < N; n++)
-    normalize_rows<Real, 1>(out + (size_t)n * C, mean + n, rstd + n, inp + (size_t)n * C, weight,
-                            bias, C);
+  layernorm_rows(out, mean, rstd, inp, weight, bias, N, C);
+}
+
+void layernorm_forward_bf16(bf16* out, float* mean, float* rstd, const float* inp,
+                            const float* weight, const float* bias, int N, int C) {
+  layernorm_rows(out, mean, rstd, inp, weight, bias, N, C);
 }
 
 template <typename Real>

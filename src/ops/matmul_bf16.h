@@ -35,6 +35,13 @@ void from_bf16(const bf16* x, float* out, size_t n);
 void crossentropy_forward_backward_bf16(float* logits, bf16* grad, float* losses,
                                         const int32_t* targets, int N, int V, int Vp, float dloss);
 
+// Producers of product inputs: layernorm_forward and gelu_forward (ops.h) with their outputs, which
+// only products read, rounded to bf16 as they are written (the products' input conversions done
+// once, in the producer's pass). The same bits as the fp32 op's output through to_bf16.
+void layernorm_forward_bf16(bf16* out, float* mean, float* rstd, const float* inp,
+                            const float* weight, const float* bias, int N, int C);
+void gelu_forward_bf16(bf16* out, const float* inp, size_t n);
+
 // Whether this build and this CPU run bf16 products at speed: oneDNN present and the CPU has
 // AVX512_BF16 or AMX-BF16. When not, `why` names what is missing.
 bool bf16_available(std::string* why = nullptr);
