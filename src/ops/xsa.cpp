@@ -7,22 +7,25 @@
 
 namespace xsa::ops {
 
-template <typename Real>
-void xsa_forward(Real* z, const Real* y, const Real* qkv, int B, int T, int C, int H,
-                 const Real* alpha, int Hkv) {
+namespace {
+
+// The batch loops for one head size: kD > 0 fixed at compile time, 0 any.
+template <int kD, typename Real>
+void xsa_forward_rows(Real* z, const Real* y, const Real* qkv, int B, int T, int C, int H,
+                      const Real* alpha, int Hkv) {
   const int Hk = Hkv > 0 ? Hkv : H, group = H / Hk, D = C / H, N = B * T, ld = C + 2 * Hk * D;
 #pragma omp parallel for schedule(static)
   for (int n = 0; n < N; n++)
     for (int h = 0; h < H; h++)
-      xsa_row_forward(z + (size_t)n * C + h * D, y + (size_t)n * C + h * D,
-                      qkv + (size_t)n * ld + C + Hk * D + (h / group) * D, D,
-                      alpha ? alpha[h] : Real(1));
+      xsa_row_forward<Real, kD>(z + (size_t)n * C + h * D, y + (size_t)n * C + h * D,
+                                qkv + (size_t)n * ld + C + Hk * D + (h / group) * D, D,
+                                alpha ? alpha[h] : Real(1));
 }
 
-template <typename Real>
-void xsa_backward(Real* dy, Real* dqkv, const Real* dz, const Real* y, const Real* qkv, int B,
-                  int T, int C, int H, const Real* alpha, Real* dalpha, int Hkv, bool write_dv,
-                  Real* z) {
+template <int kD, typename Real>
+void xsa_backward_rows(Real* dy, Real* dqkv, const Real* dz, const Real* y, const Real* qkv, int B,
+                       int T, int C, int H, const Real* alpha, Real* dalpha, int Hkv, bool write_dv,
+                       Real* z) {
   // A token's heads run in one iteration: under GQA several of them add into the same shared v.
   const int Hk = Hkv > 0 ? Hkv : H, group = H / Hk, D = C / H, N = B * T, ld = C + 2 * Hk * D;
 #pragma omp parallel for schedule(static)
@@ -30,14 +33,36 @@ void xsa_backward(Real* dy, Real* dqkv, const Real* dz, const Real* y, const Rea
     for (int h = 0; h < H; h++) {
       const size_t v_at = (size_t)n * ld + C + Hk * D + (h / group) * D;
       if (z)
-        xsa_row_forward(z + (size_t)n * C + h * D, y + (size_t)n * C + h * D, qkv + v_at, D,
-                        alpha ? alpha[h] : Real(1));
-      const Real d_alpha =
-          xsa_row_backward(dy + (size_t)n * C + h * D, dqkv + v_at, dz + (size_t)n * C + h * D,
-                           y + (size_t)n * C + h * D, qkv + v_at, D, alpha ? alpha[h] : Real(1),
-                           write_dv && h % group == 0);  // a group's first head writes
+        xsa_row_forward<Real, kD>(z + (size_t)n * C + h * D, y + (size_t)n * C + h * D, qkv + v_at,
+                                  D, alpha ? alpha[h] : Real(1));
+      const Real d_alpha = xsa_row_backward<Real, kD>(
+          dy + (size_t)n * C + h * D, dqkv + v_at, dz + (size_t)n * C + h * D,
+          y + (size_t)n * C + h * D, qkv + v_at, D, alpha ? alpha[h] : Real(1),
+          write_dv && h % group == 0);  // a group's first head writes
       if (dalpha) dalpha[(size_t)n * H + h] = d_alpha;
     }
+}
+
+}  // namespace
+
+template <typename Real>
+void xsa_forward(Real* z, const Real* y, const Real* qkv, int B, int T, int C, int H,
+                 const Real* alpha, int Hkv) {
+  if (C / H == 64) return xsa_forward_rows<64>(z, y, qkv, B, T, C, H, alpha, Hkv);
+  if (C / H == 128) return xsa_forward_rows<128>(z, y, qkv, B, T, C, H, alpha, Hkv);
+  xsa_forward_rows<0>(z, y, qkv, B, T, C, H, alpha, Hkv);
+}
+
+template <typename Real>
+void xsa_backward(Real* dy, Real* dqkv, const Real* dz, const Real* y, const Real* qkv, int B,
+                  int T, int C, int H, const Real* alpha, Real* dalpha, int Hkv, bool write_dv,
+                  Real* z) {
+  if (C / H == 64)
+    return xsa_backward_rows<64>(dy, dqkv, dz, y, qkv, B, T, C, H, alpha, dalpha, Hkv, write_dv, z);
+  if (C / H == 128)
+    return xsa_backward_rows<128>(dy, dqkv, dz, y, qkv, B, T, C, H, alpha, dalpha, Hkv, write_dv,
+                                  z);
+  xsa_backward_rows<0>(dy, dqkv, dz, y, qkv, B, T, C, H, alpha, dalpha, Hkv, write_dv, z);
 }
 
 #define XSA_INSTANTIATE(Real)                                                                     \

@@ -14,8 +14,11 @@ inline constexpr double kXsaEpsilon = 1e-6;
 // Dot products accumulate in Real, vectorized: over a head (D ≤ a few hundred) float's rounding
 // stays near 1e-7 relative, far inside the 1e-5 the kernels are held to.
 // alpha scales the removal (gated XSA: z = y − α (y·u) u, α = tanh(w) per head); 1 is plain XSA.
-template <typename Real>
+// kD > 0 fixes the head size at compile time (the batch kernels' common sizes: loops of known
+// length, unrolled); D is then ignored.
+template <typename Real, int kD = 0>
 inline void xsa_row_forward(Real* z, const Real* y, const Real* v, int D, Real alpha = 1) {
+  if constexpr (kD > 0) D = kD;
   Real vv = 0, yv = 0;
 #pragma omp simd reduction(+ : vv, yv)
   for (int d = 0; d < D; d++) vv += v[d] * v[d], yv += y[d] * v[d];
@@ -29,9 +32,10 @@ inline void xsa_row_forward(Real* z, const Real* y, const Real* v, int D, Real a
 // With g = ∂L/∂z:  dy = g − α (g·u) u (overwrites; may alias g);  a = −α (s g + (g·u) y);
 // dv += (a − (a·u) u)/n, or a/1e-6 when ‖v‖ ≤ 1e-6 (the Jacobian of u = v/‖v‖), or dv = ... with
 // write_dv; returns this row's ∂L/∂α = −s (g·u).
-template <typename Real>
+template <typename Real, int kD = 0>
 inline Real xsa_row_backward(Real* dy, Real* dv, const Real* g, const Real* y, const Real* v, int D,
                              Real alpha = 1, bool write_dv = false) {
+  if constexpr (kD > 0) D = kD;
   Real vv = 0, yv = 0, gv = 0;
 #pragma omp simd reduction(+ : vv, yv, gv)
   for (int d = 0; d < D; d++) vv += v[d] * v[d], yv += y[d] * v[d], gv += g[d] * v[d];
