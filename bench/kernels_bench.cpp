@@ -109,6 +109,54 @@ void BM_ProductInputGelu(benchmark::State& state) {
 }
 BENCHMARK(BM_ProductInputGelu)->Arg(0)->Arg(1)->Unit(benchmark::kMicrosecond)->UseRealTime();
 
+// Gradients as product inputs: before (arg 1) GELU's and RoPE's backward wrote fp32 in place and
+// the weight gradient's product converted it; now (arg 0) they write bf16 once. `small`'s shapes
+// (8 sequences of 256, 6 heads of 64).
+void BM_ProductInputGeluBackward(benchmark::State& state) {
+  const bool convert = state.range(0) == 1;
+  const size_t n = (size_t)kRows * 4 * kChannels;
+  // (Not in place, as the step runs it: repeated in place, the gradient would shrink each
+  // iteration into denormals.)
+  std::vector<float> x = normal(n, 1, 1), grad = normal(n, 1, 2), dx(n);
+  std::vector<xsa::ops::bf16> out(n);
+  for (auto _ : state) {
+    if (!convert) {
+      xsa::ops::gelu_backward_bf16(out.data(), x.data(), grad.data(), n);
+      continue;
+    }
+    xsa::ops::gelu_backward(dx.data(), x.data(), grad.data(), n);
+    xsa::ops::to_bf16(dx.data(), out.data(), n);
+  }
+}
+BENCHMARK(BM_ProductInputGeluBackward)
+    ->Arg(0)
+    ->Arg(1)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+
+void BM_ProductInputRopeBackward(benchmark::State& state) {
+  const bool convert = state.range(0) == 1;
+  constexpr int B = 8, T = kRows / B, H = 6, D = kChannels / H;
+  const size_t n = (size_t)kRows * 3 * kChannels;
+  std::vector<float> dqkv = normal(n, 1, 1), cos((size_t)T * D / 2), sin((size_t)T * D / 2);
+  xsa::ops::rope_table(cos.data(), sin.data(), T, D, 10000.0);
+  std::vector<xsa::ops::bf16> out(n);
+  for (auto _ : state) {
+    if (!convert) {
+      xsa::ops::rope_backward_bf16(out.data(), dqkv.data(), cos.data(), sin.data(), B, T, kChannels,
+                                   H, H);
+      continue;
+    }
+    xsa::ops::rope_backward(dqkv.data(), cos.data(), sin.data(), B, T, kChannels, H, H);
+    xsa::ops::to_bf16(dqkv.data(), out.data(), n);
+  }
+}
+BENCHMARK(BM_ProductInputRopeBackward)
+    ->Arg(0)
+    ->Arg(1)
+    ->Unit(benchmark::kMicrosecond)
+    ->UseRealTime();
+
 void BM_ToBf16(benchmark::State& state) {
   const size_t n = (size_t)kRows * 4 * kChannels;
   std::vector<float> x = normal(n, 1, 1);

@@ -238,11 +238,12 @@ TEST(Bf16, ResidualInsideTheProductEqualsCopyThenAccumulate) {
   be.weights_changed();
 }
 
-// Product inputs (backend.h): LayerNorm's and GELU's outputs written as bf16 by their producers and
-// read so by the products must give the products exactly the operands that converting the fp32
-// outputs gives them: every output and gradient bit for bit equal to the plain ops', and the
-// stored halves equal to each fp32 output rounded to the nearest bf16 (ties to even, by hand). One
-// row (N = 1) stays fp32, as its products do; 13 rows leave a tail outside LayerNorm's row groups.
+// Product inputs (backend.h): LayerNorm's and GELU's outputs, and GELU's and RoPE's gradients,
+// written as bf16 by the ops that make them and read so by the products must give the products
+// exactly the operands that converting the fp32 values gives them: every output and gradient bit
+// for bit equal to the plain ops', and the stored halves equal to each fp32 output rounded to the
+// nearest bf16 (ties to even, by hand). One row (N = 1) stays fp32, as its products do; 13 rows
+// leave a tail outside LayerNorm's row groups.
 TEST(Bf16, ProductInputsHeldAsBf16GiveTheProductsTheSameOperands) {
   std::string why;
   if (!ops::bf16_available(&why)) GTEST_SKIP() << "no bf16 products here: " << why;
@@ -254,13 +255,21 @@ TEST(Bf16, ProductInputsHeldAsBf16GiveTheProductsTheSameOperands) {
   const std::vector<float> ln_w = random(C, 51, 0.5), ln_b = random(C, 52, 0.1);
   const std::vector<float> w_fc = random((size_t)F * C, 53, 0.05),
                            w_proj = random((size_t)C * F, 54, 0.05);
+  // RoPE's gradient: 4 query heads of 24 and 2 key/value heads, so qkv rows of 96 + 2·2·24.
+  const int H = 4, Hkv = 2, D = C / H, QKV = C + 2 * Hkv * D;
+  const std::vector<float> w_qkv = random((size_t)QKV * C, 59, 0.05);
   for (const int N : {1, 2, 13, 256}) {
     SCOPED_TRACE(testing::Message() << N << " rows");
     const std::vector<float> x = random((size_t)N * C, 55), residual = random((size_t)N * C, 56);
     const std::vector<float> d_out = random((size_t)N * C, 57), d_fc = random((size_t)N * F, 58);
+    const std::vector<float> d_qkv = random((size_t)N * QKV, 60);
+    std::vector<float> cos((size_t)N * D / 2), sin((size_t)N * D / 2);
+    be.rope_table(cos.data(), sin.data(), N, D, 10000.0);
     struct Run {
       std::vector<float> ln, mean, rstd, fc, gelu, out, out_in_place, d_ln, d_w_fc, d_gelu,
           d_w_proj;
+      // GELU's and RoPE's gradients as the next products find them, and those products' results.
+      std::vector<float> gelu_grad, d_ln_via_gelu, d_w_fc_via_gelu, rotated, d_ln_via_qkv, d_w_qkv;
     };
     const auto run = [&](bool product_inputs) {
       const float nan = std::numeric_limits<float>::quiet_NaN();
@@ -274,7 +283,13 @@ TEST(Bf16, ProductInputsHeldAsBf16GiveTheProductsTheSameOperands) {
             std::vector<float>((size_t)N * C, nan),
             std::vector<float>((size_t)F * C, nan),
             std::vector<float>((size_t)N * F, nan),
-            std::vector<float>((size_t)C * F, nan)};
+            std::vector<float>((size_t)C * F, nan),
+            {},
+            {},
+            {},
+            {},
+            {},
+            {}};
       be.weights_changed();
       if (product_inputs) {
         be.layernorm_forward_product_input(r.ln.data(), r.mean.data(), r.rstd.data(), x.data(),
@@ -303,6 +318,30 @@ TEST(Bf16, ProductInputsHeldAsBf16GiveTheProductsTheSameOperands) {
         be.matmul_backward(r.d_ln.data(), r.d_w_fc.data(), d_fc.data(), r.ln.data(), w_fc.data(), N,
                            C, F, false);
       }
+      r.d_ln_via_gelu.assign((size_t)N * C, nan), r.d_w_fc_via_gelu.assign((size_t)F * C, nan);
+      r.d_ln_via_qkv.assign((size_t)N * C, nan), r.d_w_qkv.assign((size_t)QKV * C, nan);
+      std::vector<float> grad = r.d_gelu, spare((size_t)N * F, nan), rotated = d_qkv;
+      if (product_inputs) {
+        const float* g =
+            be.gelu_backward_product_input(grad.data(), r.fc.data(), spare.data(), N, F);
+        be.matmul_backward_product_inputs(r.d_ln_via_gelu.data(), r.d_w_fc_via_gelu.data(), g,
+                                          r.ln.data(), w_fc.data(), N, C, F, false);
+        r.gelu_grad.assign(g, g + (size_t)N * F);
+        const float* q = be.rope_backward_product_input(rotated.data(), cos.data(), sin.data(), 1,
+                                                        N, C, H, Hkv, spare.data());
+        be.matmul_backward_product_inputs(r.d_ln_via_qkv.data(), r.d_w_qkv.data(), q, r.ln.data(),
+                                          w_qkv.data(), N, C, QKV, false);
+        r.rotated.assign(q, q + (size_t)N * QKV);
+      } else {
+        be.gelu_backward(grad.data(), r.fc.data(), grad.data(), (size_t)N * F);
+        be.matmul_backward(r.d_ln_via_gelu.data(), r.d_w_fc_via_gelu.data(), grad.data(),
+                           r.ln.data(), w_fc.data(), N, C, F, false);
+        r.gelu_grad = grad;
+        be.rope_backward(rotated.data(), cos.data(), sin.data(), 1, N, C, H, Hkv);
+        be.matmul_backward(r.d_ln_via_qkv.data(), r.d_w_qkv.data(), rotated.data(), r.ln.data(),
+                           w_qkv.data(), N, C, QKV, false);
+        r.rotated = rotated;
+      }
       return r;
     };
     const Run plain = run(false), held = run(true);
@@ -319,6 +358,10 @@ TEST(Bf16, ProductInputsHeldAsBf16GiveTheProductsTheSameOperands) {
     EXPECT_TRUE(bits_equal(held.d_w_proj, plain.d_w_proj));
     EXPECT_TRUE(bits_equal(held.d_ln, plain.d_ln));
     EXPECT_TRUE(bits_equal(held.d_w_fc, plain.d_w_fc));
+    EXPECT_TRUE(bits_equal(held.d_ln_via_gelu, plain.d_ln_via_gelu));
+    EXPECT_TRUE(bits_equal(held.d_w_fc_via_gelu, plain.d_w_fc_via_gelu));
+    EXPECT_TRUE(bits_equal(held.d_ln_via_qkv, plain.d_ln_via_qkv));
+    EXPECT_TRUE(bits_equal(held.d_w_qkv, plain.d_w_qkv));
     // What the product inputs' buffers hold: one row fp32 as the plain ops write it, more rows
     // each value rounded to bf16 in the buffer's first half.
     const auto stored = [&](const std::vector<float>& buffer, const std::vector<float>& fp32) {
@@ -331,6 +374,8 @@ TEST(Bf16, ProductInputsHeldAsBf16GiveTheProductsTheSameOperands) {
     };
     EXPECT_TRUE(stored(held.ln, plain.ln));
     EXPECT_TRUE(stored(held.gelu, plain.gelu));
+    EXPECT_TRUE(stored(held.gelu_grad, plain.gelu_grad));
+    EXPECT_TRUE(stored(held.rotated, plain.rotated));
   }
   be.weights_changed();
 }

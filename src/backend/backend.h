@@ -155,6 +155,30 @@ class Backend {
     matmul_backward(dinp, dweight, dout, inp, weight, N, in_dim, out_dim, accumulate);
   }
 
+  // Gradients that only products read are product inputs too: GELU's input gradient before W_fc's
+  // backward (when fc has no bias, whose gradient reads it) and the rotated ∂L/∂qkv before W_qkv's
+  // (likewise without a qkv bias). Computing them in place keeps fp32, so a backend that keeps them
+  // as bf16 writes them into `spare` instead (a buffer free at that point, of at least N·width/2
+  // floats, N·(C + 2·Hkv·D)/2 for RoPE); each returns where the gradient now is, to give to
+  // matmul_backward_product_inputs. The defaults compute in place and return that.
+  virtual const Real* gelu_backward_product_input(Real* grad, const Real* inp, Real* spare, int N,
+                                                  int width) {
+    gelu_backward(grad, inp, grad, (size_t)N * width);
+    return grad;
+  }
+  virtual const Real* rope_backward_product_input(Real* dqkv, const Real* cos, const Real* sin,
+                                                  int B, int T, int C, int H, int Hkv,
+                                                  Real* spare) {
+    rope_backward(dqkv, cos, sin, B, T, C, H, Hkv);
+    return dqkv;
+  }
+  // matmul_backward with dout and inp both product inputs.
+  virtual void matmul_backward_product_inputs(Real* dinp, Real* dweight, const Real* dout,
+                                              const Real* inp, const Real* weight, int N,
+                                              int in_dim, int out_dim, bool accumulate) {
+    matmul_backward(dinp, dweight, dout, inp, weight, N, in_dim, out_dim, accumulate);
+  }
+
   virtual void bias_forward(Real* out, const Real* bias, int N, int D) = 0;
   virtual void bias_backward(Real* dbias, const Real* dout, int N, int D) = 0;
   virtual void encoder_forward(Real* out, const int32_t* tokens, const Real* wte, int N, int C) = 0;

@@ -252,6 +252,29 @@ class CpuBf16Backend final : public CpuBackend<float> {
                               accumulate);
   }
 
+  const float* gelu_backward_product_input(float* grad, const float* inp, float* spare, int N,
+                                           int width) override {
+    if (N <= 1) return Backend<float>::gelu_backward_product_input(grad, inp, spare, N, width);
+    ops::gelu_backward_bf16(stored_bf16(spare), inp, grad, (size_t)N * width);
+    return spare;
+  }
+  const float* rope_backward_product_input(float* dqkv, const float* cos, const float* sin, int B,
+                                           int T, int C, int H, int Hkv, float* spare) override {
+    if (B * T <= 1)
+      return Backend<float>::rope_backward_product_input(dqkv, cos, sin, B, T, C, H, Hkv, spare);
+    ops::rope_backward_bf16(stored_bf16(spare), dqkv, cos, sin, B, T, C, H, Hkv);
+    return spare;
+  }
+  void matmul_backward_product_inputs(float* dinp, float* dweight, const float* dout,
+                                      const float* inp, const float* weight, int N, int in_dim,
+                                      int out_dim, bool accumulate) override {
+    if (N <= 1)
+      return matmul_backward(dinp, dweight, dout, inp, weight, N, in_dim, out_dim, accumulate);
+    ops::matmul_backward_bf16(
+        dinp, dweight, stored_bf16(dout), dweight ? stored_bf16(inp) : nullptr,
+        bf16_weights(weight, (size_t)in_dim * out_dim), N, in_dim, out_dim, accumulate);
+  }
+
   // Attention's tile products in bf16 too (the softmax and the accumulations stay fp32).
   void attention_forward(const ops::AttentionArgs<float>& args) override {
     ops::attention_forward(with_bf16_tiles(args));

@@ -78,9 +78,16 @@ void block_backward(Backend<Real>& be, const ModelConfig& cfg, int layer,
   be.matmul_backward_product_input(d_fc, dW.mlp_proj_w, d_resid, buf.fc_gelu, W.mlp_proj_w, N,
                                    4 * C, C, accumulate);
   if (dW.mlp_proj_b) be.bias_backward(dW.mlp_proj_b, d_resid, N, C);
-  be.gelu_backward(d_fc, buf.fc, d_fc, (size_t)N * 4 * C);
-  be.matmul_backward_product_input(d_buf, dW.fc_w, d_fc, buf.ln2, W.fc_w, N, C, 4 * C, accumulate);
-  if (dW.fc_b) be.bias_backward(dW.fc_b, d_fc, N, 4 * C);
+  if (!dW.fc_b) {  // GELU's gradient only feeds W_fc's products; fc_gelu, read, is free for it
+    const Real* d_pre = be.gelu_backward_product_input(d_fc, buf.fc, buf.fc_gelu, N, 4 * C);
+    be.matmul_backward_product_inputs(d_buf, dW.fc_w, d_pre, buf.ln2, W.fc_w, N, C, 4 * C,
+                                      accumulate);
+  } else {
+    be.gelu_backward(d_fc, buf.fc, d_fc, (size_t)N * 4 * C);
+    be.matmul_backward_product_input(d_buf, dW.fc_w, d_fc, buf.ln2, W.fc_w, N, C, 4 * C,
+                                     accumulate);
+    be.bias_backward(dW.fc_b, d_fc, N, 4 * C);
+  }
   be.layernorm_backward(d_resid, dW.ln2_w, dW.ln2_b, d_buf, buf.resid_mid, W.ln2_w, buf.ln2_mean,
                         buf.ln2_rstd, N, C);
   // Attention block: x_mid = x + z W_oᵀ. d_buf = ∂L/∂z; the attention backward applies XSA's
@@ -102,10 +109,18 @@ void block_backward(Backend<Real>& be, const ModelConfig& cfg, int layer,
                        accumulate);
   if (W.sink) be.sink_backward(dW.sink, scratch.sink_dlogit, B, H);
   if (alpha) be.gate_backward(dW.xsa_gate, scratch.gate_dalpha, alpha, N, H);
-  if (cfg.positions == Positions::rope)
-    be.rope_backward(d_qkv, rows.rope_cos, rows.rope_sin, B, T, C, H, Hkv);
-  be.matmul_backward_product_input(d_buf, dW.qkv_w, d_qkv, buf.ln1, W.qkv_w, N, C, QKV, accumulate);
-  if (dW.qkv_b) be.bias_backward(dW.qkv_b, d_qkv, N, QKV);
+  if (cfg.positions == Positions::rope && !dW.qkv_b) {  // into d_fc, free by now
+    const Real* d_rotated =
+        be.rope_backward_product_input(d_qkv, rows.rope_cos, rows.rope_sin, B, T, C, H, Hkv, d_fc);
+    be.matmul_backward_product_inputs(d_buf, dW.qkv_w, d_rotated, buf.ln1, W.qkv_w, N, C, QKV,
+                                      accumulate);
+  } else {
+    if (cfg.positions == Positions::rope)
+      be.rope_backward(d_qkv, rows.rope_cos, rows.rope_sin, B, T, C, H, Hkv);
+    be.matmul_backward_product_input(d_buf, dW.qkv_w, d_qkv, buf.ln1, W.qkv_w, N, C, QKV,
+                                     accumulate);
+    if (dW.qkv_b) be.bias_backward(dW.qkv_b, d_qkv, N, QKV);
+  }
   be.layernorm_backward(d_resid, dW.ln1_w, dW.ln1_b, d_buf, x_in, W.ln1_w, buf.ln1_mean,
                         buf.ln1_rstd, N, C);
 }

@@ -14,7 +14,8 @@ namespace xsa {
 // Where a block's forward writes (N = B·T rows). Training keeps one set per layer (the backward
 // reads them); the decoder passes one set for every layer, with resid_mid = x and ln1 = ln2. ln1,
 // ln2 and fc_gelu are product inputs (backend.h): only the products read them, and a backend with
-// bf16 products may hold them as bf16.
+// bf16 products may hold them as bf16. Once its weight gradient is formed, the backward reuses
+// fc_gelu as the spare for GELU's input gradient.
 template <typename Real>
 struct BlockBuffers {
   Real* ln1;        // [N, C]

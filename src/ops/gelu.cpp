@@ -47,8 +47,12 @@ void gelu_forward_bf16(bf16* out, const float* inp, size_t n) {
   gelu_elements(out, inp, n);
 }
 
-template <typename Real>
-void gelu_backward(Real* dinp, const Real* inp, const Real* dout, size_t n) {
+namespace {
+
+// The backward with each input gradient stored as Out: itself, or rounded to bf16 (a product's
+// input). dinp may be dout (in place) when Out is Real.
+template <typename Real, typename Out>
+void gelu_backward_elements(Out* dinp, const Real* inp, const Real* dout, size_t n) {
   // d/dx = 0.5 (1 + tanh(u)) + 0.5 x sech²(u) · √(2/π)(1 + 3·0.044715 x²), u = √(2/π)(x + 0.044715
   // x³)
   const Real k = Real(kSqrt2OverPi);
@@ -58,16 +62,31 @@ void gelu_backward(Real* dinp, const Real* inp, const Real* dout, size_t n) {
     const int len = (int)std::min(kBlock, n - blk * kBlock);
     const Real* x = inp + blk * kBlock;
     const Real* g = dout + blk * kBlock;
-    Real* dx = dinp + blk * kBlock;
+    Out* dx = dinp + blk * kBlock;
 #pragma omp simd
     for (int i = 0; i < len; i++) {
       const Real th = fast_tanh(k * (x[i] + Real(0.044715) * x[i] * x[i] * x[i]));
       const Real sech2 = Real(1) - th * th;
-      dx[i] = (Real(0.5) * (Real(1) + th) +
-               Real(0.5) * x[i] * sech2 * k * (Real(1) + Real(3 * 0.044715) * x[i] * x[i])) *
-              g[i];
+      const Real d = (Real(0.5) * (Real(1) + th) +
+                      Real(0.5) * x[i] * sech2 * k * (Real(1) + Real(3 * 0.044715) * x[i] * x[i])) *
+                     g[i];
+      if constexpr (std::is_same_v<Out, bf16>)
+        dx[i] = round_to_bf16(d);
+      else
+        dx[i] = d;
     }
   }
+}
+
+}  // namespace
+
+template <typename Real>
+void gelu_backward(Real* dinp, const Real* inp, const Real* dout, size_t n) {
+  gelu_backward_elements(dinp, inp, dout, n);
+}
+
+void gelu_backward_bf16(bf16* dinp, const float* inp, const float* dout, size_t n) {
+  gelu_backward_elements(dinp, inp, dout, n);
 }
 
 #define XSA_INSTANTIATE(Real)                                   \

@@ -41,6 +41,12 @@ void crossentropy_forward_backward_bf16(float* logits, bf16* grad, float* losses
 void layernorm_forward_bf16(bf16* out, float* mean, float* rstd, const float* inp,
                             const float* weight, const float* bias, int N, int C);
 void gelu_forward_bf16(bf16* out, const float* inp, size_t n);
+// And gradients that only products read: gelu_backward's and rope_backward's (ops.h) written
+// rounded to bf16 into out (not in place); rope_backward_bf16 rounds each row's v beside its
+// rotated q and k.
+void gelu_backward_bf16(bf16* dinp, const float* inp, const float* dout, size_t n);
+void rope_backward_bf16(bf16* out, const float* dqkv, const float* cos, const float* sin, int B,
+                        int T, int C, int H, int Hkv);
 
 // Whether this build and this CPU run bf16 products at speed: oneDNN present and the CPU has
 // AVX512_BF16 or AMX-BF16. When not, `why` names what is missing.

@@ -3,7 +3,9 @@
 //   q'_{j+D/2} = q_{j+D/2} cos + q_j sin
 // with angle(t, j) = t · theta^(−2j/D). Applied to q and k of every head, in place.
 #include <cmath>
+#include <type_traits>
 
+#include "xsa/ops/matmul_bf16.h"
 #include "xsa/ops/ops.h"
 
 namespace xsa::ops {
@@ -22,27 +24,36 @@ void rope_table(Real* cos, Real* sin, int T, int D, double theta) {
 
 namespace {
 // Rotates both q and k of every (b, t, head) by +angle (forward) or −angle (backward: the
-// transpose).
-template <typename Real>
-void rotate_qk(Real* qkv, const Real* cos, const Real* sin, int B, int T, int C, int H, int Hkv,
-               Real direction) {
+// transpose), from `in` into `out` (the same rows in place), each result stored as Out: itself, or
+// rounded to bf16 with the row's v rounded beside it (a product's input).
+template <typename Real, typename Out>
+void rotate_qk(Out* out, const Real* in, const Real* cos, const Real* sin, int B, int T, int C,
+               int H, int Hkv, Real direction) {
   const int Hk = Hkv > 0 ? Hkv : H, D = C / H, half = D / 2, ld = C + 2 * Hk * D;
+  constexpr bool kBf16 = std::is_same_v<Out, bf16>;
 #pragma omp parallel for collapse(2) schedule(static)
   for (int b = 0; b < B; b++) {
     for (int t = 0; t < T; t++) {
       const Real* c_row = cos + (size_t)t * half;
       const Real* s_row = sin + (size_t)t * half;
-      Real* row = qkv + ((size_t)b * T + t) * ld;
+      const Real* row = in + ((size_t)b * T + t) * ld;
+      Out* out_row = out + ((size_t)b * T + t) * ld;
       for (int part = 0; part < 2; part++) {  // q (H heads), then k (Hkv heads)
         for (int h = 0; h < (part ? Hk : H); h++) {
-          Real* x = row + part * C + h * D;
+          const Real* x = row + part * C + h * D;
+          Out* o = out_row + part * C + h * D;
           for (int j = 0; j < half; j++) {
             Real lo = x[j], hi = x[j + half], s = direction * s_row[j];
-            x[j] = lo * c_row[j] - hi * s;
-            x[j + half] = hi * c_row[j] + lo * s;
+            const Real rotated_lo = lo * c_row[j] - hi * s, rotated_hi = hi * c_row[j] + lo * s;
+            if constexpr (kBf16)
+              o[j] = round_to_bf16(rotated_lo), o[j + half] = round_to_bf16(rotated_hi);
+            else
+              o[j] = rotated_lo, o[j + half] = rotated_hi;
           }
         }
       }
+      if constexpr (kBf16)
+        for (int c = C + Hk * D; c < ld; c++) out_row[c] = round_to_bf16(row[c]);
     }
   }
 }
@@ -51,14 +62,19 @@ void rotate_qk(Real* qkv, const Real* cos, const Real* sin, int B, int T, int C,
 template <typename Real>
 void rope_forward(Real* qkv, const Real* cos, const Real* sin, int B, int T, int C, int H,
                   int Hkv) {
-  rotate_qk(qkv, cos, sin, B, T, C, H, Hkv, Real(1));
+  rotate_qk(qkv, qkv, cos, sin, B, T, C, H, Hkv, Real(1));
 }
 
 template <typename Real>
 void rope_backward(Real* dqkv, const Real* cos, const Real* sin, int B, int T, int C, int H,
                    int Hkv) {
   // The rotation is orthogonal, so its backward is the rotation by −angle.
-  rotate_qk(dqkv, cos, sin, B, T, C, H, Hkv, Real(-1));
+  rotate_qk(dqkv, dqkv, cos, sin, B, T, C, H, Hkv, Real(-1));
+}
+
+void rope_backward_bf16(bf16* out, const float* dqkv, const float* cos, const float* sin, int B,
+                        int T, int C, int H, int Hkv) {
+  rotate_qk(out, dqkv, cos, sin, B, T, C, H, Hkv, -1.0f);
 }
 
 #define XSA_INSTANTIATE(Real)                                                                 \
