@@ -1,7 +1,6 @@
 // GELU, tanh approximation: 0.5 x (1 + tanh(√(2/π) (x + 0.044715 x³))).
 #include <algorithm>
 #include <cmath>
-#include <type_traits>
 
 #include "xsa/ops/matmul_bf16.h"
 #include "xsa/ops/ops.h"
@@ -26,12 +25,9 @@ void gelu_elements(Out* out, const Real* inp, size_t n) {
     Out* o = out + blk * kBlock;
 #pragma omp simd
     for (int i = 0; i < len; i++) {
-      const Real y = Real(0.5) * x[i] *
-                     (Real(1) + fast_tanh(k * (x[i] + Real(0.044715) * x[i] * x[i] * x[i])));
-      if constexpr (std::is_same_v<Out, bf16>)
-        o[i] = round_to_bf16(y);
-      else
-        o[i] = y;
+      o[i] =
+          stored_as<Out>(Real(0.5) * x[i] *
+                         (Real(1) + fast_tanh(k * (x[i] + Real(0.044715) * x[i] * x[i] * x[i]))));
     }
   }
 }
@@ -67,13 +63,10 @@ void gelu_backward_elements(Out* dinp, const Real* inp, const Real* dout, size_t
     for (int i = 0; i < len; i++) {
       const Real th = fast_tanh(k * (x[i] + Real(0.044715) * x[i] * x[i] * x[i]));
       const Real sech2 = Real(1) - th * th;
-      const Real d = (Real(0.5) * (Real(1) + th) +
-                      Real(0.5) * x[i] * sech2 * k * (Real(1) + Real(3 * 0.044715) * x[i] * x[i])) *
-                     g[i];
-      if constexpr (std::is_same_v<Out, bf16>)
-        dx[i] = round_to_bf16(d);
-      else
-        dx[i] = d;
+      dx[i] = stored_as<Out>(
+          (Real(0.5) * (Real(1) + th) +
+           Real(0.5) * x[i] * sech2 * k * (Real(1) + Real(3 * 0.044715) * x[i] * x[i])) *
+          g[i]);
     }
   }
 }

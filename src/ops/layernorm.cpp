@@ -19,15 +19,6 @@ constexpr double kEps = 1e-5;
 // as one row at a time (docs/perf-log.md #21: the forward 2.8× faster on `small`'s rows).
 constexpr int kGroup = 8;
 
-// A value as an output of type Out holds it: itself, or rounded to bf16 (a product's input).
-template <typename Out, typename Real>
-inline Out stored_as(Real x) {
-  if constexpr (std::is_same_v<Out, bf16>)
-    return round_to_bf16(x);
-  else
-    return x;
-}
-
 template <typename Real, int Rows, typename Out = Real>
 void normalize_rows(Out* out, Real* mean, Real* rstd, const Real* inp, const Real* weight,
                     const Real* bias, int C) {

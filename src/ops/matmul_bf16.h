@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 namespace xsa::ops {
 
@@ -22,6 +23,16 @@ inline bf16 round_to_bf16(float x) {
   const bool nan = (u & 0x7fffffffu) > 0x7f800000u;
   const uint32_t rounded = (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
   return (bf16)(nan ? (u >> 16) | 0x40u : rounded);
+}
+
+// x as an output of type Out holds it: itself, or rounded to bf16 (the kernels that write a
+// product's input in either precision).
+template <typename Out, typename Real>
+inline Out stored_as(Real x) {
+  if constexpr (std::is_same_v<Out, bf16>)
+    return round_to_bf16(x);
+  else
+    return x;
 }
 
 // round_to_bf16 over an array, split across the threads when it is large and no parallel region

@@ -30,7 +30,6 @@ template <typename Real, typename Out>
 void rotate_qk(Out* out, const Real* in, const Real* cos, const Real* sin, int B, int T, int C,
                int H, int Hkv, Real direction) {
   const int Hk = Hkv > 0 ? Hkv : H, D = C / H, half = D / 2, ld = C + 2 * Hk * D;
-  constexpr bool kBf16 = std::is_same_v<Out, bf16>;
 #pragma omp parallel for collapse(2) schedule(static)
   for (int b = 0; b < B; b++) {
     for (int t = 0; t < T; t++) {
@@ -44,15 +43,12 @@ void rotate_qk(Out* out, const Real* in, const Real* cos, const Real* sin, int B
           Out* o = out_row + part * C + h * D;
           for (int j = 0; j < half; j++) {
             Real lo = x[j], hi = x[j + half], s = direction * s_row[j];
-            const Real rotated_lo = lo * c_row[j] - hi * s, rotated_hi = hi * c_row[j] + lo * s;
-            if constexpr (kBf16)
-              o[j] = round_to_bf16(rotated_lo), o[j + half] = round_to_bf16(rotated_hi);
-            else
-              o[j] = rotated_lo, o[j + half] = rotated_hi;
+            o[j] = stored_as<Out>(lo * c_row[j] - hi * s);
+            o[j + half] = stored_as<Out>(hi * c_row[j] + lo * s);
           }
         }
       }
-      if constexpr (kBf16)
+      if constexpr (std::is_same_v<Out, bf16>)
         for (int c = C + Hk * D; c < ld; c++) out_row[c] = round_to_bf16(row[c]);
     }
   }
