@@ -246,10 +246,8 @@ class CpuBf16Backend final : public CpuBackend<float> {
                                      int out_dim, bool accumulate) override {
     if (N <= 1)
       return matmul_backward(dinp, dweight, dout, inp, weight, N, in_dim, out_dim, accumulate);
-    ops::matmul_backward_bf16(dinp, dweight, convert(dout, (size_t)N * out_dim, dout_),
-                              dweight ? stored_bf16(inp) : nullptr,
-                              bf16_weights(weight, (size_t)in_dim * out_dim), N, in_dim, out_dim,
-                              accumulate);
+    backward_of_stored_input(dinp, dweight, convert(dout, (size_t)N * out_dim, dout_), inp, weight,
+                             N, in_dim, out_dim, accumulate);
   }
 
   const float* gelu_backward_product_input(float* grad, const float* inp, float* spare, int N,
@@ -270,9 +268,8 @@ class CpuBf16Backend final : public CpuBackend<float> {
                                       int out_dim, bool accumulate) override {
     if (N <= 1)
       return matmul_backward(dinp, dweight, dout, inp, weight, N, in_dim, out_dim, accumulate);
-    ops::matmul_backward_bf16(
-        dinp, dweight, stored_bf16(dout), dweight ? stored_bf16(inp) : nullptr,
-        bf16_weights(weight, (size_t)in_dim * out_dim), N, in_dim, out_dim, accumulate);
+    backward_of_stored_input(dinp, dweight, stored_bf16(dout), inp, weight, N, in_dim, out_dim,
+                             accumulate);
   }
 
   // Attention's tile products in bf16 too (the softmax and the accumulations stay fp32).
@@ -307,6 +304,14 @@ class CpuBf16Backend final : public CpuBackend<float> {
   static ops::AttentionArgs<float> with_bf16_tiles(ops::AttentionArgs<float> args) {
     args.bf16_tiles = true;
     return args;
+  }
+  // matmul_backward in bf16 with dout given in bf16 and inp a product input.
+  void backward_of_stored_input(float* dinp, float* dweight, const ops::bf16* dout,
+                                const float* inp, const float* weight, int N, int in_dim,
+                                int out_dim, bool accumulate) {
+    ops::matmul_backward_bf16(dinp, dweight, dout, dweight ? stored_bf16(inp) : nullptr,
+                              bf16_weights(weight, (size_t)in_dim * out_dim), N, in_dim, out_dim,
+                              accumulate);
   }
   // A product input's bf16 values, in the first half of its float buffer.
   static ops::bf16* stored_bf16(float* x) { return reinterpret_cast<ops::bf16*>(x); }
