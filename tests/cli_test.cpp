@@ -268,8 +268,15 @@ TEST_F(Cli, BenchWritesItsRecords) {
     if (rec["kind"] == "step") {
       steps++;
       for (const char* key : {"config", "attn", "ms_median", "ms_min", "ms_max", "tokens_per_s",
-                              "gflops", "gemm_ceiling_gflops", "peak_mb"})
+                              "gflops", "gemm_ceiling_gflops", "gemm_ceiling_round_min_gflops",
+                              "gemm_ceiling_round_max_gflops", "peak_mb"})
         EXPECT_TRUE(rec.contains(key)) << key;
+      // One step per arm: one round of the ceiling, whose rate is the ceiling itself.
+      EXPECT_GT(rec["gemm_ceiling_round_min_gflops"].get<double>(), 0);
+      EXPECT_NEAR(rec["gemm_ceiling_round_min_gflops"].get<double>(),
+                  rec["gemm_ceiling_gflops"].get<double>(),
+                  1e-9 * rec["gemm_ceiling_gflops"].get<double>());
+      EXPECT_EQ(rec["gemm_ceiling_round_min_gflops"], rec["gemm_ceiling_round_max_gflops"]);
     } else if (rec["kind"] == "attention") {
       attention++;
       for (const char* key : {"T", "pass", "attn", "ms_median", "extra_mb"})

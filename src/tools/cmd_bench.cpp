@@ -128,6 +128,9 @@ void interleaved_steps(StepBench& sa, StepBench& xsa, int steps, const std::vect
 // their FLOPs over their summed time: what the step would reach if nothing else took time.
 struct GemmCeiling {
   double gflops = 0, seconds = 0, flops = 0;
+  // The slowest and the fastest round's rate (every product timed once per round): how far the
+  // machine's speed moved while the ceiling was timed.
+  double round_min_gflops = 0, round_max_gflops = 0;
   json rows = json::array();
 };
 
@@ -204,6 +207,14 @@ class GemmProducts {
                         {"bwd_gflops", 2 * f / bwd_ms / 1e6}});
     }
     g.gflops = g.flops / g.seconds / 1e9;
+    const size_t rounds = ops_.empty() ? 0 : ops_.front().fwd_ms.size();
+    for (size_t r = 0; r < rounds; r++) {
+      double seconds = 0;
+      for (const Op& op : ops_) seconds += op.count * (op.fwd_ms[r] + op.bwd_ms[r]) / 1000.0;
+      const double rate = g.flops / seconds / 1e9;
+      g.round_min_gflops = r ? std::min(g.round_min_gflops, rate) : rate;
+      g.round_max_gflops = r ? std::max(g.round_max_gflops, rate) : rate;
+    }
     return g;
   }
 
@@ -390,8 +401,10 @@ std::array<double, 2> step_peak_mb(const ModelConfig& sa, const ModelConfig& xsa
   return peak;
 }
 
-// One configuration's rows of the training-step table: SA, XSA and their ratio.
-void bench_step_config(const BenchShape& s, int steps, int warmup, bool bf16, json& records) {
+// One configuration's rows of the training-step table: SA, XSA and their ratio; a line for `notes`
+// when the machine's speed moved during the run.
+void bench_step_config(const BenchShape& s, int steps, int warmup, bool bf16, json& records,
+                       std::vector<std::string>& notes) {
   const ModelConfig sa = model_of(s, AttnKind::sa), xsa_cfg = model_of(s, AttnKind::xsa);
   const int N = s.B * s.T;
   std::vector<int32_t> inputs, targets;
@@ -426,6 +439,8 @@ void bench_step_config(const BenchShape& s, int steps, int warmup, bool bf16, js
                        {"tokens_per_s", N / (st.median / 1000)},
                        {"gflops", gflops},
                        {"gemm_ceiling_gflops", ceiling.gflops},
+                       {"gemm_ceiling_round_min_gflops", ceiling.round_min_gflops},
+                       {"gemm_ceiling_round_max_gflops", ceiling.round_max_gflops},
                        {"share_of_ceiling", share},
                        {"precision", bf16 ? "bf16" : "fp32"},
                        {"arch", architecture_name(sa)},
@@ -434,6 +449,14 @@ void bench_step_config(const BenchShape& s, int steps, int warmup, bool bf16, js
   Stats r = stats_of(ratio);
   std::printf("| %s | XSA/SA | %.3f | %.3f–%.3f | | | %s GEMM ceiling %.1f GFLOP/s | |\n", s.name,
               r.median, r.min, r.max, bf16 ? "bf16" : "fp32", ceiling.gflops);
+  // On a shared machine the speed drifts; past a tenth between the ceiling's rounds, the shares
+  // above are uncertain by about as much, and the reader should know.
+  if (ceiling.round_min_gflops > 0 && ceiling.round_max_gflops > 1.1 * ceiling.round_min_gflops)
+    notes.push_back(fmt::format(
+        "`{}`: the ceiling's rounds ranged over {:.3g}–{:.3g} GFLOP/s: the machine's speed moved "
+        "by {:.0f} % during the run, so its shares of the ceiling are uncertain by about as much.",
+        s.name, ceiling.round_min_gflops, ceiling.round_max_gflops,
+        100 * (ceiling.round_max_gflops / ceiling.round_min_gflops - 1)));
   records.push_back({{"kind", "ratio"},
                      {"what", std::string("step_xsa_over_sa_") + s.name},
                      {"value", r.median}});
@@ -448,7 +471,9 @@ void bench_steps(const std::vector<BenchShape>& shapes, int steps, int warmup, b
       "ceiling | "
       "peak MB |\n|---|---|---|---|---|---|---|---|\n",
       steps, warmup);
-  for (const BenchShape& s : shapes) bench_step_config(s, steps, warmup, bf16, records);
+  std::vector<std::string> notes;
+  for (const BenchShape& s : shapes) bench_step_config(s, steps, warmup, bf16, records, notes);
+  for (const std::string& note : notes) std::printf("\nNote: %s\n", note.c_str());
 }
 
 // The attention-alone table's layer at sequence length T: one sequence, 8 heads of 64, random
