@@ -9,11 +9,9 @@
 #include <gtest/gtest.h>
 
 #include <functional>
-#include <limits>
 
 #include "test_util.h"
 #include "xsa/ops/reference.h"
-#include "xsa/ops/vmath.h"
 
 namespace xsa {
 namespace {
@@ -779,34 +777,6 @@ TEST(AdamW, SumOfSquaresIsExactAndThreadIndependent) {
     for (double v : x) want += v * v;
     EXPECT_NEAR(ops::sum_of_squares(x.data(), n), want, 1e-12 * std::max(1.0, want));
   }
-}
-
-// The row reductions in lanes (vmath.h) against plain double loops, on lengths below, at and
-// between multiples of the lane count.
-TEST(RowReductions, MaxAndDotInLanesMatchPlainLoops) {
-  for (int n : {0, 1, 7, 15, 16, 17, 31, 64, 100}) {
-    const Vec a = random_vector(n, 11), b = random_vector(n, 12);
-    const std::vector<float> af = cast_vector<float>(a), bf = cast_vector<float>(b);
-    double dot = 0, dot_f = 0, abs_sum = 0;
-    for (int i = 0; i < n; i++) {
-      dot += a[i] * b[i];
-      dot_f += (double)af[i] * bf[i];
-      abs_sum += std::abs((double)af[i] * bf[i]);
-    }
-    EXPECT_NEAR(ops::dot_in_lanes(a.data(), b.data(), n), dot, 1e-14 * std::max(1.0, abs_sum));
-    // float: each product and sum rounded, at most n roundings of at most the absolute sum
-    EXPECT_NEAR(ops::dot_in_lanes(af.data(), bf.data(), n), dot_f,
-                (n + 1) * 0x1p-24 * std::max(abs_sum, 1e-30));
-    // max: exact, and init when it is larger or n = 0
-    float want = -1e30f;
-    for (float v : af) want = std::max(want, v);
-    EXPECT_EQ(ops::max_of(af.data(), n, -1e30f), want);
-    EXPECT_EQ(ops::max_of(af.data(), n, 1e30f), 1e30f);
-  }
-  // NaNs are passed over, wherever they fall
-  std::vector<float> x(37, -2.0f);
-  x[5] = 3.0f, x[0] = x[16] = x[36] = std::numeric_limits<float>::quiet_NaN();
-  EXPECT_EQ(ops::max_of(x.data(), 37, -1e30f), 3.0f);
 }
 
 }  // namespace

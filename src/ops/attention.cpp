@@ -8,7 +8,6 @@
 #include <immintrin.h>
 
 #include <algorithm>
-#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -38,39 +37,16 @@ Real* scratch(size_t n, int slot) {
   return buffers[slot].data();
 }
 
-// x for index c < bound, else +0, selected with a bit mask made by integer arithmetic: under a
-// comparison `c < bound` GCC splits the loop in two at `bound`, and the second part (storing the
-// zeros) ran scalar, about an eighth of the forward's time.
-template <typename Real>
-inline Real below_bound_or_zero(Real x, int c, int bound) {
-  using Bits = std::conditional_t<sizeof(Real) == 4, int32_t, int64_t>;
-  const Bits keep = (Bits)(c - bound) >> (8 * sizeof(Bits) - 1);  // all ones when c < bound
-  return std::bit_cast<Real>(std::bit_cast<Bits>(x) & keep);
-}
-
 // Probabilities of one tile in place: S[r][c] (scaled scores) → exp(S − row_max[r]) for keys c that
-// query r may see (causal: key j0 + c ≤ query i0 + r), 0 for the others, written for every column
-// up to the next multiple of kSumLanes (S rows hold kKeyTile). With kRowSums each row's sum goes
-// into row_sum[r], summed in lanes (vmath.h): added in key order, one dependent add per key, the
-// sums took about a tenth of the forward's time.
-template <bool kRowSums, typename Real>
-void exp_tile(Real* S, int rows, int cols, int i0, int j0, const Real* row_max,
-              Real* row_sum = nullptr) {
-  static_assert(kKeyTile % kSumLanes == 0);
+// query r may see (causal: key j0 + c ≤ query i0 + r), 0 for the others.
+template <typename Real>
+void exp_tile(Real* S, int rows, int cols, int i0, int j0, const Real* row_max) {
   for (int r = 0; r < rows; r++) {
     Real* s = S + (size_t)r * kKeyTile;
     const int visible = std::min(cols, i0 + r - j0 + 1);
     const Real m = row_max[r];
-    Real lanes[kSumLanes] = {};
-    for (int c0 = 0; c0 < cols; c0 += kSumLanes) {
 #pragma omp simd
-      for (int l = 0; l < kSumLanes; l++) {
-        const Real p = below_bound_or_zero(fast_exp(s[c0 + l] - m), c0 + l, visible);
-        s[c0 + l] = p;
-        if constexpr (kRowSums) lanes[l] += p;
-      }
-    }
-    if constexpr (kRowSums) row_sum[r] = tree_sum(lanes);
+    for (int c = 0; c < cols; c++) s[c] = c < visible ? fast_exp(s[c] - m) : Real(0);
   }
 }
 
@@ -296,12 +272,13 @@ void attention_forward(const AttentionArgs<Real>& args) {
         const int visible = std::min(cols, i0 + r - j0 + 1);
         new_max[r] = max_of(S + (size_t)r * kKeyTile, visible, m[r]);
       }
-      Real tile_sum[kQueryTile];
-      exp_tile<true>(S, rows, cols, i0, j0, new_max, tile_sum);
+      exp_tile(S, rows, cols, i0, j0, new_max);
       for (int r = 0; r < rows; r++) {
         if (new_max[r] == -std::numeric_limits<Real>::infinity()) continue;  // no visible key yet
         const Real correction = m[r] == new_max[r] ? Real(1) : fast_exp(m[r] - new_max[r]);
-        l[r] = l[r] * correction + tile_sum[r];
+        Real sum = 0;
+        for (int c = 0; c < cols; c++) sum += S[(size_t)r * kKeyTile + c];
+        l[r] = l[r] * correction + sum;
         if (correction != Real(1))
           for (int d = 0; d < D; d++) acc[(size_t)r * D + d] *= correction;
         m[r] = new_max[r];
@@ -449,7 +426,9 @@ void attention_backward(const AttentionArgs<Real>& args) {
         for (int i = 0; i < T; i++) {
           const Real* dyi = d_out + ((size_t)b * T + i) * C + h * D;
           const Real* yi = y + ((size_t)b * T + i) * C + h * D;
-          Di[i] = dot_in_lanes(dyi, yi, D);
+          Real s = 0;
+          for (int d = 0; d < D; d++) s += dyi[d] * yi[d];
+          Di[i] = s;
         }
         const Real* row_lse = lse + ((size_t)b * H + h) * T;
         if (sink) {  // the sink: p_sink = exp(b_h − lse_i), value zero, so ∂L/∂b_h = −Σ p_sink D_i
@@ -482,7 +461,7 @@ void attention_backward(const AttentionArgs<Real>& args) {
             const int cols2 = (cols + 1) / 2;
             if (!bf16) {
               gemm(false, true, rows, cols, D, scale, Q, ld, K, ld, Real(0), P, kKeyTile);
-              exp_tile<false>(P, rows, cols, i0, j0, row_lse + i0);  // P
+              exp_tile(P, rows, cols, i0, j0, row_lse + i0);  // P
               gemm(true, false, cols, D, rows, Real(1), P, kKeyTile, dY, C, Real(1), dV,
                    D);  // dV += Pᵀ dY
               gemm(false, true, rows, cols, D, Real(1), dY, C, V, ld, Real(0), dS,
@@ -490,7 +469,7 @@ void attention_backward(const AttentionArgs<Real>& args) {
             } else if constexpr (kIsFloat<Real>) {
               tile_product_bf16(rows, cols, D2, q_words, D2, 1, kt + j0, T, scale, false, P,
                                 kKeyTile);
-              exp_tile<false>(P, rows, cols, i0, j0, row_lse + i0);
+              exp_tile(P, rows, cols, i0, j0, row_lse + i0);
               pack_row_pairs(P, rows, cols, kKeyTile, p_rows, kKeyTile);
               tile_product_bf16(cols, D, rows2, p_rows, 1, kKeyTile, dy_rows, D, 1.0f, true, dV, D);
               tile_product_bf16(rows, cols, D2, dy_words, D2, 1, vt + j0, T, 1.0f, false, dS,

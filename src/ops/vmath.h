@@ -39,50 +39,15 @@ inline double fast_tanh(double u) {
   return std::tanh(u);
 }
 
-// Reductions of short rows (a head's 64 values, a tile's 64 keys) keep kSumLanes partial results
-// side by side and combine them at the end as a tree: in a fixed order, and without the chain of
-// dependent operations that both a plain loop and an `omp simd` reduction (one vector whose lanes
-// GCC then combines in order) leave.
-inline constexpr int kSumLanes = 16;
-
 // The largest of x[0..n) and init. Written as a comparison rather than std::max, which GCC keeps
 // scalar even under `omp simd reduction(max)` (one dependent vmaxss per element: 15× slower on a
 // vocabulary row). NaNs are passed over, as std::max(m, x) passes them.
 template <typename Real>
 inline Real max_of(const Real* x, int n, Real init) {
-  Real lanes[kSumLanes];
-  for (int l = 0; l < kSumLanes; l++) lanes[l] = init;
-  int i0 = 0;
-  for (; i0 + kSumLanes <= n; i0 += kSumLanes) {
-#pragma omp simd
-    for (int l = 0; l < kSumLanes; l++) lanes[l] = x[i0 + l] > lanes[l] ? x[i0 + l] : lanes[l];
-  }
-  for (int l = 0; i0 + l < n; l++) lanes[l] = x[i0 + l] > lanes[l] ? x[i0 + l] : lanes[l];
-  for (int width = kSumLanes / 2; width > 0; width /= 2)
-    for (int l = 0; l < width; l++)
-      lanes[l] = lanes[l + width] > lanes[l] ? lanes[l + width] : lanes[l];
-  return lanes[0];
-}
-
-// The sum of kSumLanes partial sums, as a tree.
-template <typename Real>
-inline Real tree_sum(Real (&lanes)[kSumLanes]) {
-  for (int width = kSumLanes / 2; width > 0; width /= 2)
-    for (int l = 0; l < width; l++) lanes[l] += lanes[l + width];
-  return lanes[0];
-}
-
-// Σ a[i]·b[i] over i < n, in lanes.
-template <typename Real>
-inline Real dot_in_lanes(const Real* a, const Real* b, int n) {
-  Real lanes[kSumLanes] = {};
-  int i0 = 0;
-  for (; i0 + kSumLanes <= n; i0 += kSumLanes) {
-#pragma omp simd
-    for (int l = 0; l < kSumLanes; l++) lanes[l] += a[i0 + l] * b[i0 + l];
-  }
-  for (int l = 0; i0 + l < n; l++) lanes[l] += a[i0 + l] * b[i0 + l];
-  return tree_sum(lanes);
+  Real m = init;
+#pragma omp simd reduction(max : m)
+  for (int i = 0; i < n; i++) m = x[i] > m ? x[i] : m;
+  return m;
 }
 
 }  // namespace xsa::ops
