@@ -193,11 +193,15 @@ class GemmProducts {
   // The ceiling from each product's median timing over the rounds so far.
   GemmCeiling ceiling() const {
     GemmCeiling g;
+    // A product's share of the step's product time, in seconds, at the given timings of it.
+    const auto seconds_of = [](const Op& op, double fwd_ms, double bwd_ms) {
+      return op.count * (fwd_ms + bwd_ms) / 1000.0;
+    };
     for (const Op& op : ops_) {
       const double f = 2.0 * op.rows * op.in * op.out;  // one product
       g.flops += op.count * 3 * f;
       const double fwd_ms = stats_of(op.fwd_ms).median, bwd_ms = stats_of(op.bwd_ms).median;
-      g.seconds += op.count * (fwd_ms + bwd_ms) / 1000.0;
+      g.seconds += seconds_of(op, fwd_ms, bwd_ms);
       g.rows.push_back({{"op", op.name},
                         {"rows", op.rows},
                         {"in", op.in},
@@ -210,7 +214,7 @@ class GemmProducts {
     const size_t rounds = ops_.empty() ? 0 : ops_.front().fwd_ms.size();
     for (size_t r = 0; r < rounds; r++) {
       double seconds = 0;
-      for (const Op& op : ops_) seconds += op.count * (op.fwd_ms[r] + op.bwd_ms[r]) / 1000.0;
+      for (const Op& op : ops_) seconds += seconds_of(op, op.fwd_ms[r], op.bwd_ms[r]);
       const double rate = g.flops / seconds / 1e9;
       g.round_min_gflops = r ? std::min(g.round_min_gflops, rate) : rate;
       g.round_max_gflops = r ? std::max(g.round_max_gflops, rate) : rate;
