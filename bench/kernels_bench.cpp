@@ -308,6 +308,39 @@ void BM_WeightGradientsGpt2(benchmark::State& state) {
 }
 BENCHMARK(BM_WeightGradientsGpt2)->Arg(1)->Arg(0)->Unit(benchmark::kMillisecond)->UseRealTime();
 
+// All the bf16 products of a `gpt2` step (each layer's four weights and the head's two 512-row
+// chunks, forward, input and weight gradients), as one block of columns per thread (arg 0, the
+// default) or as one product on oneDNN's own threads (arg 1, before perf-log #30). The counter is
+// the products' GFLOP/s.
+void BM_ProductsGpt2(benchmark::State& state) {
+  xsa::ops::set_bf16_column_blocks(state.range(0) == 0);
+  constexpr int N = 1024, C = 768, Vp = kPaddedVocab, kHead = 512;
+  struct Shape {
+    int rows, in, out, count;
+  };
+  const Shape shapes[] = {
+      {N, C, 3 * C, 12}, {N, C, C, 12}, {N, C, 4 * C, 12}, {N, 4 * C, C, 12}, {kHead, C, Vp, 2}};
+  std::vector<xsa::ops::bf16> x((size_t)N * 4 * C), w((size_t)Vp * C), dout((size_t)kHead * Vp);
+  xsa::ops::to_bf16(normal(x.size(), 1, 1).data(), x.data(), x.size());
+  xsa::ops::to_bf16(normal(w.size(), 0.02, 2).data(), w.data(), w.size());
+  xsa::ops::to_bf16(normal(dout.size(), 1e-3, 3).data(), dout.data(), dout.size());
+  std::vector<float> out((size_t)kHead * Vp), dx((size_t)N * 4 * C), dw((size_t)Vp * C);
+  double flops = 0;
+  for (const Shape& sh : shapes) flops += 6.0 * sh.rows * sh.in * sh.out * sh.count;
+  for (auto _ : state)
+    for (const Shape& sh : shapes)
+      for (int i = 0; i < sh.count; i++) {
+        xsa::ops::matmul_forward_bf16(out.data(), x.data(), w.data(), sh.rows, sh.in, sh.out,
+                                      false);
+        xsa::ops::matmul_backward_bf16(dx.data(), dw.data(), dout.data(), x.data(), w.data(),
+                                       sh.rows, sh.in, sh.out, i > 0);
+      }
+  state.counters["GFLOP/s"] =
+      benchmark::Counter(flops * state.iterations() / 1e9, benchmark::Counter::kIsRate);
+  xsa::ops::set_bf16_column_blocks(true);
+}
+BENCHMARK(BM_ProductsGpt2)->Arg(0)->Arg(1)->Unit(benchmark::kMillisecond)->UseRealTime();
+
 }  // namespace
 
 BENCHMARK_MAIN();

@@ -234,7 +234,8 @@ TEST_F(Cli, PrepareThenTrainOnShards) {
 }
 
 // xsa bench runs end to end and writes the documented records (speed itself is not tested).
-// --precision bf16: the step table with bf16 products, against the bf16 ceiling.
+// --precision bf16: the step table with bf16 products, against the bf16 ceiling, and --gemm's
+// per-product table of those products.
 TEST_F(Cli, BenchInBf16) {
   if (!bf16_products_available(nullptr)) {
     Result r = xsa("bench --config tiny --steps 1 --warmup 0 --no-attention --precision bf16");
@@ -243,17 +244,24 @@ TEST_F(Cli, BenchInBf16) {
     GTEST_SKIP() << "no bf16 products here: only the refusal was checked";
   }
   Result r =
-      xsa("bench --config tiny --steps 1 --warmup 0 --threads 1 --no-attention "
+      xsa("bench --config tiny --steps 1 --warmup 0 --threads 2 --no-attention --gemm "
           "--precision bf16 --json bench16.json");
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("bf16 GEMM ceiling"), std::string::npos) << r.out;
-  int steps = 0;
+  EXPECT_NE(r.out.find("(oneDNN, bf16 inputs, fp32 accumulation)"), std::string::npos) << r.out;
+  int steps = 0, gemm = 0;
   for (const auto& rec : nlohmann::json::parse(read_file(work_dir() / "bench16.json")))
     if (rec["kind"] == "step") {
       steps++;
       EXPECT_EQ(rec["precision"], "bf16");
+    } else if (rec["kind"] == "gemm") {
+      gemm++;
+      EXPECT_EQ(rec["precision"], "bf16");
+      EXPECT_GE(rec["ops"].size(), 5u);  // qkv, attn_proj, fc, mlp_proj, head
+      for (const auto& op : rec["ops"]) EXPECT_GT(op["bwd_gflops"].get<double>(), 0) << op;
     }
   EXPECT_EQ(steps, 2);
+  EXPECT_EQ(gemm, 1);
 }
 
 TEST_F(Cli, BenchWritesItsRecords) {

@@ -195,7 +195,7 @@ class CpuBf16Backend final : public CpuBackend<float> {
   }
   void matmul_forward_residual(float* out, const float* residual, const float* inp,
                                const float* weight, int N, int in_dim, int out_dim) override {
-    if (N <= 1 || out == residual)
+    if (N <= 1)
       return Backend<float>::matmul_forward_residual(out, residual, inp, weight, N, in_dim,
                                                      out_dim);
     const ops::bf16* w = bf16_weights(weight, (size_t)in_dim * out_dim);
@@ -236,10 +236,8 @@ class CpuBf16Backend final : public CpuBackend<float> {
                                              const float* weight, int N, int in_dim,
                                              int out_dim) override {
     if (N <= 1) return matmul_forward_residual(out, residual, inp, weight, N, in_dim, out_dim);
-    const ops::bf16* w = bf16_weights(weight, (size_t)in_dim * out_dim);
-    if (out == residual)
-      return ops::matmul_forward_bf16(out, stored_bf16(inp), w, N, in_dim, out_dim, true);
-    ops::matmul_residual_bf16(out, residual, stored_bf16(inp), w, N, in_dim, out_dim);
+    ops::matmul_residual_bf16(out, residual, stored_bf16(inp),
+                              bf16_weights(weight, (size_t)in_dim * out_dim), N, in_dim, out_dim);
   }
   void matmul_backward_product_input(float* dinp, float* dweight, const float* dout,
                                      const float* inp, const float* weight, int N, int in_dim,

@@ -2,6 +2,8 @@
 
 #include <omp.h>
 
+#include <algorithm>
+#include <atomic>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -62,7 +64,9 @@ using dnnl::memory;
 enum class Epilogue { write, accumulate, add_residual };
 
 // C [M, N] (+)= A [M, K] · B [K, N]; A stored [M, K] or, trans_a, [K, M]; B stored [K, N] or,
-// trans_b, [N, K]. One primitive per shape, made once (oneDNN compiles a kernel for it).
+// trans_b, [N, K]. B and C may be a block of columns of wider matrices: their rows are then
+// `row_length` long (B's only when not trans_b). One primitive per shape, made once (oneDNN
+// compiles a kernel for it).
 struct Product {
   dnnl::matmul prim;
   memory::desc a, b, c, scratch;
@@ -73,19 +77,22 @@ dnnl::engine& engine() {
   return e;
 }
 
-const Product& product(int M, int N, int K, bool trans_a, bool trans_b, Epilogue epilogue) {
+// `one_thread`: the product runs inside a parallel region of ours, one per thread, so oneDNN
+// plans it for one thread (it runs single-threaded there whatever it planned).
+const Product& product(int M, int N, int K, int row_length, bool trans_a, bool trans_b,
+                       Epilogue epilogue, bool one_thread) {
   static std::mutex lock;
-  static std::map<std::tuple<int, int, int, bool, bool, Epilogue>, Product> made;
+  static std::map<std::tuple<int, int, int, int, bool, bool, Epilogue, bool>, Product> made;
   std::lock_guard<std::mutex> guard(lock);
-  const auto key = std::make_tuple(M, N, K, trans_a, trans_b, epilogue);
+  const auto key = std::make_tuple(M, N, K, row_length, trans_a, trans_b, epilogue, one_thread);
   auto it = made.find(key);
   if (it != made.end()) return it->second;
   using dt = memory::data_type;
-  using tag = memory::format_tag;
+  using dims = memory::dims;
   Product p;
-  p.a = memory::desc({M, K}, dt::bf16, trans_a ? tag::ba : tag::ab);
-  p.b = memory::desc({K, N}, dt::bf16, trans_b ? tag::ba : tag::ab);
-  p.c = memory::desc({M, N}, dt::f32, tag::ab);
+  p.a = memory::desc({M, K}, dt::bf16, trans_a ? dims{1, M} : dims{K, 1});
+  p.b = memory::desc({K, N}, dt::bf16, trans_b ? dims{1, K} : dims{row_length, 1});
+  p.c = memory::desc({M, N}, dt::f32, dims{row_length, 1});
   dnnl::primitive_attr attr;
   // Scratch memory of ours, kept between calls, rather than oneDNN's per call.
   attr.set_scratchpad_mode(dnnl::scratchpad_mode::user);
@@ -97,18 +104,16 @@ const Product& product(int M, int N, int K, bool trans_a, bool trans_b, Epilogue
       ops.append_binary(dnnl::algorithm::binary_add, p.c);
     attr.set_post_ops(ops);
   }
+  const int threads = omp_get_max_threads();
+  if (one_thread) omp_set_num_threads(1);  // what oneDNN plans for
   const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(p.a, p.b, p.c), attr, engine());
+  if (one_thread) omp_set_num_threads(threads);
   p.prim = dnnl::matmul(pd);
   p.scratch = pd.scratchpad_desc();
   return made.emplace(key, std::move(p)).first->second;
 }
 
-void run(int M, int N, int K, bool trans_a, bool trans_b, const bf16* A, const bf16* B, float* C,
-         bool accumulate, const float* residual = nullptr) {
-  const Epilogue epilogue = residual     ? Epilogue::add_residual
-                            : accumulate ? Epilogue::accumulate
-                                         : Epilogue::write;
-  const Product& p = product(M, N, K, trans_a, trans_b, epilogue);
+void run_block(const Product& p, const bf16* A, const bf16* B, float* C, const float* residual) {
   static thread_local dnnl::stream stream(engine());
   static thread_local std::vector<uint8_t> scratch;
   if (scratch.size() < p.scratch.get_size()) scratch.resize(p.scratch.get_size());
@@ -123,7 +128,45 @@ void run(int M, int N, int K, bool trans_a, bool trans_b, const bf16* A, const b
   stream.wait();
 }
 
+// Columns of C per thread when the threads each run one single-threaded product on their own
+// block of columns; 0 for one product on oneDNN's own threads. Measured on the model's products
+// with 2 threads (perf-log #30), oneDNN's threading of one product reached 450-660 GFLOP/s, one
+// block of columns per thread 530-750: each thread reads only its part of B and no thread waits
+// for another inside the product. Blocks narrower than 128 columns were not measured; they keep
+// oneDNN's threading.
+std::atomic<bool> column_blocks{true};
+
+int columns_per_thread(int N, int threads) {
+  constexpr int kMinColumns = 128, kMultiple = 32;  // 32: whole cache lines of C and of B's rows
+  if (threads < 2 || !column_blocks) return 0;
+  const int columns = ((N + threads - 1) / threads + kMultiple - 1) / kMultiple * kMultiple;
+  return N - (threads - 1) * columns >= kMinColumns / 2 && columns >= kMinColumns ? columns : 0;
+}
+
+void run(int M, int N, int K, bool trans_a, bool trans_b, const bf16* A, const bf16* B, float* C,
+         bool accumulate, const float* residual = nullptr) {
+  const Epilogue epilogue = residual     ? Epilogue::add_residual
+                            : accumulate ? Epilogue::accumulate
+                                         : Epilogue::write;
+  const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
+  const int columns = columns_per_thread(N, threads);
+  if (columns == 0)
+    return run_block(product(M, N, K, N, trans_a, trans_b, epilogue, false), A, B, C, residual);
+#pragma omp parallel num_threads(threads)
+  // (A team smaller than asked for takes the blocks in turn.)
+  for (int block = omp_get_thread_num(); block < threads; block += omp_get_num_threads()) {
+    const int n0 = block * columns, n = std::min(N - n0, columns);
+    const bf16* B_block = B + (trans_b ? (size_t)n0 * K : (size_t)n0);
+    run_block(product(M, n, K, N, trans_a, trans_b, epilogue, true), A, B_block, C + n0,
+              residual ? residual + n0 : nullptr);
+  }
+}
+
 }  // namespace
+
+void set_bf16_column_blocks(bool on) {
+  column_blocks = on;
+}
 
 bool bf16_available(std::string* why) {
   const bool cpu = dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core_bf16;
@@ -142,9 +185,20 @@ void matmul_forward_bf16(float* out, const bf16* inp, const bf16* weight, int N,
 
 void matmul_residual_bf16(float* out, const float* residual, const bf16* inp, const bf16* weight,
                           int N, int in_dim, int out_dim) {
-  XSA_CHECK(out != residual, "matmul_residual_bf16 writes a buffer of its own");
   if (N == 0) return;
-  run(N, out_dim, in_dim, false, true, inp, weight, out, false, residual);  // residual + inp · Wᵀ
+  if (out != residual)
+    return run(N, out_dim, in_dim, false, true, inp, weight, out, false, residual);
+  // In place, the product goes to a buffer of its own and is added after, as the epilogue adds it
+  // to the finished product: the same bits either way.
+  static thread_local std::vector<float> product;
+  const size_t n = (size_t)N * out_dim;
+  if (product.size() < n) product.resize(n);
+  const float* p = product.data();  // (inside the threads, `product` names their own)
+  run(N, out_dim, in_dim, false, true, inp, weight, product.data(), false);
+  split_across_threads(n, [&](size_t begin, size_t end) {
+#pragma omp simd
+    for (size_t i = begin; i < end; i++) out[i] += p[i];
+  });
 }
 
 void matmul_backward_bf16(float* dinp, float* dweight, const bf16* dout, const bf16* inp,
@@ -164,6 +218,8 @@ bool bf16_available(std::string* why) {
 void matmul_forward_bf16(float*, const bf16*, const bf16*, int, int, int, bool) {
   XSA_CHECK(false, "bf16 products without oneDNN");
 }
+
+void set_bf16_column_blocks(bool) {}
 
 void matmul_residual_bf16(float*, const float*, const bf16*, const bf16*, int, int, int) {
   XSA_CHECK(false, "bf16 products without oneDNN");

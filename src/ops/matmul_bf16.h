@@ -66,10 +66,14 @@ bool bf16_available(std::string* why = nullptr);
 // out [N, out_dim] (+)= inp [N, in_dim] · Wᵀ, W [out_dim, in_dim].
 void matmul_forward_bf16(float* out, const bf16* inp, const bf16* weight, int N, int in_dim,
                          int out_dim, bool accumulate);
-// out [N, out_dim] = residual [N, out_dim] + inp [N, in_dim] · Wᵀ in one pass (out ≠ residual);
-// the same values as copying residual into out and accumulating the product.
+// out [N, out_dim] = residual [N, out_dim] + inp [N, in_dim] · Wᵀ, the residual added to the
+// finished product (one rounding): in one pass, or, in place (out = residual), in two.
 void matmul_residual_bf16(float* out, const float* residual, const bf16* inp, const bf16* weight,
                           int N, int in_dim, int out_dim);
+// Products wide enough run as one block of columns per thread, each block a single-threaded
+// oneDNN product (the default; perf-log #30). Off: one product on oneDNN's own threads, as
+// before, kept to measure against (kernels_bench's BM_ProductsGpt2).
+void set_bf16_column_blocks(bool on);
 // dinp [N, in_dim] = dout · W (skipped when dinp is null); dweight [out_dim, in_dim] += doutᵀ ·
 // inp, or = with accumulate false (as ops::matmul_backward).
 void matmul_backward_bf16(float* dinp, float* dweight, const bf16* dout, const bf16* inp,

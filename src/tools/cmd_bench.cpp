@@ -368,10 +368,13 @@ void bench_kernel_choice(json& records) {
       {{"kind", "ratio"}, {"what", "gemm_small_in_use_over_generic"}, {"value", used / generic}});
 }
 
-void bench_gemm(const std::vector<BenchShape>& shapes, json& records) {
-  std::printf("\n## GEMM ceiling on the model's shapes (OpenBLAS sgemm)\n\n");
+// Each product's speed on the model's shapes, in the precision of the step table: OpenBLAS's
+// sgemm, or (bf16) oneDNN's products as the bf16 backend runs them.
+void bench_gemm(const std::vector<BenchShape>& shapes, bool bf16, json& records) {
+  std::printf("\n## GEMM ceiling on the model's shapes (%s)\n\n",
+              bf16 ? "oneDNN, bf16 inputs, fp32 accumulation" : "OpenBLAS sgemm");
   for (const BenchShape& s : shapes) {
-    GemmCeiling g = gemm_ceiling(model_of(s, AttnKind::sa), s.B, s.T, 3);
+    GemmCeiling g = gemm_ceiling(model_of(s, AttnKind::sa), s.B, s.T, 3, bf16);
     std::printf(
         "%s: %.1f GFLOP/s over a step's products\n\n| op | rows × in → out | per step | fwd "
         "GFLOP/s | bwd GFLOP/s |\n|---|---|---|---|---|\n",
@@ -385,9 +388,10 @@ void bench_gemm(const std::vector<BenchShape>& shapes, json& records) {
                        {"config", s.name},
                        {"gemm_ceiling_gflops", g.gflops},
                        {"ops", g.rows},
+                       {"precision", bf16 ? "bf16" : "fp32"},
                        {"blas_core", blas_core()}});
   }
-  bench_kernel_choice(records);
+  if (!bf16) bench_kernel_choice(records);  // OpenBLAS's kernels: the fp32 products'
 }
 
 // Peak memory of each arm alone (a fresh model, two steps): SA, then XSA.
@@ -852,10 +856,10 @@ void run_bench(const Options& o) {
   std::vector<BenchShape> shapes = shapes_of(o.config);
   for (BenchShape& s : shapes) s.gpt2_architecture = o.arch == "gpt2";
   if (o.arch == "gpt2") std::printf("architecture: gpt2 (learned positions, linear biases)\n");
-  if (o.gemm) bench_gemm(shapes, records);
   const bool bf16 = o.precision == "bf16";
   if (bf16)
     std::printf("precision: bf16 products (oneDNN) with fp32 accumulation, fp32 elsewhere\n");
+  if (o.gemm) bench_gemm(shapes, bf16, records);
   if (!o.no_steps) bench_steps(shapes, o.steps, o.warmup, bf16, records);
   if (!o.no_attention) bench_attention(o.attn_T, records);
   if (o.decode) bench_decode(shapes, o.steps, records);
@@ -880,8 +884,10 @@ void add_bench_command(CLI::App& root) {
   cmd->add_option("--threads", o->threads, "Threads (0: every core)")->capture_default_str();
   cmd->add_option("--attn-T", o->attn_T, "Sequence lengths of the attention-alone table")
       ->delimiter(',');
-  cmd->add_flag("--gemm", o->gemm,
-                "Also print the GEMM ceiling per shape and the effect of the BLAS kernel choice");
+  cmd->add_flag(
+      "--gemm", o->gemm,
+      "Also print the GEMM ceiling per shape (bf16 with --precision bf16) and the effect of "
+      "the BLAS kernel choice");
   cmd->add_flag("--no-steps", o->no_steps, "Skip the training-step table");
   cmd->add_flag("--no-attention", o->no_attention, "Skip the attention-alone table");
   cmd->add_flag("--decode", o->decode,
