@@ -128,14 +128,14 @@ void run_block(const Product& p, const bf16* A, const bf16* B, float* C, const f
   stream.wait();
 }
 
+std::atomic<bool> column_blocks{true};  // set_bf16_column_blocks
+
 // Columns of C per thread when the threads each run one single-threaded product on their own
 // block of columns; 0 for one product on oneDNN's own threads. Measured on the model's products
-// with 2 threads (perf-log #30), oneDNN's threading of one product reached 450-660 GFLOP/s, one
-// block of columns per thread 530-750: each thread reads only its part of B and no thread waits
+// with 2 threads (perf-log #30), oneDNN's threading of one product reached 455-690 GFLOP/s, one
+// block of columns per thread 530-755: each thread reads only its part of B and no thread waits
 // for another inside the product. Blocks narrower than 128 columns were not measured; they keep
 // oneDNN's threading.
-std::atomic<bool> column_blocks{true};
-
 int columns_per_thread(int N, int threads) {
   constexpr int kMinColumns = 128, kMultiple = 32;  // 32: whole cache lines of C and of B's rows
   if (threads < 2 || !column_blocks) return 0;
@@ -190,11 +190,11 @@ void matmul_residual_bf16(float* out, const float* residual, const bf16* inp, co
     return run(N, out_dim, in_dim, false, true, inp, weight, out, false, residual);
   // In place, the product goes to a buffer of its own and is added after, as the epilogue adds it
   // to the finished product: the same bits either way.
-  static thread_local std::vector<float> product;
+  static thread_local std::vector<float> alone;
   const size_t n = (size_t)N * out_dim;
-  if (product.size() < n) product.resize(n);
-  const float* p = product.data();  // (inside the threads, `product` names their own)
-  run(N, out_dim, in_dim, false, true, inp, weight, product.data(), false);
+  if (alone.size() < n) alone.resize(n);
+  const float* p = alone.data();  // (inside the threads, `alone` names their own)
+  run(N, out_dim, in_dim, false, true, inp, weight, alone.data(), false);
   split_across_threads(n, [&](size_t begin, size_t end) {
 #pragma omp simd
     for (size_t i = begin; i < end; i++) out[i] += p[i];
