@@ -130,15 +130,25 @@ void run_block(const Product& p, const bf16* A, const bf16* B, float* C, const f
 
 std::atomic<bool> column_blocks{true};  // set_bf16_column_blocks
 
+// oneDNN's ISA values are sets of feature bits: the CPU has an ISA's features when its effective
+// ISA holds all of that ISA's bits. (AVX2-VNNI, 0x407, is numerically above AVX512_BF16, 0xe7,
+// without its instructions.)
+bool cpu_has(dnnl::cpu_isa isa) {
+  const unsigned have = (unsigned)dnnl::get_effective_cpu_isa(), want = (unsigned)isa;
+  return (have & want) == want;
+}
+
 // Columns of C per thread when the threads each run one single-threaded product on their own
 // block of columns; 0 for one product on oneDNN's own threads. Measured on the model's products
 // with 2 threads (perf-log #30), oneDNN's threading of one product reached 455-690 GFLOP/s, one
 // block of columns per thread 530-755: each thread reads only its part of B and no thread waits
 // for another inside the product. Blocks narrower than 128 columns were not measured; they keep
-// oneDNN's threading.
+// oneDNN's threading. So do CPUs with AMX, unmeasured: here oneDNN gives a block (C with longer
+// rows) its `gemm:jit` kernel instead of the brgemm one, which is where AMX tiles would be used.
 int columns_per_thread(int N, int threads) {
   constexpr int kMinColumns = 128, kMultiple = 32;  // 32: whole cache lines of C and of B's rows
-  if (threads < 2 || !column_blocks) return 0;
+  static const bool amx = cpu_has(dnnl::cpu_isa::avx512_core_amx);
+  if (threads < 2 || !column_blocks || amx) return 0;
   const int columns = ((N + threads - 1) / threads + kMultiple - 1) / kMultiple * kMultiple;
   return N - (threads - 1) * columns >= kMinColumns / 2 && columns >= kMinColumns ? columns : 0;
 }
@@ -169,7 +179,7 @@ void set_bf16_column_blocks(bool on) {
 }
 
 bool bf16_available(std::string* why) {
-  const bool cpu = dnnl::get_effective_cpu_isa() >= dnnl::cpu_isa::avx512_core_bf16;
+  const bool cpu = cpu_has(dnnl::cpu_isa::avx512_core_bf16);
   if (!cpu && why)
     *why =
         "this CPU has neither AVX512_BF16 nor AMX-BF16 (Intel since Cooper Lake, AMD since "
