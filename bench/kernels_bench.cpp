@@ -278,15 +278,21 @@ BENCHMARK(BM_AttentionBf16Backward)->Apply(attention_shapes);
 // bf16 products): formed onto gradients zeroed first, as a step did before (arg 1), against
 // written by the products themselves (arg 0), the head's second chunk accumulating in both. The
 // 496 MB of gradients are cold at each product, as in a step.
+// A `gpt2` layer's four weights (qkv, attention projection, fc, MLP projection), 12 layers, on a
+// batch of 1024 rows; the head's products run on chunks of 512.
+constexpr int kGpt2Rows = 1024, kGpt2C = 768, kGpt2Layers = 12, kGpt2HeadChunk = 512;
+struct LayerWeight {
+  int in, out;
+};
+constexpr LayerWeight kGpt2LayerWeights[] = {
+    {kGpt2C, 3 * kGpt2C}, {kGpt2C, kGpt2C}, {kGpt2C, 4 * kGpt2C}, {4 * kGpt2C, kGpt2C}};
+
 void BM_WeightGradientsGpt2(benchmark::State& state) {
   const bool zero_then_accumulate = state.range(0) == 1;
-  constexpr int N = 1024, C = 768, L = 12, Vp = kPaddedVocab, kHead = 512;
-  struct Shape {
-    int in, out, count;
-  };
-  const Shape shapes[] = {{C, 3 * C, L}, {C, C, L}, {C, 4 * C, L}, {4 * C, C, L}};
+  constexpr int N = kGpt2Rows, C = kGpt2C, L = kGpt2Layers, Vp = kPaddedVocab,
+                kHead = kGpt2HeadChunk;
   size_t total = (size_t)Vp * C;
-  for (const Shape& sh : shapes) total += (size_t)sh.count * sh.in * sh.out;
+  for (const LayerWeight& sh : kGpt2LayerWeights) total += (size_t)L * sh.in * sh.out;
   std::vector<float> grads(total);
   std::vector<xsa::ops::bf16> dout((size_t)N * Vp), inp((size_t)N * 4 * C);
   xsa::ops::to_bf16(normal(dout.size(), 1e-3, 1).data(), dout.data(), dout.size());
@@ -295,7 +301,7 @@ void BM_WeightGradientsGpt2(benchmark::State& state) {
     if (zero_then_accumulate) std::fill(grads.begin(), grads.end(), 0.0f);
     float* g = grads.data();
     for (int l = 0; l < L; l++)
-      for (const Shape& sh : shapes) {
+      for (const LayerWeight& sh : kGpt2LayerWeights) {
         xsa::ops::matmul_backward_bf16(nullptr, g, dout.data(), inp.data(), nullptr, N, sh.in,
                                        sh.out, zero_then_accumulate);
         g += (size_t)sh.in * sh.out;
@@ -314,12 +320,13 @@ BENCHMARK(BM_WeightGradientsGpt2)->Arg(1)->Arg(0)->Unit(benchmark::kMillisecond)
 // the products' GFLOP/s.
 void BM_ProductsGpt2(benchmark::State& state) {
   xsa::ops::set_bf16_column_blocks(state.range(0) == 0);
-  constexpr int N = 1024, C = 768, Vp = kPaddedVocab, kHead = 512;
+  constexpr int N = kGpt2Rows, C = kGpt2C, Vp = kPaddedVocab, kHead = kGpt2HeadChunk;
   struct Shape {
     int rows, in, out, count;
   };
-  const Shape shapes[] = {
-      {N, C, 3 * C, 12}, {N, C, C, 12}, {N, C, 4 * C, 12}, {N, 4 * C, C, 12}, {kHead, C, Vp, 2}};
+  std::vector<Shape> shapes;
+  for (const LayerWeight& lw : kGpt2LayerWeights) shapes.push_back({N, lw.in, lw.out, kGpt2Layers});
+  shapes.push_back({kHead, C, Vp, N / kHead});
   std::vector<xsa::ops::bf16> x((size_t)N * 4 * C), w((size_t)Vp * C), dout((size_t)kHead * Vp);
   xsa::ops::to_bf16(normal(x.size(), 1, 1).data(), x.data(), x.size());
   xsa::ops::to_bf16(normal(w.size(), 0.02, 2).data(), w.data(), w.size());

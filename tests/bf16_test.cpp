@@ -19,6 +19,7 @@
 #include "xsa/ops/matmul_bf16.h"
 #include "xsa/ops/ops.h"
 #include "xsa/ops/reference.h"
+#include "xsa/util/threads.h"
 
 namespace xsa {
 namespace {
@@ -110,13 +111,11 @@ void PrintTo(const Case& c, std::ostream* os) {
   *os << c.N << " × " << c.in_dim << " → " << c.out_dim << ", " << c.threads << " thread(s)";
 }
 
-// Runs the scope's OpenMP work on `threads` threads (the tests' environment sets one).
+// Runs the scope on `threads` threads (the tests' environment sets one).
 class ThreadCount {
  public:
-  explicit ThreadCount(int threads) : before_(omp_get_max_threads()) {
-    omp_set_num_threads(threads);
-  }
-  ~ThreadCount() { omp_set_num_threads(before_); }
+  explicit ThreadCount(int threads) : before_(omp_get_max_threads()) { set_thread_count(threads); }
+  ~ThreadCount() { set_thread_count(before_); }
 
  private:
   int before_;
@@ -231,8 +230,7 @@ TEST(Bf16, ResidualInsideTheProductIsAddedToTheFinishedProduct) {
   Backend<float>& be = cpu_bf16_backend();
   for (const Case c : {Case{7, 33, 5}, Case{130, 96, 384}, Case{1024, 768, 768},
                        Case{1024, 3072, 768}, Case{1024, 768, 768, 2}, Case{1024, 3072, 768, 2}}) {
-    SCOPED_TRACE(testing::Message() << c.N << " × " << c.in_dim << " → " << c.out_dim << ", "
-                                    << c.threads << " thread(s)");
+    SCOPED_TRACE(testing::PrintToString(c));
     const ThreadCount threads(c.threads);
     const std::vector<float> x =
         test::cast_vector<float>(test::random_vector((size_t)c.N * c.in_dim, 41));
