@@ -103,6 +103,68 @@ TEST(Bf16, LargeConversionSplitAcrossThreadsRoundsTheSame) {
   }
 }
 
+// to_bf16 runs AVX512_BF16's conversion where the CPU has it, which flushes denormals to zero; its
+// lanes that hold one fall back to round_to_bf16's arithmetic. Every bit must be round_to_bf16's:
+// denormals of both signs and sizes, the boundaries around the smallest normal, signed zeros,
+// infinities and NaNs with payloads (quieted, upper half kept), at every position in a vector and
+// in the masked tail.
+TEST(Bf16, ConversionKeepsRoundToBf16sBits) {
+  const uint32_t special[] = {0x00000001u, 0x80000001u, 0x00007fffu, 0x00008000u, 0x00018000u,
+                              0x007fffffu, 0x807fffffu, 0x007f8000u, 0x00800000u, 0x80800000u,
+                              0x0080ffffu, 0x00000000u, 0x80000000u, 0x7f800000u, 0xff800000u,
+                              0x7fc00000u, 0xffc00001u, 0x7f800001u, 0x7fa5a5a5u, 0x7f7fffffu,
+                              0x3f808000u, 0x3f818000u, 0x00408000u, 0x80418000u};
+  const size_t count = sizeof(special) / sizeof(special[0]);
+  for (size_t n : {size_t(16), size_t(37), size_t(1000)}) {
+    std::vector<float> x(n);
+    for (size_t i = 0; i < n; i++) x[i] = bits_to_float(special[(i * 7) % count]);
+    std::vector<bf16> b(n);
+    ops::to_bf16(x.data(), b.data(), n);
+    for (size_t i = 0; i < n; i++) {
+      uint32_t u;
+      std::memcpy(&u, &x[i], 4);
+      ASSERT_EQ(b[i], ops::round_to_bf16(x[i])) << std::hex << u << " at " << std::dec << i;
+    }
+  }
+}
+
+// The bf16 step's cross-entropy over GPT-2's vocabulary writes, bit for bit, the fp32
+// cross-entropy's gradient rounded by round_to_bf16, and the same losses. One row spreads its
+// logits so far that most of its gradient is denormal (the conversion's fallback), one is ignored,
+// one holds a NaN (it propagates to the row's loss and gradient).
+TEST(Bf16, CrossEntropyGradientIsTheFp32OneRounded) {
+  std::string why;
+  if (!ops::bf16_available(&why)) GTEST_SKIP() << "no bf16 products here: " << why;
+  const int V = 50257, Vp = 50304, N = 7;
+  std::vector<float> logits =
+      test::cast_vector<float>(test::random_vector((size_t)N * Vp, 21, 3.0));
+  // Row 1: one logit at 0, the others 80-99 below it: p_j · dloss from 3e-36 down to denormals
+  // (the exp's floor is about 2⁻¹²⁶), which bf16 keeps down to 2⁻¹³³.
+  for (int j = 0; j < V; j++) logits[(size_t)1 * Vp + j] = j == 50 ? 0.0f : -80.0f - j % 20;
+  logits[(size_t)5 * Vp + 777] = std::numeric_limits<float>::quiet_NaN();
+  const std::vector<int32_t> targets = {0, 50, -1, V - 1, 4242, 17, 31337};
+  const float dloss = 1.0f / 6;
+  std::vector<float> fp32 = logits, loss_fp32(N), loss_bf16(N);
+  ops::crossentropy_forward_backward(fp32.data(), loss_fp32.data(), targets.data(), N, V, Vp,
+                                     dloss);
+  std::vector<bf16> grad((size_t)N * Vp, 0x5555);
+  const std::vector<float> before = logits;
+  ops::crossentropy_forward_backward_bf16(logits.data(), grad.data(), loss_bf16.data(),
+                                          targets.data(), N, V, Vp, dloss);
+  EXPECT_EQ(std::memcmp(logits.data(), before.data(), logits.size() * 4), 0)
+      << "the logits are only read";
+  EXPECT_EQ(std::memcmp(loss_bf16.data(), loss_fp32.data(), N * 4), 0);
+  size_t wrong = 0, denormal = 0;
+  for (size_t i = 0; i < grad.size(); i++) {
+    wrong += grad[i] != ops::round_to_bf16(fp32[i]);
+    denormal += fp32[i] != 0 && std::fabs(fp32[i]) < std::numeric_limits<float>::min();
+  }
+  EXPECT_EQ(wrong, 0u);
+  EXPECT_GT(denormal, 10000u) << "the row meant to reach the fallback did not";
+  EXPECT_TRUE(std::isnan(loss_bf16[5]));
+  EXPECT_EQ(loss_bf16[2], 0.0f);
+}
+
 struct Case {
   int N, in_dim, out_dim;
   int threads = 1;  // past one, wide products run as a block of columns per thread

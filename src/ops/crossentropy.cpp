@@ -7,10 +7,149 @@
 
 #include "xsa/ops/matmul_bf16.h"
 #include "xsa/ops/ops.h"
+#include "xsa/ops/parallel.h"
 #include "xsa/ops/vmath.h"
+#include "xsa/ops/vmath_avx512.h"
 
 namespace xsa::ops {
 namespace {
+
+#if defined(__x86_64__)
+// The largest of x[0..n), NaNs passed over as max_of passes them (vmaxps returns its second
+// operand when the first is NaN). The order of a maximum does not matter, so four accumulators.
+XSA_AVX512_TARGET float row_max16(const float* x, int n) {
+  __m512 m[4];
+  for (auto& a : m) a = _mm512_set1_ps(x[0]);
+  int j = 0;
+  for (; j + 64 <= n; j += 64)
+    for (int u = 0; u < 4; u++) m[u] = _mm512_max_ps(_mm512_loadu_ps(x + j + 16 * u), m[u]);
+  for (; j < n; j += 16) {
+    const __mmask16 k = first_lanes(n - j);
+    m[0] = _mm512_mask_max_ps(m[0], k, _mm512_maskz_loadu_ps(k, x + j), m[0]);
+  }
+  return _mm512_reduce_max_ps(_mm512_max_ps(_mm512_max_ps(m[0], m[1]), _mm512_max_ps(m[2], m[3])));
+}
+
+// Σ_j exp(x_j − shift) over x[0..n), each exp also stored to e[j] unless e is null; the sum in four
+// 16-lane accumulators, in a fixed order (the same bits on any thread count). Meanwhile
+// `next_bytes` of `next` (the thread's next row) are fetched into L2, four cache lines per 64
+// exps, so that its max pass reads from cache: this pass is bound by arithmetic, the max pass by
+// memory, and this way the two overlap.
+XSA_AVX512_TARGET float row_exp_sum16(const float* x, int n, float shift, float* e,
+                                      const char* next, size_t next_bytes) {
+  const __m512 s = _mm512_set1_ps(shift);
+  __m512 acc[4];
+  for (auto& a : acc) a = _mm512_setzero_ps();
+  size_t fetched = 0;
+  int j = 0;
+  for (; j + 64 <= n; j += 64) {
+    for (int u = 0; u < 4; u++) {
+      const __m512 v = exp16(_mm512_sub_ps(_mm512_loadu_ps(x + j + 16 * u), s));
+      if (e) _mm512_storeu_ps(e + j + 16 * u, v);
+      acc[u] = _mm512_add_ps(acc[u], v);
+    }
+    for (int u = 0; u < 4 && fetched < next_bytes; u++, fetched += 64)
+      _mm_prefetch(next + fetched, _MM_HINT_T1);
+  }
+  for (; j < n; j += 16) {
+    const __mmask16 k = first_lanes(n - j);
+    const __m512 v =
+        _mm512_maskz_mov_ps(k, exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + j), s)));
+    if (e) _mm512_mask_storeu_ps(e + j, k, v);
+    acc[0] = _mm512_add_ps(acc[0], v);
+  }
+  return _mm512_reduce_add_ps(
+      _mm512_add_ps(_mm512_add_ps(acc[0], acc[1]), _mm512_add_ps(acc[2], acc[3])));
+}
+
+// out[j] = e[j] · scale. (Masked stores only at the end: every one costs more than a plain one.)
+XSA_AVX512_TARGET void scale16(const float* e, int n, float scale, float* out) {
+  const __m512 c = _mm512_set1_ps(scale);
+  int j = 0;
+  for (; j + 16 <= n; j += 16) _mm512_storeu_ps(out + j, _mm512_mul_ps(_mm512_loadu_ps(e + j), c));
+  if (j < n) {
+    const __mmask16 k = first_lanes(n - j);
+    _mm512_mask_storeu_ps(out + j, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, e + j), c));
+  }
+}
+
+// out[j] = round_to_bf16(e[j] · scale).
+XSA_AVX512_BF16_TARGET void scale16_bf16(const float* e, int n, float scale, bf16* out) {
+  const __m512 c = _mm512_set1_ps(scale);
+  int j = 0;
+  if (((uintptr_t)out & 1) == 0) {
+    const int head = std::min(n, (int)((32 - ((uintptr_t)out & 31)) & 31) / 2);
+    if (head) {
+      const __mmask16 k = first_lanes(head);
+      _mm256_mask_storeu_epi16(out, k, bf16x16(_mm512_mul_ps(_mm512_maskz_loadu_ps(k, e), c)));
+      j = head;
+    }
+    for (; j + 16 <= n; j += 16)
+      _mm256_stream_si256((__m256i*)(out + j), bf16x16(_mm512_mul_ps(_mm512_loadu_ps(e + j), c)));
+    _mm_sfence();
+  }
+  for (; j + 16 <= n; j += 16)
+    _mm256_storeu_si256((__m256i*)(out + j), bf16x16(_mm512_mul_ps(_mm512_loadu_ps(e + j), c)));
+  if (j < n) {
+    const __mmask16 k = first_lanes(n - j);
+    _mm256_mask_storeu_epi16(out + j, k,
+                             bf16x16(_mm512_mul_ps(_mm512_maskz_loadu_ps(k, e + j), c)));
+  }
+}
+#endif
+
+// The rows with AVX-512 (float): the max pass, one exp per logit into a row of this thread's that
+// stays in cache (so the logits are only read), their sum, then the gradient scaled from them:
+// rounded to bf16 into grad_bf16 when given (AVX512_BF16), else over the logits. Each thread takes
+// one contiguous range of rows, so that it knows which row comes next.
+void crossentropy_rows_avx512(float* logits, float* losses, const int32_t* targets, int N, int V,
+                              int Vp, float dloss, bf16* grad_bf16) {
+#if defined(__x86_64__)
+#pragma omp parallel
+  {
+    const ThreadShare mine = this_threads_share(N, 1);
+    static thread_local std::vector<float> exps;
+    if (dloss != 0.0f && exps.size() < (size_t)V) exps.resize(V);
+    float* e = dloss != 0.0f ? exps.data() : nullptr;
+    for (size_t n = mine.begin; n < mine.end; n++) {
+      float* row = logits + n * Vp;
+      const int target = targets[n];
+      if (target < 0) {  // ignored position: no loss, no gradient
+        losses[n] = 0;
+        if (dloss != 0.0f && grad_bf16)
+          std::fill_n(grad_bf16 + n * Vp, Vp, bf16(0));
+        else if (dloss != 0.0f)
+          std::fill(row, row + Vp, 0.0f);
+        continue;
+      }
+      size_t next = n + 1;
+      while (next < mine.end && targets[next] < 0) next++;
+      const bool has_next = next < mine.end;
+      const float max_logit = row_max16(row, V), target_logit = row[target];
+      const float sum = row_exp_sum16(row, V, max_logit, e,
+                                      has_next ? (const char*)(logits + next * Vp) : nullptr,
+                                      has_next ? (size_t)V * sizeof(float) : 0);
+      losses[n] = std::log(sum) - (target_logit - max_logit);
+      if (dloss == 0.0f) continue;
+      const float scale = dloss / sum;  // ∂loss/∂logit_j = p_j − [j = target]
+      // The target's p_j, rounded as the row's (its own call: no fused multiply-subtract with the
+      // one-hot term, whose result would differ from the unfused ops' by a rounding).
+      float p_target;
+      scale16(e + target, 1, scale, &p_target);
+      if (grad_bf16) {
+        bf16* grad = grad_bf16 + n * Vp;
+        scale16_bf16(e, V, scale, grad);
+        grad[target] = round_to_bf16(p_target - dloss);
+        std::fill(grad + V, grad + Vp, bf16(0));
+      } else {
+        scale16(e, V, scale, row);
+        row[target] = p_target - dloss;
+        std::fill(row + V, row + Vp, 0.0f);
+      }
+    }
+  }
+#endif
+}
 
 // With grad_bf16 each row's gradient goes, rounded, there instead of into the logits.
 template <typename Real>
@@ -76,11 +215,16 @@ void crossentropy_rows(Real* logits, Real* losses, const int32_t* targets, int N
 template <typename Real>
 void crossentropy_forward_backward(Real* logits, Real* losses, const int32_t* targets, int N, int V,
                                    int Vp, Real dloss) {
+  if constexpr (std::is_same_v<Real, float>)
+    if (cpu_has_avx512())
+      return crossentropy_rows_avx512(logits, losses, targets, N, V, Vp, dloss, nullptr);
   crossentropy_rows(logits, losses, targets, N, V, Vp, dloss, nullptr);
 }
 
 void crossentropy_forward_backward_bf16(float* logits, bf16* grad, float* losses,
                                         const int32_t* targets, int N, int V, int Vp, float dloss) {
+  if (cpu_has_avx512_bf16())
+    return crossentropy_rows_avx512(logits, losses, targets, N, V, Vp, dloss, grad);
   crossentropy_rows(logits, losses, targets, N, V, Vp, dloss, grad);
 }
 

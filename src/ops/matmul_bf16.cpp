@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "xsa/ops/parallel.h"
+#include "xsa/ops/vmath_avx512.h"
 #include "xsa/util/error.h"
 
 #ifdef XSA_WITH_DNNL
@@ -37,8 +38,24 @@ void split_across_threads(size_t n, Fn fn) {
 
 }  // namespace
 
+#if defined(__x86_64__)
+// round_to_bf16 over x[0..n) with AVX512_BF16's conversion (the same bits; vmath_avx512.h).
+XSA_AVX512_BF16_TARGET void to_bf16_avx512(const float* x, bf16* out, size_t n) {
+  size_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm256_storeu_si256((__m256i*)(out + i), bf16x16(_mm512_loadu_ps(x + i)));
+  if (i < n) {
+    const __mmask16 k = first_lanes((int64_t)(n - i));
+    _mm256_mask_storeu_epi16(out + i, k, bf16x16(_mm512_maskz_loadu_ps(k, x + i)));
+  }
+}
+#endif
+
 void to_bf16(const float* x, bf16* out, size_t n) {
   split_across_threads(n, [&](size_t begin, size_t end) {
+#if defined(__x86_64__)
+    if (cpu_has_avx512_bf16()) return to_bf16_avx512(x + begin, out + begin, end - begin);
+#endif
 #pragma omp simd
     for (size_t i = begin; i < end; i++) out[i] = round_to_bf16(x[i]);
   });
