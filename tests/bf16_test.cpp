@@ -167,7 +167,7 @@ TEST(Bf16, CrossEntropyGradientIsTheFp32OneRounded) {
 
 struct Case {
   int N, in_dim, out_dim;
-  int threads = 1;  // past one, wide products run as a block of columns per thread
+  int threads = 1;  // past one, wide products run as a block of columns (or rows) per thread
 };
 void PrintTo(const Case& c, std::ostream* os) {
   *os << c.N << " × " << c.in_dim << " → " << c.out_dim << ", " << c.threads << " thread(s)";
@@ -279,7 +279,9 @@ TEST_P(Bf16Products, ForwardAndBackwardAgainstFloat64) {
 INSTANTIATE_TEST_SUITE_P(Shapes, Bf16Products,
                          ::testing::Values(Case{1, 16, 8}, Case{7, 33, 5}, Case{64, 64, 192},
                                            Case{130, 96, 384}, Case{130, 288, 384, 2},
-                                           Case{130, 288, 384, 3}, Case{70, 384, 2080, 4}));
+                                           Case{130, 288, 384, 3}, Case{70, 384, 2080, 4},
+                                           // weight gradients as blocks of rows (4:1 and taller)
+                                           Case{50, 64, 1000, 2}, Case{33, 96, 1030, 3}));
 
 // A residual connection formed inside the product (oneDNN's binary post-op) adds the residual to
 // the finished product: the bits of the product written alone and then added, on the shapes of

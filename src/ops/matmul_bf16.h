@@ -71,8 +71,9 @@ void matmul_forward_bf16(float* out, const bf16* inp, const bf16* weight, int N,
 void matmul_residual_bf16(float* out, const float* residual, const bf16* inp, const bf16* weight,
                           int N, int in_dim, int out_dim);
 // Products wide enough run as one block of columns per thread, each block a single-threaded
-// oneDNN product (the default; perf-log #30). Off: one product on oneDNN's own threads, as
-// before, kept to measure against (kernels_bench's BM_ProductsGpt2).
+// oneDNN product (the default; perf-log #30), and weight gradients at least four times as tall as
+// wide as one block of rows per thread (perf-log #31). Off: one product on oneDNN's own threads,
+// as before, kept to measure against (kernels_bench's BM_ProductsGpt2).
 void set_bf16_column_blocks(bool on);
 // dinp [N, in_dim] = dout · W (skipped when dinp is null); dweight [out_dim, in_dim] += doutᵀ ·
 // inp, or = with accumulate false (as ops::matmul_backward).
