@@ -73,11 +73,14 @@ XSA_AVX512_TARGET void scale16(const float* e, int n, float scale, float* out) {
   }
 }
 
-// out[j] = round_to_bf16(e[j] · scale).
-XSA_AVX512_BF16_TARGET void scale16_bf16(const float* e, int n, float scale, bf16* out) {
+// out[j] = round_to_bf16(e[j] · scale); with `stream`, by streaming stores (from out's first
+// 32-byte boundary on), which write whole lines without reading them in first and keep them out of
+// the caches: for a gradient too large to stay there until the products read it.
+XSA_AVX512_BF16_TARGET void scale16_bf16(const float* e, int n, float scale, bf16* out,
+                                         bool stream) {
   const __m512 c = _mm512_set1_ps(scale);
   int j = 0;
-  if (((uintptr_t)out & 1) == 0) {
+  if (stream && ((uintptr_t)out & 1) == 0) {
     const int head = std::min(n, (int)((32 - ((uintptr_t)out & 31)) & 31) / 2);
     if (head) {
       const __mmask16 k = first_lanes(head);
@@ -108,6 +111,10 @@ void crossentropy_rows_avx512(float* logits, float* losses, const int32_t* targe
 #pragma omp parallel
   {
     const ThreadShare mine = this_threads_share(N, 1);
+    // A gradient of GPT-2's vocabulary (51 MB for 512 rows) is past the caches by the time the
+    // products read it; a small one (the byte-level demo's 2 MB) is read from them.
+    constexpr size_t kStreamBytes = size_t(16) << 20;
+    const bool stream = (size_t)N * Vp * sizeof(bf16) > kStreamBytes;
     static thread_local std::vector<float> exps;
     if (dloss != 0.0f && exps.size() < (size_t)V) exps.resize(V);
     float* e = dloss != 0.0f ? exps.data() : nullptr;
@@ -138,7 +145,7 @@ void crossentropy_rows_avx512(float* logits, float* losses, const int32_t* targe
       scale16(e + target, 1, scale, &p_target);
       if (grad_bf16) {
         bf16* grad = grad_bf16 + n * Vp;
-        scale16_bf16(e, V, scale, grad);
+        scale16_bf16(e, V, scale, grad, stream);
         grad[target] = round_to_bf16(p_target - dloss);
         std::fill(grad + V, grad + Vp, bf16(0));
       } else {
