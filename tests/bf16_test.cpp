@@ -329,6 +329,91 @@ TEST(Bf16, ResidualInsideTheProductIsAddedToTheFinishedProduct) {
 // for bit equal to the plain ops', and the stored halves equal to each fp32 output rounded to the
 // nearest bf16 (ties to even, by hand). One row (N = 1) stays fp32, as its products do; 13 rows
 // leave a tail outside LayerNorm's row groups.
+// XSA's z as a product input: the bf16 backend's attention writes it as bf16 (forward, and again
+// in the backward) when only W_o's products read it. Everything else the attention writes keeps
+// its bits, z holds each fp32 z rounded by round_to_bf16, and W_o's products (the residual
+// forward, the weight gradient) give the bits they give on the fp32 z. Plain and gated XSA with a
+// sink, grouped-query heads, head sizes 16 and 64; one row (decoding's shape) keeps fp32.
+TEST(Bf16, XsaOutputHeldAsBf16GivesWoTheSameOperand) {
+  std::string why;
+  if (!ops::bf16_available(&why)) GTEST_SKIP() << "no bf16 products here: " << why;
+  Backend<float>& be = cpu_bf16_backend();
+  const auto random = [](size_t n, uint64_t seed, double scale = 1.0) {
+    return test::cast_vector<float>(test::random_vector(n, seed, scale));
+  };
+  struct Shape {
+    int B, T, H, Hkv, D;
+    bool gated;
+  };
+  for (const Shape sh : {Shape{2, 37, 4, 2, 16, true}, Shape{1, 70, 2, 2, 64, false},
+                         Shape{1, 1, 4, 4, 16, false}}) {
+    SCOPED_TRACE(testing::Message() << sh.B << "×" << sh.T << ", D " << sh.D);
+    const int C = sh.H * sh.D, N = sh.B * sh.T, QKV = C + 2 * sh.Hkv * sh.D;
+    const std::vector<float> qkv = random((size_t)N * QKV, 71),
+                             w_o = random((size_t)C * C, 72, 0.1);
+    const std::vector<float> residual = random((size_t)N * C, 73), d_y = random((size_t)N * C, 74);
+    const std::vector<float> alpha = random(sh.H, 75, 0.5), sink = random(sh.H, 76);
+    struct Run {
+      std::vector<float> y, z, lse, z_again, d_out, dqkv, dalpha, dsink, out, d_w_o;
+    };
+    const auto run = [&](bool product_input) {
+      Run r{std::vector<float>((size_t)N * C),
+            std::vector<float>((size_t)N * C),
+            std::vector<float>((size_t)sh.B * sh.H * sh.T),
+            std::vector<float>((size_t)N * C),
+            d_y,
+            std::vector<float>((size_t)N * QKV),
+            std::vector<float>((size_t)N * sh.H),
+            std::vector<float>((size_t)sh.B * sh.H),
+            std::vector<float>((size_t)N * C),
+            std::vector<float>((size_t)C * C)};
+      ops::AttentionArgs<float> a;
+      a.B = sh.B, a.T = sh.T, a.C = C, a.H = sh.H, a.Hkv = sh.Hkv, a.exclusive = true;
+      a.qkv = qkv.data(), a.y = r.y.data(), a.z = r.z.data(), a.lse = r.lse.data();
+      a.alpha = sh.gated ? alpha.data() : nullptr, a.sink = sink.data();
+      product_input ? be.attention_forward_product_input(a) : be.attention_forward(a);
+      if (product_input)
+        be.matmul_forward_residual_product_input(r.out.data(), residual.data(), r.z.data(),
+                                                 w_o.data(), N, C, C);
+      else
+        be.matmul_forward_residual(r.out.data(), residual.data(), r.z.data(), w_o.data(), N, C, C);
+      a.z = r.z_again.data(), a.dqkv = r.dqkv.data(), a.write_dqkv = true, a.d_out = r.d_out.data();
+      a.dalpha = sh.gated ? r.dalpha.data() : nullptr, a.dsink = r.dsink.data();
+      product_input ? be.attention_backward_product_input(a) : be.attention_backward(a);
+      if (product_input)
+        be.matmul_backward_product_input(nullptr, r.d_w_o.data(), d_y.data(), r.z_again.data(),
+                                         w_o.data(), N, C, C, false);
+      else
+        be.matmul_backward(nullptr, r.d_w_o.data(), d_y.data(), r.z_again.data(), w_o.data(), N, C,
+                           C, false);
+      return r;
+    };
+    const Run plain = run(false), held = run(true);
+    EXPECT_EQ(held.y, plain.y);
+    EXPECT_EQ(held.lse, plain.lse);
+    EXPECT_EQ(held.d_out, plain.d_out);
+    EXPECT_EQ(held.dqkv, plain.dqkv);
+    EXPECT_EQ(held.dalpha, plain.dalpha);
+    EXPECT_EQ(held.dsink, plain.dsink);
+    EXPECT_EQ(held.out, plain.out);
+    EXPECT_EQ(held.d_w_o, plain.d_w_o);
+    // What z's buffers hold: the fp32 z rounded (first half), or with one row z itself.
+    for (const auto* z : {&held.z, &held.z_again}) {
+      if (N == 1) {
+        EXPECT_EQ(*z, plain.z);
+        continue;
+      }
+      const bf16* stored = reinterpret_cast<const bf16*>(z->data());
+      size_t wrong = 0;
+      for (size_t i = 0; i < plain.z.size(); i++)
+        wrong += stored[i] != ops::round_to_bf16(plain.z[i]);
+      EXPECT_EQ(wrong, 0u);
+    }
+    EXPECT_EQ(plain.z_again, plain.z) << "the backward writes the forward's z again";
+  }
+  be.weights_changed();
+}
+
 TEST(Bf16, ProductInputsHeldAsBf16GiveTheProductsTheSameOperands) {
   std::string why;
   if (!ops::bf16_available(&why)) GTEST_SKIP() << "no bf16 products here: " << why;

@@ -179,6 +179,16 @@ class Backend {
     matmul_backward(dinp, dweight, dout, inp, weight, N, in_dim, out_dim, accumulate);
   }
 
+  // XSA's z is read by W_o's products alone, forward and (written again by the attention backward)
+  // for W_o's weight gradient: the attention may write it as a product input, to be read by the
+  // product-input products above. The defaults are the plain attention.
+  virtual void attention_forward_product_input(const ops::AttentionArgs<Real>& args) {
+    attention_forward(args);
+  }
+  virtual void attention_backward_product_input(const ops::AttentionArgs<Real>& args) {
+    attention_backward(args);
+  }
+
   virtual void bias_forward(Real* out, const Real* bias, int N, int D) = 0;
   virtual void bias_backward(Real* dbias, const Real* dout, int N, int D) = 0;
   virtual void encoder_forward(Real* out, const int32_t* tokens, const Real* wte, int N, int C) = 0;

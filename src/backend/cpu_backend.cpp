@@ -277,6 +277,13 @@ class CpuBf16Backend final : public CpuBackend<float> {
   void attention_backward(const ops::AttentionArgs<float>& args) override {
     ops::attention_backward(with_bf16_tiles(args));
   }
+  // XSA's z as a product input (for the rows whose products run in bf16).
+  void attention_forward_product_input(const ops::AttentionArgs<float>& args) override {
+    ops::attention_forward(with_bf16_z(args));
+  }
+  void attention_backward_product_input(const ops::AttentionArgs<float>& args) override {
+    ops::attention_backward(with_bf16_z(args));
+  }
 
   // The head with its gradient written in bf16 by the cross-entropy itself (no separate pass over
   // the chunk's logits to convert them for the backward's products).
@@ -302,6 +309,10 @@ class CpuBf16Backend final : public CpuBackend<float> {
   static ops::AttentionArgs<float> with_bf16_tiles(ops::AttentionArgs<float> args) {
     args.bf16_tiles = true;
     return args;
+  }
+  static ops::AttentionArgs<float> with_bf16_z(ops::AttentionArgs<float> args) {
+    args.z_bf16 = args.exclusive && args.B * args.T > 1;
+    return with_bf16_tiles(args);
   }
   // matmul_backward in bf16 with dout given in bf16 and inp a product input.
   void backward_of_stored_input(float* dinp, float* dweight, const ops::bf16* dout,

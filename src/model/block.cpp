@@ -48,12 +48,19 @@ void block_forward(Backend<Real>& be, const ModelConfig& cfg, int layer,
     be.copy_rows(cache->k + slot0, Ck, buf.qkv + C, QKV, N, Ck);
     be.copy_rows(cache->v + slot0, Ck, buf.qkv + C + Ck, QKV, N, Ck);
   }
-  if (!cache || (cache->view.slot0 == 0 && !cache->view.spans))
-    be.attention_forward(args);  // tiled
-  else
+  if (!cache || (cache->view.slot0 == 0 && !cache->view.spans)) {  // tiled
+    if (args.exclusive) {  // z, which only W_o's products read, as a product input
+      be.attention_forward_product_input(args);
+      be.matmul_forward_residual_product_input(buf.resid_mid, x_in, args.z, W.attn_proj_w, N, C, C);
+    } else {
+      be.attention_forward(args);
+      be.matmul_forward_residual(buf.resid_mid, x_in, buf.att_y, W.attn_proj_w, N, C, C);
+    }
+  } else {
     be.attention_forward_cached(args, cache->view);
-  const Real* z = args.exclusive ? args.z : buf.att_y;
-  be.matmul_forward_residual(buf.resid_mid, x_in, z, W.attn_proj_w, N, C, C);
+    const Real* z = args.exclusive ? args.z : buf.att_y;
+    be.matmul_forward_residual(buf.resid_mid, x_in, z, W.attn_proj_w, N, C, C);
+  }
   if (W.attn_proj_b) be.bias_forward(buf.resid_mid, W.attn_proj_b, N, C);
   // x_out = x_mid + gelu(LN2(x_mid) W_fc) W_proj
   be.layernorm_forward_product_input(buf.ln2, buf.ln2_mean, buf.ln2_rstd, buf.resid_mid, W.ln2_w,
@@ -93,7 +100,8 @@ void block_backward(Backend<Real>& be, const ModelConfig& cfg, int layer,
   // Attention block: x_mid = x + z W_oᵀ. d_buf = ∂L/∂z; the attention backward applies XSA's
   // backward to it in place. XSA's z is not stored: the attention backward writes it again from
   // the rows of y and v it reads for XSA's backward (a separate pass over them, cold by then, cost
-  // about 0.7 ms per `gpt2` layer), and W_o's gradient is formed after it.
+  // about 0.7 ms per `gpt2` layer), and W_o's gradient is formed after it. z feeds W_o's products
+  // alone, so a bf16 backend writes it as their bf16 input, here and in the forward.
   const Real* alpha = gate_alpha(be, cfg, W, scratch);
   ops::AttentionArgs<Real> args = attention_args(cfg, layer, W, buf, scratch, alpha, B, T);
   const Real* z = args.exclusive ? nullptr : buf.att_y;  // XSA's: after the attention backward
@@ -103,10 +111,13 @@ void block_backward(Backend<Real>& be, const ModelConfig& cfg, int layer,
   args.dqkv = d_qkv, args.write_dqkv = true, args.d_out = d_buf;
   args.dalpha = alpha ? scratch.gate_dalpha : nullptr;
   args.dsink = W.sink ? scratch.sink_dlogit : nullptr;
-  be.attention_backward(args);  // with XSA, args.z = scratch.att_z: written again
-  if (args.exclusive)
-    be.matmul_backward(nullptr, dW.attn_proj_w, d_resid, scratch.att_z, W.attn_proj_w, N, C, C,
-                       accumulate);
+  if (args.exclusive) {  // args.z = scratch.att_z: written again, as a product input
+    be.attention_backward_product_input(args);
+    be.matmul_backward_product_input(nullptr, dW.attn_proj_w, d_resid, scratch.att_z, W.attn_proj_w,
+                                     N, C, C, accumulate);
+  } else {
+    be.attention_backward(args);
+  }
   if (W.sink) be.sink_backward(dW.sink, scratch.sink_dlogit, B, H);
   if (alpha) be.gate_backward(dW.xsa_gate, scratch.gate_dalpha, alpha, N, H);
   if (cfg.positions == Positions::rope && !dW.qkv_b) {  // into d_fc, free by now

@@ -300,7 +300,11 @@ void attention_forward(const AttentionArgs<Real>& args) {
       lse[((size_t)b * H + h) * T + i] = m[r] + std::log(l[r]);
     }
   }
-  if (args.exclusive) xsa_forward(args.z, y, qkv, B, T, C, H, args.alpha, Hkv);
+  if (!args.exclusive) return;
+  if constexpr (kIsFloat<Real>)
+    if (args.z_bf16)
+      return xsa_forward_bf16(reinterpret_cast<ops::bf16*>(args.z), y, qkv, B, T, C, H, args.alpha, Hkv);
+  xsa_forward(args.z, y, qkv, B, T, C, H, args.alpha, Hkv);
 }
 
 template <typename Real>
@@ -377,9 +381,18 @@ void attention_backward(const AttentionArgs<Real>& args) {
   const int Hk = Hkv > 0 ? Hkv : H, group = H / Hk, D = C / H, Ck = Hk * D, ld = C + 2 * Ck;
   const Real scale = Real(1) / std::sqrt(Real(D));
   // ∂L/∂z → ∂L/∂y, and the own-value gradient (written into dqkv's v with write_dqkv).
-  if (args.exclusive)
-    xsa_backward(d_out, dqkv, d_out, y, qkv, B, T, C, H, args.alpha, args.dalpha, Hkv,
-                 args.write_dqkv, args.z);
+  if (args.exclusive) {
+    bool written = false;
+    if constexpr (kIsFloat<Real>)
+      if (args.z_bf16 && args.z) {
+        xsa_backward_bf16(d_out, dqkv, d_out, y, qkv, B, T, C, H, args.alpha, args.dalpha, Hkv,
+                          args.write_dqkv, reinterpret_cast<ops::bf16*>(args.z));
+        written = true;
+      }
+    if (!written)
+      xsa_backward(d_out, dqkv, d_out, y, qkv, B, T, C, H, args.alpha, args.dalpha, Hkv,
+                   args.write_dqkv, args.z);
+  }
   // bf16 tiles: the task's kᵀ, vᵀ and k as pairs of rows packed once, each query tile's q and dy
   // (both ways) once, and per tile p and ds: as pairs of columns (an A operand) or of rows (a
   // transposed A, or a B).

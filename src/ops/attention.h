@@ -28,6 +28,9 @@ struct AttentionArgs {
   // online softmax, the row statistics and the accumulated outputs and gradients stay fp32. Needs
   // AVX512_BF16 (the bf16 backend, which checked it, sets this).
   bool bf16_tiles = false;
+  // XSA's z (float only) written as bf16 in the first half of its buffer, forward and backward:
+  // a product input (backend.h), for a z that only W_o's products read. Set by the bf16 backend.
+  bool z_bf16 = false;
   // Backward only.
   Real* dqkv = nullptr;     // [B, T, C + 2·Hkv·D] accumulates ∂L/∂q, ∂L/∂k, ∂L/∂v
   bool write_dqkv = false;  // dqkv is written, not accumulated into: it may hold anything

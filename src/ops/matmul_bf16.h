@@ -46,6 +46,14 @@ void from_bf16(const bf16* x, float* out, size_t n);
 void crossentropy_forward_backward_bf16(float* logits, bf16* grad, float* losses,
                                         const int32_t* targets, int N, int V, int Vp, float dloss);
 
+// XSA's z written as a product input (the bf16 backend's, when only W_o's products read it):
+// xsa_forward, and xsa_backward's writing of z again, with each z rounded to bf16 as it is written.
+void xsa_forward_bf16(bf16* z, const float* y, const float* qkv, int B, int T, int C, int H,
+                      const float* alpha, int Hkv);
+void xsa_backward_bf16(float* dy, float* dqkv, const float* dz, const float* y, const float* qkv,
+                       int B, int T, int C, int H, const float* alpha, float* dalpha, int Hkv,
+                       bool write_dv, bf16* z);
+
 // Producers of product inputs: layernorm_forward and gelu_forward (ops.h) with their outputs, which
 // only products read, rounded to bf16 as they are written (the products' input conversions done
 // once, in the producer's pass). The same bits as the fp32 op's output through to_bf16.

@@ -6,6 +6,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "xsa/ops/matmul_bf16.h"
+
 namespace xsa::ops {
 
 inline constexpr double kXsaEpsilon = 1e-6;
@@ -16,8 +18,9 @@ inline constexpr double kXsaEpsilon = 1e-6;
 // alpha scales the removal (gated XSA: z = y − α (y·u) u, α = tanh(w) per head); 1 is plain XSA.
 // kD > 0 fixes the head size at compile time (the batch kernels' common sizes: loops of known
 // length, unrolled); D is then ignored.
-template <typename Real, int kD = 0>
-inline void xsa_row_forward(Real* z, const Real* y, const Real* v, int D, Real alpha = 1) {
+// Out: z's storage, Real or (a bf16 product input, matmul_bf16.h) bf16, rounded as it is written.
+template <typename Real, int kD = 0, typename Out = Real>
+inline void xsa_row_forward(Out* z, const Real* y, const Real* v, int D, Real alpha = 1) {
   if constexpr (kD > 0) D = kD;
   Real vv = 0, yv = 0;
 #pragma omp simd reduction(+ : vv, yv)
@@ -26,7 +29,7 @@ inline void xsa_row_forward(Real* z, const Real* y, const Real* v, int D, Real a
   // z exactly 0 when y = v, as at the first position.
   const Real s_over_n = alpha * yv / std::max(vv, Real(kXsaEpsilon * kXsaEpsilon));
 #pragma omp simd
-  for (int d = 0; d < D; d++) z[d] = y[d] - s_over_n * v[d];
+  for (int d = 0; d < D; d++) z[d] = stored_as<Out>(y[d] - s_over_n * v[d]);
 }
 
 // With g = ∂L/∂z:  dy = g − α (g·u) u (overwrites; may alias g);  a = −α (s g + (g·u) y);
