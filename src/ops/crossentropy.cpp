@@ -139,8 +139,8 @@ void crossentropy_rows_avx512(float* logits, float* losses, const int32_t* targe
       losses[n] = std::log(sum) - (target_logit - max_logit);
       if (dloss == 0.0f) continue;
       const float scale = dloss / sum;  // ∂loss/∂logit_j = p_j − [j = target]
-      // The target's p_j, rounded as the row's (its own call: no fused multiply-subtract with the
-      // one-hot term, whose result would differ from the unfused ops' by a rounding).
+      // The target's p_j, by the same scaling as the row's, then the one-hot term: one code path
+      // for both forms, so the bf16 gradient is the fp32 one rounded (tested).
       float p_target;
       scale16(e + target, 1, scale, &p_target);
       if (grad_bf16) {
