@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
@@ -789,14 +790,21 @@ TEST(Bf16, WeightsChangedDropsOnlyTheCopiesInItsRange) {
   EXPECT_EQ(product(second), second_negated);  // every copy dropped
   be.weights_changed();  // whatever comes later at these addresses gets copies of its own
 }
-// A CPU without the instructions is told apart: oneDNN is held to AVX2 here, as on a CPU that has
-// nothing newer (its ISA is read once per process: ctest runs each test in its own).
+// A CPU without the instructions is told apart: oneDNN is held to AVX2, as on a CPU that has
+// nothing newer. oneDNN reads that limit once per process, so the check runs in a fresh one (a
+// threadsafe death test re-executes this binary), whatever ran before it here.
 TEST(Bf16, MissingInstructionsAreNamed) {
-  ::setenv("ONEDNN_MAX_CPU_ISA", "AVX2", 1);
-  ::setenv("DNNL_MAX_CPU_ISA", "AVX2", 1);
-  std::string why;
-  EXPECT_FALSE(ops::bf16_available(&why));
-  EXPECT_NE(why.find("AVX512_BF16"), std::string::npos) << why;
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        ::setenv("ONEDNN_MAX_CPU_ISA", "AVX2", 1);
+        ::setenv("DNNL_MAX_CPU_ISA", "AVX2", 1);
+        std::string why;
+        const bool available = ops::bf16_available(&why);
+        std::fprintf(stderr, "why: %s\n", why.c_str());
+        std::exit(available ? 1 : 0);
+      },
+      ::testing::ExitedWithCode(0), "why: .*AVX512_BF16");
 }
 
 }  // namespace
