@@ -33,5 +33,8 @@ if [ $# -eq 0 ] && [ -f runs/demo/report.md ]; then
   show_samples
   exit 0
 fi
-./build/xsa compare --data data/default-byte --preset demo --out runs/demo "$@"
+# runs/demo unless the arguments name a folder of their own.
+out=(--out runs/demo)
+for arg in "$@"; do case "$arg" in --out | --out=*) out=() ;; esac; done
+./build/xsa compare --data data/default-byte --preset demo "${out[@]}" "$@"
 if [ $# -eq 0 ]; then show_samples; fi
