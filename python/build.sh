@@ -20,6 +20,10 @@ if [ -z "${PYTHON:-}" ]; then
     fi
   done
 fi
+if [ -z "${PYTHON:-}" ] && bash "$here/../scripts/setup.sh" torch &&
+  found=$(/usr/bin/python3 -c "import torch, sys; print(sys.executable)" 2>/dev/null); then
+  PYTHON=$found  # Debian's python3-torch, just installed
+fi
 if [ -z "${PYTHON:-}" ]; then
   echo "build.sh: no python3 that can import torch (apt-get install python3-torch)" >&2
   exit 2

@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
-# Configures and builds xsa (Release) into build/. Idempotent.
+# Configures and builds xsa (Release) into build/: the portable build (any x86-64 with AVX2, its
+# kernels also compiled for AVX-512 and picked at run time); XSA_NATIVE=1 in the environment builds
+# for this machine's CPU only (-march=native). Installs the build packages first. Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/setup.sh
-jobs=$(nproc)
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build build -j "$jobs"
+bash scripts/setup.sh build
+native=OFF
+[ "${XSA_NATIVE:-0}" != 0 ] && native=ON
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DXSA_NATIVE=$native >/dev/null
+cmake --build build -j "$(nproc)"

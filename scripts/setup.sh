@@ -1,11 +1,29 @@
 #!/usr/bin/env bash
-# Installs what xsa needs to build and test from Debian packages. Idempotent: does nothing
-# when everything is already there.
+# Installs from Debian packages what xsa needs, by what it is for. Idempotent: installs only what
+# is missing, and nothing when everything is there.
+# Usage: scripts/setup.sh [GROUP...]   (the build group always)
+#   build  compile, train, compare, evaluate, sample (the main job needs only this)
+#   test   the test suite's extras: qemu-user (the binary on emulated CPUs) and BLIS (a second
+#          BLAS whose sums are ordered otherwise); with it, the torch group
+#   torch  the PyTorch operator (python/xsa_torch, about a gigabyte of packages)
+#   check  the sanitizer and fuzzing build (scripts/check.sh): clang, its runtimes and OpenMP
 set -euo pipefail
-packages=(build-essential cmake pkg-config libopenblas-openmp-dev libomp-dev libgtest-dev
-          libbenchmark-dev libcli11-dev nlohmann-json3-dev libfmt-dev libpcre2-dev librsvg2-bin
-          openmpi-bin libopenmpi-dev libdnnl-dev python3-torch libtorch-dev python3-dev
-          pybind11-dev clang libclang-rt-14-dev)
+build=(build-essential cmake pkg-config libopenblas-openmp-dev libgtest-dev libbenchmark-dev
+       libcli11-dev nlohmann-json3-dev libfmt-dev libpcre2-dev librsvg2-bin openmpi-bin
+       libopenmpi-dev libdnnl-dev)
+torch=(python3-torch libtorch-dev python3-dev pybind11-dev)
+test=(qemu-user libblis4-openmp "${torch[@]}")
+check=(clang libclang-rt-14-dev libomp-dev)
+packages=("${build[@]}")
+for group in "$@"; do
+  case $group in
+    build) ;;
+    test) packages+=("${test[@]}") ;;
+    torch) packages+=("${torch[@]}") ;;
+    check) packages+=("${check[@]}") ;;
+    *) echo "setup: unknown group $group (build, test, torch or check)" >&2; exit 2 ;;
+  esac
+done
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -1,12 +1,31 @@
 #!/usr/bin/env bash
-# The test command: installs, builds, runs the whole suite through ctest.
+# The test command: installs, builds, runs the whole suite through ctest, then the numeric tests
+# (label "numeric": kernels against float64 references, the model against PyTorch and against
+# itself) again where rounding differs, as it would on another machine:
+#   - with BLIS in place of OpenBLAS for every fp32 and float64 product (LD_PRELOAD, as Debian's
+#     BLAS alternatives swap the library; XSA_GEMM=blas sends the model's products there too);
+#   - at each kernel level below this CPU's (XSA_CPU=avx2, avx512, ...).
+# Extra arguments go to every ctest run (e.g. -R Golden). The sanitizer build and fuzzing are
+# scripts/check.sh (CI runs it after this, .ci/run).
 set -euo pipefail
 cd "$(dirname "$0")/.."
+bash scripts/setup.sh test
 bash scripts/build.sh
 bash scripts/get_data.sh --vocab-only   # GPT-2's vocabulary, for the tokenizer tests
-ctest --test-dir build --output-on-failure -j "$(nproc)" "$@"
-# Then the whole suite again under AddressSanitizer, LeakSanitizer and UBSan, and every fuzz
-# target briefly (scripts/check.sh, docs/fuzzing.md). XSA_CHECK=0 leaves that out.
-if [ "${XSA_CHECK:-1}" != 0 ]; then
-  XSA_FUZZ_SECONDS=${XSA_FUZZ_SECONDS:-20} bash scripts/check.sh
-fi
+jobs=$(nproc)
+ctest --test-dir build --output-on-failure -j "$jobs" "$@"
+
+blis=/usr/lib/$(gcc -dumpmachine)/blis-openmp/libblis.so.4
+echo "test: the numeric tests again with BLIS ($blis) running every product"
+LD_PRELOAD=$blis XSA_GEMM=blas ctest --test-dir build --output-on-failure -j "$jobs" -L numeric "$@"
+
+# The levels this CPU has: XSA_CPU refuses a level above them.
+levels=()
+for level in avx2 avx512 avx512_bf16 amx; do
+  XSA_CPU=$level ./build/xsa --version >/dev/null 2>&1 && levels+=("$level")
+done
+[ ${#levels[@]} -gt 0 ] && unset 'levels[${#levels[@]}-1]'  # the CPU's own: the first run above
+for level in "${levels[@]}"; do
+  echo "test: the numeric tests again at the $level kernel level (XSA_CPU=$level)"
+  XSA_CPU=$level ctest --test-dir build --output-on-failure -j "$jobs" -L numeric "$@"
+done

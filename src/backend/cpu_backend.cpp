@@ -1,5 +1,5 @@
 // The CPU backend: host memory (64-byte aligned, inference weights on transparent huge pages) and
-// the kernels of ops/ (OpenBLAS products, OpenMP elsewhere).
+// the kernels of ops/ (products through oneDNN or OpenBLAS, OpenMP elsewhere, at the CPU's level).
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
@@ -11,6 +11,8 @@
 #include "xsa/ops/matmul_bf16.h"
 #include "xsa/ops/parallel.h"
 #include "xsa/util/arena.h"
+#include "xsa/util/cpu.h"
+#include "xsa/util/fmt.h"
 
 namespace xsa {
 
@@ -21,6 +23,10 @@ class CpuBackend : public Backend<Real> {
  public:
   Device device() const override { return Device::cpu; }
   bool host_addressable() const override { return true; }
+  // "cpu, avx512 (Intel Xeon ..., family 6, model 106); products: oneDNN 2.6.3 (...) ..."
+  std::string describe() const override {
+    return fmt::format("cpu, {}; {}", cpu_summary(), ops::products_summary());
+  }
 
   Real* allocate(size_t n, MemoryUse use) override {
     // Inference weights on transparent huge pages: decoding streams them once per token.

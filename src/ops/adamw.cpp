@@ -6,7 +6,11 @@
 #include "xsa/ops/matmul_bf16.h"
 #include "xsa/ops/ops.h"
 
-namespace xsa::ops {
+// clang-format off: after every other include (ops/kernel_level.h)
+#include "xsa/ops/kernel_level.h"
+// clang-format on
+
+namespace xsa::ops::XSA_LEVEL {
 
 namespace {
 
@@ -70,4 +74,5 @@ double sum_of_squares(const Real* x, size_t n) {
 XSA_INSTANTIATE(float)
 XSA_INSTANTIATE(double)
 
-}  // namespace xsa::ops
+}  // namespace xsa::ops::XSA_LEVEL
+XSA_LEVEL_END

@@ -5,7 +5,9 @@
 // tile epilogue it cost more): after the tiles the forward writes z = y − (y·u)u beside y, and
 // before them the backward turns ∂L/∂z into ∂L/∂y and adds the own-value gradient (docs/SPEC.md
 // §2). The cached variant, one row at a time, does compute z in its epilogue.
+#if defined(__x86_64__)
 #include <immintrin.h>
+#endif
 
 #include <algorithm>
 #include <cmath>
@@ -21,7 +23,11 @@
 #include "xsa/ops/xsa_row.h"
 #include "xsa/util/error.h"
 
-namespace xsa::ops {
+// clang-format off: after every other include (ops/kernel_level.h)
+#include "xsa/ops/kernel_level.h"
+// clang-format on
+
+namespace xsa::ops::XSA_LEVEL {
 namespace {
 
 constexpr int kQueryTile = 64;
@@ -96,6 +102,7 @@ void pack_row_pairs(const float* X, int R, int W, int ld, Word* out, int ldo) {
   }
 }
 
+#if XSA_LEVEL_IS_AVX512
 #define XSA_BF16_TARGET __attribute__((target("avx512f,avx512bf16")))
 
 // MR rows of C [·, N] = alpha · A · B (+ C), K2 words deep: MR × 64 columns in 4·MR fp32
@@ -157,6 +164,13 @@ XSA_BF16_TARGET void tile_product_bf16(int M, int N, int K2, const Word* A, size
       return;
   }
 }
+#else
+// bf16 tiles come with --precision bf16, which needs AVX512_BF16 and so this file's avx512 level.
+void tile_product_bf16(int, int, int, const Word*, size_t, size_t, const Word*, int, float, bool,
+                       float*, int) {
+  XSA_CHECK(false, "bf16 attention tiles at the {} level", "baseline");
+}
+#endif
 
 // A task-local gradient's start: what dqkv's rows hold (`from_dqkv`), or zeros.
 template <typename Real>
@@ -303,7 +317,8 @@ void attention_forward(const AttentionArgs<Real>& args) {
   if (!args.exclusive) return;
   if constexpr (kIsFloat<Real>)
     if (args.z_bf16)
-      return xsa_forward_bf16(reinterpret_cast<ops::bf16*>(args.z), y, qkv, B, T, C, H, args.alpha, Hkv);
+      return xsa_forward_bf16(reinterpret_cast<ops::bf16*>(args.z), y, qkv, B, T, C, H, args.alpha,
+                              Hkv);
   xsa_forward(args.z, y, qkv, B, T, C, H, args.alpha, Hkv);
 }
 
@@ -524,4 +539,5 @@ void attention_backward(const AttentionArgs<Real>& args) {
 XSA_INSTANTIATE(float)
 XSA_INSTANTIATE(double)
 
-}  // namespace xsa::ops
+}  // namespace xsa::ops::XSA_LEVEL
+XSA_LEVEL_END

@@ -9,6 +9,8 @@
 // are [B, T, C] (heads side by side); lse is [B, H, T], the row log-sum-exp of the scaled scores.
 #pragma once
 
+#include <cstddef>
+
 namespace xsa::ops {
 
 template <typename Real>
@@ -39,14 +41,6 @@ struct AttentionArgs {
   Real* dsink = nullptr;    // [B, H] with sink: ∂L/∂b_h = −Σ_rows p_sink D_i per sequence
 };
 
-// The forward: y and lse (and z with XSA) from qkv.
-template <typename Real>
-void attention_forward(const AttentionArgs<Real>& args);
-// The backward: probabilities recomputed from qkv and lse; see the fields for what it writes.
-// Every task owns one (sequence, kv head), so the result does not depend on the thread count.
-template <typename Real>
-void attention_backward(const AttentionArgs<Real>& args);
-
 // Inference over a key/value cache. k and v [slots, Hkv·D] hold every key (after RoPE) and value;
 // the args' T new rows (q after RoPE in qkv) have already written theirs at slots slot0 + r. Every
 // row sees the slots [0, prefix); with spans null it then sees [prefix, slot0 + r] (one sequence
@@ -64,7 +58,10 @@ struct KvCache {
   int prefix = 0, slot0 = 0;
   const SlotSpan* spans = nullptr;  // [T] or null
 };
-template <typename Real>
-void attention_forward_cached(const AttentionArgs<Real>& args, const KvCache<Real>& cache);
 
 }  // namespace xsa::ops
+
+// The attention kernels themselves (attention_forward, attention_backward,
+// attention_forward_cached) are declared with the others in ops/kernels.h, through ops/ops.h:
+// included last here, so that either header may come first.
+#include "xsa/ops/ops.h"

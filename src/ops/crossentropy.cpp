@@ -10,11 +10,16 @@
 #include "xsa/ops/parallel.h"
 #include "xsa/ops/vmath.h"
 #include "xsa/ops/vmath_avx512.h"
+#include "xsa/util/cpu.h"
 
-namespace xsa::ops {
+// clang-format off: after every other include (ops/kernel_level.h)
+#include "xsa/ops/kernel_level.h"
+// clang-format on
+
+namespace xsa::ops::XSA_LEVEL {
 namespace {
 
-#if defined(__x86_64__)
+#if XSA_LEVEL_IS_AVX512
 // The largest of x[0..n), NaNs passed over as max_of passes them (vmaxps returns its second
 // operand when the first is NaN). The order of a maximum does not matter, so four accumulators.
 XSA_AVX512_TARGET float row_max16(const float* x, int n) {
@@ -99,7 +104,6 @@ XSA_AVX512_BF16_TARGET void scale16_bf16(const float* e, int n, float scale, bf1
                              bf16x16(_mm512_mul_ps(_mm512_maskz_loadu_ps(k, e + j), c)));
   }
 }
-#endif
 
 // The rows with AVX-512 (float): the max pass, one exp per logit into a row of this thread's that
 // stays in cache (so the logits are only read), their sum, then the gradient scaled from them:
@@ -107,7 +111,6 @@ XSA_AVX512_BF16_TARGET void scale16_bf16(const float* e, int n, float scale, bf1
 // one contiguous range of rows, so that it knows which row comes next.
 void crossentropy_rows_avx512(float* logits, float* losses, const int32_t* targets, int N, int V,
                               int Vp, float dloss, bf16* grad_bf16) {
-#if defined(__x86_64__)
 #pragma omp parallel
   {
     const ThreadShare mine = this_threads_share(N, 1);
@@ -155,8 +158,8 @@ void crossentropy_rows_avx512(float* logits, float* losses, const int32_t* targe
       }
     }
   }
-#endif
 }
+#endif
 
 // With grad_bf16 each row's gradient goes, rounded, there instead of into the logits.
 template <typename Real>
@@ -222,16 +225,19 @@ void crossentropy_rows(Real* logits, Real* losses, const int32_t* targets, int N
 template <typename Real>
 void crossentropy_forward_backward(Real* logits, Real* losses, const int32_t* targets, int N, int V,
                                    int Vp, Real dloss) {
+#if XSA_LEVEL_IS_AVX512
   if constexpr (std::is_same_v<Real, float>)
-    if (cpu_has_avx512())
-      return crossentropy_rows_avx512(logits, losses, targets, N, V, Vp, dloss, nullptr);
+    return crossentropy_rows_avx512(logits, losses, targets, N, V, Vp, dloss, nullptr);
+#endif
   crossentropy_rows(logits, losses, targets, N, V, Vp, dloss, nullptr);
 }
 
 void crossentropy_forward_backward_bf16(float* logits, bf16* grad, float* losses,
                                         const int32_t* targets, int N, int V, int Vp, float dloss) {
-  if (cpu_has_avx512_bf16())
+#if XSA_LEVEL_IS_AVX512
+  if (cpu_level() >= CpuLevel::avx512_bf16)  // AVX512_BF16's conversion of the gradient
     return crossentropy_rows_avx512(logits, losses, targets, N, V, Vp, dloss, grad);
+#endif
   crossentropy_rows(logits, losses, targets, N, V, Vp, dloss, grad);
 }
 
@@ -240,4 +246,5 @@ template void crossentropy_forward_backward<float>(float*, float*, const int32_t
 template void crossentropy_forward_backward<double>(double*, double*, const int32_t*, int, int, int,
                                                     double);
 
-}  // namespace xsa::ops
+}  // namespace xsa::ops::XSA_LEVEL
+XSA_LEVEL_END

@@ -4,7 +4,11 @@
 
 #include "xsa/ops/ops.h"
 
-namespace xsa::ops {
+// clang-format off: after every other include (ops/kernel_level.h)
+#include "xsa/ops/kernel_level.h"
+// clang-format on
+
+namespace xsa::ops::XSA_LEVEL {
 
 template <typename Real>
 void copy_rows(Real* dst, size_t dst_stride, const Real* src, size_t src_stride, int rows,
@@ -58,4 +62,5 @@ void embedding_add(Real* out, const int32_t* index, const Real* table, int N, in
 XSA_INSTANTIATE(float)
 XSA_INSTANTIATE(double)
 
-}  // namespace xsa::ops
+}  // namespace xsa::ops::XSA_LEVEL
+XSA_LEVEL_END

@@ -6,7 +6,11 @@
 #include "xsa/ops/ops.h"
 #include "xsa/ops/vmath.h"
 
-namespace xsa::ops {
+// clang-format off: after every other include (ops/kernel_level.h)
+#include "xsa/ops/kernel_level.h"
+// clang-format on
+
+namespace xsa::ops::XSA_LEVEL {
 namespace {
 constexpr double kSqrt2OverPi = 0.7978845608028654;
 
@@ -88,4 +92,5 @@ void gelu_backward_bf16(bf16* dinp, const float* inp, const float* dout, size_t 
 XSA_INSTANTIATE(float)
 XSA_INSTANTIATE(double)
 
-}  // namespace xsa::ops
+}  // namespace xsa::ops::XSA_LEVEL
+XSA_LEVEL_END

@@ -7,7 +7,11 @@
 #include "xsa/ops/ops.h"
 #include "xsa/ops/parallel.h"
 
-namespace xsa::ops {
+// clang-format off: after every other include (ops/kernel_level.h)
+#include "xsa/ops/kernel_level.h"
+// clang-format on
+
+namespace xsa::ops::XSA_LEVEL {
 
 namespace {
 
@@ -178,4 +182,5 @@ void layernorm_backward(Real* dinp, Real* dweight, Real* dbias, const Real* dout
 XSA_INSTANTIATE(float)
 XSA_INSTANTIATE(double)
 
-}  // namespace xsa::ops
+}  // namespace xsa::ops::XSA_LEVEL
+XSA_LEVEL_END

@@ -1,8 +1,16 @@
-// Matrix products through OpenBLAS. Weights are [out, in] (nn.Linear), so the forward is x · Wᵀ.
+// Matrix products: through oneDNN or the BLAS (fp32_product_library(), ops/matmul_bf16.h), one row
+// (decoding) through a loop of ours. Weights are [out, in] (nn.Linear), so the forward is x · Wᵀ.
+#include <type_traits>
+
 #include "xsa/ops/gemm.h"
+#include "xsa/ops/matmul_bf16.h"
 #include "xsa/ops/ops.h"
 
-namespace xsa::ops {
+// clang-format off: after every other include (ops/kernel_level.h)
+#include "xsa/ops/kernel_level.h"
+// clang-format on
+
+namespace xsa::ops::XSA_LEVEL {
 namespace {
 
 // out [out_dim] (+)= weight [out_dim, in_dim] · inp: decoding one token is bound by reading the
@@ -33,6 +41,9 @@ void matmul_forward(Real* out, const Real* inp, const Real* weight, int N, int i
     matvec(out, inp, weight, in_dim, out_dim, accumulate);
     return;
   }
+  if constexpr (std::is_same_v<Real, float>)
+    if (fp32_product_library() == ProductLibrary::onednn)
+      return matmul_forward_onednn(out, inp, weight, N, in_dim, out_dim, accumulate);
   gemm(false, true, N, out_dim, in_dim, Real(1), inp, in_dim, weight, in_dim,
        accumulate ? Real(1) : Real(0), out, out_dim);
 }
@@ -42,6 +53,10 @@ void matmul_backward(Real* dinp, Real* dweight, const Real* dout, const Real* in
                      const Real* weight, int N, int in_dim, int out_dim, bool accumulate) {
   if (N == 0) return;
   // forward: out = inp · Wᵀ  =>  dinp = dout · W,  dW += doutᵀ · inp
+  if constexpr (std::is_same_v<Real, float>)
+    if (fp32_product_library() == ProductLibrary::onednn)
+      return matmul_backward_onednn(dinp, dweight, dout, inp, weight, N, in_dim, out_dim,
+                                    accumulate);
   if (dinp)
     gemm(false, false, N, in_dim, out_dim, Real(1), dout, out_dim, weight, in_dim, Real(0), dinp,
          in_dim);
@@ -84,4 +99,5 @@ void bias_backward(Real* dbias, const Real* dout, int N, int D) {
 XSA_INSTANTIATE(float)
 XSA_INSTANTIATE(double)
 
-}  // namespace xsa::ops
+}  // namespace xsa::ops::XSA_LEVEL
+XSA_LEVEL_END

@@ -4,15 +4,18 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <mutex>
 #include <tuple>
+#include <type_traits>
 #include <unordered_map>
 #include <vector>
 
 #include "xsa/ops/parallel.h"
-#include "xsa/ops/vmath_avx512.h"
+#include "xsa/util/blas.h"
+#include "xsa/util/cpu.h"
 #include "xsa/util/error.h"
 
 #ifdef XSA_WITH_DNNL
@@ -20,56 +23,6 @@
 #endif
 
 namespace xsa::ops {
-
-namespace {
-
-// Runs fn(begin, end) over [0, n) in one contiguous range per thread, or at once when n is small
-// or a parallel region is already running. (An `omp parallel for simd` loop that ends up serial,
-// as it does inside the cross-entropy's rows, ran 4× slower than the plain vectorized loop.)
-template <typename Fn>
-void split_across_threads(size_t n, Fn fn) {
-  if (n <= (1 << 16) || omp_in_parallel()) return fn(size_t(0), n);
-#pragma omp parallel
-  {
-    const ThreadShare mine = this_threads_share(n, 16);  // whole cache lines of floats
-    fn(mine.begin, mine.end);
-  }
-}
-
-}  // namespace
-
-#if defined(__x86_64__)
-// round_to_bf16 over x[0..n) with AVX512_BF16's conversion (the same bits; vmath_avx512.h).
-XSA_AVX512_BF16_TARGET void to_bf16_avx512(const float* x, bf16* out, size_t n) {
-  size_t i = 0;
-  for (; i + 16 <= n; i += 16)
-    _mm256_storeu_si256((__m256i*)(out + i), bf16x16(_mm512_loadu_ps(x + i)));
-  if (i < n) {
-    const __mmask16 k = first_lanes((int64_t)(n - i));
-    _mm256_mask_storeu_epi16(out + i, k, bf16x16(_mm512_maskz_loadu_ps(k, x + i)));
-  }
-}
-#endif
-
-void to_bf16(const float* x, bf16* out, size_t n) {
-  split_across_threads(n, [&](size_t begin, size_t end) {
-#if defined(__x86_64__)
-    if (cpu_has_avx512_bf16()) return to_bf16_avx512(x + begin, out + begin, end - begin);
-#endif
-#pragma omp simd
-    for (size_t i = begin; i < end; i++) out[i] = round_to_bf16(x[i]);
-  });
-}
-
-void from_bf16(const bf16* x, float* out, size_t n) {
-  split_across_threads(n, [&](size_t begin, size_t end) {
-#pragma omp simd
-    for (size_t i = begin; i < end; i++) {
-      const uint32_t u = (uint32_t)x[i] << 16;
-      std::memcpy(&out[i], &u, 4);
-    }
-  });
-}
 
 #ifdef XSA_WITH_DNNL
 namespace {
@@ -89,27 +42,49 @@ struct Product {
   memory::desc a, b, c, scratch;
 };
 
+// oneDNN's instruction sets held to xsa's level when XSA_CPU lowered it (util/cpu.h), before its
+// first use: its products then run as on a CPU of that level. (It reads the limit once; a later
+// set_cpu_level leaves oneDNN as it was, and ONEDNN_MAX_CPU_ISA applies when XSA_CPU is unset.)
+void limit_onednn_to_level() {
+  static const bool done = [] {
+    const CpuLevel level = cpu_level();
+    if (level < cpu_best_level()) {
+      using isa = dnnl::cpu_isa;
+      dnnl::set_max_cpu_isa(level == CpuLevel::avx2     ? isa::avx2
+                            : level == CpuLevel::avx512 ? isa::avx512_core
+                                                        : isa::avx512_core_bf16);
+    }
+    return true;
+  }();
+  (void)done;
+}
+
 dnnl::engine& engine() {
+  limit_onednn_to_level();
   static dnnl::engine e(dnnl::engine::kind::cpu, 0);
   return e;
 }
 
 // `one_thread`: the product runs inside a parallel region of ours, one per thread, so oneDNN
 // plans it for one thread (it runs single-threaded there whatever it planned).
-const Product& product(int M, int N, int K, int a_row_length, int row_length, bool trans_a,
-                       bool trans_b, Epilogue epilogue, bool one_thread) {
+// `input`: A's and B's type, bf16 or f32 (C is always f32).
+const Product& product(memory::data_type input, int M, int N, int K, int a_row_length,
+                       int row_length, bool trans_a, bool trans_b, Epilogue epilogue,
+                       bool one_thread) {
   static std::mutex lock;
-  static std::map<std::tuple<int, int, int, int, int, bool, bool, Epilogue, bool>, Product> made;
+  static std::map<
+      std::tuple<memory::data_type, int, int, int, int, int, bool, bool, Epilogue, bool>, Product>
+      made;
   std::lock_guard<std::mutex> guard(lock);
-  const auto key =
-      std::make_tuple(M, N, K, a_row_length, row_length, trans_a, trans_b, epilogue, one_thread);
+  const auto key = std::make_tuple(input, M, N, K, a_row_length, row_length, trans_a, trans_b,
+                                   epilogue, one_thread);
   auto it = made.find(key);
   if (it != made.end()) return it->second;
   using dt = memory::data_type;
   using dims = memory::dims;
   Product p;
-  p.a = memory::desc({M, K}, dt::bf16, trans_a ? dims{1, a_row_length} : dims{a_row_length, 1});
-  p.b = memory::desc({K, N}, dt::bf16, trans_b ? dims{1, K} : dims{row_length, 1});
+  p.a = memory::desc({M, K}, input, trans_a ? dims{1, a_row_length} : dims{a_row_length, 1});
+  p.b = memory::desc({K, N}, input, trans_b ? dims{1, K} : dims{row_length, 1});
   p.c = memory::desc({M, N}, dt::f32, dims{row_length, 1});
   dnnl::primitive_attr attr;
   // Scratch memory of ours, kept between calls, rather than oneDNN's per call.
@@ -131,11 +106,12 @@ const Product& product(int M, int N, int K, int a_row_length, int row_length, bo
   return made.emplace(key, std::move(p)).first->second;
 }
 
-void run_block(const Product& p, const bf16* A, const bf16* B, float* C, const float* residual) {
+template <typename In>
+void run_block(const Product& p, const In* A, const In* B, float* C, const float* residual) {
   static thread_local dnnl::stream stream(engine());
   static thread_local std::vector<uint8_t> scratch;
   if (scratch.size() < p.scratch.get_size()) scratch.resize(p.scratch.get_size());
-  memory a(p.a, engine(), const_cast<bf16*>(A)), b(p.b, engine(), const_cast<bf16*>(B)),
+  memory a(p.a, engine(), const_cast<In*>(A)), b(p.b, engine(), const_cast<In*>(B)),
       c(p.c, engine(), C), pad(p.scratch, engine(), scratch.data());
   std::unordered_map<int, memory> args{
       {DNNL_ARG_SRC, a}, {DNNL_ARG_WEIGHTS, b}, {DNNL_ARG_DST, c}, {DNNL_ARG_SCRATCHPAD, pad}};
@@ -152,6 +128,7 @@ std::atomic<bool> column_blocks{true};  // set_bf16_column_blocks
 // ISA holds all of that ISA's bits. (AVX2-VNNI, 0x407, is numerically above AVX512_BF16, 0xe7,
 // without its instructions.)
 bool cpu_has(dnnl::cpu_isa isa) {
+  limit_onednn_to_level();
   const unsigned have = (unsigned)dnnl::get_effective_cpu_isa(), want = (unsigned)isa;
   return (have & want) == want;
 }
@@ -185,8 +162,12 @@ int rows_per_thread(int M, int N, bool trans_a, int threads) {
   return M - (threads - 1) * rows >= kMinRows / 2 && rows >= kMinRows ? rows : 0;
 }
 
-void run(int M, int N, int K, bool trans_a, bool trans_b, const bf16* A, const bf16* B, float* C,
+// C [M, N] (+)= A · B (see Product) with In = bf16 or float inputs, one product or blocks of it.
+template <typename In>
+void run(int M, int N, int K, bool trans_a, bool trans_b, const In* A, const In* B, float* C,
          bool accumulate, const float* residual = nullptr) {
+  const memory::data_type input =
+      std::is_same_v<In, float> ? memory::data_type::f32 : memory::data_type::bf16;
   const Epilogue epilogue = residual     ? Epilogue::add_residual
                             : accumulate ? Epilogue::accumulate
                                          : Epilogue::write;
@@ -196,22 +177,22 @@ void run(int M, int N, int K, bool trans_a, bool trans_b, const bf16* A, const b
 #pragma omp parallel num_threads(threads)
     for (int block = omp_get_thread_num(); block < threads; block += omp_get_num_threads()) {
       const int m0 = block * rows, m = std::min(M - m0, rows);
-      run_block(product(m, N, K, a_row_length, N, trans_a, trans_b, epilogue, true), A + m0, B,
-                C + (size_t)m0 * N, residual ? residual + (size_t)m0 * N : nullptr);
+      run_block(product(input, m, N, K, a_row_length, N, trans_a, trans_b, epilogue, true), A + m0,
+                B, C + (size_t)m0 * N, residual ? residual + (size_t)m0 * N : nullptr);
     }
     return;
   }
   const int columns = columns_per_thread(N, threads);
   if (columns == 0)
-    return run_block(product(M, N, K, a_row_length, N, trans_a, trans_b, epilogue, false), A, B, C,
-                     residual);
+    return run_block(product(input, M, N, K, a_row_length, N, trans_a, trans_b, epilogue, false), A,
+                     B, C, residual);
 #pragma omp parallel num_threads(threads)
   // (A team smaller than asked for takes the blocks in turn.)
   for (int block = omp_get_thread_num(); block < threads; block += omp_get_num_threads()) {
     const int n0 = block * columns, n = std::min(N - n0, columns);
-    const bf16* B_block = B + (trans_b ? (size_t)n0 * K : (size_t)n0);
-    run_block(product(M, n, K, a_row_length, N, trans_a, trans_b, epilogue, true), A, B_block,
-              C + n0, residual ? residual + n0 : nullptr);
+    const In* B_block = B + (trans_b ? (size_t)n0 * K : (size_t)n0);
+    run_block(product(input, M, n, K, a_row_length, N, trans_a, trans_b, epilogue, true), A,
+              B_block, C + n0, residual ? residual + n0 : nullptr);
   }
 }
 
@@ -222,12 +203,17 @@ void set_bf16_column_blocks(bool on) {
 }
 
 bool bf16_available(std::string* why) {
-  const bool cpu = cpu_has(dnnl::cpu_isa::avx512_core_bf16);
-  if (!cpu && why)
-    *why =
-        "this CPU has neither AVX512_BF16 nor AMX-BF16 (Intel since Cooper Lake, AMD since "
-        "Zen 4 have them)";
-  return cpu;
+  // xsa's own bf16 kernels (attention tiles, conversions) need the avx512_bf16 level too.
+  const bool lowered = cpu_level() < CpuLevel::avx512_bf16;
+  const bool available = !lowered && cpu_has(dnnl::cpu_isa::avx512_core_bf16);
+  if (!available && why)
+    *why = lowered && cpu_best_level() >= CpuLevel::avx512_bf16
+               ? fmt::format("xsa runs at the {} level here (XSA_CPU), below the avx512_bf16 "
+                             "level that bf16 needs (AVX512_BF16's instructions)",
+                             level_name(cpu_level()))
+               : "this CPU has neither AVX512_BF16 nor AMX-BF16 (Intel since Cooper Lake, AMD "
+                 "since Zen 4 have them)";
+  return available;
 }
 
 void matmul_forward_bf16(float* out, const bf16* inp, const bf16* weight, int N, int in_dim,
@@ -261,7 +247,52 @@ void matmul_backward_bf16(float* dinp, float* dweight, const bf16* dout, const b
   if (dweight) run(out_dim, in_dim, N, true, false, dout, inp, dweight, accumulate);  // doutᵀ·inp
 }
 
+void matmul_forward_onednn(float* out, const float* inp, const float* weight, int N, int in_dim,
+                           int out_dim, bool accumulate) {
+  if (N == 0) return;
+  run(N, out_dim, in_dim, false, true, inp, weight, out, accumulate);  // inp · Wᵀ
+}
+
+void matmul_backward_onednn(float* dinp, float* dweight, const float* dout, const float* inp,
+                            const float* weight, int N, int in_dim, int out_dim, bool accumulate) {
+  if (N == 0) return;
+  if (dinp) run(N, in_dim, out_dim, false, false, dout, weight, dinp, false);         // dout · W
+  if (dweight) run(out_dim, in_dim, N, true, false, dout, inp, dweight, accumulate);  // doutᵀ·inp
+}
+
+namespace {
+std::string onednn_summary() {
+  const dnnl_version_t* v = dnnl_version();
+  const char* isa = "";
+  switch (dnnl::get_effective_cpu_isa()) {
+    case dnnl::cpu_isa::avx2:
+      isa = "avx2";
+      break;
+    case dnnl::cpu_isa::avx512_core:
+      isa = "avx512_core";
+      break;
+    case dnnl::cpu_isa::avx512_core_bf16:
+      isa = "avx512_core_bf16";
+      break;
+    case dnnl::cpu_isa::avx512_core_amx:
+      isa = "avx512_core_amx";
+      break;
+    default:
+      isa = "other";
+  }
+  return fmt::format("oneDNN {}.{}.{} ({})", v->major, v->minor, v->patch, isa);
+}
+}  // namespace
+
 #else
+
+void matmul_forward_onednn(float*, const float*, const float*, int, int, int, bool) {
+  XSA_CHECK(false, "oneDNN products in a build without oneDNN");
+}
+void matmul_backward_onednn(float*, float*, const float*, const float*, const float*, int, int, int,
+                            bool) {
+  XSA_CHECK(false, "oneDNN products in a build without oneDNN");
+}
 
 bool bf16_available(std::string* why) {
   if (why) *why = "this xsa was built without oneDNN (apt install libdnnl-dev, then rebuild)";
@@ -284,5 +315,38 @@ void matmul_backward_bf16(float*, float*, const bf16*, const bf16*, const bf16*,
 }
 
 #endif
+
+ProductLibrary fp32_product_library() {
+  static const ProductLibrary library = [] {
+#ifdef XSA_WITH_DNNL
+    ProductLibrary chosen = ProductLibrary::onednn;
+#else
+    ProductLibrary chosen = ProductLibrary::blas;
+#endif
+    const char* value = std::getenv("XSA_GEMM");
+    if (!value || !*value) return chosen;
+    if (std::strcmp(value, "blas") == 0) return ProductLibrary::blas;
+    if (std::strcmp(value, "onednn") != 0)
+      fail("XSA_GEMM={}: not a product library (blas or onednn)", value);
+#ifndef XSA_WITH_DNNL
+    fail("XSA_GEMM=onednn: this xsa was built without oneDNN (apt install libdnnl-dev, rebuild)");
+#endif
+    return ProductLibrary::onednn;
+  }();
+  return library;
+}
+
+std::string products_summary() {
+  const std::string blas = blas_summary();
+#ifdef XSA_WITH_DNNL
+  if (fp32_product_library() == ProductLibrary::onednn)
+    return fmt::format("products: fp32 and bf16 by {}; attention tiles and float64 by {}",
+                       onednn_summary(), blas);
+  return fmt::format("products: fp32, attention tiles and float64 by {}; bf16 by {}", blas,
+                     onednn_summary());
+#else
+  return fmt::format("products: by {}", blas);
+#endif
+}
 
 }  // namespace xsa::ops

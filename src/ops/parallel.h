@@ -21,4 +21,17 @@ inline ThreadShare this_threads_share(size_t n, size_t multiple) {
   return {begin, std::min(n, begin + share)};
 }
 
+// Runs fn(begin, end) over [0, n) in one contiguous range per thread, or at once when n is small
+// or a parallel region is already running. (An `omp parallel for simd` loop that ends up serial,
+// as it does inside the cross-entropy's rows, ran 4× slower than the plain vectorized loop.)
+template <typename Fn>
+void split_across_threads(size_t n, Fn fn) {
+  if (n <= (1 << 16) || omp_in_parallel()) return fn(size_t(0), n);
+#pragma omp parallel
+  {
+    const ThreadShare mine = this_threads_share(n, 16);  // whole cache lines of floats
+    fn(mine.begin, mine.end);
+  }
+}
+
 }  // namespace xsa::ops

@@ -8,7 +8,11 @@
 #include "xsa/ops/matmul_bf16.h"
 #include "xsa/ops/ops.h"
 
-namespace xsa::ops {
+// clang-format off: after every other include (ops/kernel_level.h)
+#include "xsa/ops/kernel_level.h"
+// clang-format on
+
+namespace xsa::ops::XSA_LEVEL {
 
 template <typename Real>
 void rope_table(Real* cos, Real* sin, int T, int D, double theta) {
@@ -80,4 +84,5 @@ void rope_backward_bf16(bf16* out, const float* dqkv, const float* cos, const fl
 XSA_INSTANTIATE(float)
 XSA_INSTANTIATE(double)
 
-}  // namespace xsa::ops
+}  // namespace xsa::ops::XSA_LEVEL
+XSA_LEVEL_END

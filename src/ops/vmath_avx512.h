@@ -1,7 +1,8 @@
-// vmath.h's exp and the bf16 rounding of matmul_bf16.h on 16 lanes of AVX-512, for the kernels
-// whose loops are written with intrinsics (the cross-entropy's rows, the bf16 conversion). Each
-// function carries its instruction set as a target attribute, so the file builds without
-// -march=native; callers check cpu_has_avx512() / cpu_has_avx512_bf16() before calling them.
+// vmath.h's exp and the bf16 rounding of ops/bf16.h on 16 lanes of AVX-512, for the kernels whose
+// loops are written with intrinsics (the cross-entropy's rows, the bf16 conversion). Included only
+// by kernel files, and used only in their avx512 level (ops/kernel_level.h); each function carries
+// its own instruction set as a target attribute as well, AVX512_BF16's reached only after a check
+// of cpu_level() (util/cpu.h).
 #pragma once
 
 #include <cstdint>
@@ -18,19 +19,10 @@
 #define XSA_AVX512_BF16_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512bf16")))
 #endif
 
-namespace xsa::ops {
+// In the avx512 level's namespace (ops/kernel_level.h), the only code that calls them.
+namespace xsa::ops::avx512 {
 
 #if defined(__x86_64__)
-inline bool cpu_has_avx512() {
-  static const bool yes = __builtin_cpu_supports("avx512f");
-  return yes;
-}
-inline bool cpu_has_avx512_bf16() {
-  static const bool yes = cpu_has_avx512() && __builtin_cpu_supports("avx512bf16") &&
-                          __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
-  return yes;
-}
-
 // The first n of 16 lanes (all for n ≥ 16).
 inline __mmask16 first_lanes(int64_t n) {
   return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1);
@@ -72,13 +64,6 @@ XSA_AVX512_BF16_TARGET inline __m256i bf16x16(__m512 x) {
   }
   return out;
 }
-#else
-inline bool cpu_has_avx512() {
-  return false;
-}
-inline bool cpu_has_avx512_bf16() {
-  return false;
-}
 #endif
 
-}  // namespace xsa::ops
+}  // namespace xsa::ops::avx512

@@ -6,7 +6,11 @@
 #include "xsa/ops/ops.h"
 #include "xsa/ops/xsa_row.h"
 
-namespace xsa::ops {
+// clang-format off: after every other include (ops/kernel_level.h)
+#include "xsa/ops/kernel_level.h"
+// clang-format on
+
+namespace xsa::ops::XSA_LEVEL {
 
 namespace {
 
@@ -99,4 +103,5 @@ void xsa_backward_bf16(float* dy, float* dqkv, const float* dz, const float* y, 
 XSA_INSTANTIATE(float)
 XSA_INSTANTIATE(double)
 
-}  // namespace xsa::ops
+}  // namespace xsa::ops::XSA_LEVEL
+XSA_LEVEL_END

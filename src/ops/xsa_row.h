@@ -12,6 +12,11 @@ namespace xsa::ops {
 
 inline constexpr double kXsaEpsilon = 1e-6;
 
+// Always inlined: called from a kernel file's avx512 level (ops/kernel_level.h), these functions
+// must become part of it. Left to the compiler's judgement they were called out of line, and an
+// out-of-line copy of a header's function keeps the build's baseline (AVX2).
+#define XSA_ROW_INLINE __attribute__((always_inline)) inline
+
 // z = y − (y·u) u with u = v / max(‖v‖, 1e-6). z may alias y.
 // Dot products accumulate in Real, vectorized: over a head (D ≤ a few hundred) float's rounding
 // stays near 1e-7 relative, far inside the 1e-5 the kernels are held to.
@@ -20,7 +25,7 @@ inline constexpr double kXsaEpsilon = 1e-6;
 // length, unrolled); D is then ignored.
 // Out: z's storage, Real or (a bf16 product input, matmul_bf16.h) bf16, rounded as it is written.
 template <typename Real, int kD = 0, typename Out = Real>
-inline void xsa_row_forward(Out* z, const Real* y, const Real* v, int D, Real alpha = 1) {
+XSA_ROW_INLINE void xsa_row_forward(Out* z, const Real* y, const Real* v, int D, Real alpha = 1) {
   if constexpr (kD > 0) D = kD;
   Real vv = 0, yv = 0;
 #pragma omp simd reduction(+ : vv, yv)
@@ -36,8 +41,8 @@ inline void xsa_row_forward(Out* z, const Real* y, const Real* v, int D, Real al
 // dv += (a − (a·u) u)/n, or a/1e-6 when ‖v‖ ≤ 1e-6 (the Jacobian of u = v/‖v‖), or dv = ... with
 // write_dv; returns this row's ∂L/∂α = −s (g·u).
 template <typename Real, int kD = 0>
-inline Real xsa_row_backward(Real* dy, Real* dv, const Real* g, const Real* y, const Real* v, int D,
-                             Real alpha = 1, bool write_dv = false) {
+XSA_ROW_INLINE Real xsa_row_backward(Real* dy, Real* dv, const Real* g, const Real* y,
+                                     const Real* v, int D, Real alpha = 1, bool write_dv = false) {
   if constexpr (kD > 0) D = kD;
   Real vv = 0, yv = 0, gv = 0;
 #pragma omp simd reduction(+ : vv, yv, gv)

@@ -22,6 +22,7 @@
 #include "xsa/tools/commands.h"
 #include "xsa/train/step.h"
 #include "xsa/util/blas.h"
+#include "xsa/util/cpu.h"
 #include "xsa/util/error.h"
 #include "xsa/util/files.h"
 #include "xsa/util/memory.h"
@@ -355,24 +356,38 @@ std::vector<BenchShape> shapes_of(const std::string& config) {
 // The `small` ceiling as xsa runs, against OpenBLAS's own kernel detection and its generic
 // fallback (each measured in a child process, where the other kernels can be chosen).
 void bench_kernel_choice(json& records) {
-  const double own =
-      gemm_in_child("env -u OPENBLAS_CORETYPE -u XSA_BLAS_CORRECTED_FROM XSA_KEEP_BLAS_CORE=1");
-  const double generic = gemm_in_child("env -u XSA_BLAS_CORRECTED_FROM OPENBLAS_CORETYPE=Prescott");
   const double used =
       gemm_ceiling(model_of(kShapes[1], AttnKind::sa), kShapes[1].B, kShapes[1].T, 3).gflops;
+  // The library: oneDNN's matmul against the BLAS's sgemm, each in a child process.
+  const double onednn = gemm_in_child("XSA_GEMM=onednn");
+  const double blas = gemm_in_child("XSA_GEMM=blas");
   std::printf(
-      "\nKernel choice, `small` ceiling: %.1f GFLOP/s as xsa runs (%s); %.1f with OpenBLAS's own "
-      "detection; %.1f with its generic fallback (Prescott), what an unrecognised CPU gets.\n",
-      used, blas_core().c_str(), own, generic);
+      "\nLibrary choice, `small` ceiling: %.1f GFLOP/s as xsa runs; %.1f with oneDNN's matmul "
+      "(XSA_GEMM=onednn), %.1f with the BLAS's sgemm (XSA_GEMM=blas): oneDNN/BLAS %.3f.\n",
+      used, onednn, blas, onednn / blas);
   records.push_back(
-      {{"kind", "ratio"}, {"what", "gemm_small_in_use_over_generic"}, {"value", used / generic}});
+      {{"kind", "ratio"}, {"what", "gemm_small_onednn_over_blas"}, {"value", onednn / blas}});
+  // OpenBLAS's kernels, in the BLAS's products.
+  const double own = gemm_in_child(
+      "env -u OPENBLAS_CORETYPE -u XSA_BLAS_CORRECTED_FROM XSA_KEEP_BLAS_CORE=1 XSA_GEMM=blas");
+  const double generic =
+      gemm_in_child("env -u XSA_BLAS_CORRECTED_FROM OPENBLAS_CORETYPE=Prescott XSA_GEMM=blas");
+  std::printf(
+      "OpenBLAS's kernel choice, `small` ceiling with the BLAS: %.1f GFLOP/s as xsa runs it (%s); "
+      "%.1f with OpenBLAS's own detection; %.1f with its generic fallback (Prescott), what an "
+      "unrecognised CPU gets.\n",
+      blas, blas_core().c_str(), own, generic);
+  records.push_back(
+      {{"kind", "ratio"}, {"what", "gemm_small_in_use_over_generic"}, {"value", blas / generic}});
 }
 
 // Each product's speed on the model's shapes, in the precision of the step table: OpenBLAS's
 // sgemm, or (bf16) oneDNN's products as the bf16 backend runs them.
 void bench_gemm(const std::vector<BenchShape>& shapes, bool bf16, json& records) {
   std::printf("\n## GEMM ceiling on the model's shapes (%s)\n\n",
-              bf16 ? "oneDNN, bf16 inputs, fp32 accumulation" : "OpenBLAS sgemm");
+              bf16 ? "oneDNN, bf16 inputs, fp32 accumulation"
+              : ops::fp32_product_library() == ops::ProductLibrary::onednn ? "oneDNN matmul, fp32"
+                                                                           : "BLAS sgemm");
   for (const BenchShape& s : shapes) {
     GemmCeiling g = gemm_ceiling(model_of(s, AttnKind::sa), s.B, s.T, 3, bf16);
     std::printf(
@@ -391,7 +406,7 @@ void bench_gemm(const std::vector<BenchShape>& shapes, bool bf16, json& records)
                        {"precision", bf16 ? "bf16" : "fp32"},
                        {"blas_core", blas_core()}});
   }
-  if (!bf16) bench_kernel_choice(records);  // OpenBLAS's kernels: the fp32 products'
+  if (!bf16) bench_kernel_choice(records);  // the fp32 products' library and kernels
 }
 
 // Peak memory of each arm alone (a fresh model, two steps): SA, then XSA.
@@ -411,8 +426,8 @@ std::array<double, 2> step_peak_mb(const ModelConfig& sa, const ModelConfig& xsa
 
 // One configuration's rows of the training-step table: SA, XSA and their ratio; a line for `notes`
 // when the machine's speed moved during the run.
-void bench_step_config(const BenchShape& s, int steps, int warmup, bool bf16, json& records,
-                       std::vector<std::string>& notes) {
+void bench_step_config(const BenchShape& s, int steps, int warmup, bool bf16, double fma_peak,
+                       json& records, std::vector<std::string>& notes) {
   const ModelConfig sa = model_of(s, AttnKind::sa), xsa_cfg = model_of(s, AttnKind::xsa);
   const int N = s.B * s.T;
   std::vector<int32_t> inputs, targets;
@@ -435,9 +450,9 @@ void bench_step_config(const BenchShape& s, int steps, int warmup, bool bf16, js
     // Against the ceiling of each product's median timing (one disturbed timing in a round
     // would make a round-by-round share read high).
     const double share = gflops / ceiling.gflops;
-    std::printf("| %s | %s | %.1f | %.1f–%.1f | %.0f | %.1f | %.0f%% | %.0f |\n", s.name,
+    std::printf("| %s | %s | %.1f | %.1f–%.1f | %.0f | %.1f | %.0f%% | %.0f%% | %.0f |\n", s.name,
                 k ? "xsa" : "sa", st.median, st.min, st.max, N / (st.median / 1000), gflops,
-                100 * share, peak[k]);
+                100 * share, 100 * gflops / fma_peak, peak[k]);
     records.push_back({{"kind", "step"},
                        {"config", s.name},
                        {"attn", k ? "xsa" : "sa"},
@@ -450,12 +465,13 @@ void bench_step_config(const BenchShape& s, int steps, int warmup, bool bf16, js
                        {"gemm_ceiling_round_min_gflops", ceiling.round_min_gflops},
                        {"gemm_ceiling_round_max_gflops", ceiling.round_max_gflops},
                        {"share_of_ceiling", share},
+                       {"share_of_fma_peak", gflops / fma_peak},
                        {"precision", bf16 ? "bf16" : "fp32"},
                        {"arch", architecture_name(sa)},
                        {"peak_mb", peak[k]}});
   }
   Stats r = stats_of(ratio);
-  std::printf("| %s | XSA/SA | %.3f | %.3f–%.3f | | | %s GEMM ceiling %.1f GFLOP/s | |\n", s.name,
+  std::printf("| %s | XSA/SA | %.3f | %.3f–%.3f | | | %s GEMM ceiling %.1f GFLOP/s | | |\n", s.name,
               r.median, r.min, r.max, bf16 ? "bf16" : "fp32", ceiling.gflops);
   // On a shared machine the speed drifts; past a tenth between the ceiling's rounds, the shares
   // above are uncertain by about as much, and the reader should know.
@@ -471,16 +487,15 @@ void bench_step_config(const BenchShape& s, int steps, int warmup, bool bf16, js
 }
 
 void bench_steps(const std::vector<BenchShape>& shapes, int steps, int warmup, bool bf16,
-                 json& records) {
+                 double fma_peak, json& records) {
   std::printf(
       "\n## Training step (forward + backward + AdamW), median of %d after %d warm-up; SA and "
-      "XSA "
-      "interleaved\n\n| config | attn | ms median | ms min–max | tokens/s | GFLOP/s | of GEMM "
-      "ceiling | "
-      "peak MB |\n|---|---|---|---|---|---|---|---|\n",
+      "XSA interleaved\n\n| config | attn | ms median | ms min–max | tokens/s | GFLOP/s | of GEMM "
+      "ceiling | of FMA peak | peak MB |\n|---|---|---|---|---|---|---|---|---|\n",
       steps, warmup);
   std::vector<std::string> notes;
-  for (const BenchShape& s : shapes) bench_step_config(s, steps, warmup, bf16, records, notes);
+  for (const BenchShape& s : shapes)
+    bench_step_config(s, steps, warmup, bf16, fma_peak, records, notes);
   for (const std::string& note : notes) std::printf("\nNote: %s\n", note.c_str());
 }
 
@@ -847,8 +862,18 @@ void run_bench(const Options& o) {
   }
   const int threads = set_thread_count(o.threads);
   json records = json::array();
-  std::printf("# xsa bench\n\n%d threads; BLAS: OpenBLAS, %s kernels (%s)\n", threads,
-              blas_core().c_str(), blas_origin().c_str());
+  // What runs (the CPU's kernel level, the product libraries), and the yardstick: the CPU's FMA
+  // peak at that level's widest vectors, measured.
+  const double fma_peak = ops::fma_peak_gflops();
+  std::printf(
+      "# xsa bench\n\n%d threads; %s\nFMA peak: %.1f GFLOP/s (fp32, %s vectors, independent FMA "
+      "chains on every thread, measured)\n",
+      threads, cpu_backend<float>().describe().c_str(), fma_peak,
+      cpu_level() >= CpuLevel::avx512 ? "512-bit" : "256-bit");
+  records.push_back({{"kind", "machine"},
+                     {"cpu", cpu_summary()},
+                     {"products", ops::products_summary()},
+                     {"fma_peak_gflops", fma_peak}});
   const char* pinned = std::getenv("OPENBLAS_CORETYPE");
   const std::string note =
       blas_kernels_note(blas_core(), pinned ? pinned : "", best_blas_core_for_cpu());
@@ -860,7 +885,7 @@ void run_bench(const Options& o) {
   if (bf16)
     std::printf("precision: bf16 products (oneDNN) with fp32 accumulation, fp32 elsewhere\n");
   if (o.gemm) bench_gemm(shapes, bf16, records);
-  if (!o.no_steps) bench_steps(shapes, o.steps, o.warmup, bf16, records);
+  if (!o.no_steps) bench_steps(shapes, o.steps, o.warmup, bf16, fma_peak, records);
   if (!o.no_attention) bench_attention(o.attn_T, records);
   if (o.decode) bench_decode(shapes, o.steps, records);
   write_outputs(o, records);

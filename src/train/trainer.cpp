@@ -180,7 +180,7 @@ void print_header(const ModelConfig& m, const RunConfig& run, const Dataset& dat
       to_string(m.tokenizer), (long long)parameter_count(m),
       run.precision == "bf16" ? "bf16 products (fp32 master weights)" : "fp32");
   std::printf("%s\n", describe_step(shape, run, threads).c_str());
-  if (run.device != "cpu") {  // where it runs, and why auto chose the CPU
+  {  // where it runs (the CPU's kernel level and product libraries), and why auto chose the CPU
     std::string why;
     const bool cpu_by_choice = run.device == "auto" && !cuda_available(&why);
     std::printf("device: %s%s\n", backend_for(run).describe().c_str(),

@@ -1,5 +1,7 @@
 #include "xsa/util/blas.h"
 
+#include <cblas.h>
+#include <dlfcn.h>
 #include <unistd.h>
 
 #include <cstdlib>
@@ -9,11 +11,23 @@
 #include "xsa/util/fmt.h"
 
 extern "C" char* openblas_get_corename(void);
+extern "C" char* openblas_get_config(void);
 
 namespace xsa {
 
 std::string blas_core() {
   return openblas_get_corename();
+}
+
+std::string blas_summary() {
+  Dl_info info{};
+  const std::string path =
+      dladdr(reinterpret_cast<void*>(&cblas_sgemm), &info) && info.dli_fname ? info.dli_fname : "";
+  if (path.find("openblas") == std::string::npos)
+    return path.empty() ? "an unknown BLAS" : path.substr(path.rfind('/') + 1);
+  std::string version = openblas_get_config();  // "OpenBLAS 0.3.21 DYNAMIC_ARCH ..."
+  version = version.substr(0, version.find(' ', version.find(' ') + 1));
+  return fmt::format("{}, {} kernels ({})", version, blas_core(), blas_origin());
 }
 
 std::string best_blas_core_for_cpu() {

@@ -12,7 +12,11 @@ namespace xsa {
 // Call first in main(). May not return (it re-executes the program once).
 void ensure_fast_blas(char** argv);
 
-std::string blas_core();    // the kernels OpenBLAS runs, e.g. "SkylakeX"
+std::string blas_core();  // the kernels OpenBLAS runs, e.g. "SkylakeX"
+// The BLAS that runs cblas_sgemm in this process, for reports: "OpenBLAS 0.3.21, Cooperlake kernels
+// (OpenBLAS's own detection)", or the file of another library put first (LD_PRELOAD=libblis.so.4,
+// as the tests' second BLAS is).
+std::string blas_summary();
 std::string blas_origin();  // how they were chosen: "OpenBLAS's detection", "set by xsa (...)", ...
 // "SkylakeX" (AVX-512 F/BW/DQ/VL), "Haswell" (AVX2 + FMA) or "" (nothing to correct towards).
 std::string best_blas_core_for_cpu();

@@ -1,0 +1,162 @@
+// Every kernel of ops/, declared. No include guard and no includes, on purpose: ops/ops.h includes
+// this list inside namespace xsa::ops (the kernels everyone calls, which run the CPU's level),
+// and ops/kernel_level.h and ops/dispatch.cpp include it again inside xsa::ops::baseline and
+// xsa::ops::avx512, the same kernels compiled once per level (ops/kernel_level.h). The types it
+// names (AttentionArgs, KvCache, AdamWSettings, bf16) come from ops/ops.h before it.
+//
+// Conventions (as in llm.c): outputs first, then inputs, then sizes. Shapes are given per pointer,
+// row-major. N = B*T rows. Activation gradients overwrite, except where a comment says
+// "accumulates" (the residual stream and parameter gradients).
+
+// ---- matmul.cpp: y = x · Wᵀ with W stored [out, in] like nn.Linear (OpenBLAS GEMM) ----
+// out [N, out_dim] = inp [N, in_dim] · weightᵀ; with accumulate, out += instead of =.
+template <typename Real>
+void matmul_forward(Real* out, const Real* inp, const Real* weight, int N, int in_dim, int out_dim,
+                    bool accumulate = false);
+// dinp [N, in_dim] = dout · weight (overwrite; skipped when dinp is null);
+// dweight [out_dim, in_dim] accumulates doutᵀ · inp, or is overwritten by it (accumulate false: a
+// step's first contribution, so that the gradients need no zeroing and are not read first).
+template <typename Real>
+void matmul_backward(Real* dinp, Real* dweight, const Real* dout, const Real* inp,
+                     const Real* weight, int N, int in_dim, int out_dim, bool accumulate = true);
+
+// out [N, D] += bias [D] on every row (linear layers with biases, as GPT-2's).
+template <typename Real>
+void bias_forward(Real* out, const Real* bias, int N, int D);
+// dbias [D] accumulates Σ_n dout [N, D], rows in order (the thread count changes nothing).
+template <typename Real>
+void bias_backward(Real* dbias, const Real* dout, int N, int D);
+
+// ---- encoder.cpp: token embedding, and rows copied between strided layouts ----
+// dst row r (dst_stride apart) = the first `width` values of src row r (src_stride apart).
+template <typename Real>
+void copy_rows(Real* dst, size_t dst_stride, const Real* src, size_t src_stride, int rows,
+               int width);
+// out [N, C] = wte[tokens[n]]
+template <typename Real>
+void encoder_forward(Real* out, const int32_t* tokens, const Real* wte, int N, int C);
+// dwte [V, C] accumulates dout rows at their tokens.
+template <typename Real>
+void encoder_backward(Real* dwte, const Real* dout, const int32_t* tokens, int N, int C);
+// out [N, C] += table[index[n]] (learned positions: table wpe, index the positions); its backward
+// is encoder_backward with the same index.
+template <typename Real>
+void embedding_add(Real* out, const int32_t* index, const Real* table, int N, int C);
+
+// ---- layernorm.cpp ----
+// out [N, C], mean [N], rstd [N] from inp [N, C], weight [C], bias [C]; eps 1e-5.
+template <typename Real>
+void layernorm_forward(Real* out, Real* mean, Real* rstd, const Real* inp, const Real* weight,
+                       const Real* bias, int N, int C);
+// dinp [N, C] accumulates (it is the residual stream); dweight, dbias [C] accumulate.
+template <typename Real>
+void layernorm_backward(Real* dinp, Real* dweight, Real* dbias, const Real* dout, const Real* inp,
+                        const Real* weight, const Real* mean, const Real* rstd, int N, int C);
+
+// ---- rope.cpp: rotary positions, rotate-half pairing (j with j + D/2) over the whole head ----
+// cos, sin [T, D/2]: angle(t, j) = t · theta^(-2j/D), computed in double.
+template <typename Real>
+void rope_table(Real* cos, Real* sin, int T, int D, double theta);
+// Rotates q and k of qkv [B, T, 3C] in place (v untouched). Position of row (b, t) is t.
+template <typename Real>
+void rope_forward(Real* qkv, const Real* cos, const Real* sin, int B, int T, int C, int H,
+                  int Hkv = 0);
+// dqkv [B, T, 3C]: the q and k parts are rotated back in place (the transpose rotation).
+template <typename Real>
+void rope_backward(Real* dqkv, const Real* cos, const Real* sin, int B, int T, int C, int H,
+                   int Hkv = 0);
+
+// ---- attention.cpp: causal attention with SA, XSA, gated XSA, sinks, GQA (ops/attention.h) ----
+// The forward: y and lse (and z with XSA) from qkv.
+template <typename Real>
+void attention_forward(const AttentionArgs<Real>& args);
+// The backward: probabilities recomputed from qkv and lse; see the fields for what it writes.
+// Every task owns one (sequence, kv head), so the result does not depend on the thread count.
+template <typename Real>
+void attention_backward(const AttentionArgs<Real>& args);
+
+// Inference over a key/value cache (KvCache above).
+template <typename Real>
+void attention_forward_cached(const AttentionArgs<Real>& args, const KvCache<Real>& cache);
+
+// ---- xsa.cpp: the exclusive step z = y − (y·u) u, u = v/max(‖v‖, 1e-6), per token and head ----
+// (row functions in ops/xsa_row.h; the cached attention applies them per row, the tiled kernels
+// call these batch forms in a separate pass, docs/perf-log.md #3)
+
+// z [B, T, C] from y [B, T, C] and the v part of qkv [B, T, 3C]. z may alias y.
+template <typename Real>
+void xsa_forward(Real* z, const Real* y, const Real* qkv, int B, int T, int C, int H,
+                 const Real* alpha = nullptr, int Hkv = 0);
+// dy [B, T, C] = g − (g·u) u (overwrite); the v part of dqkv [B, T, 3C] accumulates the
+// own-value gradient (with write_dv, a kv group's first head writes it); g = dz [B, T, C].
+template <typename Real>
+// With alpha [H] (gated XSA), dalpha [B·T, H] receives each token's ∂L/∂α_h = −s (g·u)
+// (overwritten). With z [B, T, C], the forward's z is written again on the way (xsa_forward's
+// bits, from the rows of y and v this pass has in cache anyway).
+void xsa_backward(Real* dy, Real* dqkv, const Real* dz, const Real* y, const Real* qkv, int B,
+                  int T, int C, int H, const Real* alpha = nullptr, Real* dalpha = nullptr,
+                  int Hkv = 0, bool write_dv = false, Real* z = nullptr);
+
+// ---- gelu.cpp: tanh approximation ----
+template <typename Real>
+void gelu_forward(Real* out, const Real* inp, size_t n);
+// dinp = gelu'(inp) · dout (overwrite).
+template <typename Real>
+void gelu_backward(Real* dinp, const Real* inp, const Real* dout, size_t n);
+
+// ---- crossentropy.cpp: fused softmax + cross-entropy over the real vocabulary ----
+// logits [N, Vp] with V real columns (padded columns never win). losses [N] = −log p[target];
+// rows whose target is −1 get loss 0. When dloss != 0 the logits are replaced by their
+// gradient (p − onehot(target)) · dloss (0 on padded columns and ignored rows).
+template <typename Real>
+void crossentropy_forward_backward(Real* logits, Real* losses, const int32_t* targets, int N, int V,
+                                   int Vp, Real dloss);
+
+// ---- adamw.cpp ----
+// Decoupled AdamW as torch.optim.AdamW: p *= 1 − lr·wd; m, v moments; bias-corrected update.
+// With bf16_copy (mixed precision's copy of the weights) each updated value is also written there,
+// rounded to bf16, in the same pass.
+template <typename Real>
+void adamw_update(Real* param, const Real* grad, Real* m, Real* v, size_t n, const AdamWSettings& s,
+                  uint16_t* bf16_copy = nullptr);
+// Σ g² in double, summed in fixed chunks so the result does not depend on the thread count.
+template <typename Real>
+double sum_of_squares(const Real* x, size_t n);
+
+// ---- bf16 product inputs (mixed precision, ops/matmul_bf16.h): written rounded as produced ----
+// convert.cpp: round_to_bf16 over an array, split across the threads when it is large and no
+// parallel region is running; and back, exactly.
+void to_bf16(const float* x, bf16* out, size_t n);
+void from_bf16(const bf16* x, float* out, size_t n);
+
+// crossentropy_forward_backward (ops.h) whose gradient (p − onehot)·dloss goes, rounded, into
+// grad [N, Vp]; the logits are only read (their memory is not written back) and each row's
+// gradient is rounded while its exps are in cache, which saves two passes over the chunk.
+void crossentropy_forward_backward_bf16(float* logits, bf16* grad, float* losses,
+                                        const int32_t* targets, int N, int V, int Vp, float dloss);
+
+// XSA's z written as a product input (the bf16 backend's, when only W_o's products read it):
+// xsa_forward, and xsa_backward's writing of z again, with each z rounded to bf16 as it is written.
+void xsa_forward_bf16(bf16* z, const float* y, const float* qkv, int B, int T, int C, int H,
+                      const float* alpha, int Hkv);
+void xsa_backward_bf16(float* dy, float* dqkv, const float* dz, const float* y, const float* qkv,
+                       int B, int T, int C, int H, const float* alpha, float* dalpha, int Hkv,
+                       bool write_dv, bf16* z);
+
+// Producers of product inputs: layernorm_forward and gelu_forward (ops.h) with their outputs, which
+// only products read, rounded to bf16 as they are written (the products' input conversions done
+// once, in the producer's pass). The same bits as the fp32 op's output through to_bf16.
+void layernorm_forward_bf16(bf16* out, float* mean, float* rstd, const float* inp,
+                            const float* weight, const float* bias, int N, int C);
+void gelu_forward_bf16(bf16* out, const float* inp, size_t n);
+// And gradients that only products read: gelu_backward's and rope_backward's (ops.h) written
+// rounded to bf16 into out (not in place); rope_backward_bf16 rounds each row's v beside its
+// rotated q and k.
+void gelu_backward_bf16(bf16* dinp, const float* inp, const float* dout, size_t n);
+void rope_backward_bf16(bf16* out, const float* dqkv, const float* cos, const float* sin, int B,
+                        int T, int C, int H, int Hkv);
+
+// ---- fma_peak.cpp: the yardstick of xsa bench ----
+// The fp32 FMA peak of this CPU at the running level's widest vectors (AVX2's 256 bits, AVX-512's
+// 512), on every thread of an OpenMP team, in GFLOP/s: independent FMA chains, measured (~0.6 s).
+double fma_peak_gflops();
