@@ -1,7 +1,6 @@
 // Every kernel at the production head sizes D = 64 and D = 128 and at model widths (ops_test.cpp
 // uses head dims 4-16 only), in float32 against the float64 references of src/ops/reference.h:
-//  - error measure: norm-relative, max |a − b| / max |b| (test_util.h), within kTolF32 = 1e-5, the
-//    float32 tolerance of ops_test.cpp;
+//  - every entry within the bound its rounding allows (tests/bounds.h), as in ops_test.cpp;
 //  - attention over sequence lengths that cut the 64-row tiles unevenly (T = 65, 130), with SA,
 //    XSA, gated XSA, sinks and grouped-query attention;
 //  - the cached attention (decoding over a key/value cache) against the tiled forward over the
@@ -16,6 +15,7 @@
 #include <limits>
 #include <vector>
 
+#include "bounds.h"
 #include "test_util.h"
 #include "xsa/ops/matmul_bf16.h"
 #include "xsa/ops/ops.h"
@@ -25,12 +25,11 @@ namespace xsa {
 namespace {
 
 using test::cast_vector;
-using test::max_rel_error;
+using test::kFloatRoundoff;
 using test::random_vector;
+using test::within;
 using Vec = std::vector<double>;
 using FVec = std::vector<float>;
-
-constexpr double kTolF32 = 1e-5;  // as ops_test.cpp
 
 constexpr int kHeadDims[] = {64, 128};
 
@@ -56,22 +55,27 @@ TEST(KernelSizes, MatmulMatchesReference) {
     ops::matmul_forward(yf.data(), xf.data(), wf.data(), s.N, s.in, s.out);
     ops::matmul_backward(dxf.data(), dwf.data(), doutf.data(), xf.data(), wf.data(), s.N, s.in,
                          s.out);
-    EXPECT_LE(max_rel_error(yf, y_ref), kTolF32);
-    EXPECT_LE(max_rel_error(dxf, dx_ref), kTolF32);
-    EXPECT_LE(max_rel_error(dwf, dw_ref), kTolF32);
+    const double u = kFloatRoundoff;
+    Vec dx_bound, dw_bound;
+    test::matmul_backward_bound(dx_bound, dw_bound, dout, x, w, dw0, s.N, s.in, s.out, u);
+    EXPECT_TRUE(
+        within(yf, y_ref, test::matmul_forward_bound(x, w, s.N, s.in, s.out, nullptr, u), "y"));
+    EXPECT_TRUE(within(dxf, dx_ref, dx_bound, "dx"));
+    EXPECT_TRUE(within(dwf, dw_ref, dw_bound, "dw"));
 
     // accumulate = true adds onto what is there
     FVec acc = cast_vector<float>(dout);
     ops::matmul_forward(acc.data(), xf.data(), wf.data(), s.N, s.in, s.out, true);
     Vec acc_ref(s.N * s.out);
     for (size_t i = 0; i < acc_ref.size(); i++) acc_ref[i] = y_ref[i] + dout[i];
-    EXPECT_LE(max_rel_error(acc, acc_ref), kTolF32);
+    EXPECT_TRUE(within(acc, acc_ref, test::matmul_forward_bound(x, w, s.N, s.in, s.out, &dout, u),
+                       "y accumulated"));
 
     // Without dinp only the weight gradient accumulates, the same as with it.
     FVec dw_only = cast_vector<float>(dw0);
     ops::matmul_backward<float>(nullptr, dw_only.data(), doutf.data(), xf.data(), wf.data(), s.N,
                                 s.in, s.out);
-    EXPECT_LE(max_rel_error(dw_only, dw_ref), kTolF32);
+    EXPECT_TRUE(within(dw_only, dw_ref, dw_bound, "dw alone"));
   }
 }
 
@@ -96,8 +100,11 @@ TEST(KernelSizes, RopeMatchesReference) {
       auto fwd = cast_vector<float>(qkv), bwd = cast_vector<float>(grad);
       ops::rope_forward(fwd.data(), cosf.data(), sinf.data(), s.B, s.T, C, s.H, s.Hkv);
       ops::rope_backward(bwd.data(), cosf.data(), sinf.data(), s.B, s.T, C, s.H, s.Hkv);
-      EXPECT_LE(max_rel_error(fwd, fwd_ref), kTolF32);
-      EXPECT_LE(max_rel_error(bwd, bwd_ref), kTolF32);
+      const double u = kFloatRoundoff;
+      EXPECT_TRUE(
+          within(fwd, fwd_ref, test::rope_bound(qkv, s.B, s.T, C, s.H, s.Hkv, 10000.0, u), "fwd"));
+      EXPECT_TRUE(
+          within(bwd, bwd_ref, test::rope_bound(grad, s.B, s.T, C, s.H, s.Hkv, 10000.0, u), "bwd"));
       // v (and its gradient) is never rotated
       for (int r = 0; r < s.B * s.T; r++)
         for (int c = C + Hk * D; c < W; c++) {
@@ -168,24 +175,46 @@ void check_attention(const AttnCase& s, int D) {
                                  .d_out = doutf.data(),
                                  .dalpha = s.gated ? daf.data() : nullptr,
                                  .dsink = s.sink ? dsink_rows.data() : nullptr};
+  const test::AttentionBounds bound = test::attention_bounds({.B = s.B,
+                                                              .T = s.T,
+                                                              .C = C,
+                                                              .H = s.H,
+                                                              .Hkv = s.Hkv,
+                                                              .exclusive = s.exclusive,
+                                                              .qkv = qkv,
+                                                              .sink = s.sink ? sink : Vec{},
+                                                              .alpha = s.gated ? alpha : Vec{},
+                                                              .dout = dout,
+                                                              .dqkv0 = dqkv0},
+                                                             kFloatRoundoff);
   ops::attention_forward(args);
-  EXPECT_LE(max_rel_error(yf, y_ref), kTolF32);
-  EXPECT_LE(max_rel_error(lsef, lse_ref), kTolF32);
+  EXPECT_TRUE(within(yf, y_ref, bound.y, "y"));
+  EXPECT_TRUE(within(lsef, lse_ref, bound.lse, "lse"));
   if (s.exclusive) {
-    EXPECT_LE(max_rel_error(zf, z_ref), kTolF32);
+    EXPECT_TRUE(within(zf, z_ref, bound.z, "z"));
   }
   ops::attention_backward(args);
-  EXPECT_LE(max_rel_error(dqkvf, dqkv_ref), kTolF32);
-  // With XSA, d_out has been turned into ∂L/∂y in place.
-  EXPECT_LE(max_rel_error(doutf, dy_ref), kTolF32);
+  EXPECT_TRUE(within(dqkvf, dqkv_ref, bound.dqkv, "dqkv"));
+  // With XSA, d_out has been turned into ∂L/∂y in place (XSA's backward: test::xsa_bounds).
+  if (s.exclusive) {
+    const test::XsaBounds xb = test::xsa_bounds(qkv, y_ref, dout, dqkv0, s.B, s.T, C, s.H, s.Hkv,
+                                                s.gated ? alpha : Vec{}, kFloatRoundoff);
+    // (y here is the forward's, off by bound.y: ∂L/∂y does not depend on y)
+    EXPECT_TRUE(within(doutf, dy_ref, xb.dy, "d_out turned into dy"));
+  } else {
+    EXPECT_EQ(doutf, cast_vector<float>(dout));
+  }
   if (s.gated) {
-    EXPECT_LE(max_rel_error(daf, da_ref), kTolF32);
+    EXPECT_TRUE(within(daf, da_ref, bound.dalpha, "dalpha"));
   }
   if (s.sink) {
-    Vec dsinkf(s.H, 0.0);
+    Vec dsinkf(s.H, 0.0), dsink_bound(s.H, 0.0);
     for (int b = 0; b < s.B; b++)
-      for (int h = 0; h < s.H; h++) dsinkf[h] += dsink_rows[b * s.H + h];
-    EXPECT_LE(max_rel_error(dsinkf, dsink_ref), kTolF32);
+      for (int h = 0; h < s.H; h++) {
+        dsinkf[h] += dsink_rows[b * s.H + h];
+        dsink_bound[h] += bound.dsink[b * s.H + h];
+      }
+    EXPECT_TRUE(within(dsinkf, dsink_ref, dsink_bound, "dsink"));
   }
   // write_dqkv (as a training step runs it): dqkv written over what it held (NaN here), bit for bit
   // what accumulating onto zeros gives, in both tile precisions. With XSA the backward also writes
@@ -242,8 +271,9 @@ TEST(KernelSizes, XsaMatchesReference) {
         for (int d = 0; d < D; d++) qkv[ref::qkv_offset(0, 2, 0, C, s.H, s.Hkv) + d] = 0;
         for (int n = 0; n < N; n++)
           for (int h = 0; h < s.H; h++)
-            for (int d = 0; d < D; d++)
-              y[n * C + h * D + d] += qkv[ref::qkv_offset(n, 2, h, C, s.H, s.Hkv) + d];
+            for (int d = 0; d < D; d++)  // (rounded: y stays a float)
+              y[n * C + h * D + d] =
+                  (float)(y[n * C + h * D + d] + qkv[ref::qkv_offset(n, 2, h, C, s.H, s.Hkv) + d]);
         const double* al = gated ? alpha.data() : nullptr;
         Vec z_ref(N * C), dy_ref(N * C), dqkv_ref = dqkv0, da_ref(N * s.H);
         ref::xsa_forward(z_ref.data(), y.data(), qkv.data(), s.B, s.T, C, s.H, al, s.Hkv);
@@ -257,11 +287,13 @@ TEST(KernelSizes, XsaMatchesReference) {
         ops::xsa_forward(zf.data(), yf.data(), qf.data(), s.B, s.T, C, s.H, alf, s.Hkv);
         ops::xsa_backward(dyf.data(), dqkvf.data(), gf.data(), yf.data(), qf.data(), s.B, s.T, C,
                           s.H, alf, gated ? daf.data() : nullptr, s.Hkv);
-        EXPECT_LE(max_rel_error(zf, z_ref), kTolF32);
-        EXPECT_LE(max_rel_error(dyf, dy_ref), kTolF32);
-        EXPECT_LE(max_rel_error(dqkvf, dqkv_ref), kTolF32);
+        const test::XsaBounds bound = test::xsa_bounds(qkv, y, dz, dqkv0, s.B, s.T, C, s.H, s.Hkv,
+                                                       gated ? alpha : Vec{}, kFloatRoundoff);
+        EXPECT_TRUE(within(zf, z_ref, bound.z, "z"));
+        EXPECT_TRUE(within(dyf, dy_ref, bound.dy, "dy"));
+        EXPECT_TRUE(within(dqkvf, dqkv_ref, bound.dqkv, "dqkv"));
         if (gated) {
-          EXPECT_LE(max_rel_error(daf, da_ref), kTolF32);
+          EXPECT_TRUE(within(daf, da_ref, bound.dalpha, "dalpha"));
         }
       }
 }
@@ -304,6 +336,9 @@ struct Sequence {
 struct Outputs {
   FVec y, z;  // float32 tiled forward
   Vec y_ref, z_ref;
+  // Bounds of the tiled forward (key tiles of 64) and of the cached one (every key in one pass)
+  // against the reference, per entry.
+  Vec y_tiled, z_tiled, y_cached, z_cached;
 };
 
 // The whole sequence through the tiled forward and through the reference.
@@ -331,7 +366,34 @@ Outputs whole_sequence(const Sequence& q, bool exclusive, bool gated, bool sink)
   if (exclusive)
     ref::xsa_forward(o.z_ref.data(), o.y_ref.data(), q.qkv.data(), 1, S, C, q.H,
                      gated ? q.alpha.data() : nullptr, q.Hkv);
+  test::AttentionProblem problem{.B = 1,
+                                 .T = S,
+                                 .C = C,
+                                 .H = q.H,
+                                 .Hkv = q.Hkv,
+                                 .exclusive = exclusive,
+                                 .qkv = q.qkv,
+                                 .sink = sink ? q.sink : Vec{},
+                                 .alpha = gated ? q.alpha : Vec{},
+                                 .dout = Vec((size_t)S * C, 0.0),
+                                 .dqkv0 = Vec(q.qkv.size(), 0.0)};
+  test::AttentionBounds tiled = test::attention_bounds(problem, kFloatRoundoff);
+  problem.key_tile = S;
+  test::AttentionBounds cached = test::attention_bounds(problem, kFloatRoundoff);
+  o.y_tiled = tiled.y, o.z_tiled = tiled.z, o.y_cached = cached.y, o.z_cached = cached.z;
   return o;
+}
+
+// Entries [at, at + count) of a, as doubles.
+template <typename T>
+Vec part(const std::vector<T>& a, size_t at, size_t count) {
+  return Vec(a.begin() + at, a.begin() + at + count);
+}
+// Two float computations of one exact value: apart by at most the sum of their bounds.
+Vec sum_of(const Vec& a, const Vec& b) {
+  Vec s(a.size());
+  for (size_t i = 0; i < a.size(); i++) s[i] = a[i] + b[i];
+  return s;
 }
 
 // n rows from row `first` of q through the cached forward; out [n, C] each.
@@ -382,11 +444,16 @@ TEST(KernelSizes, CachedAttentionContinuesTheSequence) {
       }
       ASSERT_EQ(length, s.T);
       const size_t at = (size_t)first * C, count = (size_t)(s.T - first) * C;
-      EXPECT_LE(max_rel_error(y.data() + at, whole.y.data() + at, count), kTolF32);
-      EXPECT_LE(max_rel_error(y.data() + at, whole.y_ref.data() + at, count), kTolF32);
+      const Vec y_got = part(y, at, count), z_got = part(z, at, count);
+      const Vec y_cached = part(whole.y_cached, at, count),
+                z_cached = part(whole.z_cached, at, count);
+      EXPECT_TRUE(within(y_got, part(whole.y, at, count),
+                         sum_of(y_cached, part(whole.y_tiled, at, count)), "y vs tiled"));
+      EXPECT_TRUE(within(y_got, part(whole.y_ref, at, count), y_cached, "y vs reference"));
       if (s.exclusive) {
-        EXPECT_LE(max_rel_error(z.data() + at, whole.z.data() + at, count), kTolF32);
-        EXPECT_LE(max_rel_error(z.data() + at, whole.z_ref.data() + at, count), kTolF32);
+        EXPECT_TRUE(within(z_got, part(whole.z, at, count),
+                           sum_of(z_cached, part(whole.z_tiled, at, count)), "z vs tiled"));
+        EXPECT_TRUE(within(z_got, part(whole.z_ref, at, count), z_cached, "z vs reference"));
       }
     }
 }
@@ -433,11 +500,16 @@ TEST(KernelSizes, CachedAttentionWithSegmentsMatchesTheirSequences) {
         const int rows = seg.end - seg.begin, last = (int)seg.sees.size() - rows;
         const size_t got_at = (size_t)(seg.begin - P) * C, want_at = (size_t)last * C,
                      count = (size_t)rows * C;
-        EXPECT_LE(max_rel_error(y.data() + got_at, want.y.data() + want_at, count), kTolF32);
-        EXPECT_LE(max_rel_error(y.data() + got_at, want.y_ref.data() + want_at, count), kTolF32);
+        const Vec y_got = part(y, got_at, count), z_got = part(z, got_at, count);
+        const Vec y_cached = part(want.y_cached, want_at, count),
+                  z_cached = part(want.z_cached, want_at, count);
+        EXPECT_TRUE(within(y_got, part(want.y, want_at, count),
+                           sum_of(y_cached, part(want.y_tiled, want_at, count)), "y vs tiled"));
+        EXPECT_TRUE(within(y_got, part(want.y_ref, want_at, count), y_cached, "y vs reference"));
         if (s.exclusive) {
-          EXPECT_LE(max_rel_error(z.data() + got_at, want.z.data() + want_at, count), kTolF32);
-          EXPECT_LE(max_rel_error(z.data() + got_at, want.z_ref.data() + want_at, count), kTolF32);
+          EXPECT_TRUE(within(z_got, part(want.z, want_at, count),
+                             sum_of(z_cached, part(want.z_tiled, want_at, count)), "z vs tiled"));
+          EXPECT_TRUE(within(z_got, part(want.z_ref, want_at, count), z_cached, "z vs reference"));
         }
       }
     }
@@ -455,8 +527,10 @@ TEST(KernelSizes, GeluMatchesReference) {
   FVec yf(n), dxf(n);
   ops::gelu_forward(yf.data(), xf.data(), n);
   ops::gelu_backward(dxf.data(), xf.data(), doutf.data(), n);
-  EXPECT_LE(max_rel_error(yf, y_ref), kTolF32);
-  EXPECT_LE(max_rel_error(dxf, dx_ref), kTolF32);
+  Vec y_bound, dx_bound;
+  test::gelu_bounds(y_bound, dx_bound, x, dout, kFloatRoundoff);
+  EXPECT_TRUE(within(yf, y_ref, y_bound, "y"));
+  EXPECT_TRUE(within(dxf, dx_ref, dx_bound, "dx"));
 }
 
 // ---------------------------------------------------------------- cross-entropy
@@ -477,8 +551,11 @@ TEST(KernelSizes, CrossEntropyOverGpt2VocabularyMatchesReference) {
   FVec lossf(N);
   ops::crossentropy_forward_backward(gf.data(), lossf.data(), targets.data(), N, V, Vp,
                                      (float)dloss);
-  EXPECT_LE(max_rel_error(lossf, loss_ref), kTolF32);
-  EXPECT_LE(max_rel_error(gf, g_ref), kTolF32);
+  Vec loss_bound, grad_bound;
+  test::crossentropy_bounds(loss_bound, grad_bound, logits, targets, N, V, Vp, dloss,
+                            kFloatRoundoff);
+  EXPECT_TRUE(within(lossf, loss_ref, loss_bound, "losses"));
+  EXPECT_TRUE(within(gf, g_ref, grad_bound, "gradient"));
   for (int n = 0; n < N; n++) {
     for (int j = V; j < Vp; j++)
       ASSERT_EQ(gf[(size_t)n * Vp + j], 0.f) << "padded column " << j << " of row " << n;
@@ -491,7 +568,7 @@ TEST(KernelSizes, CrossEntropyOverGpt2VocabularyMatchesReference) {
   auto kept = cast_vector<float>(logits);
   FVec loss_only(N);
   ops::crossentropy_forward_backward(kept.data(), loss_only.data(), targets.data(), N, V, Vp, 0.f);
-  EXPECT_LE(max_rel_error(loss_only, loss_ref), kTolF32);
+  EXPECT_TRUE(within(loss_only, loss_ref, loss_bound, "losses without gradient"));
   EXPECT_EQ(kept, cast_vector<float>(logits));
 }
 

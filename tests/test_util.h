@@ -19,10 +19,13 @@
 
 namespace xsa::test {
 
+// n normal draws times scale, each rounded to the nearest float: numbers a float holds exactly,
+// so that a float32 kernel and its float64 reference start from the same inputs and a comparison
+// judges the kernel's arithmetic alone (tests/bounds.h).
 inline std::vector<double> random_vector(size_t n, uint64_t seed, double scale = 1.0) {
   Rng rng(seed);
   std::vector<double> v(n);
-  for (double& x : v) x = scale * rng.normal();
+  for (double& x : v) x = (float)(scale * rng.normal());
   return v;
 }
 
