@@ -3,8 +3,8 @@
 # is missing, and nothing when everything is there.
 # Usage: scripts/setup.sh [GROUP...]   (the build group always)
 #   build  compile, train, compare, evaluate, sample (the main job needs only this)
-#   test   the test suite's extras: qemu-user (the binary on emulated CPUs) and BLIS (a second
-#          BLAS whose sums are ordered otherwise); with it, the torch group
+#   test   the test suite's extras: qemu-user (the binary on emulated CPUs), BLIS and the reference
+#          BLAS (BLAS libraries whose sums are ordered otherwise); with it, the torch group
 #   torch  the PyTorch operator (python/xsa_torch, about a gigabyte of packages)
 #   check  the sanitizer and fuzzing build (scripts/check.sh): clang, its runtimes and OpenMP
 set -euo pipefail
@@ -12,7 +12,7 @@ build=(build-essential cmake pkg-config libopenblas-openmp-dev libgtest-dev libb
        libcli11-dev nlohmann-json3-dev libfmt-dev libpcre2-dev librsvg2-bin openmpi-bin
        libopenmpi-dev libdnnl-dev)
 torch=(python3-torch libtorch-dev python3-dev pybind11-dev)
-test=(qemu-user libblis4-openmp "${torch[@]}")
+test=(qemu-user libblis4-openmp libblas3 "${torch[@]}")
 check=(clang libclang-rt-14-dev libomp-dev)
 packages=("${build[@]}")
 for group in "$@"; do

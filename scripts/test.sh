@@ -2,8 +2,9 @@
 # The test command: installs, builds, runs the whole suite through ctest, then the numeric tests
 # (label "numeric": kernels against float64 references, the model against PyTorch and against
 # itself) again where rounding differs, as it would on another machine:
-#   - with BLIS in place of OpenBLAS for every fp32 and float64 product (LD_PRELOAD, as Debian's
-#     BLAS alternatives swap the library; XSA_GEMM=blas sends the model's products there too);
+#   - with BLIS, then with the reference BLAS, in place of OpenBLAS for every fp32 and float64
+#     product (LD_PRELOAD, as Debian's BLAS alternatives swap the library; XSA_GEMM=blas sends the
+#     model's products there too, not to oneDNN);
 #   - at each kernel level below this CPU's (XSA_CPU=avx2, avx512, ...).
 # Extra arguments go to every ctest run (e.g. -R Golden). The sanitizer build and fuzzing are
 # scripts/check.sh (CI runs it after this, .ci/run).
@@ -15,9 +16,13 @@ bash scripts/get_data.sh --vocab-only   # GPT-2's vocabulary, for the tokenizer 
 jobs=$(nproc)
 ctest --test-dir build --output-on-failure -j "$jobs" "$@"
 
-blis=/usr/lib/$(gcc -dumpmachine)/blis-openmp/libblis.so.4
-echo "test: the numeric tests again with BLIS ($blis) running every product"
-LD_PRELOAD=$blis XSA_GEMM=blas ctest --test-dir build --output-on-failure -j "$jobs" -L numeric "$@"
+libs=/usr/lib/$(gcc -dumpmachine)
+for blas in "BLIS:$libs/blis-openmp/libblis.so.4" \
+  "the reference BLAS (plain loops, no FMA):$libs/blas/libblas.so.3"; do
+  echo "test: the numeric tests again with ${blas%%:*} (${blas##*:}) running every product"
+  LD_PRELOAD=${blas##*:} XSA_GEMM=blas ctest --test-dir build --output-on-failure -j "$jobs" \
+    -L numeric "$@"
+done
 
 # The levels this CPU has: XSA_CPU refuses a level above them.
 levels=()

@@ -428,7 +428,7 @@ inline XsaBounds xsa_bounds(const Vec& qkv, const Vec& y, const Vec& dz, const V
 struct AttentionProblem {
   int B, T, C, H, Hkv = 0;
   bool exclusive = false;
-  Vec qkv, sink, alpha, dout, dqkv0;
+  Vec qkv = {}, sink = {}, alpha = {}, dout = {}, dqkv0 = {};
   int key_tile = 64;  // the forward's key tiles (online softmax); the cached kernel: T (one pass)
 };
 struct AttentionBounds {
@@ -699,6 +699,23 @@ inline double adam_update_sensitivity(double g, double m, double v, double e, do
   const double first_order =
       dm / (root + eps) + std::fabs(mh) * dv / (2 * root * (root + eps) * (root + eps));
   return std::min(first_order, cap);
+}
+
+// ---------------------------------------------------------------- decisions
+// The choice a comparison of scores picks (the first of equals, as the scorers pick), and whether
+// rounding could make it another: decided when every other score trails the best by more than
+// both their bounds.
+struct Pick {
+  size_t best = 0;
+  bool decided = true;
+};
+inline Pick pick_of(const Vec& score, const Vec& bound) {
+  Pick p;
+  for (size_t c = 1; c < score.size(); c++)
+    if (score[c] > score[p.best]) p.best = c;
+  for (size_t c = 0; c < score.size(); c++)
+    if (c != p.best && score[p.best] - score[c] <= bound[p.best] + bound[c]) p.decided = false;
+  return p;
 }
 
 }  // namespace xsa::test

@@ -8,6 +8,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "bounds.h"
 #include "xsa/analysis/similarity_bias.h"
 #include "xsa/ops/reference.h"
 #include "xsa/util/error.h"
@@ -21,7 +22,8 @@ namespace fs = std::filesystem;
 
 TEST(Stats, PairedTTestMatchesKnownValues) {
   // d = 1..5: mean 3, sd 1.5811, t = 4.2426 with 4 degrees of freedom: p = 0.0132356 (two-sided;
-  // by Simpson integration of the t density, independently of the incomplete-beta code).
+  // by Simpson integration of the t density, independently of the incomplete-beta code). Each
+  // bound is the precision of the value it is held to: its last printed digit.
   EXPECT_NEAR(paired_t_test_p({1, 2, 3, 4, 5}), 0.0132356, 1e-6);
   // The 5 % critical values of Student's t: 12.706 (1 dof), 2.776 (4), 2.228 (10).
   EXPECT_NEAR(student_t_two_sided_p(12.7062, 1), 0.05, 1e-5);
@@ -69,7 +71,10 @@ TEST(Variants, LayerSelections) {
 }
 
 // The analysis against an independent computation: the reference attention in double on the
-// model's own q, k, v gives y; the mean cos(y_i, v_i) over positions ≥ 1 must agree.
+// model's own q, k, v gives y; the mean cos(y_i, v_i) over positions ≥ 1 must agree. The float
+// forward's y is within the forward chain's bound of its scale (tests/bounds.h); a cosine moves by
+// at most the relative error of each of its two vectors, a probability by its own: twice the
+// chain's bound.
 TEST(Analyze, MatchesAnIndependentComputation) {
   ModelConfig cfg;
   cfg.n_layer = 2, cfg.n_head = 2, cfg.n_embd = 16, cfg.seq_len = 12;
@@ -109,8 +114,10 @@ TEST(Analyze, MatchesAnIndependentComputation) {
           n++;
         }
       const HeadBias& r = heads[l * H + h];
-      EXPECT_NEAR(r.cos_yv, sum / n, 1e-5) << "layer " << l << " head " << h;
-      EXPECT_NEAR(r.self_weight, self / n, 1e-5);
+      const double bound =
+          2 * test::chain_error(test::model_chain(cfg, B, T).forward, test::kFloatRoundoff);
+      EXPECT_NEAR(r.cos_yv, sum / n, bound) << "layer " << l << " head " << h;
+      EXPECT_NEAR(r.self_weight, self / n, bound);
       EXPECT_GE(r.cos_vv, -1.0);
       EXPECT_LE(r.cos_vv, 1.0);
       if (l == 0) {
@@ -141,10 +148,13 @@ TEST(Analyze, KnownCosinesOnAConstructedModel) {
   double self = 0;
   for (int t = 1; t < T; t++) self += 1.0 / (t + 1);
   self /= T - 1;
+  // Up to the float forward's rounding: twice the chain's bound (as above).
+  const double bound =
+      2 * test::chain_error(test::model_chain(cfg, B, T).forward, test::kFloatRoundoff);
   for (const HeadBias& h : heads) {
-    EXPECT_NEAR(h.cos_yv, 1.0, 1e-6);
-    EXPECT_NEAR(h.cos_vv, 1.0, 1e-6);
-    EXPECT_NEAR(h.self_weight, self, 1e-6);
+    EXPECT_NEAR(h.cos_yv, 1.0, bound);
+    EXPECT_NEAR(h.cos_vv, 1.0, bound);
+    EXPECT_NEAR(h.self_weight, self, bound);
   }
 }
 

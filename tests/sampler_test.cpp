@@ -9,6 +9,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "bounds.h"
 #include "test_util.h"
 #include "xsa/model/gpt.h"
 #include "xsa/util/error.h"
@@ -185,7 +186,11 @@ int32_t argmax(const float* x, int n) {
 }
 
 // Greedy generation past the context (three shifts) equals recomputing each step from scratch:
-// the full forward of the window the cache holds (the sequence since the last shift).
+// the full forward of the window the cache holds (the sequence since the last shift). Both sides
+// round (other sums, other orders), each within the forward chain's bound of the logits' scale
+// (tests/bounds.h): a step whose two most likely tokens are closer than twice that could go either
+// way, and from it on the sequences may part. The tokens are compared up to such a step (none in
+// this fixture: all 25 are compared).
 TEST(Generate, GreedyThroughTheCacheEqualsRecomputingEachStep) {
   GreedySetup g;
   const ModelConfig& cfg = g.cfg;
@@ -199,19 +204,32 @@ TEST(Generate, GreedyThroughTheCacheEqualsRecomputingEachStep) {
 
   std::vector<int32_t> window = prompt, history = prompt, want;
   std::vector<float> logits(cfg.padded_vocab);
+  const double chain =
+      test::chain_error(test::model_chain(cfg, 1, cfg.seq_len).forward, test::kFloatRoundoff);
+  size_t decided = 0;
   for (int i = 0; i < 25; i++) {
     auto full = test::copy_model<float>(model, (int)window.size());
     std::vector<int32_t> targets(window.size(), -1);
     full->forward(window.data(), targets.data());
     full->logits_row((int)window.size() - 1, logits.data());
     const int32_t token = argmax(logits.data(), cfg.vocab_size);
+    double top = 0, second = -INFINITY;
+    for (int j = 0; j < cfg.vocab_size; j++) {
+      top = std::max(top, (double)std::fabs(logits[j]));
+      if (j != token) second = std::max(second, (double)logits[j]);
+    }
+    if (decided == want.size() && logits[token] - second > 2 * 2 * chain * top) decided++;
+    if (std::getenv("XSA_SHOW_BOUNDS"))
+      std::printf("gap use %g\n", 4 * chain * top / (logits[token] - second));
     want.push_back(token), history.push_back(token);
     if ((int)window.size() == cfg.seq_len)
       window.assign(history.end() - cfg.seq_len / 2, history.end());
     else
       window.push_back(token);
   }
-  EXPECT_EQ(r.tokens, want);
+  ASSERT_EQ(decided, 25u) << "a step of the fixture is a near tie: choose other weights";
+  EXPECT_EQ(std::vector<int32_t>(r.tokens.begin(), r.tokens.begin() + decided),
+            std::vector<int32_t>(want.begin(), want.begin() + decided));
 }
 
 TEST(Generate, StopsAtTheStopTokenAndRefusesBadPrompts) {
