@@ -12,7 +12,9 @@
 // that -Wuninitialized reports wherever they are inlined (GCC bug 105593); nothing is read.
 #pragma GCC diagnostic push
 #pragma GCC diagnostic ignored "-Wuninitialized"
+#if !defined(__clang__)
 #pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
 #include <immintrin.h>
 #pragma GCC diagnostic pop
 #define XSA_AVX512_TARGET __attribute__((target("avx512f")))

@@ -79,7 +79,7 @@ Cpu read_cpu() {
   }
   if (__get_cpuid(0x80000001, &a, &b, &c, &d) && (c & (1u << 5))) f |= kLzcnt;
   cpu.features = f;
-  if (__get_cpuid_max(0x80000000, nullptr) >= 0x80000004) {
+  if ((unsigned)__get_cpuid_max(0x80000000, nullptr) >= 0x80000004u) {
     unsigned* words = reinterpret_cast<unsigned*>(cpu.brand);
     for (unsigned leaf = 0; leaf < 3; leaf++)
       __get_cpuid(0x80000002 + leaf, &words[4 * leaf], &words[4 * leaf + 1], &words[4 * leaf + 2],
@@ -185,6 +185,14 @@ __attribute__((constructor(101))) void check_cpu_at_load() {
 }
 
 }  // namespace
+
+}  // namespace xsa
+
+// Named by every program that links the static library (CMakeLists.txt: --undefined), so that this
+// file, with its check at load, is part of each of them, even one that calls nothing here.
+extern "C" const int xsa_cpu_check_at_load = 1;
+
+namespace xsa {
 
 const char* level_name(CpuLevel level) {
   switch (level) {

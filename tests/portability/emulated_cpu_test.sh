@@ -3,10 +3,14 @@
 # emulates x86-64 up to AVX2 and FMA, no AVX-512): on a CPU without AVX2 (Nehalem) it stops at load
 # with one line that names what is missing, not SIGILL; on a CPU with AVX2 but no AVX-512 it trains,
 # samples and evaluates at the avx2 level, and the kernel benchmarks report their bf16 cases
-# skipped. Any AVX-512 instruction reached would end it with SIGILL. Exits 77 (SKIPPED) without
-# qemu-x86_64. Usage: emulated_cpu_test.sh XSA_BINARY [KERNELS_BENCH]
+# skipped. Any AVX-512 instruction reached would end it with SIGILL. Every other program given
+# (the benchmarks) also stops at load with the one line on the CPU without AVX2. Exits 77 (SKIPPED)
+# without qemu-x86_64. Usage: emulated_cpu_test.sh XSA_BINARY [KERNELS_BENCH [PROGRAM...]]
 set -euo pipefail
 xsa=$1 bench=${2:-}
+shift
+[ $# -gt 0 ] && shift
+others=("$@")
 if ! command -v qemu-x86_64 >/dev/null; then
   echo "emulated_cpu_test: skipped: no qemu-x86_64 (apt-get install qemu-user)"
   exit 77
@@ -19,14 +23,16 @@ export XSA_KEEP_BLAS_CORE=1
 unset XSA_CPU
 
 echo "== a CPU without AVX2 (qemu -cpu Nehalem)"
-set +e
-qemu-x86_64 -cpu Nehalem "$xsa" --version >"$work/out" 2>"$work/err"
-status=$?
-set -e
-cat "$work/err"
-[ "$status" -eq 1 ] || { echo "expected exit status 1, got $status"; exit 1; }
-[ "$(wc -l <"$work/err")" -eq 1 ] || { echo "expected one line"; exit 1; }
-grep -q "lacks AVX, AVX2, FMA" "$work/err" || { echo "the line does not name AVX2 and FMA"; exit 1; }
+for program in "$xsa" ${bench:+"$bench"} ${others[@]+"${others[@]}"}; do
+  set +e
+  qemu-x86_64 -cpu Nehalem "$program" --version >"$work/out" 2>"$work/err"
+  status=$?
+  set -e
+  echo "$(basename "$program"): $(cat "$work/err")"
+  [ "$status" -eq 1 ] || { echo "expected exit status 1, got $status"; exit 1; }
+  [ "$(wc -l <"$work/err")" -eq 1 ] || { echo "expected one line"; exit 1; }
+  grep -q "lacks AVX, AVX2, FMA" "$work/err" || { echo "the line does not name AVX2 and FMA"; exit 1; }
+done
 
 echo "== a CPU with AVX2 and no AVX-512 (qemu -cpu max)"
 for _ in $(seq 60); do echo "The history of the attention is the history of the value it keeps."; done \
