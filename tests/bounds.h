@@ -203,20 +203,21 @@ inline Vec rope_bound(const Vec& qkv, int B, int T, int C, int H, int Hkv, doubl
 }
 
 // ---------------------------------------------------------------- gelu
-// z = k(x + a·x³) in five roundings: |δz| ≤ 5u·k(|x| + a|x|³). t = tanh z as 1 − 2/(E + 1) with
+// z = k(x + a·x³) with k and a stored as floats (u each) and five roundings: |δz| ≤ 7u·k(|x| +
+// a|x|³). t = tanh z as 1 − 2/(E + 1) with
 // E = exp(2z) (off by exp_error relative): |δt| ≤ (1 − t²)(|δz| + exp_error/2) + 2u(1 − t) + u|t|
 // (E + 1 and the division each u of 2/(E + 1) = 1 − t, the subtraction u|t|).
 // Forward 0.5·x·(1 + t): 0.5|x|(|δt| + u|1 + t|) + u|out|.
 // Backward (0.5(1 + t) + 0.5·x·(1 − t²)·k(1 + 3a·x²))·g: the first term moves by 0.5|δt|, the
-// second by 0.5|x|k(1 + 3a·x²)(2|t||δt| + u t² + u(1 − t²)), each product and sum rounds (6u of
-// the second term, 2u of the whole): all times |g|.
+// second by 0.5|x|k(1 + 3a·x²)(2|t||δt| + u t² + u(1 − t²)), each product and sum rounds, and k
+// and 3a are floats (8u of the second term, 2u of the whole): all times |g|.
 inline void gelu_bounds(Vec& out_bound, Vec& dx_bound, const Vec& x, const Vec& dout, double u) {
   const double k = 0.7978845608028654, a = 0.044715, ee = exp_error(u);
   out_bound.resize(x.size());
   dx_bound.resize(x.size());
   for (size_t i = 0; i < x.size(); i++) {
     const double xi = x[i], ax = std::fabs(xi), z = k * (xi + a * xi * xi * xi), t = std::tanh(z);
-    const double dz = 5 * u * k * (ax + a * ax * ax * ax);
+    const double dz = 7 * u * k * (ax + a * ax * ax * ax);
     const double dt = (1 - t * t) * (dz + ee / 2) + 2 * u * (1 - t) + u * std::fabs(t);
     const double out = 0.5 * xi * (1 + t);
     out_bound[i] = 0.5 * ax * (dt + u * std::fabs(1 + t)) + u * std::fabs(out);
@@ -224,7 +225,7 @@ inline void gelu_bounds(Vec& out_bound, Vec& dx_bound, const Vec& x, const Vec& 
     const double second = slope * (1 - t * t);
     const double d_second = slope * (2 * std::fabs(t) * dt + u * t * t + u * (1 - t * t));
     dx_bound[i] = std::fabs(dout[i]) *
-                  (0.5 * dt + u * first + d_second + 6 * u * second + 2 * u * (first + second));
+                  (0.5 * dt + u * first + d_second + 8 * u * second + 2 * u * (first + second));
   }
 }
 
@@ -232,7 +233,8 @@ inline void gelu_bounds(Vec& out_bound, Vec& dx_bound, const Vec& x, const Vec& 
 // Per row: m = max (exact); e_j = exp(x_j − m), off by θ_j ≤ u|x_j − m| + exp_error relative; their
 // sum l (V terms) by sum_error(V)·l + max θ·l. loss = log l − (x_t − m): |δl|/l, log's rounding
 // (2u|log l|), the subtraction (u|x_t − m|) and the last one (u|loss|). The gradient e_j·(dloss/l)
-// (and − dloss at the target): |g_j|(θ_j + |δl|/l + 2u), and u|g_t| more at the target.
+// (and − dloss at the target): |g_j|(θ_j + |δl|/l + 3u: the quotient, the product and dloss
+// itself a float), and u|g_t| more at the target.
 inline void crossentropy_bounds(Vec& loss_bound, Vec& grad_bound, const Vec& logits,
                                 const std::vector<int32_t>& targets, int N, int V, int Vp,
                                 double dloss, double u) {
@@ -256,7 +258,7 @@ inline void crossentropy_bounds(Vec& loss_bound, Vec& grad_bound, const Vec& log
     for (int j = 0; j < V; j++) {
       const double g = std::exp(x[j] - m) / l * dloss;
       const double theta = u * std::fabs(x[j] - m) + ee;
-      grad_bound[n * Vp + j] = std::fabs(g) * (theta + dl + 2 * u);
+      grad_bound[n * Vp + j] = std::fabs(g) * (theta + dl + 3 * u);  // (dloss a float: u)
       if (j == t) grad_bound[n * Vp + j] += u * std::fabs(g - dloss);
     }
   }
@@ -289,7 +291,7 @@ inline void adamw_bound_step(AdamBounds& e, const Vec& p, const Vec& m, const Ve
     // √v moves by δv/(2√v) (or by √δv where v is as small as its own error)
     const double eroot = (v1 > ev ? ev / (2 * root) : std::sqrt(ev)) + u * root;
     const double denom = root * ibs + eps;
-    const double edenom = ibs * eroot + 3 * u * root * ibs + u * denom;
+    const double edenom = ibs * eroot + 3 * u * root * ibs + u * denom + u * eps;
     const double update = step_size * m1 / denom;
     const double eupdate =
         step_size * (em + std::fabs(m1) * edenom / denom) / denom + 3 * u * std::fabs(update);
@@ -457,6 +459,20 @@ struct AttentionBounds {
 //   dV_j = dv0 + Σ_i P_ij dy_i (over the group's heads too): sum_error of Σ P|dy| and |dv0|, plus
 //   Σ_i P(θb|dy| + |δdy|); dQ_i = dq0 + Σ_j dS_ij k_j and dK_j = dk0 + Σ_i dS_ij q_i alike;
 //   ∂L/∂b_h = −Σ_i p_sink,i D_i: Σ_i p_s(θs|D_i| + δD_i) + sum_error(T)Σ p_s|D_i|.
+// ∂L/∂b_h per sequence [B, H] summed over the sequences, as the reference sums it, with the sum
+// of their bounds (and the float64 sum's own rounding).
+template <typename Real>
+inline void dsink_summed(const std::vector<Real>& rows, const Vec& row_bounds, int B, int H,
+                         Vec& sum, Vec& bound) {
+  sum.assign(H, 0.0), bound.assign(H, 0.0);
+  for (int b = 0; b < B; b++)
+    for (int h = 0; h < H; h++) {
+      sum[h] += rows[b * H + h];
+      bound[h] += row_bounds[b * H + h];
+    }
+  for (int h = 0; h < H; h++) bound[h] += B * kDoubleRoundoff * std::fabs(sum[h]);
+}
+
 inline AttentionBounds attention_bounds(const AttentionProblem& pr, double u) {
   const int B = pr.B, T = pr.T, C = pr.C, H = pr.H, Hk = pr.Hkv > 0 ? pr.Hkv : H;
   const int group = H / Hk, D = C / H, W = C + 2 * Hk * D, N = B * T;

@@ -450,7 +450,9 @@ TEST(BadStepFilter, ZScoresAgainstANaiveReference) {
     const std::string why = f.judge(loss + spike, norm);
     // (a z within float64's rounding of the limit could be judged either way: none is here)
     const bool clear = std::fabs((double)zl - 5) > 1e-9 && std::fabs((double)zn - 5) > 1e-9;
-    if (losses.size() >= 32) ASSERT_TRUE(clear) << i;
+    if (losses.size() >= 32) {
+      ASSERT_TRUE(clear) << i;
+    }
     EXPECT_EQ(!why.empty(), expect_skip) << i << ": " << why;
     if (why.empty()) {
       f.applied(loss + spike, norm);

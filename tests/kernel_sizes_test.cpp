@@ -208,12 +208,8 @@ void check_attention(const AttnCase& s, int D) {
     EXPECT_TRUE(within(daf, da_ref, bound.dalpha, "dalpha"));
   }
   if (s.sink) {
-    Vec dsinkf(s.H, 0.0), dsink_bound(s.H, 0.0);
-    for (int b = 0; b < s.B; b++)
-      for (int h = 0; h < s.H; h++) {
-        dsinkf[h] += dsink_rows[b * s.H + h];
-        dsink_bound[h] += bound.dsink[b * s.H + h];
-      }
+    Vec dsinkf, dsink_bound;  // ∂L/∂b_h summed over the sequences, as the reference sums it
+    test::dsink_summed(dsink_rows, bound.dsink, s.B, s.H, dsinkf, dsink_bound);
     EXPECT_TRUE(within(dsinkf, dsink_ref, dsink_bound, "dsink"));
   }
   // write_dqkv (as a training step runs it): dqkv written over what it held (NaN here), bit for bit
@@ -396,6 +392,24 @@ Vec sum_of(const Vec& a, const Vec& b) {
   return s;
 }
 
+// The cached pass's rows [got_at, got_at + count) of y and z against the whole sequence's rows
+// [want_at, ...): within the sum of the cached and tiled bounds of the tiled forward (both float),
+// and within the cached bound of the reference.
+void expect_cached_rows(const FVec& y, const FVec& z, size_t got_at, const Outputs& want,
+                        size_t want_at, size_t count, bool exclusive) {
+  const Vec y_cached = part(want.y_cached, want_at, count);
+  EXPECT_TRUE(within(part(y, got_at, count), part(want.y, want_at, count),
+                     sum_of(y_cached, part(want.y_tiled, want_at, count)), "y vs tiled"));
+  EXPECT_TRUE(
+      within(part(y, got_at, count), part(want.y_ref, want_at, count), y_cached, "y vs reference"));
+  if (!exclusive) return;
+  const Vec z_cached = part(want.z_cached, want_at, count);
+  EXPECT_TRUE(within(part(z, got_at, count), part(want.z, want_at, count),
+                     sum_of(z_cached, part(want.z_tiled, want_at, count)), "z vs tiled"));
+  EXPECT_TRUE(
+      within(part(z, got_at, count), part(want.z_ref, want_at, count), z_cached, "z vs reference"));
+}
+
 // n rows from row `first` of q through the cached forward; out [n, C] each.
 void cached_pass(const Sequence& q, int first, int n, int prefix, const ops::SlotSpan* spans,
                  bool exclusive, bool gated, bool sink, float* y, float* z) {
@@ -444,17 +458,7 @@ TEST(KernelSizes, CachedAttentionContinuesTheSequence) {
       }
       ASSERT_EQ(length, s.T);
       const size_t at = (size_t)first * C, count = (size_t)(s.T - first) * C;
-      const Vec y_got = part(y, at, count), z_got = part(z, at, count);
-      const Vec y_cached = part(whole.y_cached, at, count),
-                z_cached = part(whole.z_cached, at, count);
-      EXPECT_TRUE(within(y_got, part(whole.y, at, count),
-                         sum_of(y_cached, part(whole.y_tiled, at, count)), "y vs tiled"));
-      EXPECT_TRUE(within(y_got, part(whole.y_ref, at, count), y_cached, "y vs reference"));
-      if (s.exclusive) {
-        EXPECT_TRUE(within(z_got, part(whole.z, at, count),
-                           sum_of(z_cached, part(whole.z_tiled, at, count)), "z vs tiled"));
-        EXPECT_TRUE(within(z_got, part(whole.z_ref, at, count), z_cached, "z vs reference"));
-      }
+      expect_cached_rows(y, z, at, whole, at, count, s.exclusive);
     }
 }
 
@@ -500,17 +504,7 @@ TEST(KernelSizes, CachedAttentionWithSegmentsMatchesTheirSequences) {
         const int rows = seg.end - seg.begin, last = (int)seg.sees.size() - rows;
         const size_t got_at = (size_t)(seg.begin - P) * C, want_at = (size_t)last * C,
                      count = (size_t)rows * C;
-        const Vec y_got = part(y, got_at, count), z_got = part(z, got_at, count);
-        const Vec y_cached = part(want.y_cached, want_at, count),
-                  z_cached = part(want.z_cached, want_at, count);
-        EXPECT_TRUE(within(y_got, part(want.y, want_at, count),
-                           sum_of(y_cached, part(want.y_tiled, want_at, count)), "y vs tiled"));
-        EXPECT_TRUE(within(y_got, part(want.y_ref, want_at, count), y_cached, "y vs reference"));
-        if (s.exclusive) {
-          EXPECT_TRUE(within(z_got, part(want.z, want_at, count),
-                             sum_of(z_cached, part(want.z_tiled, want_at, count)), "z vs tiled"));
-          EXPECT_TRUE(within(z_got, part(want.z_ref, want_at, count), z_cached, "z vs reference"));
-        }
+        expect_cached_rows(y, z, got_at, want, want_at, count, s.exclusive);
       }
     }
 }

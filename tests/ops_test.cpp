@@ -388,8 +388,6 @@ TEST(Attention, GroupedQueryMatchesReference) {
                                      .dsink = dsinkr.data()};
       ops::attention_forward(args);
       ops::attention_backward(args);
-      // ∂L/∂b_h per sequence, summed here as the reference sums it (each sum's rounding: u of it)
-      std::vector<double> dsinkf(s.H, 0.0);
       const test::AttentionBounds bound =
           test::attention_bounds({.B = s.B,
                                   .T = s.T,
@@ -403,12 +401,8 @@ TEST(Attention, GroupedQueryMatchesReference) {
                                   .dout = dout,
                                   .dqkv0 = Vec(N * W, 0.0)},
                                  kFloatRoundoff);
-      Vec dsink_bound(s.H, 0.0);
-      for (int b = 0; b < s.B; b++)
-        for (int h = 0; h < s.H; h++) {
-          dsinkf[h] += dsinkr[b * s.H + h];
-          dsink_bound[h] += bound.dsink[b * s.H + h] + 1e-16 * std::fabs(dsinkr[b * s.H + h]);
-        }
+      Vec dsinkf, dsink_bound;  // ∂L/∂b_h summed over the sequences, as the reference sums it
+      test::dsink_summed(dsinkr, bound.dsink, s.B, s.H, dsinkf, dsink_bound);
       EXPECT_TRUE(within(yf, y_ref, bound.y, "y"));
       EXPECT_TRUE(within(lsef, lse_ref, bound.lse, "lse"));
       EXPECT_TRUE(within(dqkvf, dqkv_ref, bound.dqkv, "dqkv"));
@@ -543,13 +537,8 @@ TEST(Attention, SinkMatchesReference) {
                                                                 .dout = dy,
                                                                 .dqkv0 = Vec(N * 3 * s.C, 0.0)},
                                                                kFloatRoundoff);
-    std::vector<double> dsinkf(s.H, 0.0);
-    Vec dsink_bound(s.H, 0.0);
-    for (int b = 0; b < s.B; b++)
-      for (int h = 0; h < s.H; h++) {
-        dsinkf[h] += dsink_rows[b * s.H + h];
-        dsink_bound[h] += bound.dsink[b * s.H + h] + 1e-16 * std::fabs(dsink_rows[b * s.H + h]);
-      }
+    Vec dsinkf, dsink_bound;  // ∂L/∂b_h summed over the sequences, as the reference sums it
+    test::dsink_summed(dsink_rows, bound.dsink, s.B, s.H, dsinkf, dsink_bound);
     EXPECT_TRUE(within(yf, y_ref, bound.y, "y"));
     EXPECT_TRUE(within(lsef, lse_ref, bound.lse, "lse"));
     EXPECT_TRUE(within(dqkvf, dqkv_ref, bound.dqkv, "dqkv"));

@@ -8,7 +8,7 @@
 // row-major. N = B*T rows. Activation gradients overwrite, except where a comment says
 // "accumulates" (the residual stream and parameter gradients).
 
-// ---- matmul.cpp: y = x · Wᵀ with W stored [out, in] like nn.Linear (OpenBLAS GEMM) ----
+// ---- matmul.cpp: y = x · Wᵀ with W stored [out, in] like nn.Linear (oneDNN or the BLAS) ----
 // out [N, out_dim] = inp [N, in_dim] · weightᵀ; with accumulate, out += instead of =.
 template <typename Real>
 void matmul_forward(Real* out, const Real* inp, const Real* weight, int N, int in_dim, int out_dim,

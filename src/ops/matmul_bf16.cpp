@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <tuple>
 #include <type_traits>
@@ -68,21 +69,29 @@ dnnl::engine& engine() {
 // `one_thread`: the product runs inside a parallel region of ours, one per thread, so oneDNN
 // plans it for one thread (it runs single-threaded there whatever it planned).
 // `input`: A's and B's type, bf16 or f32 (C is always f32).
-const Product& product(memory::data_type input, int M, int N, int K, int a_row_length,
-                       int row_length, bool trans_a, bool trans_b, Epilogue epilogue,
-                       bool one_thread) {
+// The products made are kept, up to kKeptProducts: a training run uses a few dozen shapes, but
+// evaluation's passes bring a new row count each, and each primitive holds its own compiled code.
+// Past the limit they are dropped and made again when asked for (the same shape gives the same
+// kernel: the results do not change); a caller keeps its own alive while it runs.
+std::shared_ptr<const Product> product(memory::data_type input, int M, int N, int K,
+                                       int a_row_length, int row_length, bool trans_a, bool trans_b,
+                                       Epilogue epilogue, bool one_thread) {
+  constexpr size_t kKeptProducts = 512;
   static std::mutex lock;
   static std::map<
-      std::tuple<memory::data_type, int, int, int, int, int, bool, bool, Epilogue, bool>, Product>
+      std::tuple<memory::data_type, int, int, int, int, int, bool, bool, Epilogue, bool>,
+      std::shared_ptr<const Product>>
       made;
   std::lock_guard<std::mutex> guard(lock);
   const auto key = std::make_tuple(input, M, N, K, a_row_length, row_length, trans_a, trans_b,
                                    epilogue, one_thread);
   auto it = made.find(key);
   if (it != made.end()) return it->second;
+  if (made.size() >= kKeptProducts) made.clear();
   using dt = memory::data_type;
   using dims = memory::dims;
-  Product p;
+  auto made_one = std::make_shared<Product>();
+  Product& p = *made_one;
   p.a = memory::desc({M, K}, input, trans_a ? dims{1, a_row_length} : dims{a_row_length, 1});
   p.b = memory::desc({K, N}, input, trans_b ? dims{1, K} : dims{row_length, 1});
   p.c = memory::desc({M, N}, dt::f32, dims{row_length, 1});
@@ -103,11 +112,13 @@ const Product& product(memory::data_type input, int M, int N, int K, int a_row_l
   if (one_thread) omp_set_num_threads(threads);
   p.prim = dnnl::matmul(pd);
   p.scratch = pd.scratchpad_desc();
-  return made.emplace(key, std::move(p)).first->second;
+  return made.emplace(key, std::move(made_one)).first->second;
 }
 
 template <typename In>
-void run_block(const Product& p, const In* A, const In* B, float* C, const float* residual) {
+void run_block(const std::shared_ptr<const Product>& made, const In* A, const In* B, float* C,
+               const float* residual) {
+  const Product& p = *made;
   static thread_local dnnl::stream stream(engine());
   static thread_local std::vector<uint8_t> scratch;
   if (scratch.size() < p.scratch.get_size()) scratch.resize(p.scratch.get_size());
@@ -208,9 +219,10 @@ bool bf16_available(std::string* why) {
   const bool available = !lowered && cpu_has(dnnl::cpu_isa::avx512_core_bf16);
   if (!available && why)
     *why = lowered && cpu_best_level() >= CpuLevel::avx512_bf16
-               ? fmt::format("xsa runs at the {} level here (XSA_CPU), below the avx512_bf16 "
-                             "level that bf16 needs (AVX512_BF16's instructions)",
-                             level_name(cpu_level()))
+               ? fmt::format(
+                     "xsa runs at the {} level here (XSA_CPU), below the avx512_bf16 "
+                     "level that bf16 needs (AVX512_BF16's instructions)",
+                     level_name(cpu_level()))
                : "this CPU has neither AVX512_BF16 nor AMX-BF16 (Intel since Cooper Lake, AMD "
                  "since Zen 4 have them)";
   return available;
