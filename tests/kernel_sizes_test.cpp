@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "bounds.h"
+#include "matmul_check.h"
 #include "test_util.h"
 #include "xsa/ops/matmul_bf16.h"
 #include "xsa/ops/ops.h"
@@ -43,39 +44,13 @@ TEST(KernelSizes, MatmulMatchesReference) {
   for (Shape s : {Shape{65, 128, 384}, Shape{65, 256, 1024}, Shape{65, 1024, 256},
                   Shape{17, 768, 2304}, Shape{1, 768, 2304}}) {
     SCOPED_TRACE(testing::Message() << "N=" << s.N << " in=" << s.in << " out=" << s.out);
-    Vec x = random_vector(s.N * s.in, 1), w = random_vector(s.out * s.in, 2, 0.02),
-        dout = random_vector(s.N * s.out, 3), dw0 = random_vector(s.out * s.in, 4, 0.1);
-    Vec y_ref(s.N * s.out), dx_ref(s.N * s.in), dw_ref = dw0;
-    ref::matmul_forward(y_ref.data(), x.data(), w.data(), s.N, s.in, s.out);
-    ref::matmul_backward(dx_ref.data(), dw_ref.data(), dout.data(), x.data(), w.data(), s.N, s.in,
-                         s.out);
-
-    auto xf = cast_vector<float>(x), wf = cast_vector<float>(w), doutf = cast_vector<float>(dout);
-    FVec yf(s.N * s.out), dxf(s.N * s.in), dwf = cast_vector<float>(dw0);
-    ops::matmul_forward(yf.data(), xf.data(), wf.data(), s.N, s.in, s.out);
-    ops::matmul_backward(dxf.data(), dwf.data(), doutf.data(), xf.data(), wf.data(), s.N, s.in,
-                         s.out);
-    const double u = kFloatRoundoff;
-    Vec dx_bound, dw_bound;
-    test::matmul_backward_bound(dx_bound, dw_bound, dout, x, w, dw0, s.N, s.in, s.out, u);
-    EXPECT_TRUE(
-        within(yf, y_ref, test::matmul_forward_bound(x, w, s.N, s.in, s.out, nullptr, u), "y"));
-    EXPECT_TRUE(within(dxf, dx_ref, dx_bound, "dx"));
-    EXPECT_TRUE(within(dwf, dw_ref, dw_bound, "dw"));
-
-    // accumulate = true adds onto what is there
-    FVec acc = cast_vector<float>(dout);
-    ops::matmul_forward(acc.data(), xf.data(), wf.data(), s.N, s.in, s.out, true);
-    Vec acc_ref(s.N * s.out);
-    for (size_t i = 0; i < acc_ref.size(); i++) acc_ref[i] = y_ref[i] + dout[i];
-    EXPECT_TRUE(within(acc, acc_ref, test::matmul_forward_bound(x, w, s.N, s.in, s.out, &dout, u),
-                       "y accumulated"));
+    const test::MatmulCase m = test::check_matmul(s.N, s.in, s.out, 0.02, 0.1);
 
     // Without dinp only the weight gradient accumulates, the same as with it.
-    FVec dw_only = cast_vector<float>(dw0);
-    ops::matmul_backward<float>(nullptr, dw_only.data(), doutf.data(), xf.data(), wf.data(), s.N,
-                                s.in, s.out);
-    EXPECT_TRUE(within(dw_only, dw_ref, dw_bound, "dw alone"));
+    FVec dw_only = cast_vector<float>(m.dw0);
+    ops::matmul_backward<float>(nullptr, dw_only.data(), m.doutf.data(), m.xf.data(), m.wf.data(),
+                                s.N, s.in, s.out);
+    EXPECT_TRUE(within(dw_only, m.dw_ref, m.dw_bound, "dw alone"));
   }
 }
 

@@ -13,6 +13,7 @@
 #include <functional>
 
 #include "bounds.h"
+#include "matmul_check.h"
 #include "test_util.h"
 #include "xsa/ops/reference.h"
 #include "xsa/ops/vmath.h"
@@ -68,50 +69,24 @@ TEST(Matmul, ForwardBackwardMatchReference) {
   for (Shape s : {Shape{1, 1, 1}, Shape{1, 5, 3}, Shape{1, 384, 401}, Shape{5, 7, 3},
                   Shape{33, 17, 65}, Shape{64, 48, 144}}) {
     SCOPED_TRACE(testing::Message() << "N=" << s.N << " in=" << s.in << " out=" << s.out);
-    Vec x = random_vector(s.N * s.in, 1), w = random_vector(s.out * s.in, 2),
-        dout = random_vector(s.N * s.out, 3);
-    Vec dw0 = random_vector(s.out * s.in, 4);  // gradients accumulate into what is there
-    Vec y_ref(s.N * s.out), dx_ref(s.N * s.in), dw_ref = dw0;
-    ref::matmul_forward(y_ref.data(), x.data(), w.data(), s.N, s.in, s.out);
-    ref::matmul_backward(dx_ref.data(), dw_ref.data(), dout.data(), x.data(), w.data(), s.N, s.in,
-                         s.out);
-
-    auto xf = cast_vector<float>(x), wf = cast_vector<float>(w), doutf = cast_vector<float>(dout);
-    std::vector<float> yf(s.N * s.out), dxf(s.N * s.in), dwf = cast_vector<float>(dw0);
-    ops::matmul_forward(yf.data(), xf.data(), wf.data(), s.N, s.in, s.out);
-    ops::matmul_backward(dxf.data(), dwf.data(), doutf.data(), xf.data(), wf.data(), s.N, s.in,
-                         s.out);
-    const double u = kFloatRoundoff;
-    Vec dx_bound, dw_bound;
-    test::matmul_backward_bound(dx_bound, dw_bound, dout, x, w, dw0, s.N, s.in, s.out, u);
-    EXPECT_TRUE(
-        within(yf, y_ref, test::matmul_forward_bound(x, w, s.N, s.in, s.out, nullptr, u), "y"));
-    EXPECT_TRUE(within(dxf, dx_ref, dx_bound, "dx"));
-    EXPECT_TRUE(within(dwf, dw_ref, dw_bound, "dw"));
-
-    // accumulate = true adds onto the output
-    std::vector<float> acc = cast_vector<float>(dout);
-    ops::matmul_forward(acc.data(), xf.data(), wf.data(), s.N, s.in, s.out, true);
-    Vec acc_ref(s.N * s.out);
-    for (size_t i = 0; i < acc_ref.size(); i++) acc_ref[i] = y_ref[i] + dout[i];
-    EXPECT_TRUE(within(acc, acc_ref, test::matmul_forward_bound(x, w, s.N, s.in, s.out, &dout, u),
-                       "y accumulated"));
+    const test::MatmulCase m = test::check_matmul(s.N, s.in, s.out);
 
     // accumulate = false overwrites the weight gradient (what was there, NaN here, is not read):
     // the product alone, to the bit what accumulating onto zeros gives
-    std::vector<float> dw_new(dwf.size(), std::numeric_limits<float>::quiet_NaN()),
-        dw_onto_zero(dwf.size(), 0.0f);
-    ops::matmul_backward<float>(nullptr, dw_new.data(), doutf.data(), xf.data(), wf.data(), s.N,
-                                s.in, s.out, false);
-    ops::matmul_backward<float>(nullptr, dw_onto_zero.data(), doutf.data(), xf.data(), wf.data(),
-                                s.N, s.in, s.out, true);
+    std::vector<float> dw_new(m.dw0.size(), std::numeric_limits<float>::quiet_NaN()),
+        dw_onto_zero(m.dw0.size(), 0.0f);
+    ops::matmul_backward<float>(nullptr, dw_new.data(), m.doutf.data(), m.xf.data(), m.wf.data(),
+                                s.N, s.in, s.out, false);
+    ops::matmul_backward<float>(nullptr, dw_onto_zero.data(), m.doutf.data(), m.xf.data(),
+                                m.wf.data(), s.N, s.in, s.out, true);
     EXPECT_EQ(dw_new, dw_onto_zero);
 
     Vec y64(s.N * s.out);
-    ops::matmul_forward(y64.data(), x.data(), w.data(), s.N, s.in, s.out);
-    EXPECT_TRUE(within(y64, y_ref,
-                       test::matmul_forward_bound(x, w, s.N, s.in, s.out, nullptr, kDoubleRoundoff),
-                       "y in float64"));
+    ops::matmul_forward(y64.data(), m.x.data(), m.w.data(), s.N, s.in, s.out);
+    EXPECT_TRUE(
+        within(y64, m.y_ref,
+               test::matmul_forward_bound(m.x, m.w, s.N, s.in, s.out, nullptr, kDoubleRoundoff),
+               "y in float64"));
   }
 }
 
