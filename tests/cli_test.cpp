@@ -133,6 +133,26 @@ TEST_F(Cli, ConfigFileSetsOptionsAndTheCommandLineWins) {
   EXPECT_NE(info.out.find("layers:      3"), std::string::npos) << info.out;
   EXPECT_NE(info.out.find("heads:       4"), std::string::npos) << info.out;
   EXPECT_NE(info.out.find("attention:   sa"), std::string::npos) << info.out;
+
+  // compare and sweep read such files too (compare has no --attn: its variants set attention); a
+  // key that is not an option of the command is refused with the file's name.
+  write("cmp.toml",
+        "layers = 3\nheads = 2\nembd = 16\nseq-len = 16\nbatch = 2\nsteps = 3\nthreads = 1\n");
+  r = xsa(
+      "compare --config cmp.toml --data data.txt --steps 2 --val-every 0 --quiet --out cmp_cfg");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::string report = read_file(work_dir() / "cmp_cfg" / "report.md");
+  EXPECT_NE(report.find("3 layers, 2 heads, width 16, context 16, batch 2, 2 steps"),
+            std::string::npos)
+      << report;
+  write("bad.toml", "layers = 3\nlayer_count = 2\n");
+  for (const char* command : {"train", "compare", "sweep"}) {
+    r = xsa(std::string(command) + " --config bad.toml --data data.txt --quiet");
+    EXPECT_EQ(r.status, 1);
+    EXPECT_EQ(r.err, std::string("xsa: error: --config bad.toml: 'layer_count' is not an option of "
+                                 "xsa ") +
+                         command + " (xsa " + command + " --help lists them)\n");
+  }
 }
 
 // With a constant learning rate the schedule does not depend on --steps, so a run stopped at step
@@ -580,7 +600,9 @@ TEST_F(Cli, PrecisionInCompareSweepEvalAndSample) {
 TEST_F(Cli, Gpt2ArchitectureImportExportAndInitFrom) {
   Result r = xsa("train --data data.txt " + kSmall + " --arch gpt2 --attn sa --steps 6 --out g2");
   ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_NE(xsa("info g2").out.find("arch:        gpt2"), std::string::npos);
+  const std::string info = xsa("info g2").out;
+  EXPECT_NE(info.find("arch:        gpt2"), std::string::npos) << info;
+  EXPECT_EQ(info.find("rope_theta"), std::string::npos) << "learned positions: no RoPE base";
   r = xsa("export llmc g2 g2.bin");
   ASSERT_EQ(r.status, 0) << r.err;
   r = xsa("import llmc g2.bin --out g2_back");

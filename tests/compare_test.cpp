@@ -215,6 +215,12 @@ TEST(Compare, TwinsAreTwinsAndTheReportHoldsItsFields) {
   for (const char* f : {"report.md", "val_loss.svg", "delta_vs_sa.svg", "similarity_bias.svg"})
     EXPECT_TRUE(fs::exists(dir / "report" / f)) << f;
   EXPECT_TRUE(fs::exists(dir / "report/arms/xsa-seed2"));
+  // The table says how its timing columns are measured; the plot's title reads as it should.
+  const std::string md = read_file(dir / "report/report.md");
+  const size_t table_end = md.find("\n\n", md.find("| variant"));
+  EXPECT_EQ(md.find(kTimingNote), table_end + 1) << md;
+  EXPECT_NE(read_file(dir / "report/similarity_bias.svg").find("Attention similarity bias: mean"),
+            std::string::npos);
   // An interrupted run (seed 2 unfinished, no report yet) resumes: seed 1 comes from its file, seed
   // 2 is trained again, and the results are those of the uninterrupted run.
   fs::remove(dir / "report/report.json");

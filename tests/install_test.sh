@@ -21,5 +21,5 @@ grep -q "^validation loss" "$work/out.txt"
 export PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig:$work/prefix/lib/$(gcc -dumpmachine)/pkgconfig"
 c++ -O2 "$source/examples/attention_kernel.cpp" -o "$work/attention_pc" \
   $(pkg-config --cflags --libs xsa)
-LD_LIBRARY_PATH="$(pkg-config --variable=libdir xsa)" "$work/attention_pc"
+"$work/attention_pc"  # the .pc file carries the rpath: no LD_LIBRARY_PATH
 echo "install, find_package(xsa) and pkg-config: all examples built and ran"

@@ -277,6 +277,10 @@ bool joined = false;
 
 }  // namespace
 
+bool stdout_is_interactive() {
+  return isatty(STDOUT_FILENO) && launched_tasks() == 0;
+}
+
 Comm& world_comm() {
   return *world;
 }

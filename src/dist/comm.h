@@ -76,6 +76,9 @@ void join_launched_job(int* argc, char*** argv);
 void leave_job();
 // Ends every process of the job with `code` at once (after an error on one rank).
 [[noreturn]] void abort_job(int code);
+// Whether stdout is a terminal someone watches, so progress may redraw one line with '\r': not
+// under a launcher, which hands each rank a pseudo-terminal even when its output goes to a file.
+bool stdout_is_interactive();
 // Whether this build speaks MPI, and the library's version line.
 bool built_with_mpi();
 std::string mpi_library_version();

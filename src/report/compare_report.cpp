@@ -160,7 +160,7 @@ std::vector<std::string> write_plots(const fs::path& out, const CompareReport& r
       }
       add(write_plot(
           (out / "similarity_bias").string(),
-          svg_line_chart("Attention similarity r.bias: mean cos(y_i, v_i) per layer (seed 1)",
+          svg_line_chart("Attention similarity bias: mean cos(y_i, v_i) per layer (seed 1)",
                          "layer", "cos(y, v)", per_layer, true)));
     }
   }
@@ -238,6 +238,7 @@ std::string write_compare_report(const fs::path& out, const CompareReport& r,
         fmt_or_dash("{:.3f}", s.p_value), s.verdict, mean(ms), 100 * s.overhead_vs_sa, mean(tok),
         r.peak_mb[&s - &result.summary[0]]);
   }
+  md += kTimingNote;
   if (!r.eval_data.empty()) {
     md +=
         "\nFurther evaluation sets (mean loss over seeds; Δ to SA). The sign of an effect can "

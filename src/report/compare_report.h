@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "xsa/analysis/similarity_bias.h"
+#include "xsa/config/run_config.h"
 #include "xsa/model/config.h"
-#include "xsa/train/run_config.h"
 
 namespace xsa {
 
@@ -72,6 +72,13 @@ ArmResult arm_from_json(const nlohmann::json& j);  // throws nlohmann::json::exc
 
 // The results of one variant, seed by seed.
 std::vector<const ArmResult*> arms_of(const CompareResult& result, const std::string& variant);
+
+// The paragraph after report.md's table (and after the table `compare` prints): how the timing
+// columns are measured, since their ratio need not equal the overhead column.
+inline constexpr const char* kTimingNote =
+    "\nms/step and tokens/s: each arm's median step, averaged over seeds. overhead vs SA: the "
+    "median over interleaved steps of the arm's step time over SA's, minus 1; it cancels the "
+    "machine's drift, which the ratio of the ms/step column keeps.\n";
 
 // Writes report.md, report.json and the plots into `out`; returns the text of report.md.
 std::string write_compare_report(const std::filesystem::path& out, const CompareReport& r,

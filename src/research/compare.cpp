@@ -1,7 +1,5 @@
 #include "xsa/research/compare.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -9,14 +7,17 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <span>
+#include <string_view>
 
 #include "xsa/analysis/similarity_bias.h"
 #include "xsa/dist/agree.h"
+#include "xsa/dist/comm.h"
 #include "xsa/eval/evaluate.h"
 #include "xsa/eval/suite.h"
 #include "xsa/io/checkpoint.h"
 #include "xsa/tokenizer/tokenizer.h"
-#include "xsa/train/schedule.h"
+#include "xsa/train/training_run.h"
 #include "xsa/util/error.h"
 #include "xsa/util/files.h"
 #include "xsa/util/fmt.h"
@@ -218,14 +219,6 @@ int validation_batches(const Setup& s, const TokenStream& stream, int step_batch
                          step_batches * s.shape.accumulation * s.shape.world);
 }
 
-// The mean loss over n batches of `stream`, dealt round-robin over the processes.
-double shared_loss(const Setup& s, Gpt<float>& model, const TokenStream& stream, int n) {
-  const LossSum part = sum_loss(model, stream, n, s.comm->rank(), s.comm->size());
-  double sums[2] = {part.total, (double)part.tokens};
-  s.comm->all_reduce(sums, 2);
-  return sums[1] > 0 ? sums[0] / sums[1] : NAN;
-}
-
 // Every rank prepares its own copy (its data); rank 0 alone checks and clears the report folder.
 void prepare(const CompareConfig& cfg, Comm& comm, Setup& s) {
   const RunConfig& run = cfg.run;
@@ -247,22 +240,12 @@ void prepare(const CompareConfig& cfg, Comm& comm, Setup& s) {
   if (comm.is_root() && run.force)  // start over: finished seeds of an interrupted run go too
     for (int k = 0; k < 1000; k++) fs::remove(out / fmt::format("seed-{}.json", run.seed + k), ec);
 
-  const int B = run.batch, T = cfg.model.seq_len;
-  s.shape = step_shape(run, T, comm.size());
   // --precision bf16 (or @bf16) where the CPU cannot: said before anything runs.
   for (const Variant& v : s.variants) variant_backend(run, v);
-  s.threads = set_thread_count(run.threads, comm.local_size());
-  std::optional<TokenizerKind> tokenizer;
-  if (!run.tokenizer.empty()) tokenizer = parse_tokenizer(run.tokenizer);
-  s.data = open_dataset(run.data, tokenizer, run.val_fraction,
-                        s.shape.rows_per_process() * comm.size(), T, run.vocab_dir);
-  if (!run.init_from.empty() && s.data.tokenizer != cfg.model.tokenizer)
-    fail("--init-from {} was trained with the {} tokenizer, but the data is {}", run.init_from,
-         to_string(cfg.model.tokenizer), to_string(s.data.tokenizer));
-  s.base = cfg.model;
-  s.base.tokenizer = s.data.tokenizer;
-  s.base.vocab_size = vocab_size_of(s.data.tokenizer);
-  s.base.padded_vocab = pad_vocab(s.base.vocab_size);
+  RunInputs in = prepare_run(cfg.model, run, comm);
+  s.shape = in.shape, s.threads = in.threads, s.base = in.model, s.n_val = in.val_batches;
+  s.data = std::move(in.data);
+  const int B = run.batch, T = cfg.model.seq_len;
   check_memory(s, B, T);
   // Only the options that change the numbers: threads, the output folder or logging do not. The
   // step's size is counted in tokens, so the same comparison on other process counts resumes.
@@ -276,7 +259,6 @@ void prepare(const CompareConfig& cfg, Comm& comm, Setup& s) {
                 {"eval_data", cfg.eval_data}};
   for (const std::string& path : cfg.eval_data)
     s.evals.push_back(open_dataset(path, s.data.tokenizer, 0, B, T, run.vocab_dir));
-  s.n_val = validation_batches(s, s.data.val, run.val_batches);
   if (!cfg.eval_suite.empty()) {
     s.suite = find_suite_files(cfg.eval_suite, /*skip_bad_lines=*/true);
     const auto tokenizer = make_tokenizer(s.base.tokenizer, run.vocab_dir);
@@ -350,74 +332,104 @@ std::vector<Arm> make_arms(const CompareConfig& cfg, const Setup& s, uint64_t se
   return arms;
 }
 
+// What compare does around the loop for one seed's arms: each arm's fingerprint of the batches
+// it saw, its step times, losses and validation curve, the step time of each arm over SA's, the
+// progress line and the stop at a non-finite step or a signal.
+class CompareObserver : public RunObserver {
+ public:
+  CompareObserver(const CompareConfig& cfg, const Setup& s, std::vector<Arm>& arms, uint64_t seed,
+                  int seed_index, std::vector<std::vector<double>>& overhead,
+                  clock_type::time_point start)
+      : cfg_(cfg),
+        s_(s),
+        arms_(arms),
+        seed_(seed),
+        seed_index_(seed_index),
+        overhead_(overhead),
+        start_(start),
+        tty_(!cfg.run.quiet && stdout_is_interactive()),
+        ms_this_(arms.size()) {}
+
+  void batch_read(size_t k, std::span<const int32_t> inputs) override {
+    // Over the whole step's batch, every process's share in rank order: the bytes one process
+    // would hash.
+    Arm& a = arms_[k];
+    const std::string mine((const char*)inputs.data(), inputs.size() * sizeof(int32_t));
+    for (const std::string& share :
+         s_.comm->size() > 1 ? s_.comm->all_gather(mine) : std::vector<std::string>{mine})
+      a.result.batches_hash = fnv1a(share.data(), share.size(), a.result.batches_hash);
+  }
+
+  void arm_stepped(const ArmStep& st) override {
+    Arm& a = arms_[st.arm];
+    const StepResult& r = *st.result;
+    if (!r.finite)
+      throw AgreedError(fmt::format(
+          "{} (seed {}): loss or gradient norm became {} at step {} (lr {:.3g})", a.variant.name,
+          seed_, std::isnan(r.loss) || std::isnan(r.grad_norm) ? "NaN" : "infinite", st.done,
+          st.lr));
+    ms_this_[st.arm] = st.ms;
+    a.ms.push_back(st.ms);
+    a.losses.push_back(r.loss);
+    a.result.train_curve.push_back({st.done, r.loss});
+  }
+
+  void stepped(int64_t, double) override {
+    for (size_t k = 1; k < arms_.size(); k++) overhead_[k].push_back(ms_this_[k] / ms_this_[0]);
+  }
+
+  void validated(int64_t step, const std::vector<double>& losses) override {
+    for (size_t k = 0; k < arms_.size(); k++)
+      arms_[k].result.val_curve.push_back({step, losses[k]});
+  }
+
+  void step_finished(int64_t done, bool val_now) override {
+    const RunConfig& run = cfg_.run;
+    if (run.quiet || !(tty_ || val_now || done % run.log_every == 0)) return;
+    const double spent = std::chrono::duration<double>(clock_type::now() - start_).count();
+    const double total = (double)run.steps * cfg_.seeds,
+                 so_far = (double)seed_index_ * run.steps + done;
+    std::string line = fmt::format("seed {} step {}/{}", seed_, done, run.steps);
+    for (const Arm& a : arms_) {
+      line += fmt::format(" | {} {:.4f}", a.variant.name, a.losses.back());
+      if (val_now && std::isfinite(a.result.val_curve.back().second))
+        line += fmt::format(" (val {:.4f})", a.result.val_curve.back().second);
+    }
+    line += fmt::format(" | ETA {:.0f}s", spent / so_far * (total - so_far));
+    std::printf("%s%s%s", tty_ ? "\r\033[K" : "", line.c_str(), tty_ && !val_now ? "" : "\n");
+    std::fflush(stdout);
+  }
+
+  std::string stopping(int64_t done) override {
+    if (tty_) std::printf("\n");
+    return fmt::format(
+        "stopped at seed {}, step {} of {}; the seeds finished before it are kept in {}; run the "
+        "same command again to continue from seed {}",
+        seed_, done, cfg_.run.steps, cfg_.run.out, seed_);
+  }
+
+ private:
+  const CompareConfig& cfg_;
+  const Setup& s_;
+  std::vector<Arm>& arms_;
+  const uint64_t seed_;
+  const int seed_index_;
+  std::vector<std::vector<double>>& overhead_;
+  const clock_type::time_point start_;
+  const bool tty_;
+  std::vector<double> ms_this_;
+};
+
 // Steps every arm of a seed interleaved, rotating who goes first so the timing stays fair;
 // appends each step's ms / ms(SA) per variant to overhead.
 void train_arms(const CompareConfig& cfg, const Setup& s, std::vector<Arm>& arms, uint64_t seed,
                 int seed_index, std::vector<std::vector<double>>& overhead,
                 clock_type::time_point start) {
-  const RunConfig& run = cfg.run;
-  const bool tty = !run.quiet && isatty(STDOUT_FILENO);
-  const LrSchedule schedule{run.lr, run.min_lr_fraction, run.warmup_steps(), run.steps};
-  const size_t rows = (size_t)s.shape.rows_per_process() * s.shape.T;
-  std::vector<int32_t> inputs(rows), targets(rows);
-  auto validate_all = [&](int64_t step) {
-    for (Arm& a : arms)
-      a.result.val_curve.push_back(
-          {step, s.n_val ? shared_loss(s, *a.model, s.data.val, s.n_val) : NAN});
-  };
-  validate_all(0);
-  for (int64_t step = 0; step < run.steps; step++) {
-    const double lr = schedule.at(step);
-    std::vector<double> ms_this(arms.size());
-    for (size_t i = 0; i < arms.size(); i++) {
-      const size_t k = (i + step) % arms.size();
-      Arm& a = arms[k];
-      const auto t0 = clock_type::now();
-      a.loader->next(inputs.data(), targets.data());
-      // Over the whole step's batch, every process's share in rank order: the bytes one process
-      // would hash.
-      const std::string mine((const char*)inputs.data(), inputs.size() * sizeof(int32_t));
-      for (const std::string& share :
-           s.comm->size() > 1 ? s.comm->all_gather(mine) : std::vector<std::string>{mine})
-        a.result.batches_hash = fnv1a(share.data(), share.size(), a.result.batches_hash);
-      const StepResult r = a.step->run(inputs.data(), targets.data(), lr, step + 1,
-                                       s.shape.accumulation, s.shape.tokens());
-      if (!r.finite)
-        throw AgreedError(fmt::format(
-            "{} (seed {}): loss or gradient norm became {} at step {} (lr {:.3g})", a.variant.name,
-            seed, std::isnan(r.loss) || std::isnan(r.grad_norm) ? "NaN" : "infinite", step + 1,
-            lr));
-      ms_this[k] = std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
-      a.ms.push_back(ms_this[k]);
-      a.losses.push_back(r.loss);
-      a.result.train_curve.push_back({step + 1, r.loss});
-    }
-    for (size_t k = 1; k < arms.size(); k++) overhead[k].push_back(ms_this[k] / ms_this[0]);
-    const int64_t done = step + 1;
-    if (const int signal = agreed_stop_signal(*s.comm)) {  // every rank stops at the same step
-      if (tty) std::printf("\n");
-      throw Interrupted(signal, fmt::format("stopped at seed {}, step {} of {}; the seeds finished "
-                                            "before it are kept in {}; run the same command again "
-                                            "to continue from seed {}",
-                                            seed, done, run.steps, run.out, seed));
-    }
-    const bool val_now = (run.val_every > 0 && done % run.val_every == 0) || done == run.steps;
-    if (val_now) validate_all(done);
-    if (!run.quiet && (tty || val_now || done % run.log_every == 0)) {
-      const double spent = std::chrono::duration<double>(clock_type::now() - start).count();
-      const double total = (double)run.steps * cfg.seeds,
-                   so_far = (double)seed_index * run.steps + done;
-      std::string line = fmt::format("seed {} step {}/{}", seed, done, run.steps);
-      for (const Arm& a : arms) {
-        line += fmt::format(" | {} {:.4f}", a.variant.name, a.losses.back());
-        if (val_now && std::isfinite(a.result.val_curve.back().second))
-          line += fmt::format(" (val {:.4f})", a.result.val_curve.back().second);
-      }
-      line += fmt::format(" | ETA {:.0f}s", spent / so_far * (total - so_far));
-      std::printf("%s%s%s", tty ? "\r\033[K" : "", line.c_str(), tty && !val_now ? "" : "\n");
-      std::fflush(stdout);
-    }
-  }
+  TrainingRun training(cfg.run, s.shape, *s.comm, s.data.val, s.n_val);
+  for (Arm& a : arms) training.add_arm({a.step.get(), a.loader.get()});
+  CompareObserver observer(cfg, s, arms, seed, seed_index, overhead, start);
+  training.add_observer(&observer);
+  training.run({0, /*validate_first=*/true, /*rotate=*/true});
 }
 
 fs::path arm_folder(const fs::path& out, const std::string& variant, uint64_t seed) {
@@ -437,7 +449,7 @@ void finish_arms(const CompareConfig& cfg, const Setup& s, std::vector<Arm>& arm
     for (const Dataset& e : s.evals) {
       const TokenStream& st = e.val.size() > (size_t)T ? e.val : e.train;
       a.result.eval_losses.push_back(
-          shared_loss(s, *a.model, st, validation_batches(s, st, run.val_batches)));
+          shared_loss(*s.comm, *a.model, st, validation_batches(s, st, run.val_batches)));
     }
     if (s.comm->is_root())
       for (size_t t = 0; t < s.suite.files.size(); t++)
@@ -711,7 +723,9 @@ CompareResult compare(const CompareConfig& requested) {
   if (!s.suite.files.empty()) append_suite_report(out, s, suite_names, suite_results, run.quiet);
   if (!run.quiet) {
     const size_t table = md.find("| variant");
-    std::string shown = md.substr(table, md.find("\n\n", table) - table);
+    const size_t note = md.find(kTimingNote, table);  // the table, then its note
+    const size_t shown_end = note + std::string_view(kTimingNote).size() - 1;
+    std::string shown = md.substr(table, shown_end - table);
     if (const size_t precision = md.find("## Precision"); precision != std::string::npos)
       shown += "\n\n" + md.substr(precision, md.find("\n\n![", precision) - precision);
     std::printf("\n%s\nreport: %s (report.md, report.json, plot files)\n", shown.c_str(),

@@ -26,6 +26,7 @@ struct CompareArgs {
 
 // The options of compare, shared by sweep.
 void add_compare_options(CLI::App* cmd, CompareArgs& a) {
+  cmd->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);  // --config's
   ModelConfig& m = a.cfg.model;
   RunConfig& r = a.cfg.run;
   add_training_options(cmd, r);

@@ -32,7 +32,7 @@ void add_info_command(CLI::App& root) {
       const int world = state.value("world_size", 1);
       const int64_t step_tokens = run.value("total_batch_tokens", (int64_t)0) > 0
                                       ? run.value("total_batch_tokens", (int64_t)0)
-                                      : (int64_t)run.value("batch", 0) * cfg.seq_len;
+                                      : (int64_t)run.value("batch", 0) * cfg.seq_len * world;
       std::printf(
           "trained on:  %d process%s%s; %lld tokens per step (%d rows x %d accumulation x %d)\n",
           world, world == 1 ? "" : "es", run.value("zero", 0) == 1 && world > 1 ? ", ZeRO-1" : "",
@@ -48,8 +48,8 @@ void add_info_command(CLI::App& root) {
     std::printf(
         "layers:      %d\nheads:       %d (head dim %d)\nembd:        %d\nseq_len:     %d\n",
         cfg.n_layer, cfg.n_head, cfg.head_dim(), cfg.n_embd, cfg.seq_len);
-    std::printf("rope_theta:  %g\nparameters:  %lld\n", cfg.rope_theta,
-                (long long)parameter_count(cfg));
+    if (cfg.positions == Positions::rope) std::printf("rope_theta:  %g\n", cfg.rope_theta);
+    std::printf("parameters:  %lld\n", (long long)parameter_count(cfg));
     // The run's last losses, from metrics.jsonl beside the checkpoints.
     std::ifstream metrics(ckpt.parent_path() / "metrics.jsonl");
     nlohmann::json last_train, last_val;

@@ -59,10 +59,6 @@ ModelConfig init_from_model(const CLI::App& cmd, const ModelConfig& requested, R
 void add_train_command(CLI::App& root) {
   auto* cmd = root.add_subcommand("train", "Train an xsa-gpt model (SA or XSA) on a text file");
   auto a = std::make_shared<TrainArgs>();
-  // Read in main (expand_config_file) before parsing; declared here for --help.
-  cmd->add_option(
-      "--config",
-      "Read options from a TOML/INI file (key = value, e.g. layers = 4); the command line wins");
   cmd->option_defaults()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   ModelConfig& m = a->model;
   RunConfig& r = a->run;

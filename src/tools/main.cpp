@@ -16,12 +16,15 @@
 
 namespace {
 
-// `xsa CMD --config FILE ...`: the file's `key = value` lines (TOML or INI, read by CLI11's own
-// parser) become `--key value` arguments placed before the command line's, so the command line
-// wins. Done here because CLI11 2.1 does not apply config files given to a subcommand.
-std::vector<std::string> expand_config_file(std::vector<std::string> args) {
-  if (args.size() < 2 || args[1] != "train")
+// `xsa CMD --config FILE ...` for the commands that train (train, compare, sweep): the file's
+// `key = value` lines (TOML or INI, read by CLI11's own parser) become `--key value` arguments
+// placed before the command line's, so the command line wins; a key that is not an option of CMD
+// is refused with the file's name. Done here because CLI11 2.1 does not apply config files given
+// to a subcommand.
+std::vector<std::string> expand_config_file(std::vector<std::string> args, const CLI::App& app) {
+  if (args.size() < 2 || (args[1] != "train" && args[1] != "compare" && args[1] != "sweep"))
     return args;  // (bench's --config names a model config)
+  const CLI::App* command = app.get_subcommand(args[1]);
   for (size_t i = 2; i < args.size(); i++) {
     std::string path;
     size_t erase = 0;
@@ -42,6 +45,9 @@ std::vector<std::string> expand_config_file(std::vector<std::string> args) {
     for (const CLI::ConfigItem& item : items) {
       if (item.name == "++" || item.name == "--" || item.inputs.empty())
         continue;  // section markers
+      if (item.name == "config" || !command->get_option_no_throw("--" + item.name))
+        xsa::fail("--config {}: '{}' is not an option of xsa {} (xsa {} --help lists them)", path,
+                  item.name, args[1], args[1]);
       if (item.inputs.size() == 1 && (item.inputs[0] == "true" || item.inputs[0] == "false")) {
         if (item.inputs[0] == "true") from_file.push_back("--" + item.name);
         continue;
@@ -110,7 +116,8 @@ int main(int argc, char** argv) {
   xsa::cli::add_tokenize_command(app);
   const xsa::Comm& comm = xsa::world_comm();
   try {
-    std::vector<std::string> args = expand_config_file(std::vector<std::string>(argv, argv + argc));
+    std::vector<std::string> args =
+        expand_config_file(std::vector<std::string>(argv, argv + argc), app);
     if (comm.size() > 1 && args.size() > 1 && args[1].rfind("-", 0) != 0 &&
         !runs_in_parallel(args[1]))
       throw xsa::AgreedError(fmt::format(

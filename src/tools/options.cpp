@@ -24,6 +24,10 @@ void add_model_options(CLI::App* cmd, ModelConfig& m) {
 }
 
 void add_training_options(CLI::App* cmd, RunConfig& r) {
+  // Read in main (expand_config_file) before parsing; declared here for --help.
+  cmd->add_option(
+      "--config",
+      "Read options from a TOML/INI file (key = value, e.g. layers = 4); the command line wins");
   for_each_run_option(r, [&](const RunOption& o, auto& field) {
     if (!(o.roles & kShared)) return;
     if constexpr (std::is_same_v<std::decay_t<decltype(field)>, bool>)

@@ -18,8 +18,8 @@
 #include "xsa/eval/evaluate.h"
 #include "xsa/io/checkpoint.h"
 #include "xsa/model/gpt.h"
-#include "xsa/train/schedule.h"
 #include "xsa/train/staged_comm.h"
+#include "xsa/train/training_run.h"
 #include "xsa/util/error.h"
 #include "xsa/util/files.h"
 #include "xsa/util/fmt.h"
@@ -325,6 +325,186 @@ fs::path save_training_state(Comm& comm, const fs::path& run_dir, int64_t step,
                          full_v.data(), state, replace);
 }
 
+namespace {
+
+// Everything xsa train does around the loop: metrics.jsonl, progress lines, validation records,
+// checkpoints, --skip-bad-steps and the stop at a non-finite step or a signal.
+class TrainObserver : public RunObserver {
+ public:
+  struct Context {
+    const RunConfig& run;
+    const ModelConfig& model_cfg;
+    const RunInputs& in;
+    Comm& comm;
+    Gpt<float>& model;
+    BatchLoader& loader;
+    Rng& rng;
+    const fs::path& run_dir;
+    MetricsLog* metrics;  // rank 0's
+    BadStepFilter* filter;
+    double elapsed_before;
+    int64_t first_step;
+  };
+  TrainObserver(Context c, int64_t skipped, TrainResult& result)
+      : c_(c),
+        root_(c.comm.is_root()),
+        speak_(root_ && !c.run.quiet),
+        tty_(speak_ && stdout_is_interactive()),
+        skipped_(skipped),
+        result_(result) {}
+
+  void arm_stepped(const ArmStep& s) override {
+    const StepResult& r = *s.result;
+    if (!r.skipped.empty()) {
+      skipped_++;
+      if (++skipped_in_a_row_ > kMaxSkippedInARow)
+        throw AgreedError(fmt::format(
+            "{} steps in a row skipped as bad (the last at step {}: {}); the run has diverged{}",
+            skipped_in_a_row_, s.done, r.skipped, intact_checkpoint_note(c_.run_dir)));
+      if (speak_)
+        std::printf("%sstep %lld: update skipped: %s\n", tty_ ? "\r\033[K" : "", (long long)s.done,
+                    r.skipped.c_str());
+    } else {
+      skipped_in_a_row_ = 0;
+      if (!r.finite) fail_not_finite(r, s.done, s.lr, c_.run_dir);
+    }
+    result_.final_loss = r.loss;
+    const double tok_s = c_.in.shape.tokens() / (s.ms / 1000.0);
+    if (root_) {
+      nlohmann::json record = {{"step", s.done},    {"loss", json_number(r.loss)},
+                               {"lr", s.lr},        {"grad_norm", json_number(r.grad_norm)},
+                               {"ms", s.ms},        {"tokens_per_s", tok_s},
+                               {"rss_mb", rss_mb()}};
+      if (!r.skipped.empty()) record["skipped"] = r.skipped;
+      c_.metrics->write(record);
+    }
+    if (speak_ && (tty_ || s.done % c_.run.log_every == 0 || s.done == c_.run.steps)) {
+      const double spent = seconds_since(start_);
+      print_progress(s.done, c_.run.steps, r, s.lr, s.ms, tok_s, spent / (s.done - c_.first_step),
+                     tty_);
+    }
+  }
+
+  void validated(int64_t step, const std::vector<double>& losses) override {
+    if (c_.in.val_batches == 0) return;
+    result_.final_val_loss = losses[0];
+    if (!root_) return;
+    c_.metrics->write({{"split", "val"}, {"step", step}, {"loss", losses[0]}});
+    if (speak_)
+      std::printf("%sstep %lld | val loss %.4f\n", tty_ ? "\r\033[K" : "", (long long)step,
+                  losses[0]);
+  }
+
+  void step_finished(int64_t done, bool) override {
+    result_.steps_done = done;
+    if ((c_.run.ckpt_every > 0 && done % c_.run.ckpt_every == 0) || done == c_.run.steps)
+      save(done);
+  }
+
+  std::string stopping(int64_t done) override {
+    if (saved_at_ != done) save(done);
+    if (tty_) std::printf("\n");
+    return fmt::format(
+        "stopped at step {} of {}; checkpoint {} saved; continue with xsa train --resume {}", done,
+        c_.run.steps, result_.last_checkpoint, c_.run_dir.string());
+  }
+
+  void save(int64_t at_step) {
+    const nlohmann::json st =
+        trainer_state(c_.run, c_.in.data, c_.loader.position(), c_.rng, at_step, c_.in.shape,
+                      c_.elapsed_before + seconds_since(start_), c_.filter, skipped_);
+    fs::path saved;
+    try {
+      saved = save_training_state(c_.comm, c_.run_dir, at_step, c_.model_cfg, c_.model.params(), st,
+                                  c_.run.force);
+    } catch (const Error& e) {
+      const auto newest = latest_checkpoint(c_.run_dir);
+      fail("{}; the newest complete checkpoint is {}", e.what(),
+           newest ? newest->string() : std::string("none"));
+    }
+    if (root_) result_.last_checkpoint = saved.string();
+    saved_at_ = at_step;
+  }
+
+  void finish() {
+    if (tty_) std::printf("\n");
+    if (speak_ && skipped_ > 0)
+      std::printf("%lld update(s) skipped as bad (--skip-bad-steps); see \"skipped\" in %s\n",
+                  (long long)skipped_, (c_.run_dir / "metrics.jsonl").string().c_str());
+    if (speak_ && !result_.last_checkpoint.empty())
+      std::printf("checkpoint: %s\n", result_.last_checkpoint.c_str());
+  }
+
+ private:
+  using clock = std::chrono::steady_clock;
+  static double seconds_since(clock::time_point t) {
+    return std::chrono::duration<double>(clock::now() - t).count();
+  }
+
+  Context c_;
+  const bool root_, speak_, tty_;
+  int64_t skipped_, skipped_in_a_row_ = 0, saved_at_ = -1;
+  TrainResult& result_;
+  const clock::time_point start_ = clock::now();
+};
+
+// Rank 0 owns the run folder (and its lock); the others learn where the run starts from it.
+RunStart open_run_folder_on_every_rank(Comm& comm, const RunConfig& run, const Dataset& data,
+                                       const std::string& resume_from) {
+  RunStart start{run.out, {}, {}, {}};
+  agree_on(comm, [&] {
+    if (comm.is_root()) start = open_run_folder(run, data, resume_from);
+  });
+  if (comm.size() > 1) {
+    start.resume_ckpt = comm.broadcast(start.resume_ckpt.string());
+    start.run_dir = comm.broadcast(start.run_dir.string());
+    start.state = nlohmann::json::parse(comm.broadcast(start.state.dump()));
+  }
+  return start;
+}
+
+// A resumed run's loop position, data position, random state and skipped-step record.
+LoopState resume_from_checkpoint(Comm& comm, const RunStart& start, const RunConfig& run,
+                                 ParamArena<float>& params, BatchLoader& loader, Rng& rng,
+                                 BadStepFilter* filter, int64_t& skipped) {
+  load_training_state(comm, start.resume_ckpt, params);
+  LoopState loop;
+  agree_on(comm, [&] {
+    loop = restore_loop(start, loader, rng);
+    if (filter && start.state.contains("bad_steps")) {
+      const std::string where = (start.resume_ckpt / "trainer.json").string();
+      try {
+        skipped = start.state.at("/bad_steps/skipped"_json_pointer).get<int64_t>();
+        filter->from_json(start.state.at("/bad_steps/filter"_json_pointer));
+      } catch (const std::exception& e) {
+        fail("{}: bad_steps is malformed: {}", where, e.what());
+      }
+    }
+    if (loop.step > run.steps)
+      fail("--steps {} is below the checkpoint's step {}", run.steps, loop.step);
+  });
+  return loop;
+}
+
+// A fresh run's weights: the seeded draw (the same on every rank), then --init-from's.
+void initialize_weights(Comm& comm, const RunConfig& run, const ModelConfig& cfg,
+                        ParamArena<float>& params, std::optional<InitialWeights>& init_weights) {
+  params.init(cfg, run.seed);
+  if (!init_weights) return;
+  agree_on(comm, [&] {
+    const auto fresh = init_weights->load(params);
+    init_weights.reset();  // its bytes are no longer needed
+    if (comm.is_root() && !run.quiet)
+      std::printf("initial weights: %s%s\n", run.init_from.c_str(),
+                  fresh.empty() ? ""
+                                : fmt::format(" ({} new tensor(s) at their initial values: {})",
+                                              fresh.size(), fmt::join(fresh, ", "))
+                                      .c_str());
+  });
+}
+
+}  // namespace
+
 TrainResult train(const ModelConfig& requested_model, const RunConfig& requested_run,
                   const std::string& resume_from) {
   Comm& comm = world_comm();
@@ -334,208 +514,62 @@ TrainResult train(const ModelConfig& requested_model, const RunConfig& requested
                            {"run", run_config_to_json(requested_run)},
                            {"resume", resume_from}});
   RunConfig run = requested_run;
-  const int T = requested_model.seq_len;
-  StepShape shape;
-  int threads = 0, n_val_batches = 0;
-  Dataset data;
-  ModelConfig model_cfg = requested_model;
+  RunInputs in;
   std::optional<InitialWeights> init_weights;  // --init-from: read once, checked, then loaded
   // Everything that can fail on bad input is checked before anything is written; each rank
   // checks what it reads itself (its data), and the ranks stop together.
   agree_on(comm, [&] {
-    requested_model.validate();
-    run.validate();
-    shape = step_shape(run, T, comm.size());
-    run.total_batch_tokens = shape.tokens();  // saved resolved, so a resume keeps the step's size
-    threads = set_thread_count(run.threads, comm.local_size());
-    std::optional<TokenizerKind> tokenizer;
-    if (!run.tokenizer.empty()) tokenizer = parse_tokenizer(run.tokenizer);
-    data = open_dataset(run.data, tokenizer, run.val_fraction,
-                        shape.rows_per_process() * comm.size(), T, run.vocab_dir);
-    if (!run.init_from.empty() && data.tokenizer != requested_model.tokenizer)
-      fail("--init-from {} was trained with the {} tokenizer, but the data is {}", run.init_from,
-           to_string(requested_model.tokenizer), to_string(data.tokenizer));
-    model_cfg.tokenizer = data.tokenizer;  // the vocabulary is the data's
-    model_cfg.vocab_size = vocab_size_of(data.tokenizer);
-    model_cfg.padded_vocab = pad_vocab(model_cfg.vocab_size);
+    in = prepare_run(requested_model, run, comm);
+    run.total_batch_tokens = in.shape.tokens();  // saved resolved: a resume keeps the step's size
     // --init-from is checked whole before the run folder is touched (--force clears it).
     if (!run.init_from.empty()) {
       init_weights.emplace(run.init_from, run.out, run.force && resume_from.empty());
-      init_weights->check(param_layout(model_cfg));
+      init_weights->check(param_layout(in.model));
     }
-    // --val-batches counts batches of the step's size, however the step is split.
-    if (run.val_batches > 0)
-      n_val_batches = val_batch_count(data.val, run.batch, T,
-                                      run.val_batches * shape.accumulation * shape.world);
   });
-  check_ranks_agree(comm, {{"train_tokens", data.train.size()}, {"val_tokens", data.val.size()}});
-  const bool speak = root && !run.quiet;
-  const bool tty = speak && isatty(STDOUT_FILENO);
-
+  check_ranks_agree(comm,
+                    {{"train_tokens", in.data.train.size()}, {"val_tokens", in.data.val.size()}});
   Backend<float>* backend = nullptr;
   agree_on(comm, [&] { backend = &backend_for(run); });
+  RunStart start = open_run_folder_on_every_rank(comm, run, in.data, resume_from);
 
-  // Rank 0 owns the run folder (and its lock); the others learn where the run starts from it.
-  RunStart start{run.out, {}, {}, {}};
-  agree_on(comm, [&] {
-    if (root) start = open_run_folder(run, data, resume_from);
-  });
-  if (comm.size() > 1) {
-    start.resume_ckpt = comm.broadcast(start.resume_ckpt.string());
-    start.run_dir = comm.broadcast(start.run_dir.string());
-    start.state = nlohmann::json::parse(comm.broadcast(start.state.dump()));
-  }
-  const fs::path& run_dir = start.run_dir;
-
-  Gpt<float> model(model_cfg, run.batch, T, GptMode::training, *backend);
+  const int T = in.model.seq_len;
+  Gpt<float> model(in.model, run.batch, T, GptMode::training, *backend);
   TrainStep trainer(model, optimizer_settings(run), {&comm, run.zero == 1, run.overlap});
-  BatchLoader loader(data.train, shape.rows_per_process(), T, run.shuffle, run.seed, comm.rank(),
-                     comm.size());
+  BatchLoader loader(in.data.train, in.shape.rows_per_process(), T, run.shuffle, run.seed,
+                     comm.rank(), comm.size());
   Rng rng(run.seed);
   std::optional<BadStepFilter> filter;
-  int64_t skipped = 0, skipped_in_a_row = 0;
   if (run.skip_bad_steps) trainer.set_bad_step_filter(&filter.emplace());
+  int64_t skipped = 0;
   LoopState loop;
-  if (!start.resume_ckpt.empty()) {
-    load_training_state(comm, start.resume_ckpt, model.params());
-    agree_on(comm, [&] {
-      loop = restore_loop(start, loader, rng);
-      if (filter && start.state.contains("bad_steps")) {
-        const std::string where = (start.resume_ckpt / "trainer.json").string();
-        try {
-          skipped = start.state.at("/bad_steps/skipped"_json_pointer).get<int64_t>();
-          filter->from_json(start.state.at("/bad_steps/filter"_json_pointer));
-        } catch (const std::exception& e) {
-          fail("{}: bad_steps is malformed: {}", where, e.what());
-        }
-      }
-      if (loop.step > run.steps)
-        fail("--steps {} is below the checkpoint's step {}", run.steps, loop.step);
-    });
-  } else {
-    model.params().init(model_cfg, run.seed);  // the same on every rank: a seeded draw per tensor
-    if (init_weights)
-      agree_on(comm, [&] {
-        const auto fresh = init_weights->load(model.params());
-        init_weights.reset();  // its bytes are no longer needed
-        if (speak)
-          std::printf("initial weights: %s%s\n", run.init_from.c_str(),
-                      fresh.empty() ? ""
-                                    : fmt::format(" ({} new tensor(s) at their initial values: "
-                                                  "{})",
-                                                  fresh.size(), fmt::join(fresh, ", "))
-                                          .c_str());
-      });
-  }
-  int64_t step = loop.step;
-
+  if (!start.resume_ckpt.empty())
+    loop = resume_from_checkpoint(comm, start, run, model.params(), loader, rng,
+                                  filter ? &*filter : nullptr, skipped);
+  else
+    initialize_weights(comm, run, in.model, model.params(), init_weights);
   std::optional<MetricsLog> metrics;
   agree_on(comm, [&] {
-    if (root) metrics.emplace(prepare_metrics(start, step));
+    if (root) metrics.emplace(prepare_metrics(start, loop.step));
   });
 
-  LrSchedule schedule{run.lr, run.min_lr_fraction, run.warmup_steps(), run.steps};
-  const size_t rows = (size_t)shape.rows_per_process() * T;
-  std::vector<int32_t> inputs(rows), targets(rows);
-  TrainResult result;
-
-  int64_t saved_at = -1;
-  auto save = [&](int64_t at_step, double elapsed) {
-    const nlohmann::json st = trainer_state(run, data, loader.position(), rng, at_step, shape,
-                                            elapsed, filter ? &*filter : nullptr, skipped);
-    fs::path saved;
-    try {
-      saved = save_training_state(comm, run_dir, at_step, model_cfg, model.params(), st, run.force);
-    } catch (const Error& e) {
-      const auto newest = latest_checkpoint(run_dir);
-      fail("{}; the newest complete checkpoint is {}", e.what(),
-           newest ? newest->string() : std::string("none"));
-    }
-    if (root) result.last_checkpoint = saved.string();
-    saved_at = at_step;
-  };
-  // Validation batches are dealt round-robin over the ranks and their sums added up.
-  auto validate_now = [&](int64_t at_step) {
-    if (n_val_batches == 0) return;
-    const LossSum part = sum_loss(model, data.val, n_val_batches, comm.rank(), comm.size());
-    double sums[2] = {part.total, (double)part.tokens};
-    comm.all_reduce(sums, 2);
-    const double val = sums[1] > 0 ? sums[0] / sums[1] : NAN;
-    result.final_val_loss = val;
-    if (!root) return;
-    metrics->write({{"split", "val"}, {"step", at_step}, {"loss", val}});
-    if (speak)
-      std::printf("%sstep %lld | val loss %.4f\n", tty ? "\r\033[K" : "", (long long)at_step, val);
-  };
-
-  if (speak) print_header(model_cfg, run, data, start, step, threads, shape);
-  if (step == 0) validate_now(0);
-  if (step >= run.steps && speak)
-    std::printf("nothing to train: the run is at step %lld of --steps %lld\n", (long long)step,
+  const bool speak = root && !run.quiet;
+  if (speak) print_header(in.model, run, in.data, start, loop.step, in.threads, in.shape);
+  if (loop.step >= run.steps && speak)
+    std::printf("nothing to train: the run is at step %lld of --steps %lld\n", (long long)loop.step,
                 (long long)run.steps);
-
-  using clock = std::chrono::steady_clock;
-  const auto t_start = clock::now();
-  const int64_t first_step = step;
-  double loss = NAN;
-  for (; step < run.steps; step++) {
-    const auto t0 = clock::now();
-    const double lr = schedule.at(step);
-    loader.next(inputs.data(), targets.data());
-    const StepResult r = trainer.run(inputs.data(), targets.data(), lr, step + 1,
-                                     shape.accumulation, shape.tokens());
-    const int64_t done = step + 1;
-    if (!r.skipped.empty()) {
-      skipped++;
-      if (++skipped_in_a_row > kMaxSkippedInARow)
-        throw AgreedError(fmt::format(
-            "{} steps in a row skipped as bad (the last at step {}: {}); the run has diverged{}",
-            skipped_in_a_row, done, r.skipped, intact_checkpoint_note(run_dir)));
-      if (speak)
-        std::printf("%sstep %lld: update skipped: %s\n", tty ? "\r\033[K" : "", (long long)done,
-                    r.skipped.c_str());
-    } else {
-      skipped_in_a_row = 0;
-      if (!r.finite) fail_not_finite(r, done, lr, run_dir);
-    }
-    loss = r.loss;
-    const double ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
-    const double tok_s = shape.tokens() / (ms / 1000.0);
-    if (root) {
-      nlohmann::json record = {{"step", done},      {"loss", json_number(loss)},
-                               {"lr", lr},          {"grad_norm", json_number(r.grad_norm)},
-                               {"ms", ms},          {"tokens_per_s", tok_s},
-                               {"rss_mb", rss_mb()}};
-      if (!r.skipped.empty()) record["skipped"] = r.skipped;
-      metrics->write(record);
-    }
-    if (speak && (tty || done % run.log_every == 0 || done == run.steps)) {
-      const double spent = std::chrono::duration<double>(clock::now() - t_start).count();
-      print_progress(done, run.steps, r, lr, ms, tok_s, spent / (done - first_step), tty);
-    }
-    if ((run.val_every > 0 && done % run.val_every == 0) || done == run.steps) validate_now(done);
-    const double elapsed =
-        loop.elapsed_before + std::chrono::duration<double>(clock::now() - t_start).count();
-    if ((run.ckpt_every > 0 && done % run.ckpt_every == 0) || done == run.steps)
-      save(done, elapsed);
-    // Every rank stops at the same step; one signalled at the last step simply finishes.
-    if (const int signal = done < run.steps ? agreed_stop_signal(comm) : 0) {
-      if (saved_at != done) save(done, elapsed);
-      if (tty) std::printf("\n");
-      throw Interrupted(signal,
-                        fmt::format("stopped at step {} of {}; checkpoint {} saved; continue with "
-                                    "xsa train --resume {}",
-                                    done, run.steps, result.last_checkpoint, run_dir.string()));
-    }
-  }
-  if (tty) std::printf("\n");
-  if (speak && skipped > 0)
-    std::printf("%lld update(s) skipped as bad (--skip-bad-steps); see \"skipped\" in %s\n",
-                (long long)skipped, (run_dir / "metrics.jsonl").string().c_str());
-  if (speak && !result.last_checkpoint.empty())
-    std::printf("checkpoint: %s\n", result.last_checkpoint.c_str());
-  result.steps_done = step;
-  result.final_loss = loss;
+  TrainResult result;
+  result.steps_done = loop.step;
+  result.final_loss = NAN;
+  TrainObserver observer(
+      {run, in.model, in, comm, model, loader, rng, start.run_dir, metrics ? &*metrics : nullptr,
+       filter ? &*filter : nullptr, loop.elapsed_before, loop.step},
+      skipped, result);
+  TrainingRun training(run, in.shape, comm, in.data.val, in.val_batches);
+  training.add_arm({&trainer, &loader});
+  training.add_observer(&observer);
+  training.run({loop.step, /*validate_first=*/true, /*rotate=*/false});
+  observer.finish();
   return result;
 }
 

@@ -15,7 +15,7 @@
 #include "xsa/model/config.h"
 #include "xsa/model/gpt.h"
 #include "xsa/model/params.h"
-#include "xsa/train/run_config.h"
+#include "xsa/config/run_config.h"
 #include "xsa/train/step.h"
 
 namespace xsa {

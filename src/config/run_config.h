@@ -49,9 +49,10 @@ struct RunConfig {
   bool quiet = false;      // no progress output (tests)
 
   int64_t warmup_steps() const { return warmup >= 0 ? warmup : steps / 20; }
-  // Tokens per optimizer step for sequences of T tokens (total_batch_tokens, or batch × T).
-  int64_t step_tokens(int T) const {
-    return total_batch_tokens > 0 ? total_batch_tokens : (int64_t)batch * T;
+  // Tokens per optimizer step for sequences of T tokens on `world` processes: total_batch_tokens,
+  // or one pass of every process (batch × T × world), as `mpirun -np N` users expect.
+  int64_t step_tokens(int T, int world) const {
+    return total_batch_tokens > 0 ? total_batch_tokens : (int64_t)batch * T * world;
   }
   // Micro-batches each of `world` processes runs per step; throws Error, with the values that
   // would divide, when the step's tokens are not a multiple of world × batch × T.
@@ -103,7 +104,7 @@ void for_each_run_option(Run& r, Fn&& fn) {
      r.batch);
   fn(RunOption{"total_batch_tokens", "--total-batch-tokens",
                "Tokens per optimizer step over all micro-batches and processes (0: --batch × "
-               "--seq-len); gradient accumulation makes up the rest",
+               "--seq-len × processes); gradient accumulation makes up the rest",
                all},
      r.total_batch_tokens);
   fn(RunOption{"steps", "--steps", "Optimizer steps (per model)", all}, r.steps);

@@ -1,4 +1,4 @@
-#include "xsa/train/run_config.h"
+#include "xsa/config/run_config.h"
 
 #include <cmath>
 #include <cstdint>
@@ -13,7 +13,8 @@ void RunConfig::validate() const {
   if (data.empty()) fail("--data is required: a text file to train on");
   if (batch <= 0) fail("--batch {} must be positive", batch);
   if (total_batch_tokens < 0)
-    fail("--total-batch-tokens {} must be positive (0: --batch × --seq-len)", total_batch_tokens);
+    fail("--total-batch-tokens {} must be positive (0: --batch × --seq-len × processes)",
+         total_batch_tokens);
   if (precision != "fp32" && precision != "bf16")
     fail("--precision {} is not known (fp32 or bf16)", precision);
   validate_device(device);
@@ -39,7 +40,7 @@ void RunConfig::validate() const {
 }
 
 int RunConfig::accumulation_steps(int T, int world) const {
-  const int64_t total = step_tokens(T), per_pass = (int64_t)batch * T * world;
+  const int64_t total = step_tokens(T, world), per_pass = (int64_t)batch * T * world;
   if (total % per_pass == 0) return (int)(total / per_pass);
   // Name what would divide: the largest --batch that does, and the nearest totals.
   int fits = 0;

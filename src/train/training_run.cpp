@@ -1,0 +1,100 @@
+#include "xsa/train/training_run.h"
+
+#include <chrono>
+#include <cmath>
+#include <optional>
+
+#include "xsa/dist/agree.h"
+#include "xsa/eval/evaluate.h"
+#include "xsa/tokenizer/tokenizer.h"
+#include "xsa/train/schedule.h"
+#include "xsa/util/error.h"
+#include "xsa/util/signals.h"
+#include "xsa/util/threads.h"
+
+namespace xsa {
+
+RunInputs prepare_run(const ModelConfig& requested, const RunConfig& run, const Comm& comm) {
+  requested.validate();
+  run.validate();
+  RunInputs in;
+  const int T = requested.seq_len;
+  in.shape = step_shape(run, T, comm.size());
+  in.threads = set_thread_count(run.threads, comm.local_size());
+  std::optional<TokenizerKind> tokenizer;
+  if (!run.tokenizer.empty()) tokenizer = parse_tokenizer(run.tokenizer);
+  in.data = open_dataset(run.data, tokenizer, run.val_fraction,
+                         in.shape.rows_per_process() * comm.size(), T, run.vocab_dir);
+  if (!run.init_from.empty() && in.data.tokenizer != requested.tokenizer)
+    fail("--init-from {} was trained with the {} tokenizer, but the data is {}", run.init_from,
+         to_string(requested.tokenizer), to_string(in.data.tokenizer));
+  in.model = requested;
+  in.model.tokenizer = in.data.tokenizer;  // the vocabulary is the data's
+  in.model.vocab_size = vocab_size_of(in.data.tokenizer);
+  in.model.padded_vocab = pad_vocab(in.model.vocab_size);
+  // --val-batches counts batches of the step's size, however the step is split.
+  if (run.val_batches > 0)
+    in.val_batches = val_batch_count(in.data.val, in.shape.batch, T,
+                                     run.val_batches * in.shape.accumulation * in.shape.world);
+  return in;
+}
+
+double shared_loss(Comm& comm, Gpt<float>& model, const TokenStream& stream, int n) {
+  if (n == 0) return NAN;
+  const LossSum part = sum_loss(model, stream, n, comm.rank(), comm.size());
+  double sums[2] = {part.total, (double)part.tokens};
+  comm.all_reduce(sums, 2);
+  return sums[1] > 0 ? sums[0] / sums[1] : NAN;
+}
+
+TrainingRun::TrainingRun(const RunConfig& run, const StepShape& shape, Comm& comm,
+                         const TokenStream& val, int val_batches)
+    : run_(run),
+      shape_(shape),
+      comm_(comm),
+      val_(val),
+      val_batches_(val_batches),
+      inputs_((size_t)shape.rows_per_process() * shape.T),
+      targets_(inputs_.size()) {}
+
+void TrainingRun::validate(int64_t step) {
+  std::vector<double> losses;
+  for (TrainingArm& arm : arms_)
+    losses.push_back(shared_loss(comm_, arm.step->model(), val_, val_batches_));
+  for (RunObserver* o : observers_) o->validated(step, losses);
+}
+
+void TrainingRun::run(const LoopSettings& settings) {
+  using clock = std::chrono::steady_clock;
+  const LrSchedule schedule{run_.lr, run_.min_lr_fraction, run_.warmup_steps(), run_.steps};
+  if (settings.validate_first && settings.first_step == 0) validate(0);
+  for (int64_t step = settings.first_step; step < run_.steps; step++) {
+    const double lr = schedule.at(step);
+    const int64_t done = step + 1;
+    for (size_t i = 0; i < arms_.size(); i++) {
+      const size_t k = settings.rotate ? (i + step) % arms_.size() : i;
+      TrainingArm& arm = arms_[k];
+      const auto t0 = clock::now();
+      arm.loader->next(inputs_.data(), targets_.data());
+      for (RunObserver* o : observers_) o->batch_read(k, inputs_);
+      const StepResult r = arm.step->run(inputs_.data(), targets_.data(), lr, done,
+                                         shape_.accumulation, shape_.tokens());
+      const double ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
+      for (RunObserver* o : observers_) o->arm_stepped({k, done, lr, ms, &r});
+    }
+    for (RunObserver* o : observers_) o->stepped(done, lr);
+    const bool validate_now =
+        (run_.val_every > 0 && done % run_.val_every == 0) || done == run_.steps;
+    if (validate_now) validate(done);
+    for (RunObserver* o : observers_) o->step_finished(done, validate_now);
+    // Every rank stops at the same step; one signalled at the last step simply finishes.
+    if (const int signal = done < run_.steps ? agreed_stop_signal(comm_) : 0) {
+      std::string message;
+      for (RunObserver* o : observers_)
+        if (std::string m = o->stopping(done); !m.empty()) message = std::move(m);
+      throw Interrupted(signal, message);
+    }
+  }
+}
+
+}  // namespace xsa
