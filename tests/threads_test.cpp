@@ -1,6 +1,6 @@
-// Thread-count independence, bit for bit, where the project promises it: README.md ("Reductions
-// (loss, gradient norm, parameter gradients of LayerNorm and the embedding) sum in a fixed order,
-// independent of the thread count"), ops/attention.h (the attention backward's result does not
+// Thread-count independence, bit for bit, where the project promises it: docs/architecture.md
+// ("Determinism": our kernels and reductions sum in a fixed order and give the same bits with 1
+// and 2 threads), ops/attention.h (the attention backward's result does not
 // depend on the thread count), ops/ops.h (sum_of_squares) and ops/matmul.cpp (the one-row
 // product). Each test runs the same kernel on the same buffers (inputs restored before each run)
 // with 1 and with 2 threads (set_thread_count sets OpenMP and OpenBLAS), checks that a parallel

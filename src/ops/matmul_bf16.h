@@ -14,7 +14,7 @@ namespace xsa::ops {
 
 // Where the model's fp32 products (matmul_forward, matmul_backward) run: oneDNN's matmul when
 // xsa was built with oneDNN (faster than OpenBLAS's sgemm on the model's shapes on every CPU
-// measured: README "Portability"), else the BLAS. XSA_GEMM=blas or XSA_GEMM=onednn chooses; a
+// measured: docs/portability.md), else the BLAS. XSA_GEMM=blas or XSA_GEMM=onednn chooses; a
 // choice made once per process, never by timing, so that a run repeats bit for bit. Attention's
 // tile products and every float64 product use the BLAS.
 enum class ProductLibrary { blas, onednn };

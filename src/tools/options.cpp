@@ -1,5 +1,5 @@
 // The model and training options that train, compare and sweep share: the model's declared here
-// (name, default, help), the run's from the one table of run options (train/run_config.h), bound
+// (name, default, help), the run's from the one table of run options (config/run_config.h), bound
 // straight to ModelConfig and RunConfig.
 #include <type_traits>
 
