@@ -1,0 +1,36 @@
+// xsa bench as a library: training-step speed of the docs/SPEC.md §4 configurations (SA and XSA
+// interleaved in one process) against the GEMM ceiling on the same shapes and the CPU's measured
+// FMA peak, attention alone up to T = 8192, what the product library and OpenBLAS's kernel choice
+// are worth, decoding with the key/value cache against recomputing the sequence, the gradient sum
+// over the processes of a job, and on a GPU the step's model FLOPs utilisation. Markdown on stdout;
+// one JSON record (or CSV row) per table row for scripts. The `xsa bench` command is a thin client.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace xsa::bench {
+
+struct BenchOptions {
+  std::string config = "all";  // tiny, small, gpt2 or all
+  std::string json_path, csv_path;
+  std::string precision = "fp32";  // or bf16: the step table with bf16 products
+  std::string arch = "xsa";        // or gpt2: learned positions and linear biases
+  std::string device = "cpu";      // cpu, cuda, cuda:N or auto
+  int steps = 5, warmup = 2, threads = 0;
+  int batch = 0, seq_len = 0;  // 0: the configuration's (on a GPU 32768 tokens; gpt2 at 1024)
+  bool tf32 = false, deterministic = false;
+  std::vector<int> attn_T = {256, 1024, 4096, 8192};
+  bool attn_T_given = false;  // else a GPU takes 1024 … 16384
+  bool gemm = false, no_steps = false, no_attention = false, decode = false, allreduce = false;
+};
+
+// Checks the options, one line naming a bad value (Error), before anything runs.
+void validate(const BenchOptions& o);
+// Runs the tables the options ask for and writes --json / --csv.
+void run_bench(const BenchOptions& o);
+// The `small` configuration's fp32 GEMM ceiling alone, in GFLOP/s: what a child process measures
+// under other product libraries or BLAS kernels (`xsa bench --gemm-child`).
+double small_gemm_ceiling_gflops();
+
+}  // namespace xsa::bench
