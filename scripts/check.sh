@@ -36,9 +36,11 @@ if [ $fuzz_only = 0 ]; then
   echo "    resident memory grows"
   echo "  Portability.*: the portable release build's properties (scripts/test.sh runs them); ASan"
   echo "    cannot map its shadow memory under qemu-user"
+  echo "  Docs.*: the documentation's commands against the program (scripts/test.sh runs it); the"
+  echo "    suite above runs the same commands' code under the sanitizers"
   serial='^(Distributed|Faults)\.'
   ctest --test-dir "$build" --output-on-failure -j "$(nproc)" -E \
-    "^(TorchOperator|InstallAndExamples)\$|^Portability\.|$serial"
+    "^(TorchOperator|InstallAndExamples)\$|^(Portability|Docs)\.|$serial"
   echo "check: one at a time: the tests that time signals and processes (Faults.*: slower under the"
   echo "  sanitizers, they race each other when run in parallel)"
   ctest --test-dir "$build" --output-on-failure -R '^Faults\.' -E 'MemoryStaysFlatOverALongRun'

@@ -57,10 +57,14 @@ void add_bench_command(CLI::App& root) {
   cmd->add_flag("--gemm-child", *child)->group("");  // internal: prints the `small` ceiling alone
   cmd->callback([o, child, cmd] {
     o->attn_T_given = cmd->count("--attn-T") > 0;
+    if (smoke_test()) {
+      o->config = o->library_config = "tiny", o->steps = 1, o->warmup = 0, o->attn_T = {256};
+      o->attn_T_given = true;
+    }
     bench::validate(*o);
     if (*child) {
       set_thread_count(o->threads);
-      std::printf("%.3f\n", bench::small_gemm_ceiling_gflops());
+      std::printf("%.3f\n", bench::gemm_ceiling_gflops(o->config == "all" ? "small" : o->config));
       return;
     }
     bench::run_bench(*o);

@@ -69,6 +69,8 @@ CompareConfig compare_config_of(const CLI::App* cmd, const CompareArgs& a) {
     if (!given("--seeds")) cfg.seeds = preset.seeds;
   }
   cfg.variants = split_list(a.variants);
+  apply_smoke_test(cfg.run);
+  if (smoke_test()) cfg.seeds = std::min(cfg.seeds, 2);
   // The arms' shape is the checkpoint's; each variant sets its attention.
   if (!cfg.run.init_from.empty()) cfg.model = init_from_model(*cmd, cfg.model, cfg.run);
   return cfg;

@@ -360,6 +360,10 @@ void add_eval_command(CLI::App& root) {
     // Everything that can fail on bad input is read, for every checkpoint, before the first
     // forward pass.
     EvalArgs args = *a;
+    if (smoke_test()) {
+      args.limit = args.limit > 0 ? std::min(args.limit, 8) : 8;
+      args.val_batches = args.val_batches > 0 ? std::min(args.val_batches, 2) : 2;
+    }
     std::vector<TaskKind> kinds;
     if (!args.suite.empty()) {  // the suite's files, found once, then read per checkpoint
       const SuiteFiles suite = find_suite_files(args.dir, args.skip_bad_lines, args.limit);

@@ -54,6 +54,8 @@ void add_sample_command(CLI::App& root) {
   cmd->add_option("--device", a->device, "cpu, cuda, cuda:N, or auto (a GPU when one works)")
       ->capture_default_str();
   cmd->callback([a] {
+    if (smoke_test())
+      a->max_new_tokens = std::min(a->max_new_tokens, 16), a->samples = std::min(a->samples, 2);
     Backend<float>& backend = select_backend({a->device, a->precision});
     a->sampling.validate();
     if (a->max_new_tokens <= 0) fail("--max-new-tokens {} must be positive", a->max_new_tokens);

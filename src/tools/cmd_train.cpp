@@ -85,6 +85,7 @@ void add_train_command(CLI::App& root) {
       if (!run.tokenizer.empty()) parse_tokenizer(run.tokenizer);  // reject a bad name first
       set_layer_attn(model, a->attn);
       if (!run.init_from.empty()) model = init_from_model(*cmd, model, run);
+      apply_smoke_test(run);
       train(model, run);
       return;
     }
@@ -125,6 +126,7 @@ void add_train_command(CLI::App& root) {
     resumed.force = run.force;
     resumed.quiet = run.quiet;
     resumed.out = ckpt.parent_path().string();
+    apply_smoke_test(resumed);
     train(stored, resumed, ckpt.string());
   });
 }

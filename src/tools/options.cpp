@@ -1,6 +1,9 @@
 // The model and training options that train, compare and sweep share: the model's declared here
 // (name, default, help), the run's from the one table of run options (config/run_config.h), bound
 // straight to ModelConfig and RunConfig.
+#include <algorithm>
+#include <cstdlib>
+#include <string>
 #include <type_traits>
 
 #include "xsa/tools/commands.h"
@@ -49,6 +52,19 @@ void add_run_option(CLI::App* cmd, RunConfig& r, const std::string& key, const s
       cmd->add_option(o.flag, field, text)->capture_default_str();
   });
   XSA_CHECK(found, "no run option {}", key);
+}
+
+bool smoke_test() {
+  const char* v = std::getenv("XSA_SMOKE_TEST");
+  return v && std::string(v) == "1";
+}
+
+void apply_smoke_test(RunConfig& run) {
+  if (!smoke_test()) return;
+  run.steps = std::min<int64_t>(run.steps, 3);
+  run.batch = std::min(run.batch, 4), run.total_batch_tokens = 0;  // a step: one pass of 4 rows
+  if (run.warmup > run.steps) run.warmup = -1;
+  run.val_batches = std::min(run.val_batches, 2);
 }
 
 }  // namespace xsa::cli
