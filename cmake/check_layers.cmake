@@ -9,7 +9,9 @@ foreach(rule ${rules})
   list(GET parts 0 layer)
   list(GET parts 1 allowed_csv)
   string(REPLACE "," ";" allowed "${allowed_csv}")
-  file(GLOB files ${SRC}/${layer}/*.h ${SRC}/${layer}/*.cpp)
+  # Subfolders too (backend/cuda/), and the CUDA sources.
+  file(GLOB_RECURSE files ${SRC}/${layer}/*.h ${SRC}/${layer}/*.cpp ${SRC}/${layer}/*.cu
+       ${SRC}/${layer}/*.cuh)
   foreach(f ${files})
     file(STRINGS ${f} lines REGEX "^#include \"xsa/")
     foreach(line ${lines})
