@@ -23,14 +23,17 @@ struct BenchOptions {
   std::vector<int> attn_T = {256, 1024, 4096, 8192};
   bool attn_T_given = false;  // else a GPU takes 1024 … 16384
   bool gemm = false, no_steps = false, no_attention = false, decode = false, allreduce = false;
+  // With --gemm: the configuration whose ceiling shows what the product library and OpenBLAS's
+  // kernel choice are worth.
+  std::string library_config = "small";
 };
 
 // Checks the options, one line naming a bad value (Error), before anything runs.
 void validate(const BenchOptions& o);
 // Runs the tables the options ask for and writes --json / --csv.
 void run_bench(const BenchOptions& o);
-// The `small` configuration's fp32 GEMM ceiling alone, in GFLOP/s: what a child process measures
-// under other product libraries or BLAS kernels (`xsa bench --gemm-child`).
-double small_gemm_ceiling_gflops();
+// A configuration's fp32 GEMM ceiling alone, in GFLOP/s: what a child process measures under
+// another product library or other BLAS kernels (`xsa bench --gemm-child`).
+double gemm_ceiling_gflops(const std::string& config);
 
 }  // namespace xsa::bench

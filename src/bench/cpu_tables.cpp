@@ -154,13 +154,13 @@ GemmCeiling gemm_ceiling(const ModelConfig& cfg, int B, int T, int reps, bool bf
   return products.ceiling();
 }
 
-// The GEMM ceiling of `small` as another process measures it with other BLAS kernels: to show what
-// the kernel choice is worth. Returns NaN if the child fails.
-double gemm_in_child(const std::string& env) {
+// The GEMM ceiling of `config` as another process measures it with another product library or
+// other BLAS kernels: to show what the choice is worth. Returns NaN if the child fails.
+double gemm_in_child(const std::string& env, const std::string& config) {
   std::error_code ec;
   const std::string self =
       std::filesystem::read_symlink("/proc/self/exe", ec).string();  // not the shell's
-  std::string cmd = env + " '" + self + "' bench --gemm-child 2>/dev/null";
+  std::string cmd = env + " '" + self + "' bench --gemm-child --config " + config + " 2>/dev/null";
   FILE* p = popen(cmd.c_str(), "r");
   if (!p) return NAN;
   char buf[256] = {};
@@ -172,44 +172,49 @@ double gemm_in_child(const std::string& env) {
 
 }  // namespace
 
-double small_gemm_ceiling_gflops() {
-  return gemm_ceiling(model_of(kShapes[1], AttnKind::sa), kShapes[1].B, kShapes[1].T, 3, false).gflops;
+double gemm_ceiling_gflops(const std::string& config) {
+  const BenchShape s = shapes_of(config).front();
+  return gemm_ceiling(model_of(s, AttnKind::sa), s.B, s.T, 3, false).gflops;
 }
 
 namespace {
 
-// The `small` ceiling as xsa runs, against OpenBLAS's own kernel detection and its generic
-// fallback (each measured in a child process, where the other kernels can be chosen).
-void bench_kernel_choice(json& records) {
-  const double used = small_gemm_ceiling_gflops();
-  // The library: oneDNN's matmul against the BLAS's sgemm, each in a child process.
-  const double onednn = gemm_in_child("XSA_GEMM=onednn");
-  const double blas = gemm_in_child("XSA_GEMM=blas");
+// The ceiling of configuration `config` as xsa runs, against the other product library and
+// against OpenBLAS's own kernel detection and its generic fallback (each measured in a child
+// process, where the other library or kernels can be chosen).
+void bench_kernel_choice(const std::string& config, json& records) {
+  const double used = gemm_ceiling_gflops(config);
+  const auto child = [&](const std::string& env) { return gemm_in_child(env, config); };
+  // The library: oneDNN's matmul against the BLAS's sgemm.
+  const double onednn = child("XSA_GEMM=onednn"), blas = child("XSA_GEMM=blas");
   std::printf(
-      "\nLibrary choice, `small` ceiling: %.1f GFLOP/s as xsa runs; %.1f with oneDNN's matmul "
+      "\nLibrary choice, `%s` ceiling: %.1f GFLOP/s as xsa runs; %.1f with oneDNN's matmul "
       "(XSA_GEMM=onednn), %.1f with the BLAS's sgemm (XSA_GEMM=blas): oneDNN/BLAS %.3f.\n",
-      used, onednn, blas, onednn / blas);
-  records.push_back(
-      {{"kind", "ratio"}, {"what", "gemm_small_onednn_over_blas"}, {"value", onednn / blas}});
+      config.c_str(), used, onednn, blas, onednn / blas);
+  records.push_back({{"kind", "ratio"},
+                     {"what", "gemm_" + config + "_onednn_over_blas"},
+                     {"value", onednn / blas}});
   // OpenBLAS's kernels, in the BLAS's products.
-  const double own = gemm_in_child(
+  const double own = child(
       "env -u OPENBLAS_CORETYPE -u XSA_BLAS_CORRECTED_FROM XSA_KEEP_BLAS_CORE=1 XSA_GEMM=blas");
   const double generic =
-      gemm_in_child("env -u XSA_BLAS_CORRECTED_FROM OPENBLAS_CORETYPE=Prescott XSA_GEMM=blas");
+      child("env -u XSA_BLAS_CORRECTED_FROM OPENBLAS_CORETYPE=Prescott XSA_GEMM=blas");
   std::printf(
-      "OpenBLAS's kernel choice, `small` ceiling with the BLAS: %.1f GFLOP/s as xsa runs it (%s); "
+      "OpenBLAS's kernel choice, `%s` ceiling with the BLAS: %.1f GFLOP/s as xsa runs it (%s); "
       "%.1f with OpenBLAS's own detection; %.1f with its generic fallback (Prescott), what an "
       "unrecognised CPU gets.\n",
-      blas, blas_core().c_str(), own, generic);
-  records.push_back(
-      {{"kind", "ratio"}, {"what", "gemm_small_in_use_over_generic"}, {"value", blas / generic}});
+      config.c_str(), blas, blas_core().c_str(), own, generic);
+  records.push_back({{"kind", "ratio"},
+                     {"what", "gemm_" + config + "_in_use_over_generic"},
+                     {"value", blas / generic}});
 }
 
 // Each product's speed on the model's shapes, in the precision of the step table: OpenBLAS's
 // sgemm, or (bf16) oneDNN's products as the bf16 backend runs them.
 }  // namespace
 
-void bench_gemm(const std::vector<BenchShape>& shapes, bool bf16, json& records) {
+void bench_gemm(const std::vector<BenchShape>& shapes, bool bf16, const std::string& library_config,
+                json& records) {
   std::printf("\n## GEMM ceiling on the model's shapes (%s)\n\n",
               bf16 ? "oneDNN, bf16 inputs, fp32 accumulation"
               : ops::fp32_product_library() == ops::ProductLibrary::onednn ? "oneDNN matmul, fp32"
@@ -232,7 +237,8 @@ void bench_gemm(const std::vector<BenchShape>& shapes, bool bf16, json& records)
                        {"precision", bf16 ? "bf16" : "fp32"},
                        {"blas_core", blas_core()}});
   }
-  if (!bf16) bench_kernel_choice(records);  // the fp32 products' library and kernels
+  if (!bf16)
+    bench_kernel_choice(library_config, records);  // the fp32 products' library and kernels
 }
 
 namespace {

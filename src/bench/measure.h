@@ -74,7 +74,8 @@ InterleavedTimes interleaved_steps(StepBench& sa, StepBench& xsa, int steps,
 void write_outputs(const BenchOptions& o, const json& records);
 
 // The tables (cpu_tables.cpp, gpu_tables.cpp).
-void bench_gemm(const std::vector<BenchShape>& shapes, bool bf16, json& records);
+void bench_gemm(const std::vector<BenchShape>& shapes, bool bf16, const std::string& library_config,
+                json& records);
 void bench_steps(const std::vector<BenchShape>& shapes, int steps, int warmup, bool bf16,
                  double fma_peak, json& records);
 void bench_attention(const std::vector<int>& attn_T, json& records);
