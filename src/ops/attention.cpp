@@ -216,110 +216,144 @@ void check_args(const AttentionArgs<Real>& a, bool backward) {
   }
 }
 
+// What the tiles of one attention call share: the shape, grouped-query heads (Hkv key/value heads;
+// query head h reads kv head h / group) and the layout of qkv's rows.
+template <typename Real>
+struct AttentionPlan {
+  const AttentionArgs<Real>& args;
+  int Hk, group, D, Ck, ld;
+  Real scale;
+  bool bf16;  // bf16 tile products
+  int D2;     // D in pairs of columns
+  explicit AttentionPlan(const AttentionArgs<Real>& a)
+      : args(a),
+        Hk(a.Hkv > 0 ? a.Hkv : a.H),
+        group(a.H / Hk),
+        D(a.C / a.H),
+        Ck(Hk * D),
+        ld(a.C + 2 * Ck),
+        scale(Real(1) / std::sqrt(Real(D))),
+        bf16(kIsFloat<Real> && a.bf16_tiles),
+        D2((D + 1) / 2) {}
+};
+
+// bf16 tiles: each (sequence, kv head)'s kᵀ and its v as pairs of rows, packed once for all the
+// query tiles that read them; `kv_words` words per (sequence, kv head).
+template <typename Real>
+Word* pack_keys_and_values(const AttentionPlan<Real>& p, size_t kt_words, size_t kv_words) {
+  if constexpr (kIsFloat<Real>) {
+    const AttentionArgs<Real>& a = p.args;
+    thread_local std::vector<Word> store;
+    if (store.size() < a.B * p.Hk * kv_words) store.resize(a.B * p.Hk * kv_words);
+    Word* packed_kv = store.data();
+#pragma omp parallel for collapse(2)
+    for (int b = 0; b < a.B; b++)
+      for (int g = 0; g < p.Hk; g++) {
+        const float* base = a.qkv + (size_t)b * a.T * p.ld;
+        Word* out = packed_kv + (b * p.Hk + g) * kv_words;
+        pack_transposed(base + a.C + g * p.D, a.T, p.D, p.ld, out);
+        pack_row_pairs(base + a.C + p.Ck + g * p.D, a.T, p.D, p.ld, out + kt_words, p.D);
+      }
+    return packed_kv;
+  }
+  return nullptr;
+}
+
+// Online softmax over one tile of exps S (rows × cols, from the scores): raise each row's running
+// max m to new_max, rescale what l and acc accumulated under the old one, add the tile's sums.
+template <typename Real>
+void online_softmax_update(const Real* S, int rows, int cols, const Real* new_max, Real* m, Real* l,
+                           Real* acc, int D) {
+  for (int r = 0; r < rows; r++) {
+    if (new_max[r] == -std::numeric_limits<Real>::infinity()) continue;  // no visible key yet
+    const Real correction = m[r] == new_max[r] ? Real(1) : fast_exp(m[r] - new_max[r]);
+    Real sum = 0;
+    for (int c = 0; c < cols; c++) sum += S[(size_t)r * kKeyTile + c];
+    l[r] = l[r] * correction + sum;
+    if (correction != Real(1))
+      for (int d = 0; d < D; d++) acc[(size_t)r * D + d] *= correction;
+    m[r] = new_max[r];
+  }
+}
+
+// One query tile of one (sequence, head): its rows of y and their log-sum-exp, over every key tile
+// it sees. kt: the kv head's packed kᵀ then v (bf16 tiles), else null.
+template <typename Real>
+void forward_query_tile(const AttentionPlan<Real>& p, int b, int h, int i0, const Word* kt,
+                        size_t kt_words) {
+  const AttentionArgs<Real>& a = p.args;
+  const int T = a.T, C = a.C, D = p.D, D2 = p.D2, ld = p.ld, rows = std::min(kQueryTile, T - i0);
+  const Real* base = a.qkv + (size_t)b * T * ld;
+  const Real* Q = base + (size_t)i0 * ld + h * D;
+  Real* S = scratch<Real>((size_t)kQueryTile * kKeyTile, 0);
+  const Word* v_rows = p.bf16 ? kt + kt_words : nullptr;
+  Word* q_words = p.bf16 ? word_scratch((size_t)kQueryTile * D2, 0) : nullptr;
+  Word* p_words = p.bf16 ? word_scratch((size_t)kQueryTile * kKeyTile / 2, 1) : nullptr;
+  if constexpr (kIsFloat<Real>)
+    if (p.bf16) pack_column_pairs(Q, rows, D, ld, q_words, D2, 1);
+  Real* acc = scratch<Real>((size_t)kQueryTile * D, 1);
+  Real* m = scratch<Real>(2 * kQueryTile, 2);
+  Real* l = m + kQueryTile;
+  std::fill(acc, acc + (size_t)rows * D, Real(0));
+  // A sink starts every row with its logit and exp(b − b) = 1 in the sum; its value is zero.
+  std::fill(m, m + rows, a.sink ? a.sink[h] : -std::numeric_limits<Real>::infinity());
+  std::fill(l, l + rows, a.sink ? Real(1) : Real(0));
+  for (int j0 = 0; j0 < i0 + rows; j0 += kKeyTile) {
+    const int cols = std::min(kKeyTile, i0 + rows - j0);
+    const Real* K = base + (size_t)j0 * ld + C + (h / p.group) * D;
+    const Real* V = base + (size_t)j0 * ld + C + p.Ck + (h / p.group) * D;
+    if (!p.bf16)
+      gemm(false, true, rows, cols, D, p.scale, Q, ld, K, ld, Real(0), S, kKeyTile);  // Q Kᵀ/√D
+    else if constexpr (kIsFloat<Real>)
+      tile_product_bf16(rows, cols, D2, q_words, D2, 1, kt + j0, T, p.scale, false, S, kKeyTile);
+    Real new_max[kQueryTile];
+    for (int r = 0; r < rows; r++) {
+      const int visible = std::min(cols, i0 + r - j0 + 1);
+      new_max[r] = max_of(S + (size_t)r * kKeyTile, visible, m[r]);
+    }
+    exp_tile(S, rows, cols, i0, j0, new_max);
+    online_softmax_update(S, rows, cols, new_max, m, l, acc, D);
+    if (!p.bf16) {
+      gemm(false, false, rows, D, cols, Real(1), S, kKeyTile, V, ld, Real(1), acc, D);  // += P V
+    } else if constexpr (kIsFloat<Real>) {
+      pack_column_pairs(S, rows, cols, kKeyTile, p_words, kKeyTile / 2, 1);
+      tile_product_bf16(rows, D, (cols + 1) / 2, p_words, kKeyTile / 2, 1,
+                        v_rows + (size_t)j0 / 2 * D, D, 1.0f, true, acc, D);
+    }
+  }
+  for (int r = 0; r < rows; r++) {
+    const int i = i0 + r;
+    Real* yi = a.y + ((size_t)b * T + i) * C + h * D;
+    const Real inv_l = Real(1) / l[r];
+    for (int d = 0; d < D; d++) yi[d] = acc[(size_t)r * D + d] * inv_l;
+    a.lse[((size_t)b * a.H + h) * T + i] = m[r] + std::log(l[r]);
+  }
+}
+
 }  // namespace
 
 template <typename Real>
 void attention_forward(const AttentionArgs<Real>& args) {
   check_args(args, /*backward=*/false);
-  Real *y = args.y, *lse = args.lse;
-  const Real *qkv = args.qkv, *sink = args.sink;
-  const int B = args.B, T = args.T, C = args.C, H = args.H, Hkv = args.Hkv;
-  // Grouped-query attention: Hkv key/value heads, query head h reads kv head h / (H / Hkv).
-  const int Hk = Hkv > 0 ? Hkv : H, group = H / Hk, D = C / H, Ck = Hk * D, ld = C + 2 * Ck;
-  const Real scale = Real(1) / std::sqrt(Real(D));
-  const int q_tiles = (T + kQueryTile - 1) / kQueryTile;
-  const int tasks = B * H * q_tiles;
-  // bf16 tiles: each (sequence, kv head)'s kᵀ and its v as pairs of rows, packed once for all the
-  // query tiles that read them.
-  const bool bf16 = kIsFloat<Real> && args.bf16_tiles;
-  const int D2 = (D + 1) / 2;
-  const size_t kt_words = transposed_words(T, D), kv_words = kt_words + row_pair_words(T, D);
-  Word* packed_kv = nullptr;
-  if constexpr (kIsFloat<Real>) {
-    if (bf16) {
-      thread_local std::vector<Word> store;
-      if (store.size() < B * Hk * kv_words) store.resize(B * Hk * kv_words);
-      packed_kv = store.data();
-#pragma omp parallel for collapse(2)
-      for (int b = 0; b < B; b++)
-        for (int g = 0; g < Hk; g++) {
-          const float* base = qkv + (size_t)b * T * ld;
-          Word* out = packed_kv + (b * Hk + g) * kv_words;
-          pack_transposed(base + C + g * D, T, D, ld, out);
-          pack_row_pairs(base + C + Ck + g * D, T, D, ld, out + kt_words, D);
-        }
-    }
-  }
+  const AttentionPlan<Real> plan(args);
+  const int B = args.B, T = args.T, H = args.H;
+  const int q_tiles = (T + kQueryTile - 1) / kQueryTile, tasks = B * H * q_tiles;
+  const size_t kt_words = transposed_words(T, plan.D),
+               kv_words = kt_words + row_pair_words(T, plan.D);
+  const Word* packed_kv = plan.bf16 ? pack_keys_and_values(plan, kt_words, kv_words) : nullptr;
   // Later query tiles see more keys: hand them out first so the threads finish together.
 #pragma omp parallel for schedule(dynamic, 1)
   for (int task = 0; task < tasks; task++) {
     const int qt = q_tiles - 1 - task % q_tiles, bh = task / q_tiles, b = bh / H, h = bh % H;
-    const int i0 = qt * kQueryTile, rows = std::min(kQueryTile, T - i0);
-    const Real* base = qkv + (size_t)b * T * ld;
-    const Real* Q = base + (size_t)i0 * ld + h * D;
-    Real* S = scratch<Real>((size_t)kQueryTile * kKeyTile, 0);
-    const Word* kt = bf16 ? packed_kv + (b * Hk + h / group) * kv_words : nullptr;
-    const Word* v_rows = bf16 ? kt + kt_words : nullptr;
-    Word* q_words = bf16 ? word_scratch((size_t)kQueryTile * D2, 0) : nullptr;
-    Word* p_words = bf16 ? word_scratch((size_t)kQueryTile * kKeyTile / 2, 1) : nullptr;
-    if constexpr (kIsFloat<Real>)
-      if (bf16) pack_column_pairs(Q, rows, D, ld, q_words, D2, 1);
-    Real* acc = scratch<Real>((size_t)kQueryTile * D, 1);
-    Real* m = scratch<Real>(2 * kQueryTile, 2);
-    Real* l = m + kQueryTile;
-    std::fill(acc, acc + (size_t)rows * D, Real(0));
-    // A sink starts every row with its logit and exp(b − b) = 1 in the sum; its value is zero.
-    std::fill(m, m + rows, sink ? sink[h] : -std::numeric_limits<Real>::infinity());
-    std::fill(l, l + rows, sink ? Real(1) : Real(0));
-    for (int j0 = 0; j0 < i0 + rows; j0 += kKeyTile) {
-      const int cols = std::min(kKeyTile, i0 + rows - j0);
-      const Real* K = base + (size_t)j0 * ld + C + (h / group) * D;
-      const Real* V = base + (size_t)j0 * ld + C + Ck + (h / group) * D;
-      if (!bf16)
-        gemm(false, true, rows, cols, D, scale, Q, ld, K, ld, Real(0), S, kKeyTile);  // S = Q Kᵀ/√D
-      else if constexpr (kIsFloat<Real>)
-        tile_product_bf16(rows, cols, D2, q_words, D2, 1, kt + j0, T, scale, false, S, kKeyTile);
-      // Online softmax: raise each row's running max, rescale what was accumulated under the old
-      // one.
-      Real new_max[kQueryTile];
-      for (int r = 0; r < rows; r++) {
-        const int visible = std::min(cols, i0 + r - j0 + 1);
-        new_max[r] = max_of(S + (size_t)r * kKeyTile, visible, m[r]);
-      }
-      exp_tile(S, rows, cols, i0, j0, new_max);
-      for (int r = 0; r < rows; r++) {
-        if (new_max[r] == -std::numeric_limits<Real>::infinity()) continue;  // no visible key yet
-        const Real correction = m[r] == new_max[r] ? Real(1) : fast_exp(m[r] - new_max[r]);
-        Real sum = 0;
-        for (int c = 0; c < cols; c++) sum += S[(size_t)r * kKeyTile + c];
-        l[r] = l[r] * correction + sum;
-        if (correction != Real(1))
-          for (int d = 0; d < D; d++) acc[(size_t)r * D + d] *= correction;
-        m[r] = new_max[r];
-      }
-      if (!bf16) {
-        gemm(false, false, rows, D, cols, Real(1), S, kKeyTile, V, ld, Real(1), acc,
-             D);  // acc += P V
-      } else if constexpr (kIsFloat<Real>) {
-        pack_column_pairs(S, rows, cols, kKeyTile, p_words, kKeyTile / 2, 1);
-        tile_product_bf16(rows, D, (cols + 1) / 2, p_words, kKeyTile / 2, 1,
-                          v_rows + (size_t)j0 / 2 * D, D, 1.0f, true, acc, D);
-      }
-    }
-    for (int r = 0; r < rows; r++) {
-      const int i = i0 + r;
-      Real* yi = y + ((size_t)b * T + i) * C + h * D;
-      const Real inv_l = Real(1) / l[r];
-      for (int d = 0; d < D; d++) yi[d] = acc[(size_t)r * D + d] * inv_l;
-      lse[((size_t)b * H + h) * T + i] = m[r] + std::log(l[r]);
-    }
+    const Word* kt = plan.bf16 ? packed_kv + (b * plan.Hk + h / plan.group) * kv_words : nullptr;
+    forward_query_tile(plan, b, h, qt * kQueryTile, kt, kt_words);
   }
   if (!args.exclusive) return;
   if constexpr (kIsFloat<Real>)
     if (args.z_bf16)
-      return xsa_forward_bf16(reinterpret_cast<ops::bf16*>(args.z), y, qkv, B, T, C, H, args.alpha,
-                              Hkv);
-  xsa_forward(args.z, y, qkv, B, T, C, H, args.alpha, Hkv);
+      return xsa_forward_bf16(reinterpret_cast<ops::bf16*>(args.z), args.y, args.qkv, B, T, args.C,
+                              H, args.alpha, args.Hkv);
+  xsa_forward(args.z, args.y, args.qkv, B, T, args.C, H, args.alpha, args.Hkv);
 }
 
 template <typename Real>
@@ -381,153 +415,183 @@ void attention_forward_cached(const AttentionArgs<Real>& args, const KvCache<Rea
   }
 }
 
+namespace {
+
+// One (sequence, kv head) of the backward: its thread's scratch, the task-local gradients and, with
+// bf16 tiles, its operands packed once: kᵀ, vᵀ and k as pairs of rows; each query tile's q and dy
+// (both ways), and per tile p and ds: as pairs of columns (an A operand) or of rows (a transposed
+// A, or a B).
+template <typename Real>
+struct BackwardTask {
+  int b = 0, g = 0;
+  const Real* base = nullptr;  // the sequence's qkv rows
+  Real* dbase = nullptr;       // and their gradient
+  Real *Di = nullptr, *P = nullptr, *dS = nullptr, *dK_acc = nullptr, *dV_acc = nullptr,
+       *dQ_acc = nullptr, *dK_rows = nullptr, *dV_rows = nullptr;
+  Word *kt = nullptr, *vt = nullptr, *k_rows = nullptr, *q_words = nullptr, *q_rows = nullptr,
+       *dy_words = nullptr, *dy_rows = nullptr, *p_rows = nullptr, *ds_words = nullptr,
+       *ds_rows = nullptr;
+};
+
+template <typename Real>
+BackwardTask<Real> start_backward_task(const AttentionPlan<Real>& p, int b, int g) {
+  const AttentionArgs<Real>& a = p.args;
+  const int T = a.T, C = a.C, D = p.D, ld = p.ld, Q2 = kQueryTile / 2;
+  BackwardTask<Real> t;
+  t.b = b, t.g = g;
+  t.base = a.qkv + (size_t)b * T * ld;
+  t.dbase = a.dqkv + (size_t)b * T * ld;
+  t.Di = scratch<Real>((size_t)T, 0);
+  t.P = scratch<Real>((size_t)kQueryTile * kKeyTile, 1);
+  t.dS = scratch<Real>((size_t)kQueryTile * kKeyTile, 2);
+  // The tiles accumulate into contiguous task-local gradients that start from what dqkv holds
+  // (zeros when it is written, XSA's own-value gradient in v) and go back into it at the end:
+  // accumulating straight into dqkv's rows (3C apart) waited on their loads. The additions are
+  // those into dqkv, in the same order, so the result is the same to the bit.
+  t.dK_acc = scratch<Real>((size_t)2 * T * D, 3);
+  t.dV_acc = t.dK_acc + (size_t)T * D;
+  t.dQ_acc = scratch<Real>((size_t)kQueryTile * D, 4);
+  t.dK_rows = t.dbase + C + g * D;
+  t.dV_rows = t.dbase + C + p.Ck + g * D;
+  start_rows(t.dK_acc, t.dK_rows, ld, T, D, !a.write_dqkv);
+  start_rows(t.dV_acc, t.dV_rows, ld, T, D, !a.write_dqkv || a.exclusive);
+  if constexpr (kIsFloat<Real>) {
+    if (p.bf16) {
+      const size_t kv_t = transposed_words(T, D);
+      t.kt = word_scratch(2 * kv_t + row_pair_words(T, D), 0);
+      t.vt = t.kt + kv_t, t.k_rows = t.vt + kv_t;
+      pack_transposed(t.base + C + g * D, T, D, ld, t.kt);
+      pack_transposed(t.base + C + p.Ck + g * D, T, D, ld, t.vt);
+      pack_row_pairs(t.base + C + g * D, T, D, ld, t.k_rows, D);
+      t.q_words = word_scratch(2 * (size_t)kQueryTile * p.D2 + 2 * (size_t)Q2 * D, 1);
+      t.q_rows = t.q_words + (size_t)kQueryTile * p.D2, t.dy_words = t.q_rows + (size_t)Q2 * D;
+      t.dy_rows = t.dy_words + (size_t)kQueryTile * p.D2;
+      t.p_rows = word_scratch(3 * (size_t)Q2 * kKeyTile, 2);
+      t.ds_words = t.p_rows + (size_t)Q2 * kKeyTile, t.ds_rows = t.ds_words + (size_t)Q2 * kKeyTile;
+    }
+  }
+  return t;
+}
+
+// Head h's D_i = dy_i·y_i for every row, and (with a sink) ∂L/∂b_h: the sink's p_sink =
+// exp(b_h − lse_i) with value zero gives −Σ_i p_sink D_i.
+template <typename Real>
+void row_dots_and_sink(const AttentionPlan<Real>& p, BackwardTask<Real>& t, int h) {
+  const AttentionArgs<Real>& a = p.args;
+  const int T = a.T, C = a.C, D = p.D;
+  for (int i = 0; i < T; i++) {
+    const Real* dyi = a.d_out + ((size_t)t.b * T + i) * C + h * D;
+    const Real* yi = a.y + ((size_t)t.b * T + i) * C + h * D;
+    Real s = 0;
+    for (int d = 0; d < D; d++) s += dyi[d] * yi[d];
+    t.Di[i] = s;
+  }
+  if (a.sink) {
+    const Real* row_lse = a.lse + ((size_t)t.b * a.H + h) * T;
+    Real sum = 0;
+    for (int i = 0; i < T; i++) sum -= std::exp(a.sink[h] - row_lse[i]) * t.Di[i];
+    a.dsink[(size_t)t.b * a.H + h] = sum;
+  }
+}
+
+// One query tile (rows i0 …) of head h against every key tile it sees: P recomputed from the
+// log-sum-exp, dV += Pᵀ dY, dS = P ∘ (dY Vᵀ − D_i)/√D, dQ += dS K, dK += dSᵀ Q.
+template <typename Real>
+void backward_query_tile(const AttentionPlan<Real>& p, BackwardTask<Real>& t, int h, int i0) {
+  const AttentionArgs<Real>& a = p.args;
+  const int T = a.T, C = a.C, D = p.D, D2 = p.D2, ld = p.ld, g = t.g, K2 = kKeyTile / 2;
+  const int rows = std::min(kQueryTile, T - i0), rows2 = (rows + 1) / 2;
+  const Real scale = p.scale;
+  const Real* row_lse = a.lse + ((size_t)t.b * a.H + h) * T;
+  const Real* Q = t.base + (size_t)i0 * ld + h * D;
+  Real *dQ = t.dQ_acc, *P = t.P, *dS = t.dS;
+  Real* dQ_rows = t.dbase + (size_t)i0 * ld + h * D;
+  start_rows(dQ, dQ_rows, ld, rows, D, !a.write_dqkv);
+  const Real* dY = a.d_out + ((size_t)t.b * T + i0) * C + h * D;
+  if constexpr (kIsFloat<Real>) {
+    if (p.bf16) {
+      pack_column_pairs(Q, rows, D, ld, t.q_words, D2, 1);
+      pack_row_pairs(Q, rows, D, ld, t.q_rows, D);
+      pack_column_pairs(dY, rows, D, C, t.dy_words, D2, 1);
+      pack_row_pairs(dY, rows, D, C, t.dy_rows, D);
+    }
+  }
+  for (int j0 = 0; j0 < i0 + rows; j0 += kKeyTile) {
+    const int cols = std::min(kKeyTile, i0 + rows - j0), cols2 = (cols + 1) / 2;
+    const Real* K = t.base + (size_t)j0 * ld + C + g * D;
+    const Real* V = t.base + (size_t)j0 * ld + C + p.Ck + g * D;
+    Real* dK = t.dK_acc + (size_t)j0 * D;
+    Real* dV = t.dV_acc + (size_t)j0 * D;
+    if (!p.bf16) {
+      gemm(false, true, rows, cols, D, scale, Q, ld, K, ld, Real(0), P, kKeyTile);
+      exp_tile(P, rows, cols, i0, j0, row_lse + i0);                                   // P
+      gemm(true, false, cols, D, rows, Real(1), P, kKeyTile, dY, C, Real(1), dV, D);   // += Pᵀ dY
+      gemm(false, true, rows, cols, D, Real(1), dY, C, V, ld, Real(0), dS, kKeyTile);  // dY Vᵀ
+    } else if constexpr (kIsFloat<Real>) {
+      tile_product_bf16(rows, cols, D2, t.q_words, D2, 1, t.kt + j0, T, scale, false, P, kKeyTile);
+      exp_tile(P, rows, cols, i0, j0, row_lse + i0);
+      pack_row_pairs(P, rows, cols, kKeyTile, t.p_rows, kKeyTile);
+      tile_product_bf16(cols, D, rows2, t.p_rows, 1, kKeyTile, t.dy_rows, D, 1.0f, true, dV, D);
+      tile_product_bf16(rows, cols, D2, t.dy_words, D2, 1, t.vt + j0, T, 1.0f, false, dS, kKeyTile);
+    }
+    for (int r = 0; r < rows; r++) {
+      const Real d_row = t.Di[i0 + r];
+      Real* ds = dS + (size_t)r * kKeyTile;
+      const Real* pr = P + (size_t)r * kKeyTile;
+#pragma omp simd
+      for (int c = 0; c < cols; c++) ds[c] = pr[c] * (ds[c] - d_row) * scale;
+    }
+    if (!p.bf16) {
+      gemm(false, false, rows, D, cols, Real(1), dS, kKeyTile, K, ld, Real(1), dQ, D);  // += dS K
+      gemm(true, false, cols, D, rows, Real(1), dS, kKeyTile, Q, ld, Real(1), dK, D);  // += dSᵀ Q
+    } else if constexpr (kIsFloat<Real>) {
+      pack_column_pairs(dS, rows, cols, kKeyTile, t.ds_words, K2, 1);
+      pack_row_pairs(dS, rows, cols, kKeyTile, t.ds_rows, kKeyTile);
+      tile_product_bf16(rows, D, cols2, t.ds_words, K2, 1, t.k_rows + (size_t)j0 / 2 * D, D, 1.0f,
+                        true, dQ, D);
+      tile_product_bf16(cols, D, rows2, t.ds_rows, 1, kKeyTile, t.q_rows, D, 1.0f, true, dK, D);
+    }
+  }
+  copy_rows(dQ_rows, ld, dQ, D, rows, D);
+}
+
+}  // namespace
+
 template <typename Real>
 void attention_backward(const AttentionArgs<Real>& args) {
   check_args(args, /*backward=*/true);
-  Real *dqkv = args.dqkv, *d_out = args.d_out, *dsink = args.dsink;
-  const Real *qkv = args.qkv, *y = args.y, *lse = args.lse, *sink = args.sink;
-  const int B = args.B, T = args.T, C = args.C, H = args.H, Hkv = args.Hkv;
   // forward: s_ij = q_i·k_j/√D, p_ij = exp(s_ij − lse_i), y_i = Σ_j p_ij v_j.
   //   dv_j += p_ij dy_i;  dp_ij = dy_i·v_j;  ds_ij = p_ij (dp_ij − D_i) with D_i = dy_i·y_i;
   //   dq_i += ds_ij k_j/√D;  dk_j += ds_ij q_i/√D.
   // One (b, kv head) per task, its query heads in turn: every write of a task stays inside its own
   // key/value head (shared by the group under GQA), so no races, and the summation order is fixed
   // whatever the thread count.
-  const int Hk = Hkv > 0 ? Hkv : H, group = H / Hk, D = C / H, Ck = Hk * D, ld = C + 2 * Ck;
-  const Real scale = Real(1) / std::sqrt(Real(D));
+  const AttentionPlan<Real> plan(args);
+  const int B = args.B, T = args.T, C = args.C, H = args.H, Hkv = args.Hkv;
   // ∂L/∂z → ∂L/∂y, and the own-value gradient (written into dqkv's v with write_dqkv).
   if (args.exclusive) {
     bool written = false;
     if constexpr (kIsFloat<Real>)
       if (args.z_bf16 && args.z) {
-        xsa_backward_bf16(d_out, dqkv, d_out, y, qkv, B, T, C, H, args.alpha, args.dalpha, Hkv,
-                          args.write_dqkv, reinterpret_cast<ops::bf16*>(args.z));
+        xsa_backward_bf16(args.d_out, args.dqkv, args.d_out, args.y, args.qkv, B, T, C, H,
+                          args.alpha, args.dalpha, Hkv, args.write_dqkv,
+                          reinterpret_cast<ops::bf16*>(args.z));
         written = true;
       }
     if (!written)
-      xsa_backward(d_out, dqkv, d_out, y, qkv, B, T, C, H, args.alpha, args.dalpha, Hkv,
-                   args.write_dqkv, args.z);
+      xsa_backward(args.d_out, args.dqkv, args.d_out, args.y, args.qkv, B, T, C, H, args.alpha,
+                   args.dalpha, Hkv, args.write_dqkv, args.z);
   }
-  // bf16 tiles: the task's kᵀ, vᵀ and k as pairs of rows packed once, each query tile's q and dy
-  // (both ways) once, and per tile p and ds: as pairs of columns (an A operand) or of rows (a
-  // transposed A, or a B).
-  const bool bf16 = kIsFloat<Real> && args.bf16_tiles;
-  const int D2 = (D + 1) / 2, Q2 = kQueryTile / 2, K2 = kKeyTile / 2;
 #pragma omp parallel for collapse(2) schedule(dynamic, 1)
   for (int b = 0; b < B; b++) {
-    for (int g = 0; g < Hk; g++) {
-      const Real* base = qkv + (size_t)b * T * ld;
-      Real* dbase = dqkv + (size_t)b * T * ld;
-      Real* Di = scratch<Real>((size_t)T, 0);
-      Real* P = scratch<Real>((size_t)kQueryTile * kKeyTile, 1);
-      Real* dS = scratch<Real>((size_t)kQueryTile * kKeyTile, 2);
-      // The tiles accumulate into contiguous task-local gradients that start from what dqkv holds
-      // (zeros when it is written, XSA's own-value gradient in v) and go back into it at the end:
-      // accumulating straight into dqkv's rows (3C apart) waited on their loads. The additions
-      // are those into dqkv, in the same order, so the result is the same to the bit.
-      Real* dK_acc = scratch<Real>((size_t)2 * T * D, 3);
-      Real* dV_acc = dK_acc + (size_t)T * D;
-      Real* dQ_acc = scratch<Real>((size_t)kQueryTile * D, 4);
-      Real* dK_rows = dbase + C + g * D;
-      Real* dV_rows = dbase + C + Ck + g * D;
-      start_rows(dK_acc, dK_rows, ld, T, D, !args.write_dqkv);
-      start_rows(dV_acc, dV_rows, ld, T, D, !args.write_dqkv || args.exclusive);
-      Word *kt = nullptr, *vt = nullptr, *k_rows = nullptr, *q_words = nullptr, *q_rows = nullptr,
-           *dy_words = nullptr, *dy_rows = nullptr, *p_rows = nullptr, *ds_words = nullptr,
-           *ds_rows = nullptr;
-      if constexpr (kIsFloat<Real>) {
-        if (bf16) {
-          const size_t kv_t = transposed_words(T, D);
-          kt = word_scratch(2 * kv_t + row_pair_words(T, D), 0);
-          vt = kt + kv_t, k_rows = vt + kv_t;
-          pack_transposed(base + C + g * D, T, D, ld, kt);
-          pack_transposed(base + C + Ck + g * D, T, D, ld, vt);
-          pack_row_pairs(base + C + g * D, T, D, ld, k_rows, D);
-          q_words = word_scratch(2 * (size_t)kQueryTile * D2 + 2 * (size_t)Q2 * D, 1);
-          q_rows = q_words + (size_t)kQueryTile * D2, dy_words = q_rows + (size_t)Q2 * D;
-          dy_rows = dy_words + (size_t)kQueryTile * D2;
-          p_rows = word_scratch(3 * (size_t)Q2 * kKeyTile, 2);
-          ds_words = p_rows + (size_t)Q2 * kKeyTile, ds_rows = ds_words + (size_t)Q2 * kKeyTile;
-        }
+    for (int g = 0; g < plan.Hk; g++) {
+      BackwardTask<Real> task = start_backward_task(plan, b, g);
+      for (int h = g * plan.group; h < (g + 1) * plan.group; h++) {
+        row_dots_and_sink(plan, task, h);
+        for (int i0 = 0; i0 < T; i0 += kQueryTile) backward_query_tile(plan, task, h, i0);
       }
-      for (int h = g * group; h < (g + 1) * group; h++) {
-        for (int i = 0; i < T; i++) {
-          const Real* dyi = d_out + ((size_t)b * T + i) * C + h * D;
-          const Real* yi = y + ((size_t)b * T + i) * C + h * D;
-          Real s = 0;
-          for (int d = 0; d < D; d++) s += dyi[d] * yi[d];
-          Di[i] = s;
-        }
-        const Real* row_lse = lse + ((size_t)b * H + h) * T;
-        if (sink) {  // the sink: p_sink = exp(b_h − lse_i), value zero, so ∂L/∂b_h = −Σ p_sink D_i
-          Real sum = 0;
-          for (int i = 0; i < T; i++) sum -= std::exp(sink[h] - row_lse[i]) * Di[i];
-          dsink[(size_t)b * H + h] = sum;
-        }
-        for (int i0 = 0; i0 < T; i0 += kQueryTile) {
-          const int rows = std::min(kQueryTile, T - i0);
-          const Real* Q = base + (size_t)i0 * ld + h * D;
-          Real* dQ = dQ_acc;
-          Real* dQ_rows = dbase + (size_t)i0 * ld + h * D;
-          start_rows(dQ, dQ_rows, ld, rows, D, !args.write_dqkv);
-          const Real* dY = d_out + ((size_t)b * T + i0) * C + h * D;
-          const int rows2 = (rows + 1) / 2;
-          if constexpr (kIsFloat<Real>) {
-            if (bf16) {
-              pack_column_pairs(Q, rows, D, ld, q_words, D2, 1);
-              pack_row_pairs(Q, rows, D, ld, q_rows, D);
-              pack_column_pairs(dY, rows, D, C, dy_words, D2, 1);
-              pack_row_pairs(dY, rows, D, C, dy_rows, D);
-            }
-          }
-          for (int j0 = 0; j0 < i0 + rows; j0 += kKeyTile) {
-            const int cols = std::min(kKeyTile, i0 + rows - j0);
-            const Real* K = base + (size_t)j0 * ld + C + g * D;
-            const Real* V = base + (size_t)j0 * ld + C + Ck + g * D;
-            Real* dK = dK_acc + (size_t)j0 * D;
-            Real* dV = dV_acc + (size_t)j0 * D;
-            const int cols2 = (cols + 1) / 2;
-            if (!bf16) {
-              gemm(false, true, rows, cols, D, scale, Q, ld, K, ld, Real(0), P, kKeyTile);
-              exp_tile(P, rows, cols, i0, j0, row_lse + i0);  // P
-              gemm(true, false, cols, D, rows, Real(1), P, kKeyTile, dY, C, Real(1), dV,
-                   D);  // dV += Pᵀ dY
-              gemm(false, true, rows, cols, D, Real(1), dY, C, V, ld, Real(0), dS,
-                   kKeyTile);  // dP = dY Vᵀ
-            } else if constexpr (kIsFloat<Real>) {
-              tile_product_bf16(rows, cols, D2, q_words, D2, 1, kt + j0, T, scale, false, P,
-                                kKeyTile);
-              exp_tile(P, rows, cols, i0, j0, row_lse + i0);
-              pack_row_pairs(P, rows, cols, kKeyTile, p_rows, kKeyTile);
-              tile_product_bf16(cols, D, rows2, p_rows, 1, kKeyTile, dy_rows, D, 1.0f, true, dV, D);
-              tile_product_bf16(rows, cols, D2, dy_words, D2, 1, vt + j0, T, 1.0f, false, dS,
-                                kKeyTile);
-            }
-            for (int r = 0; r < rows; r++) {
-              const Real d_row = Di[i0 + r];
-              Real* ds = dS + (size_t)r * kKeyTile;
-              const Real* p = P + (size_t)r * kKeyTile;
-#pragma omp simd
-              for (int c = 0; c < cols; c++) ds[c] = p[c] * (ds[c] - d_row) * scale;
-            }
-            if (!bf16) {
-              gemm(false, false, rows, D, cols, Real(1), dS, kKeyTile, K, ld, Real(1), dQ,
-                   D);  // dQ += dS K
-              gemm(true, false, cols, D, rows, Real(1), dS, kKeyTile, Q, ld, Real(1), dK,
-                   D);  // dK += dSᵀ Q
-            } else if constexpr (kIsFloat<Real>) {
-              pack_column_pairs(dS, rows, cols, kKeyTile, ds_words, K2, 1);
-              pack_row_pairs(dS, rows, cols, kKeyTile, ds_rows, kKeyTile);
-              tile_product_bf16(rows, D, cols2, ds_words, K2, 1, k_rows + (size_t)j0 / 2 * D, D,
-                                1.0f, true, dQ, D);
-              tile_product_bf16(cols, D, rows2, ds_rows, 1, kKeyTile, q_rows, D, 1.0f, true, dK, D);
-            }
-          }
-          copy_rows(dQ_rows, ld, dQ, D, rows, D);
-        }
-      }
-      copy_rows(dK_rows, ld, dK_acc, D, T, D);
-      copy_rows(dV_rows, ld, dV_acc, D, T, D);
+      copy_rows(task.dK_rows, plan.ld, task.dK_acc, plan.D, T, plan.D);
+      copy_rows(task.dV_rows, plan.ld, task.dV_acc, plan.D, T, plan.D);
     }
   }
 }
