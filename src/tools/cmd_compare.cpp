@@ -1,7 +1,10 @@
 // xsa compare (the main job) and xsa analyze.
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <nlohmann/json.hpp>
+#include <string>
+#include <string_view>
 
 #include "xsa/analysis/similarity_bias.h"
 #include "xsa/io/checkpoint.h"
@@ -56,16 +59,22 @@ CompareConfig compare_config_of(const CLI::App* cmd, const CompareArgs& a) {
   if (!a.preset.empty()) {
     CompareConfig preset = cfg;
     apply_compare_preset(a.preset, preset.model, preset.run, preset);
-    auto given = [&](const char* flag) { return cmd->count(flag) > 0; };
-    if (!given("--layers")) cfg.model.n_layer = preset.model.n_layer;
-    if (!given("--heads")) cfg.model.n_head = preset.model.n_head;
-    if (!given("--embd")) cfg.model.n_embd = preset.model.n_embd;
-    if (!given("--seq-len")) cfg.model.seq_len = preset.model.seq_len;
-    if (!given("--batch")) cfg.run.batch = preset.run.batch;
-    if (!given("--steps")) cfg.run.steps = preset.run.steps;
-    if (!given("--lr")) cfg.run.lr = preset.run.lr;
-    if (!given("--val-every")) cfg.run.val_every = preset.run.val_every;
-    if (!given("--val-batches")) cfg.run.val_batches = preset.run.val_batches;
+    // A flag in CLI11's syntax ("--shuffle,!--no-shuffle"): given under any of its names.
+    auto given = [&](std::string_view flags) {
+      for (size_t at = 0; at <= flags.size();) {
+        const size_t comma = std::min(flags.find(',', at), flags.size());
+        std::string_view name = flags.substr(at, comma - at);
+        if (!name.empty() && name[0] == '!') name.remove_prefix(1);
+        const CLI::Option* option = cmd->get_option_no_throw(std::string(name));
+        if (option && option->count() > 0) return true;
+        at = comma + 1;
+      }
+      return false;
+    };
+    take_options_not_given(
+        cfg.model, preset.model, [](auto& m, auto&& fn) { for_each_model_option(m, fn); }, given);
+    take_options_not_given(
+        cfg.run, preset.run, [](auto& r, auto&& fn) { for_each_run_option(r, fn); }, given);
     if (!given("--seeds")) cfg.seeds = preset.seeds;
   }
   cfg.variants = split_list(a.variants);

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <memory>
+#include <string_view>
 
 #include "xsa/io/checkpoint.h"
 #include "xsa/tools/commands.h"
@@ -20,28 +21,25 @@ struct TrainArgs {
   std::string resume;
 };
 
-// A model option given on the command line (or config file) must agree with the checkpoint.
-void check_agrees(const CLI::App& cmd, const char* flag, long long given, long long stored,
-                  const fs::path& ckpt) {
-  if (cmd.count(flag) > 0 && given != stored)
-    fail("{} {} contradicts the checkpoint {} ({}); drop it", flag, given,
-         (ckpt / "config.json").string(), stored);
-}
-
-// The shape options a resumed or initialised run takes from its checkpoint.
+// The shape options a resumed or initialised run takes from its checkpoint: one given on the
+// command line (or config file) must agree with it (the context too with seq_len_too).
 void check_shape_agrees(const CLI::App& cmd, const ModelConfig& model, const ModelConfig& stored,
                         const fs::path& ckpt, bool seq_len_too) {
-  check_agrees(cmd, "--layers", model.n_layer, stored.n_layer, ckpt);
-  check_agrees(cmd, "--heads", model.n_head, stored.n_head, ckpt);
-  check_agrees(cmd, "--kv-heads", model.kv_heads(), stored.kv_heads(), ckpt);
-  check_agrees(cmd, "--embd", model.n_embd, stored.n_embd, ckpt);
-  if (seq_len_too) check_agrees(cmd, "--seq-len", model.seq_len, stored.seq_len, ckpt);
+  // Key/value heads compared as counts: 0 means one per head.
+  ModelConfig given = model, kept = stored;
+  given.n_kv_head = model.kv_heads(), kept.n_kv_head = stored.kv_heads();
+  for_each_model_option(given, [&](const ModelOption& o, const auto& value) {
+    if (!(o.roles & kShapeOfWeights) || ((o.roles & kContext) && !seq_len_too)) return;
+    if (cmd.count(o.flag) == 0) return;
+    for_each_model_option(kept, [&](const ModelOption& k, const auto& stored_value) {
+      if (std::string_view(k.key) == o.key && value != stored_value)
+        fail("{} {} contradicts the checkpoint {} ({}); drop it", o.flag, value,
+             (ckpt / "config.json").string(), stored_value);
+    });
+  });
   if (cmd.count("--arch") && std::string(architecture_name(model)) != architecture_name(stored))
     fail("--arch {} contradicts the checkpoint {} ({})", architecture_name(model),
          (ckpt / "config.json").string(), architecture_name(stored));
-  if (cmd.count("--rope-theta") && model.rope_theta != stored.rope_theta)
-    fail("--rope-theta {} contradicts the checkpoint {} ({})", model.rope_theta,
-         (ckpt / "config.json").string(), stored.rope_theta);
 }
 
 }  // namespace

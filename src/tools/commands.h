@@ -5,6 +5,7 @@
 #include <CLI/CLI.hpp>
 #include <string>
 
+#include "xsa/config/model_options.h"
 #include "xsa/model/config.h"
 #include "xsa/train/trainer.h"
 

@@ -1,6 +1,5 @@
-// The model and training options that train, compare and sweep share: the model's declared here
-// (name, default, help), the run's from the one table of run options (config/run_config.h), bound
-// straight to ModelConfig and RunConfig.
+// The model and training options that train, compare and sweep share, each from its table
+// (config/model_options.h, config/run_config.h), bound straight to ModelConfig and RunConfig.
 #include <algorithm>
 #include <cstdlib>
 #include <string>
@@ -12,14 +11,9 @@
 namespace xsa::cli {
 
 void add_model_options(CLI::App* cmd, ModelConfig& m) {
-  cmd->add_option("--layers", m.n_layer, "Transformer blocks (L)")->capture_default_str();
-  cmd->add_option("--heads", m.n_head, "Attention heads (H)")->capture_default_str();
-  cmd->add_option("--kv-heads", m.n_kv_head,
-                  "Key/value heads, grouped-query attention (0: one per head)")
-      ->capture_default_str();
-  cmd->add_option("--embd", m.n_embd, "Embedding width (C)")->capture_default_str();
-  cmd->add_option("--seq-len", m.seq_len, "Context length (T)")->capture_default_str();
-  cmd->add_option("--rope-theta", m.rope_theta, "RoPE base")->capture_default_str();
+  for_each_model_option(m, [&](const ModelOption& o, auto& field) {
+    cmd->add_option(o.flag, field, o.help)->capture_default_str();
+  });
   cmd->add_option_function<std::string>(
       "--arch", [&m](const std::string& name) { set_architecture(m, name); },
       "xsa (RoPE, no linear biases; the default) or gpt2 (learned positions, a bias on every "

@@ -1,0 +1,58 @@
+// The model's options in one table, as the run's are (config/run_config.h): each option's
+// config.json key, command-line flag, help and roles, read by the code that declares the options,
+// checks them against a checkpoint and lays a preset under them, so that a new shape option is
+// declared once. Their values are checked together by ModelConfig::validate (model/config.h),
+// since most constrain each other (C % H, H % Hkv, even head sizes).
+#pragma once
+
+#include <string_view>
+#include <type_traits>
+
+#include "xsa/model/config.h"
+
+namespace xsa {
+
+// A model option's roles.
+enum ModelOptionRole : unsigned {
+  kShapeOfWeights = 1,  // fixes the weights' shapes: a checkpoint's value wins, a contradiction is
+                        // refused
+  kContext = 2,         // the context: a run from --init-from may choose its own
+};
+
+struct ModelOption {
+  const char* key;   // config.json key
+  const char* flag;  // command-line flag
+  const char* help;
+  unsigned roles;
+};
+
+// Calls fn(option, field) for every shape option of ModelConfig, in one order. Model is
+// ModelConfig or const ModelConfig.
+template <typename Model, typename Fn>
+void for_each_model_option(Model& m, Fn&& fn) {
+  static_assert(std::is_same_v<std::remove_const_t<Model>, ModelConfig>);
+  fn(ModelOption{"n_layer", "--layers", "Transformer blocks (L)", kShapeOfWeights}, m.n_layer);
+  fn(ModelOption{"n_head", "--heads", "Attention heads (H)", kShapeOfWeights}, m.n_head);
+  fn(ModelOption{"n_kv_head", "--kv-heads",
+                 "Key/value heads, grouped-query attention (0: one per head)", kShapeOfWeights},
+     m.n_kv_head);
+  fn(ModelOption{"n_embd", "--embd", "Embedding width (C)", kShapeOfWeights}, m.n_embd);
+  fn(ModelOption{"seq_len", "--seq-len", "Context length (T)", kShapeOfWeights | kContext},
+     m.seq_len);
+  fn(ModelOption{"rope_theta", "--rope-theta", "RoPE base", kShapeOfWeights}, m.rope_theta);
+}
+
+// `to`'s options (a ModelConfig or a RunConfig, for_each walking its table) whose flag `given`
+// says is not on the command line take `from`'s values: a preset laid under the command line.
+template <typename Config, typename ForEach, typename Given>
+void take_options_not_given(Config& to, const Config& from, ForEach&& for_each, Given&& given) {
+  for_each(to, [&](const auto& option, auto& field) {
+    if (given(option.flag)) return;
+    for_each(from, [&](const auto& other, const auto& value) {
+      if constexpr (std::is_same_v<std::decay_t<decltype(field)>, std::decay_t<decltype(value)>>)
+        if (std::string_view(other.key) == option.key) field = value;
+    });
+  });
+}
+
+}  // namespace xsa
