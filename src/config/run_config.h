@@ -74,11 +74,12 @@ struct RunOption {
   unsigned roles;
 };
 
-// Calls fn(option, field) for every RunConfig member, in one order. Run is RunConfig or const
-// RunConfig.
+// The table, in four groups (for_each_run_option below walks them in order).
+namespace run_options {
+
+// The data and the step's batch.
 template <typename Run, typename Fn>
-void for_each_run_option(Run& r, Fn&& fn) {
-  static_assert(std::is_same_v<std::remove_const_t<Run>, RunConfig>);
+void data_and_batch(Run& r, Fn& fn) {
   constexpr unsigned all = kSaved | kResult | kShared;
   fn(
       RunOption{
@@ -107,6 +108,12 @@ void for_each_run_option(Run& r, Fn&& fn) {
                "--seq-len × processes); gradient accumulation makes up the rest",
                all},
      r.total_batch_tokens);
+}
+
+// The schedule, AdamW and the seed.
+template <typename Run, typename Fn>
+void optimization(Run& r, Fn& fn) {
+  constexpr unsigned all = kSaved | kResult | kShared;
   fn(RunOption{"steps", "--steps", "Optimizer steps (per model)", all}, r.steps);
   fn(RunOption{"lr", "--lr", "Peak learning rate", all}, r.lr);
   fn(RunOption{"min_lr_fraction", "--min-lr-fraction",
@@ -127,6 +134,12 @@ void for_each_run_option(Run& r, Fn&& fn) {
      r.skip_bad_steps);
   fn(RunOption{"seed", "--seed", "Seed of the initial weights and of the batch order", all},
      r.seed);
+}
+
+// Threads, precision, devices and processes.
+template <typename Run, typename Fn>
+void devices(Run& r, Fn& fn) {
+  constexpr unsigned all = kSaved | kResult | kShared;
   fn(RunOption{"threads", "--threads",
                "Threads per process (0: OMP_NUM_THREADS, else the cores the process may use, "
                "shared among the ranks on one machine)",
@@ -166,6 +179,12 @@ void for_each_run_option(Run& r, Fn&& fn) {
                "ZeRO stage under mpirun: 1 shards the AdamW moments across ranks (0: off)",
                kSaved | kShared},
      r.zero);
+}
+
+// Checkpoints, validation, progress and the output folder.
+template <typename Run, typename Fn>
+void run_control(Run& r, Fn& fn) {
+  constexpr unsigned all = kSaved | kResult | kShared;
   fn(RunOption{"ckpt_every", "--ckpt-every", "Steps between checkpoints (0: only at the end)",
                kSaved},
      r.ckpt_every);
@@ -184,6 +203,19 @@ void for_each_run_option(Run& r, Fn&& fn) {
   fn(RunOption{"force", "--force", "Start over, or replace what the output folder holds", 0},
      r.force);
   fn(RunOption{"quiet", "--quiet", "No progress output", kShared}, r.quiet);
+}
+
+}  // namespace run_options
+
+// Calls fn(option, field) for every RunConfig member, in one order. Run is RunConfig or const
+// RunConfig.
+template <typename Run, typename Fn>
+void for_each_run_option(Run& r, Fn&& fn) {
+  static_assert(std::is_same_v<std::remove_const_t<Run>, RunConfig>);
+  run_options::data_and_batch(r, fn);
+  run_options::optimization(r, fn);
+  run_options::devices(r, fn);
+  run_options::run_control(r, fn);
 }
 
 // The options with all of `roles`, as JSON (the warm-up as resolved: a resumed run keeps it when
