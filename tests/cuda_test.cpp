@@ -492,9 +492,14 @@ TEST(IsolatedDevice, EveryCommandGivesTheCpuBits) {
   const std::string model =
       "train --data text.txt --layers 2 --heads 4 --embd 64 --seq-len 32 --batch 4 --steps 12 "
       "--val-every 6 --ckpt-every 6 --val-batches 2 --quiet --force --threads 1 ";
-  for (const std::string variant :
-       {"--attn xsa", "--attn sa+sink --kv-heads 2", "--attn xsa-gated+sink --kv-heads 2",
-        "--attn sa,xsa --arch gpt2"}) {
+  std::vector<std::string> variants = {"--attn xsa", "--attn sa+sink --kv-heads 2",
+                                       "--attn xsa-gated+sink --kv-heads 2",
+                                       "--attn sa,xsa --arch gpt2"};
+  // The bf16 backend behind the isolated device: its product inputs, bf16 attention tiles and
+  // residual post-ops, not the interface's plain forms.
+  if (bf16_products_available(nullptr))
+    variants.push_back("--attn xsa-gated+sink --kv-heads 2 --precision bf16");
+  for (const std::string& variant : variants) {
     SCOPED_TRACE(variant);
     for (const char* device : {"cpu", "isolated"}) {
       const std::string run = std::string("iso_") + device;

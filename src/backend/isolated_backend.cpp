@@ -18,6 +18,11 @@ template <typename T>
 T* real(T* p) {
   return p ? reinterpret_cast<T*>(reinterpret_cast<uintptr_t>(p) - kOffset) : nullptr;
 }
+// The opposite: an address of the inner backend's memory as this backend hands it out.
+template <typename T>
+T* device_address(T* p) {
+  return p ? reinterpret_cast<T*>(reinterpret_cast<uintptr_t>(p) + kOffset) : nullptr;
+}
 
 class IsolatedBackend final : public Backend<float> {
  public:
@@ -28,8 +33,7 @@ class IsolatedBackend final : public Backend<float> {
   std::string describe() const override { return "isolated (CPU kernels, memory off limits)"; }
 
   float* allocate(size_t n, MemoryUse use) override {
-    float* p = cpu_.allocate(n, use);
-    return reinterpret_cast<float*>(reinterpret_cast<uintptr_t>(p) + kOffset);
+    return device_address(cpu_.allocate(n, use));
   }
   void release(float* p, size_t n) override { cpu_.release(real(p), n); }
   void fill_zero(float* p, size_t n) override { cpu_.fill_zero(real(p), n); }
@@ -126,6 +130,60 @@ class IsolatedBackend final : public Backend<float> {
                                    bool accumulate) override {
     cpu_.classifier_forward_backward(real(logits), real(losses), targets, real(inp), real(wte),
                                      real(dinp), real(dwte), rows, C, V, Vp, dloss, accumulate);
+  }
+  // The inner backend's own forms of these (a bf16 backend's product inputs, oneDNN's residual
+  // post-op), not the interface's plain defaults: exactly what the inner backend computes.
+  void matmul_forward_residual(float* out, const float* residual, const float* inp,
+                               const float* weight, int N, int in_dim, int out_dim) override {
+    cpu_.matmul_forward_residual(real(out), real(residual), real(inp), real(weight), N, in_dim,
+                                 out_dim);
+  }
+  void layernorm_forward_product_input(float* out, float* mean, float* rstd, const float* inp,
+                                       const float* weight, const float* bias, int N,
+                                       int C) override {
+    cpu_.layernorm_forward_product_input(real(out), real(mean), real(rstd), real(inp), real(weight),
+                                         real(bias), N, C);
+  }
+  void gelu_forward_product_input(float* out, const float* inp, int N, int width) override {
+    cpu_.gelu_forward_product_input(real(out), real(inp), N, width);
+  }
+  void matmul_forward_product_input(float* out, const float* inp, const float* weight, int N,
+                                    int in_dim, int out_dim) override {
+    cpu_.matmul_forward_product_input(real(out), real(inp), real(weight), N, in_dim, out_dim);
+  }
+  void matmul_forward_residual_product_input(float* out, const float* residual, const float* inp,
+                                             const float* weight, int N, int in_dim,
+                                             int out_dim) override {
+    cpu_.matmul_forward_residual_product_input(real(out), real(residual), real(inp), real(weight),
+                                               N, in_dim, out_dim);
+  }
+  void matmul_backward_product_input(float* dinp, float* dweight, const float* dout,
+                                     const float* inp, const float* weight, int N, int in_dim,
+                                     int out_dim, bool accumulate) override {
+    cpu_.matmul_backward_product_input(real(dinp), real(dweight), real(dout), real(inp),
+                                       real(weight), N, in_dim, out_dim, accumulate);
+  }
+  const float* gelu_backward_product_input(float* grad, const float* inp, float* spare, int N,
+                                           int width) override {
+    return device_address(
+        cpu_.gelu_backward_product_input(real(grad), real(inp), real(spare), N, width));
+  }
+  const float* rope_backward_product_input(float* dqkv, const float* cos, const float* sin, int B,
+                                           int T, int C, int H, int Hkv, float* spare) override {
+    return device_address(cpu_.rope_backward_product_input(real(dqkv), real(cos), real(sin), B, T,
+                                                           C, H, Hkv, real(spare)));
+  }
+  void matmul_backward_product_inputs(float* dinp, float* dweight, const float* dout,
+                                      const float* inp, const float* weight, int N, int in_dim,
+                                      int out_dim, bool accumulate) override {
+    cpu_.matmul_backward_product_inputs(real(dinp), real(dweight), real(dout), real(inp),
+                                        real(weight), N, in_dim, out_dim, accumulate);
+  }
+  void attention_forward_product_input(const ops::AttentionArgs<float>& args) override {
+    cpu_.attention_forward_product_input(on_host(args));
+  }
+  void attention_backward_product_input(const ops::AttentionArgs<float>& args) override {
+    cpu_.attention_backward_product_input(on_host(args));
   }
   void gate_alpha(float* alpha, const float* w, int H) override {
     cpu_.gate_alpha(real(alpha), real(w), H);
