@@ -664,40 +664,8 @@ TEST(Bf16, AttentionTilesAgainstFloat64) {
     ref::attention_backward(dqkv_ref.data(), dy.data(), qkv.data(), s.B, s.T, s.C, s.H, sink_ref,
                             dsink_ref.data(), s.Hkv);
 
-    // Σ|terms| of each output: y_id = Σ_j p_ij v_jd, dv_jd = Σ_i p_ij dy_id, dq_id = Σ_j ds_ij
-    // k_jd / √D, dk_jd = Σ_i ds_ij q_id / √D.
-    std::vector<double> y_mag(y_ref.size(), 0.0), d_mag(dqkv_ref.size(), 0.0);
-    const double scale = 1 / std::sqrt((double)D);
-    auto at = [&](int b, int t, int part, int h) {
-      return ref::qkv_offset(b * s.T + t, part, h, s.C, s.H, s.Hkv);
-    };
-    std::vector<double> P(s.T), dS(s.T);
-    for (int b = 0; b < s.B; b++)
-      for (int h = 0; h < s.H; h++)
-        for (int i = 0; i < s.T; i++) {
-          const double* dyi = &dy[((size_t)b * s.T + i) * s.C + h * D];
-          double Di = 0;
-          for (int j = 0; j <= i; j++) {
-            double sc = 0, dp = 0;
-            for (int d = 0; d < D; d++) {
-              sc += qkv[at(b, i, 0, h) + d] * qkv[at(b, j, 1, h) + d];
-              dp += dyi[d] * qkv[at(b, j, 2, h) + d];
-            }
-            P[j] = std::exp(sc * scale - lse_ref[((size_t)b * s.H + h) * s.T + i]);
-            dS[j] = dp, Di += P[j] * dp;
-          }
-          for (int j = 0; j <= i; j++) {
-            dS[j] = P[j] * (dS[j] - Di);
-            for (int d = 0; d < D; d++) {
-              y_mag[((size_t)b * s.T + i) * s.C + h * D + d] +=
-                  P[j] * std::fabs(qkv[at(b, j, 2, h) + d]);
-              d_mag[at(b, j, 2, h) + d] += P[j] * std::fabs(dyi[d]);
-              d_mag[at(b, i, 0, h) + d] += std::fabs(dS[j] * qkv[at(b, j, 1, h) + d]) * scale;
-              d_mag[at(b, j, 1, h) + d] += std::fabs(dS[j] * qkv[at(b, i, 0, h) + d]) * scale;
-            }
-          }
-        }
-
+    std::vector<double> y_mag, d_mag;
+    test::attention_term_magnitudes(qkv, dy, lse_ref, s.B, s.T, s.C, s.H, s.Hkv, y_mag, d_mag);
     auto qkvf = test::cast_vector<float>(qkv), dyf = test::cast_vector<float>(dy),
          yf_ref = test::cast_vector<float>(y_ref), lsef_ref = test::cast_vector<float>(lse_ref),
          sinkf = test::cast_vector<float>(sink);

@@ -660,6 +660,46 @@ inline AttentionBounds attention_bounds(const AttentionProblem& pr, double u) {
   return out;
 }
 
+// With bf16 tile products (the bf16 backend's attention: p and ds rounded to bf16, u = 2^-8, the
+// products accumulated in fp32), each entry of y and of dq/dk/dv is within u·Σ|terms| plus 2^-16
+// of the largest entry, on bf16-exact inputs (the exact y and lse given to the backward). The
+// Σ|terms| of each output, from the float64 lse: y_id = Σ_j p_ij v_jd, dv_jd = Σ_i p_ij dy_id,
+// dq_id = Σ_j ds_ij k_jd/√D, dk_jd = Σ_i ds_ij q_id/√D.
+inline void attention_term_magnitudes(const Vec& qkv, const Vec& dy, const Vec& lse, int B, int T,
+                                      int C, int H, int Hkv, Vec& y_mag, Vec& d_mag) {
+  const int D = C / H, Hk = Hkv ? Hkv : H, W = C + 2 * Hk * D;
+  y_mag.assign((size_t)B * T * C, 0.0), d_mag.assign((size_t)B * T * W, 0.0);
+  const double scale = 1 / std::sqrt((double)D);
+  auto at = [&](int b, int t, int part, int h) {
+    return ref::qkv_offset(b * T + t, part, h, C, H, Hkv);
+  };
+  Vec P(T), dS(T);
+  for (int b = 0; b < B; b++)
+    for (int h = 0; h < H; h++)
+      for (int i = 0; i < T; i++) {
+        const double* dyi = &dy[((size_t)b * T + i) * C + h * D];
+        double Di = 0;
+        for (int j = 0; j <= i; j++) {
+          double sc = 0, dp = 0;
+          for (int d = 0; d < D; d++) {
+            sc += qkv[at(b, i, 0, h) + d] * qkv[at(b, j, 1, h) + d];
+            dp += dyi[d] * qkv[at(b, j, 2, h) + d];
+          }
+          P[j] = std::exp(sc * scale - lse[((size_t)b * H + h) * T + i]);
+          dS[j] = dp, Di += P[j] * dp;
+        }
+        for (int j = 0; j <= i; j++) {
+          dS[j] = P[j] * (dS[j] - Di);
+          for (int d = 0; d < D; d++) {
+            y_mag[((size_t)b * T + i) * C + h * D + d] += P[j] * std::fabs(qkv[at(b, j, 2, h) + d]);
+            d_mag[at(b, j, 2, h) + d] += P[j] * std::fabs(dyi[d]);
+            d_mag[at(b, i, 0, h) + d] += std::fabs(dS[j] * qkv[at(b, j, 1, h) + d]) * scale;
+            d_mag[at(b, j, 1, h) + d] += std::fabs(dS[j] * qkv[at(b, i, 0, h) + d]) * scale;
+          }
+        }
+      }
+}
+
 // ---------------------------------------------------------------- whole models
 // A model's loss, logits and gradients come out of a chain of kernels, each a sum of K terms (its
 // reductions) plus a few elementwise roundings. Each kernel's error is relative to the magnitudes
