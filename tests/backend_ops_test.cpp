@@ -167,6 +167,48 @@ void check_gelu(Backend<float>& be, size_t n) {
   EXPECT_TRUE(within(dev.get(dX), dx_ref, dx_bound, "dx"));
 }
 
+// RoPE on q and k of qkv rows (grouped-query heads too), forward and backward, from the backend's
+// own table of cos and sin.
+void check_rope(Backend<float>& be, int B, int T, int C, int H, int Hkv) {
+  Device dev{be};
+  const int D = C / H, Hk = Hkv ? Hkv : H, W = C + 2 * Hk * D;
+  const Vec qkv = as_float(test::random_vector((size_t)B * T * W, 14)),
+            grad = as_float(test::random_vector((size_t)B * T * W, 15));
+  Vec fwd_ref = qkv, bwd_ref = grad;
+  ref::rope_rotate(fwd_ref.data(), B, T, C, H, 10000.0, +1, Hkv);
+  ref::rope_rotate(bwd_ref.data(), B, T, C, H, 10000.0, -1, Hkv);
+  auto Cos = dev.zeros((size_t)T * D / 2), Sin = dev.zeros((size_t)T * D / 2);
+  auto X = dev.put(qkv), G = dev.put(grad);
+  be.rope_table(Cos.data(), Sin.data(), T, D, 10000.0);
+  be.rope_forward(X.data(), Cos.data(), Sin.data(), B, T, C, H, Hkv);
+  be.rope_backward(G.data(), Cos.data(), Sin.data(), B, T, C, H, Hkv);
+  EXPECT_TRUE(within(dev.get(X), fwd_ref,
+                     test::rope_bound(qkv, B, T, C, H, Hkv, 10000.0, kFloatRoundoff), "fwd"));
+  EXPECT_TRUE(within(dev.get(G), bwd_ref,
+                     test::rope_bound(grad, B, T, C, H, Hkv, 10000.0, kFloatRoundoff), "bwd"));
+}
+
+// The fused softmax cross-entropy: losses, and the gradient written over the logits (padded
+// columns, ignored rows).
+void check_crossentropy(Backend<float>& be, int N, int V, int Vp) {
+  Device dev{be};
+  const Vec logits = as_float(test::random_vector((size_t)N * Vp, 16, 3.0));
+  std::vector<int32_t> targets(N);
+  for (int n = 0; n < N; n++) targets[n] = n % 4 == 3 ? -1 : (n * 13) % V;  // some ignored
+  const double dloss = 0.37;
+  Vec g_ref = logits, loss_ref(N);
+  ref::crossentropy_forward_backward(g_ref.data(), loss_ref.data(), targets.data(), N, V, Vp,
+                                     dloss);
+  auto Logits = dev.put(logits), Losses = dev.zeros(N);
+  be.crossentropy_forward_backward(Logits.data(), Losses.data(), targets.data(), N, V, Vp,
+                                   (float)dloss);
+  Vec loss_bound, grad_bound;
+  test::crossentropy_bounds(loss_bound, grad_bound, logits, targets, N, V, Vp, dloss,
+                            kFloatRoundoff);
+  EXPECT_TRUE(within(dev.get(Losses), loss_ref, loss_bound, "losses"));
+  EXPECT_TRUE(within(dev.get(Logits), g_ref, grad_bound, "gradient"));
+}
+
 struct AttentionShape {
   int B, T, C, H, Hkv;
   bool exclusive, sink;
@@ -276,6 +318,14 @@ std::vector<OpCase> op_cases() {
     cases.push_back({fmt::format("layernorm_N37_C{}", C),
                      [C](Backend<float>& be, bool) { check_layernorm(be, 37, C); }});
   cases.push_back({"gelu_n4099", [](Backend<float>& be, bool) { check_gelu(be, 4099); }});
+  cases.push_back({"rope_B2_T37_D64_H4_Hkv2",
+                   [](Backend<float>& be, bool) { check_rope(be, 2, 37, 256, 4, 2); }});
+  cases.push_back({"rope_B1_T70_D128_H2_Hkv2",
+                   [](Backend<float>& be, bool) { check_rope(be, 1, 70, 256, 2, 0); }});
+  cases.push_back({"crossentropy_N9_V50_Vp64",
+                   [](Backend<float>& be, bool) { check_crossentropy(be, 9, 50, 64); }});
+  cases.push_back({"crossentropy_N7_V1000_Vp1024",
+                   [](Backend<float>& be, bool) { check_crossentropy(be, 7, 1000, 1024); }});
   // Head sizes 64 and 128, T not a multiple of the 64-row tiles, grouped-query heads, sinks.
   for (AttentionShape s : {AttentionShape{2, 77, 128, 2, 0, false, false},
                            AttentionShape{2, 77, 128, 2, 0, true, true},
