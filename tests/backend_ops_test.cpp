@@ -209,6 +209,33 @@ void check_crossentropy(Backend<float>& be, int N, int V, int Vp) {
   EXPECT_TRUE(within(dev.get(Logits), g_ref, grad_bound, "gradient"));
 }
 
+// The token embedding: rows gathered (exact), and their gradient summed into the table's rows
+// (a row's k occurrences and what it held: k + 1 terms).
+void check_encoder(Backend<float>& be, int N, int V, int C) {
+  Device dev{be};
+  const Vec wte = as_float(test::random_vector((size_t)V * C, 17)),
+            dout = as_float(test::random_vector((size_t)N * C, 18));
+  std::vector<int32_t> tokens(N);
+  for (int n = 0; n < N; n++) tokens[n] = (n * 7) % V;  // rows seen several times
+  Vec out_ref((size_t)N * C), dwte_ref = wte, terms(V, 1.0), magnitude = test::abs_of(wte);
+  ref::encoder_forward(out_ref.data(), tokens.data(), wte.data(), N, C);
+  ref::encoder_backward(dwte_ref.data(), dout.data(), tokens.data(), N, C);
+  Vec abs_dout = test::abs_of(dout);
+  ref::encoder_backward(magnitude.data(), abs_dout.data(), tokens.data(), N, C);
+  for (int n = 0; n < N; n++) terms[tokens[n]] += 1;
+  Vec bound((size_t)V * C);
+  for (int v = 0; v < V; v++)
+    for (int c = 0; c < C; c++)
+      bound[(size_t)v * C + c] =
+          test::sum_error(terms[v], kFloatRoundoff) * magnitude[(size_t)v * C + c];
+  auto Wte = dev.put(wte), dOut = dev.put(dout), Out = dev.zeros((size_t)N * C),
+       dWte = dev.put(wte);
+  be.encoder_forward(Out.data(), tokens.data(), Wte.data(), N, C);
+  be.encoder_backward(dWte.data(), dOut.data(), tokens.data(), N, C);
+  EXPECT_TRUE(within(dev.get(Out), out_ref, Vec(out_ref.size(), 0.0), "rows"));
+  EXPECT_TRUE(within(dev.get(dWte), dwte_ref, bound, "dwte"));
+}
+
 struct AttentionShape {
   int B, T, C, H, Hkv;
   bool exclusive, sink;
@@ -322,6 +349,8 @@ std::vector<OpCase> op_cases() {
                    [](Backend<float>& be, bool) { check_rope(be, 2, 37, 256, 4, 2); }});
   cases.push_back({"rope_B1_T70_D128_H2_Hkv2",
                    [](Backend<float>& be, bool) { check_rope(be, 1, 70, 256, 2, 0); }});
+  cases.push_back(
+      {"encoder_N70_V50_C64", [](Backend<float>& be, bool) { check_encoder(be, 70, 50, 64); }});
   cases.push_back({"crossentropy_N9_V50_Vp64",
                    [](Backend<float>& be, bool) { check_crossentropy(be, 9, 50, 64); }});
   cases.push_back({"crossentropy_N7_V1000_Vp1024",
