@@ -145,6 +145,38 @@ struct Fp32ForwardSmem {
   }
 };
 
+// Scores of key j0 + lane (the lane's row of K) against the warp's 8 query rows.
+__device__ __forceinline__ void scores_fp32(float (&score)[kFwdRowsPerWarp],
+                                            const Fp32ForwardSmem& sm, int D, int warp, int lane) {
+  for (int d = 0; d < D; d++) {
+    const float k = sm.K[lane * (D + 1) + d];
+#pragma unroll
+    for (int r = 0; r < kFwdRowsPerWarp; r++)
+      score[r] += sm.Q[(warp * kFwdRowsPerWarp + r) * D + d] * k;
+  }
+}
+
+// acc += P V over the tile's keys: P the warp's [8][kFwdKeys] probabilities, V the tile's values.
+template <int DPL>
+__device__ __forceinline__ void accumulate_pv_fp32(float (&acc)[kFwdRowsPerWarp][DPL],
+                                                   const float* P, const float* V, int D,
+                                                   int lane) {
+  for (int j = 0; j < kFwdKeys; j++) {
+    float v[DPL];
+#pragma unroll
+    for (int k = 0; k < DPL; k++) {
+      const int d = lane + kWarp * k;
+      v[k] = d < D ? V[j * D + d] : 0.0f;
+    }
+#pragma unroll
+    for (int r = 0; r < kFwdRowsPerWarp; r++) {
+      const float p = P[r * kFwdKeys + j];
+#pragma unroll
+      for (int k = 0; k < DPL; k++) acc[r][k] += p * v[k];
+    }
+  }
+}
+
 // Grid (query tiles, H, B), the last query tile first (it has the most keys). Lane `lane` owns head
 // dimensions lane + 32·k, k < DPL, of its warp's 8 rows.
 template <int DPL>
@@ -179,14 +211,8 @@ __global__ void __launch_bounds__(kFwdWarps* kWarp)
     stage_fp32(sm.V, D, qkv + s.v_at(b, j0, g), s.ld, kFwdKeys, keys, D);
     __syncthreads();
 
-    // Scores of key j0 + lane against the warp's rows.
     float score[kFwdRowsPerWarp] = {};
-    for (int d = 0; d < D; d++) {
-      const float k = sm.K[lane * (D + 1) + d];
-#pragma unroll
-      for (int r = 0; r < kFwdRowsPerWarp; r++)
-        score[r] += sm.Q[(warp * kFwdRowsPerWarp + r) * D + d] * k;
-    }
+    scores_fp32(score, sm, D, warp, lane);
     const int key = j0 + lane;
     float* P = sm.P + warp * kFwdRowsPerWarp * kFwdKeys;
 #pragma unroll
@@ -204,22 +230,7 @@ __global__ void __launch_bounds__(kFwdWarps* kWarp)
       P[r * kFwdKeys + lane] = p;
     }
     __syncwarp();
-
-    // acc += P V over the tile's keys.
-    for (int j = 0; j < kFwdKeys; j++) {
-      float v[DPL];
-#pragma unroll
-      for (int k = 0; k < DPL; k++) {
-        const int d = lane + kWarp * k;
-        v[k] = d < D ? sm.V[j * D + d] : 0.0f;
-      }
-#pragma unroll
-      for (int r = 0; r < kFwdRowsPerWarp; r++) {
-        const float p = P[r * kFwdKeys + j];
-#pragma unroll
-        for (int k = 0; k < DPL; k++) acc[r][k] += p * v[k];
-      }
-    }
+    accumulate_pv_fp32<DPL>(acc, P, sm.V, D, lane);
   }
 
   // Epilogue: y = acc / l, lse = m + log l, and with XSA z from the row's own value.
@@ -494,6 +505,44 @@ __device__ void accumulators_to_a(uint32_t a[4], const float left[4], const floa
   a[3] = pack_bf16x2(right[2], right[3]);
 }
 
+// acc[nt] += A Bᵀ over k < K: A the warp's 16 rows (from row0) of a [row][k] tile, B the 8·NT rows
+// of a [n][k] tile (S = Q Kᵀ, Sᵀ = K Qᵀ, dP = dY Vᵀ, dPᵀ = V dYᵀ).
+template <int K, int NT>
+__device__ __forceinline__ void mma_rows_by_nk(float (&acc)[NT][4], const bf16* A, const bf16* B,
+                                               int ld, int row0) {
+#pragma unroll
+  for (int kk = 0; kk < K / 16; kk++) {
+    uint32_t a[4];
+    load_a(a, A, ld, row0, 16 * kk);
+#pragma unroll
+    for (int nt = 0; nt < NT; nt++) {
+      uint32_t b[2];
+      load_b_from_nk(b, B, ld, 8 * nt, 16 * kk);
+      mma_bf16(acc[nt], a, b);
+    }
+  }
+}
+
+// out[nd] += L B over k < 8·KB: L a block of accumulators (left[nt] the columns 8nt …, as
+// accumulators_to_a reads them), B the 8·ND columns of a [k][n] tile (O += P V, dV += Pᵀ dY,
+// dK += dSᵀ Q, dQ += dS K).
+template <int KB, int ND>
+__device__ __forceinline__ void mma_accumulators_by_kn(float (&out)[ND][4],
+                                                       const float (&left)[KB][4], const bf16* B,
+                                                       int ld) {
+#pragma unroll
+  for (int kk = 0; kk < KB / 2; kk++) {
+    uint32_t a[4];
+    accumulators_to_a(a, left[2 * kk], left[2 * kk + 1]);
+#pragma unroll
+    for (int nd = 0; nd < ND; nd++) {
+      uint32_t b[2];
+      load_b_from_kn(b, B, ld, 16 * kk, 8 * nd);
+      mma_bf16(out[nd], a, b);
+    }
+  }
+}
+
 // dst [kTcTile][DP + kTcPad] (bf16) = `rows` rows of src (row stride src_ld), the first D columns;
 // zero elsewhere (padding rows and columns D … DP − 1). src and src_ld·4 bytes are 16-byte aligned.
 template <int DP>
@@ -518,6 +567,57 @@ constexpr size_t tc_tile_bytes() {
 template <int DP>
 constexpr size_t forward_tc_bytes() {
   return 3 * tc_tile_bytes<DP>();  // Q, K, V
+}
+
+// What a forward block writes, and where: its (sequence, head, kv head) and the head's gate.
+struct ForwardTarget {
+  const float* qkv;
+  float *y, *z, *lse;
+  int b, h, g;
+  float alpha;  // 1: plain XSA
+};
+
+// The tensor-core forward's epilogue: y = O / l (dimension 8nd + 2tig + c2 in o[nd][2r + c2]), lse,
+// and z with XSA. The quad shuffles run in every lane; only the memory accesses depend on the row
+// being real.
+template <int ND>
+__device__ __forceinline__ void forward_tc_epilogue(const Shape& s, const ForwardTarget& t,
+                                                    const int (&rows)[2], const float (&m)[2],
+                                                    const float (&l)[2], float (&o)[ND][4]) {
+  const int tig = threadIdx.x % kWarp % 4, b = t.b, h = t.h, g = t.g;
+#pragma unroll
+  for (int r = 0; r < 2; r++) {
+    const int i = rows[r];
+    const bool real = i < s.T;
+    const float inv_l = 1.0f / l[r];
+    float vv = 0.0f, yv = 0.0f;
+#pragma unroll
+    for (int nd = 0; nd < ND; nd++)
+#pragma unroll
+      for (int c2 = 0; c2 < 2; c2++) {
+        const int d = 8 * nd + 2 * tig + c2;
+        const float yd = o[nd][2 * r + c2] * inv_l;
+        o[nd][2 * r + c2] = yd;
+        if (!real || d >= s.D) continue;
+        t.y[s.y_at(b, i, h) + d] = yd;
+        if (t.z) {
+          const float vd = t.qkv[s.v_at(b, i, g) + d];
+          vv += vd * vd, yv += yd * vd;
+        }
+      }
+    if (real && tig == 0) t.lse[s.stat_at(b, h, i)] = m[r] + logf(l[r]);
+    if (t.z) {
+      const float removal = xsa_removal(t.alpha, quad_sum(yv), quad_sum(vv));
+#pragma unroll
+      for (int nd = 0; nd < ND; nd++)
+#pragma unroll
+        for (int c2 = 0; c2 < 2; c2++) {
+          const int d = 8 * nd + 2 * tig + c2;
+          if (real && d < s.D)
+            t.z[s.y_at(b, i, h) + d] = o[nd][2 * r + c2] - removal * t.qkv[s.v_at(b, i, g) + d];
+        }
+    }
+  }
 }
 
 // Grid (query tiles, H, B), the last query tile first. Warp w owns the tile's rows 16w … 16w + 15;
@@ -552,17 +652,7 @@ __global__ void __launch_bounds__(kTcWarps* kWarp)
 
     // S = Q Kᵀ: 16 rows × 64 keys per warp, key 8nt + 2tig + (c & 1) in sc[nt][c].
     float sc[kKeyBlocks][4] = {};
-#pragma unroll
-    for (int kk = 0; kk < DP / 16; kk++) {
-      uint32_t a[4];
-      load_a(a, Qs, kLd, 16 * warp, 16 * kk);
-#pragma unroll
-      for (int nt = 0; nt < kKeyBlocks; nt++) {
-        uint32_t bk[2];
-        load_b_from_nk(bk, Ks, kLd, 8 * nt, 16 * kk);
-        mma_bf16(sc[nt], a, bk);
-      }
-    }
+    mma_rows_by_nk<DP>(sc, Qs, Ks, kLd, 16 * warp);
     float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
     for (int nt = 0; nt < kKeyBlocks; nt++)
@@ -597,56 +687,10 @@ __global__ void __launch_bounds__(kTcWarps* kWarp)
       for (int c = 0; c < 4; c++) o[nd][c] *= correction[c / 2];
     }
 
-    // O += P V, P in bf16 straight from the accumulators.
-#pragma unroll
-    for (int kk = 0; kk < kTcTile / 16; kk++) {
-      uint32_t a[4];
-      accumulators_to_a(a, sc[2 * kk], sc[2 * kk + 1]);
-#pragma unroll
-      for (int nd = 0; nd < kDimBlocks; nd++) {
-        uint32_t bv[2];
-        load_b_from_kn(bv, Vs, kLd, 16 * kk, 8 * nd);
-        mma_bf16(o[nd], a, bv);
-      }
-    }
+    mma_accumulators_by_kn(o, sc, Vs, kLd);  // O += P V, P in bf16 straight from the accumulators
   }
 
-  // Epilogue: y = O / l (dimension 8nd + 2tig + c2 in o[nd][2r + c2]), lse, and z with XSA. The
-  // quad shuffles run in every lane; only the memory accesses depend on the row being real.
-  const float alpha_h = alpha ? alpha[h] : 1.0f;
-#pragma unroll
-  for (int r = 0; r < 2; r++) {
-    const int i = rows[r];
-    const bool real = i < s.T;
-    const float inv_l = 1.0f / l[r];
-    float vv = 0.0f, yv = 0.0f;
-#pragma unroll
-    for (int nd = 0; nd < kDimBlocks; nd++)
-#pragma unroll
-      for (int c2 = 0; c2 < 2; c2++) {
-        const int d = 8 * nd + 2 * tig + c2;
-        const float yd = o[nd][2 * r + c2] * inv_l;
-        o[nd][2 * r + c2] = yd;
-        if (!real || d >= s.D) continue;
-        y[s.y_at(b, i, h) + d] = yd;
-        if (z) {
-          const float vd = qkv[s.v_at(b, i, g) + d];
-          vv += vd * vd, yv += yd * vd;
-        }
-      }
-    if (real && tig == 0) lse[s.stat_at(b, h, i)] = m[r] + logf(l[r]);
-    if (z) {
-      const float removal = xsa_removal(alpha_h, quad_sum(yv), quad_sum(vv));
-#pragma unroll
-      for (int nd = 0; nd < kDimBlocks; nd++)
-#pragma unroll
-        for (int c2 = 0; c2 < 2; c2++) {
-          const int d = 8 * nd + 2 * tig + c2;
-          if (real && d < s.D)
-            z[s.y_at(b, i, h) + d] = o[nd][2 * r + c2] - removal * qkv[s.v_at(b, i, g) + d];
-        }
-    }
-  }
+  forward_tc_epilogue(s, {qkv, y, z, lse, b, h, g, alpha ? alpha[h] : 1.0f}, rows, m, l, o);
 }
 
 // ---- tensor-core backward: dK, dV (and dQ by atomics) ----
@@ -656,6 +700,45 @@ constexpr size_t backward_kv_tc_bytes() {
   // K, V, Q, dY tiles; dS [query][key] in bf16; lse and D_i of the query tile.
   return 4 * tc_tile_bytes<DP>() + sizeof(bf16) * kTcTile * (kTcTile + kTcPad) +
          2 * sizeof(float) * kTcTile;
+}
+
+// dQ = dS K for the atomic path: it needs every warp's keys, so dS (a warp's 16 keys × the 64
+// queries, query 8nt + 2tig + (c & 1) in ds[nt][c]) goes through shared memory as [query][key],
+// then warp w computes the queries i0 + 16w … + 15 and adds them by atomicAdd into dq_head (the
+// sequence's and head's first q row of dqkv).
+template <int DP>
+__device__ __forceinline__ void atomic_dq_tc(const Shape& s, const float (&ds)[kTcTile / 8][4],
+                                             bf16* dSs, const bf16* Ks, float* dq_head, int i0) {
+  constexpr int kLd = DP + kTcPad, kDsLd = kTcTile + kTcPad, kDimBlocks = DP / 8;
+  const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp, gid = lane / 4, tig = lane % 4;
+#pragma unroll
+  for (int nt = 0; nt < kTcTile / 8; nt++)
+#pragma unroll
+    for (int c = 0; c < 4; c++) {
+      const int qi = 8 * nt + 2 * tig + (c & 1), kj = 16 * warp + gid + 8 * (c / 2);
+      dSs[qi * kDsLd + kj] = __float2bfloat16_rn(ds[nt][c]);
+    }
+  __syncthreads();
+  uint32_t a_ds[kTcTile / 16][4];
+#pragma unroll
+  for (int kk = 0; kk < kTcTile / 16; kk++) load_a(a_ds[kk], dSs, kDsLd, 16 * warp, 16 * kk);
+  const int my_rows[2] = {i0 + 16 * warp + gid, i0 + 16 * warp + gid + 8};
+#pragma unroll
+  for (int nd = 0; nd < kDimBlocks; nd++) {
+    if (8 * nd >= s.D) continue;  // zero padding (the same for the whole warp)
+    float dq[4] = {};
+#pragma unroll
+    for (int kk = 0; kk < kTcTile / 16; kk++) {
+      uint32_t bk[2];
+      load_b_from_kn(bk, Ks, kLd, 16 * kk, 8 * nd);
+      mma_bf16(dq, a_ds[kk], bk);
+    }
+#pragma unroll
+    for (int c = 0; c < 4; c++) {
+      const int i = my_rows[c / 2], d = 8 * nd + 2 * tig + (c & 1);
+      if (i < s.T) atomicAdd(dq_head + (size_t)i * s.ld + d, dq[c]);
+    }
+  }
 }
 
 // Grid (key tiles, Hk, B). Warp w owns the keys j0 + 16w … + 15 (a thread: keys gid and gid + 8,
@@ -698,17 +781,7 @@ __global__ void __launch_bounds__(kTcWarps* kWarp)
 
       // Pᵀ: this warp's 16 keys × the 64 queries, query i0 + 8nt + 2tig + (c & 1) in p[nt][c].
       float p[kQueryBlocks][4] = {};
-#pragma unroll
-      for (int kk = 0; kk < DP / 16; kk++) {
-        uint32_t a[4];
-        load_a(a, Ks, kLd, 16 * warp, 16 * kk);
-#pragma unroll
-        for (int nt = 0; nt < kQueryBlocks; nt++) {
-          uint32_t bq[2];
-          load_b_from_nk(bq, Qs, kLd, 8 * nt, 16 * kk);
-          mma_bf16(p[nt], a, bq);
-        }
-      }
+      mma_rows_by_nk<DP>(p, Ks, Qs, kLd, 16 * warp);
 #pragma unroll
       for (int nt = 0; nt < kQueryBlocks; nt++)
 #pragma unroll
@@ -717,31 +790,9 @@ __global__ void __launch_bounds__(kTcWarps* kWarp)
           const bool visible = my_keys[c / 2] <= query && query < s.T;
           p[nt][c] = visible ? expf(p[nt][c] * s.scale - lse_s[qi]) : 0.0f;
         }
-      // dPᵀ = V dYᵀ, same layout.
       float ds[kQueryBlocks][4] = {};
-#pragma unroll
-      for (int kk = 0; kk < DP / 16; kk++) {
-        uint32_t a[4];
-        load_a(a, Vs, kLd, 16 * warp, 16 * kk);
-#pragma unroll
-        for (int nt = 0; nt < kQueryBlocks; nt++) {
-          uint32_t bdy[2];
-          load_b_from_nk(bdy, dYs, kLd, 8 * nt, 16 * kk);
-          mma_bf16(ds[nt], a, bdy);
-        }
-      }
-      // dV += Pᵀ dY (k = the queries).
-#pragma unroll
-      for (int kk = 0; kk < kTcTile / 16; kk++) {
-        uint32_t a[4];
-        accumulators_to_a(a, p[2 * kk], p[2 * kk + 1]);
-#pragma unroll
-        for (int nd = 0; nd < kDimBlocks; nd++) {
-          uint32_t bdy[2];
-          load_b_from_kn(bdy, dYs, kLd, 16 * kk, 8 * nd);
-          mma_bf16(dv[nd], a, bdy);
-        }
-      }
+      mma_rows_by_nk<DP>(ds, Vs, dYs, kLd, 16 * warp);  // dPᵀ = V dYᵀ, same layout
+      mma_accumulators_by_kn(dv, p, dYs, kLd);          // dV += Pᵀ dY (k = the queries)
       // dSᵀ = Pᵀ ∘ (dPᵀ − D_query) / √D.
 #pragma unroll
       for (int nt = 0; nt < kQueryBlocks; nt++) {
@@ -751,50 +802,8 @@ __global__ void __launch_bounds__(kTcWarps* kWarp)
           ds[nt][c] = p[nt][c] * (ds[nt][c] - Di_s[qi]) * s.scale;
         }
       }
-      // dK += dSᵀ Q.
-#pragma unroll
-      for (int kk = 0; kk < kTcTile / 16; kk++) {
-        uint32_t a[4];
-        accumulators_to_a(a, ds[2 * kk], ds[2 * kk + 1]);
-#pragma unroll
-        for (int nd = 0; nd < kDimBlocks; nd++) {
-          uint32_t bq[2];
-          load_b_from_kn(bq, Qs, kLd, 16 * kk, 8 * nd);
-          mma_bf16(dk[nd], a, bq);
-        }
-      }
-      if constexpr (kAtomicDq) {
-        // dQ = dS K needs every warp's keys: dS goes through shared memory as [query][key], then
-        // warp w computes the queries i0 + 16w … + 15 and adds them by atomicAdd.
-#pragma unroll
-        for (int nt = 0; nt < kQueryBlocks; nt++)
-#pragma unroll
-          for (int c = 0; c < 4; c++) {
-            const int qi = 8 * nt + 2 * tig + (c & 1), kj = 16 * warp + gid + 8 * (c / 2);
-            dSs[qi * kDsLd + kj] = __float2bfloat16_rn(ds[nt][c]);
-          }
-        __syncthreads();
-        uint32_t a_ds[kTcTile / 16][4];
-#pragma unroll
-        for (int kk = 0; kk < kTcTile / 16; kk++) load_a(a_ds[kk], dSs, kDsLd, 16 * warp, 16 * kk);
-        const int my_rows[2] = {i0 + 16 * warp + gid, i0 + 16 * warp + gid + 8};
-#pragma unroll
-        for (int nd = 0; nd < kDimBlocks; nd++) {
-          if (8 * nd >= s.D) continue;  // zero padding (the same for the whole warp)
-          float dq[4] = {};
-#pragma unroll
-          for (int kk = 0; kk < kTcTile / 16; kk++) {
-            uint32_t bk[2];
-            load_b_from_kn(bk, Ks, kLd, 16 * kk, 8 * nd);
-            mma_bf16(dq, a_ds[kk], bk);
-          }
-#pragma unroll
-          for (int c = 0; c < 4; c++) {
-            const int i = my_rows[c / 2], d = 8 * nd + 2 * tig + (c & 1);
-            if (i < s.T) atomicAdd(dqkv + s.q_at(b, i, h) + d, dq[c]);
-          }
-        }
-      }
+      mma_accumulators_by_kn(dk, ds, Qs, kLd);  // dK += dSᵀ Q
+      if constexpr (kAtomicDq) atomic_dq_tc<DP>(s, ds, dSs, Ks, dqkv + s.q_at(b, 0, h), i0);
     }
   }
   // This block alone writes these keys' dK and dV: one += each.
@@ -853,17 +862,7 @@ __global__ void __launch_bounds__(kTcWarps* kWarp)
 
     // P: 16 rows × 64 keys per warp, key j0 + 8nt + 2tig + (c & 1) in p[nt][c].
     float p[kKeyBlocks][4] = {};
-#pragma unroll
-    for (int kk = 0; kk < DP / 16; kk++) {
-      uint32_t a[4];
-      load_a(a, Qs, kLd, 16 * warp, 16 * kk);
-#pragma unroll
-      for (int nt = 0; nt < kKeyBlocks; nt++) {
-        uint32_t bk[2];
-        load_b_from_nk(bk, Ks, kLd, 8 * nt, 16 * kk);
-        mma_bf16(p[nt], a, bk);
-      }
-    }
+    mma_rows_by_nk<DP>(p, Qs, Ks, kLd, 16 * warp);
 #pragma unroll
     for (int nt = 0; nt < kKeyBlocks; nt++)
 #pragma unroll
@@ -874,34 +873,13 @@ __global__ void __launch_bounds__(kTcWarps* kWarp)
       }
     // dP = dY Vᵀ, then dS in place.
     float ds[kKeyBlocks][4] = {};
-#pragma unroll
-    for (int kk = 0; kk < DP / 16; kk++) {
-      uint32_t a[4];
-      load_a(a, dYs, kLd, 16 * warp, 16 * kk);
-#pragma unroll
-      for (int nt = 0; nt < kKeyBlocks; nt++) {
-        uint32_t bv[2];
-        load_b_from_nk(bv, Vs, kLd, 8 * nt, 16 * kk);
-        mma_bf16(ds[nt], a, bv);
-      }
-    }
+    mma_rows_by_nk<DP>(ds, dYs, Vs, kLd, 16 * warp);
 #pragma unroll
     for (int nt = 0; nt < kKeyBlocks; nt++) {
 #pragma unroll
       for (int c = 0; c < 4; c++) ds[nt][c] = p[nt][c] * (ds[nt][c] - row_D[c / 2]) * s.scale;
     }
-    // dQ += dS K (k = the keys).
-#pragma unroll
-    for (int kk = 0; kk < kTcTile / 16; kk++) {
-      uint32_t a[4];
-      accumulators_to_a(a, ds[2 * kk], ds[2 * kk + 1]);
-#pragma unroll
-      for (int nd = 0; nd < kDimBlocks; nd++) {
-        uint32_t bk[2];
-        load_b_from_kn(bk, Ks, kLd, 16 * kk, 8 * nd);
-        mma_bf16(dq[nd], a, bk);
-      }
-    }
+    mma_accumulators_by_kn(dq, ds, Ks, kLd);  // dQ += dS K (k = the keys)
   }
 #pragma unroll
   for (int nd = 0; nd < kDimBlocks; nd++)
