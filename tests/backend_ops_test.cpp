@@ -18,6 +18,7 @@
 #include "test_util.h"
 #include "xsa/backend/backend.h"
 #include "xsa/backend/device.h"
+#include "xsa/ops/bf16.h"
 #include "xsa/ops/reference.h"
 #include "xsa/util/fmt.h"
 
@@ -67,13 +68,12 @@ Vec as_float(Vec v) {
   for (double& x : v) x = (float)x;
   return v;
 }
-// ... or as the bf16 a bf16 backend's tiles read, for the attention's bf16 bound.
+// ... or as the bf16 a bf16 backend's tiles read (the project's rounding, ops/bf16.h), for the
+// attention's bf16 bound.
 Vec as_bf16(Vec v) {
   for (double& x : v) {
-    float f = (float)x;
-    uint32_t bits;
-    std::memcpy(&bits, &f, 4);
-    bits = (bits + 0x7fff + ((bits >> 16) & 1)) & 0xffff0000u;  // to nearest, ties to even
+    const uint32_t bits = uint32_t(ops::round_to_bf16((float)x)) << 16;
+    float f;
     std::memcpy(&f, &bits, 4);
     x = f;
   }

@@ -156,15 +156,13 @@ uint64_t fnv1a(const void* data, size_t bytes, uint64_t h) {
   return h;
 }
 
-// Everything a comparison needs before its first step, checked before anything is written.
-struct Setup {
+// Everything a comparison needs before its first step, checked before anything is written: what
+// every training run needs (the step's shape, threads, data, the model with the data's
+// vocabulary, the validation batches), and a comparison's own.
+struct Setup : RunInputs {
   std::vector<Variant> variants;
-  Dataset data;
   std::vector<Dataset> evals;
-  ModelConfig base;         // the shape with the data's vocabulary
   nlohmann::json identity;  // finished seeds of an interrupted run with the same one resume
-  int n_val = 0, threads = 0;
-  StepShape shape;  // each arm's step over the processes of the job
   Comm* comm = nullptr;
   SuiteFiles suite;  // --eval-suite's tasks, tokenized once
   std::vector<std::vector<ScoringItem>> suite_items;
@@ -201,7 +199,7 @@ std::vector<Variant> parse_variants(const CompareConfig& cfg) {
 
 // Every arm of a seed lives in memory at once: refuse a run that cannot fit.
 void check_memory(const Setup& s, int B, int T) {
-  const ModelConfig m = variant_model(s.base, s.variants.back());
+  const ModelConfig m = variant_model(s.model, s.variants.back());
   const double need =
       (double)s.variants.size() * Gpt<float>::memory_bytes(m, B, T) + s.data.train.size() * 2.0;
   const double available = available_memory_bytes();
@@ -242,9 +240,7 @@ void prepare(const CompareConfig& cfg, Comm& comm, Setup& s) {
 
   // --precision bf16 (or @bf16) where the CPU cannot: said before anything runs.
   for (const Variant& v : s.variants) variant_backend(run, v);
-  RunInputs in = prepare_run(cfg.model, run, comm);
-  s.shape = in.shape, s.threads = in.threads, s.base = in.model, s.n_val = in.val_batches;
-  s.data = std::move(in.data);
+  static_cast<RunInputs&>(s) = prepare_run(cfg.model, run, comm);
   const int B = run.batch, T = cfg.model.seq_len;
   check_memory(s, B, T);
   // Only the options that change the numbers: threads, the output folder or logging do not. The
@@ -253,7 +249,7 @@ void prepare(const CompareConfig& cfg, Comm& comm, Setup& s) {
   resolved.total_batch_tokens = s.shape.tokens();
   json result_options = run_config_to_json(resolved, kSaved | kResult);
   result_options.erase("batch");
-  s.identity = {{"model", json(s.base)},
+  s.identity = {{"model", json(s.model)},
                 {"run", result_options},
                 {"variants", cfg.variants},
                 {"eval_data", cfg.eval_data}};
@@ -261,9 +257,9 @@ void prepare(const CompareConfig& cfg, Comm& comm, Setup& s) {
     s.evals.push_back(open_dataset(path, s.data.tokenizer, 0, B, T, run.vocab_dir));
   if (!cfg.eval_suite.empty()) {
     s.suite = find_suite_files(cfg.eval_suite, /*skip_bad_lines=*/true);
-    const auto tokenizer = make_tokenizer(s.base.tokenizer, run.vocab_dir);
+    const auto tokenizer = make_tokenizer(s.model.tokenizer, run.vocab_dir);
     for (TaskFile& f : s.suite.files) {
-      s.suite_items.push_back(tokenize_task(s.base, *tokenizer, f, /*skip_bad_lines=*/true));
+      s.suite_items.push_back(tokenize_task(s.model, *tokenizer, f, /*skip_bad_lines=*/true));
       if (f.skipped)
         s.suite.notes.push_back(fmt::format("{}: {} example(s) left out; the first: {}", f.path,
                                             f.skipped, f.first_skipped));
@@ -274,8 +270,8 @@ void prepare(const CompareConfig& cfg, Comm& comm, Setup& s) {
 void print_header(const CompareConfig& cfg, const Setup& s) {
   const RunConfig& run = cfg.run;
   std::printf("xsa compare: %s | %d layers, %d heads, %d embd, seq %d, %lld steps, %d seed(s)\n",
-              fmt::format("{}", fmt::join(cfg.variants, " vs ")).c_str(), s.base.n_layer,
-              s.base.n_head, s.base.n_embd, s.base.seq_len, (long long)run.steps, cfg.seeds);
+              fmt::format("{}", fmt::join(cfg.variants, " vs ")).c_str(), s.model.n_layer,
+              s.model.n_head, s.model.n_embd, s.model.seq_len, (long long)run.steps, cfg.seeds);
   std::printf("%s\n", describe_step(s.shape, run, s.threads).c_str());
   std::printf("data: %s: %zu train / %zu val tokens; report folder %s\n",
               s.data.description.c_str(), s.data.train.size(), s.data.val.size(), run.out.c_str());
@@ -285,14 +281,14 @@ void print_header(const CompareConfig& cfg, const Setup& s) {
 // Peak memory of each variant alone: a fresh model and one step.
 std::vector<double> measure_peaks(const CompareConfig& cfg, const Setup& s) {
   const RunConfig& run = cfg.run;
-  const int B = run.batch, T = s.base.seq_len;
+  const int B = run.batch, T = s.model.seq_len;
   std::vector<double> peak(s.variants.size());
   std::vector<int32_t> in((size_t)B * T), tg((size_t)B * T);
   BatchLoader probe(s.data.train, B, T, run.shuffle, run.seed);
   probe.next(in.data(), tg.data());
   for (size_t k = 0; k < s.variants.size(); k++) {
     reset_peak_rss();
-    const ModelConfig m = variant_model(s.base, s.variants[k]);
+    const ModelConfig m = variant_model(s.model, s.variants[k]);
     Gpt<float> model(m, B, T, GptMode::training, variant_backend(run, s.variants[k]));
     model.params().init(m, run.seed);
     TrainStep(model, optimizer_settings(run)).run(in.data(), tg.data(), run.lr, 1);
@@ -303,11 +299,11 @@ std::vector<double> measure_peaks(const CompareConfig& cfg, const Setup& s) {
 
 // The arms of one seed: the same initial weights (XSA adds no parameters) and the same batches.
 std::vector<Arm> make_arms(const CompareConfig& cfg, const Setup& s, uint64_t seed) {
-  const int B = cfg.run.batch, T = s.base.seq_len;
+  const int B = cfg.run.batch, T = s.model.seq_len;
   std::vector<Arm> arms(s.variants.size());
   for (size_t k = 0; k < s.variants.size(); k++) {
     Arm& a = arms[k];
-    const ModelConfig m = variant_model(s.base, s.variants[k]);
+    const ModelConfig m = variant_model(s.model, s.variants[k]);
     a.variant = s.variants[k];
     a.model = std::make_unique<Gpt<float>>(m, B, T, GptMode::training,
                                            variant_backend(cfg.run, s.variants[k]));
@@ -425,7 +421,7 @@ class CompareObserver : public RunObserver {
 void train_arms(const CompareConfig& cfg, const Setup& s, std::vector<Arm>& arms, uint64_t seed,
                 int seed_index, std::vector<std::vector<double>>& overhead,
                 clock_type::time_point start) {
-  TrainingRun training(cfg.run, s.shape, *s.comm, s.data.val, s.n_val);
+  TrainingRun training(cfg.run, s.shape, *s.comm, s.data.val, s.val_batches);
   for (Arm& a : arms) training.add_arm({a.step.get(), a.loader.get()});
   CompareObserver observer(cfg, s, arms, seed, seed_index, overhead, start);
   training.add_observer(&observer);
@@ -440,7 +436,7 @@ fs::path arm_folder(const fs::path& out, const std::string& variant, uint64_t se
 void finish_arms(const CompareConfig& cfg, const Setup& s, std::vector<Arm>& arms,
                  const std::vector<double>& peak) {
   const RunConfig& run = cfg.run;
-  const int T = s.base.seq_len;
+  const int T = s.model.seq_len;
   for (size_t k = 0; k < arms.size(); k++) {
     Arm& a = arms[k];
     const size_t tail = std::max<size_t>(1, a.losses.size() / 10);
@@ -575,14 +571,15 @@ std::vector<VariantSummary> summarize(const CompareResult& result, const Setup& 
 // The similarity bias of every variant, from the first seed's saved final weights.
 std::vector<std::vector<HeadBias>> analyze_arms(const CompareConfig& cfg, const Setup& s) {
   std::vector<std::vector<HeadBias>> bias(s.variants.size());
-  if (cfg.analyze_batches <= 0 || s.n_val <= 0) return bias;
+  if (cfg.analyze_batches <= 0 || s.val_batches <= 0) return bias;
   for (size_t k = 0; k < s.variants.size(); k++) {
     const fs::path ckpt =
         resolve_checkpoint(arm_folder(cfg.run.out, s.variants[k].name, cfg.run.seed));
     ModelConfig m = load_checkpoint_config(ckpt);
-    Gpt<float> model(m, cfg.run.batch, s.base.seq_len, GptMode::inference);
+    Gpt<float> model(m, cfg.run.batch, s.model.seq_len, GptMode::inference);
     load_checkpoint_weights(ckpt, model.params(), false);
-    bias[k] = attention_similarity_bias(model, s.data.val, std::min(cfg.analyze_batches, s.n_val));
+    bias[k] =
+        attention_similarity_bias(model, s.data.val, std::min(cfg.analyze_batches, s.val_batches));
   }
   return bias;
 }
@@ -717,7 +714,7 @@ CompareResult compare(const CompareConfig& requested) {
   result.summary = summarize(result, s, overhead);
   if (!root) return result;  // the report is rank 0's
 
-  CompareReport report{cfg.variants, cfg.eval_data,        s.base, run,
+  CompareReport report{cfg.variants, cfg.eval_data,        s.model, run,
                        cfg.seeds,    analyze_arms(cfg, s), peak};
   std::string md = write_compare_report(out, report, result);
   if (!s.suite.files.empty()) append_suite_report(out, s, suite_names, suite_results, run.quiet);

@@ -59,18 +59,7 @@ CompareConfig compare_config_of(const CLI::App* cmd, const CompareArgs& a) {
   if (!a.preset.empty()) {
     CompareConfig preset = cfg;
     apply_compare_preset(a.preset, preset.model, preset.run, preset);
-    // A flag in CLI11's syntax ("--shuffle,!--no-shuffle"): given under any of its names.
-    auto given = [&](std::string_view flags) {
-      for (size_t at = 0; at <= flags.size();) {
-        const size_t comma = std::min(flags.find(',', at), flags.size());
-        std::string_view name = flags.substr(at, comma - at);
-        if (!name.empty() && name[0] == '!') name.remove_prefix(1);
-        const CLI::Option* option = cmd->get_option_no_throw(std::string(name));
-        if (option && option->count() > 0) return true;
-        at = comma + 1;
-      }
-      return false;
-    };
+    auto given = [&](std::string_view flags) { return option_given(*cmd, flags); };
     take_options_not_given(
         cfg.model, preset.model, [](auto& m, auto&& fn) { for_each_model_option(m, fn); }, given);
     take_options_not_given(

@@ -30,7 +30,7 @@ void check_shape_agrees(const CLI::App& cmd, const ModelConfig& model, const Mod
   given.n_kv_head = model.kv_heads(), kept.n_kv_head = stored.kv_heads();
   for_each_model_option(given, [&](const ModelOption& o, const auto& value) {
     if (!(o.roles & kShapeOfWeights) || ((o.roles & kContext) && !seq_len_too)) return;
-    if (cmd.count(o.flag) == 0) return;
+    if (!option_given(cmd, o.flag)) return;
     for_each_model_option(kept, [&](const ModelOption& k, const auto& stored_value) {
       if (std::string_view(k.key) == o.key && value != stored_value)
         fail("{} {} contradicts the checkpoint {} ({}); drop it", o.flag, value,
@@ -112,9 +112,7 @@ void add_train_command(CLI::App& root) {
     // Run options given again override the stored ones (the table maps flags to keys).
     const nlohmann::json given = run_config_to_json(run);
     for_each_run_option(run, [&](const RunOption& o, const auto&) {
-      const std::string flag = std::string(o.flag).substr(0, std::string(o.flag).find(','));
-      const CLI::Option* opt = cmd->get_option_no_throw(flag);
-      if (opt && opt->count() > 0 && flag != "--out" && given.contains(o.key))
+      if (option_given(*cmd, o.flag) && std::string_view(o.key) != "out" && given.contains(o.key))
         stored_run[o.key] = given[o.key];
     });
     RunConfig resumed;

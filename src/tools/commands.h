@@ -4,6 +4,7 @@
 
 #include <CLI/CLI.hpp>
 #include <string>
+#include <string_view>
 
 #include "xsa/config/model_options.h"
 #include "xsa/model/config.h"
@@ -18,6 +19,10 @@ void add_training_options(CLI::App* cmd, RunConfig& r);
 // One more option of the table (a command's own, e.g. --ckpt-every); help: the table's when empty.
 void add_run_option(CLI::App* cmd, RunConfig& r, const std::string& key,
                     const std::string& help = "");
+
+// Whether a table's option (its flag in CLI11's syntax: "--shuffle,!--no-shuffle" is one option
+// under both names) was given, on the command line or by --config.
+bool option_given(const CLI::App& cmd, std::string_view flags);
 
 // --init-from: the model of a run starting from a checkpoint's weights (its shape; attention and
 // --seq-len as requested), shape options that contradict the checkpoint refused; sets the run's

@@ -48,6 +48,12 @@ void add_run_option(CLI::App* cmd, RunConfig& r, const std::string& key, const s
   XSA_CHECK(found, "no run option {}", key);
 }
 
+bool option_given(const CLI::App& cmd, std::string_view flags) {
+  const CLI::Option* option =
+      cmd.get_option_no_throw(std::string(flags.substr(0, flags.find(','))));
+  return option && option->count() > 0;
+}
+
 bool smoke_test() {
   const char* v = std::getenv("XSA_SMOKE_TEST");
   return v && std::string(v) == "1";
