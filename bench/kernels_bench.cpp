@@ -241,7 +241,7 @@ void attention_setup(int B, int H, bool exclusive, std::vector<float>& qkv, std:
   const int C = H * D;
   qkv = normal((size_t)B * T * 3 * C, 1, 1), y.resize((size_t)B * T * C), lse.resize(B * H * T);
   z.resize(exclusive ? y.size() : 0);
-  args.B = B, args.T = T, args.C = C, args.H = H, args.bf16_tiles = true;
+  args.B = B, args.T = T, args.C = C, args.H = H;
   args.exclusive = exclusive;
   args.qkv = qkv.data(), args.y = y.data(), args.z = exclusive ? z.data() : nullptr;
   args.lse = lse.data();
@@ -264,7 +264,7 @@ void BM_AttentionBf16Forward(benchmark::State& state) {
   std::vector<float> qkv, y, z, lse;
   xsa::ops::AttentionArgs<float> args;
   attention_setup(B, H, state.range(2) == 1, qkv, y, z, lse, args);
-  for (auto _ : state) xsa::ops::attention_forward(args);
+  for (auto _ : state) xsa::ops::attention_forward(args, xsa::ops::Storage::bf16);
   state.counters["GFLOP"] = benchmark::Counter(attention_flops(B, H) * 1e-9 * state.iterations(),
                                                benchmark::Counter::kIsRate);
 }
@@ -276,11 +276,11 @@ void BM_AttentionBf16Backward(benchmark::State& state) {
   std::vector<float> qkv, y, z, lse;
   xsa::ops::AttentionArgs<float> args;
   attention_setup(B, H, state.range(2) == 1, qkv, y, z, lse, args);
-  xsa::ops::attention_forward(args);
+  xsa::ops::attention_forward(args, xsa::ops::Storage::bf16);
   std::vector<float> dout = normal(y.size(), 1, 2), dqkv(qkv.size());
   // dqkv written, as a training step has it (no zeroing before).
   args.dqkv = dqkv.data(), args.write_dqkv = true, args.d_out = dout.data();
-  for (auto _ : state) xsa::ops::attention_backward(args);
+  for (auto _ : state) xsa::ops::attention_backward(args, xsa::ops::Storage::bf16);
   state.counters["GFLOP"] = benchmark::Counter(
       2 * attention_flops(B, H) * 1e-9 * state.iterations(), benchmark::Counter::kIsRate);
 }

@@ -109,8 +109,8 @@ void check_matmul(Backend<float>& be, bool bf16, MatmulShape s) {
   auto X = dev.put(x), W = dev.put(w), dOut = dev.put(dout), dW = dev.put(dw0);
   auto Y = dev.zeros(y_ref.size()), dX = dev.zeros(dx_ref.size());
   be.weights_changed();  // new weights at addresses a cached bf16 copy may have had
-  be.matmul_forward(Y.data(), X.data(), W.data(), s.N, s.I, s.O, false);
-  be.matmul_backward(dX.data(), dW.data(), dOut.data(), X.data(), W.data(), s.N, s.I, s.O, true);
+  be.matmul_forward(Y.data(), X.data(), W.data(), {s.N, s.I, s.O}, false);
+  be.matmul_backward(dX.data(), dW.data(), dOut.data(), X.data(), W.data(), {s.N, s.I, s.O}, true);
   Vec y_bound = test::matmul_forward_bound(x, w, s.N, s.I, s.O, nullptr, kFloatRoundoff), dx_bound,
       dw_bound;
   test::matmul_backward_bound(dx_bound, dw_bound, dout, x, w, dw0, s.N, s.I, s.O, kFloatRoundoff);
@@ -140,9 +140,9 @@ void check_layernorm(Backend<float>& be, int N, int C) {
   auto X = dev.put(x), Wt = dev.put(w), Bs = dev.put(b), dOut = dev.put(dout);
   auto Y = dev.zeros(N * C), M = dev.zeros(N), R = dev.zeros(N), dX = dev.zeros(N * C),
        dW = dev.zeros(C), dB = dev.zeros(C);
-  be.layernorm_forward(Y.data(), M.data(), R.data(), X.data(), Wt.data(), Bs.data(), N, C);
-  be.layernorm_backward(dX.data(), dW.data(), dB.data(), dOut.data(), X.data(), Wt.data(), M.data(),
-                        R.data(), N, C);
+  const LayerNormArgs<float> args{X.data(), Wt.data(), Bs.data(), M.data(), R.data(), N, C};
+  be.layernorm_forward(Y.data(), args);
+  be.layernorm_backward(dX.data(), dW.data(), dB.data(), dOut.data(), args);
   const test::LayerNormBounds bd =
       test::layernorm_bounds(x, w, b, dout, zero_nc, zero_c, zero_c, N, C, kFloatRoundoff);
   EXPECT_TRUE(within(dev.get(Y), y_ref, bd.y, "y"));
@@ -180,8 +180,9 @@ void check_rope(Backend<float>& be, int B, int T, int C, int H, int Hkv) {
   auto Cos = dev.zeros((size_t)T * D / 2), Sin = dev.zeros((size_t)T * D / 2);
   auto X = dev.put(qkv), G = dev.put(grad);
   be.rope_table(Cos.data(), Sin.data(), T, D, 10000.0);
-  be.rope_forward(X.data(), Cos.data(), Sin.data(), B, T, C, H, Hkv);
-  be.rope_backward(G.data(), Cos.data(), Sin.data(), B, T, C, H, Hkv);
+  const RopeArgs<float> args{Cos.data(), Sin.data(), B, T, C, H, Hkv};
+  be.rope_forward(X.data(), args);
+  be.rope_backward(G.data(), G.data(), args);
   EXPECT_TRUE(within(dev.get(X), fwd_ref,
                      test::rope_bound(qkv, B, T, C, H, Hkv, 10000.0, kFloatRoundoff), "fwd"));
   EXPECT_TRUE(within(dev.get(G), bwd_ref,

@@ -315,10 +315,10 @@ TEST(Bf16, ResidualInsideTheProductIsAddedToTheFinishedProduct) {
     ASSERT_EQ(fused, added);
     be.weights_changed();
     std::vector<float> through_backend(residual.size()), in_place = residual;
-    be.matmul_forward_residual(through_backend.data(), residual.data(), x.data(), w.data(), c.N,
-                               c.in_dim, c.out_dim);
-    be.matmul_forward_residual(in_place.data(), in_place.data(), x.data(), w.data(), c.N, c.in_dim,
-                               c.out_dim);
+    be.matmul_forward_residual(through_backend.data(), residual.data(), x.data(), w.data(),
+                               {c.N, c.in_dim, c.out_dim});
+    be.matmul_forward_residual(in_place.data(), in_place.data(), x.data(), w.data(),
+                               {c.N, c.in_dim, c.out_dim});
     EXPECT_EQ(through_backend, added);
     EXPECT_EQ(in_place, added);
   }
@@ -359,6 +359,7 @@ TEST(Bf16, XsaOutputHeldAsBf16GivesWoTheSameOperand) {
       std::vector<float> y, z, lse, z_again, d_out, dqkv, dalpha, dsink, out, d_w_o;
     };
     const auto run = [&](bool product_input) {
+      const Storage held = product_input ? be.product_input_storage(N) : Storage::fp32;
       Run r{std::vector<float>((size_t)N * C),
             std::vector<float>((size_t)N * C),
             std::vector<float>((size_t)sh.B * sh.H * sh.T),
@@ -371,23 +372,15 @@ TEST(Bf16, XsaOutputHeldAsBf16GivesWoTheSameOperand) {
             std::vector<float>((size_t)C * C)};
       ops::AttentionArgs<float> a;
       a.B = sh.B, a.T = sh.T, a.C = C, a.H = sh.H, a.Hkv = sh.Hkv, a.exclusive = true;
-      a.qkv = qkv.data(), a.y = r.y.data(), a.z = r.z.data(), a.lse = r.lse.data();
+      a.qkv = qkv.data(), a.y = r.y.data(), a.z = {r.z.data(), held}, a.lse = r.lse.data();
       a.alpha = sh.gated ? alpha.data() : nullptr, a.sink = sink.data();
-      product_input ? be.attention_forward_product_input(a) : be.attention_forward(a);
-      if (product_input)
-        be.matmul_forward_residual_product_input(r.out.data(), residual.data(), r.z.data(),
-                                                 w_o.data(), N, C, C);
-      else
-        be.matmul_forward_residual(r.out.data(), residual.data(), r.z.data(), w_o.data(), N, C, C);
-      a.z = r.z_again.data(), a.dqkv = r.dqkv.data(), a.write_dqkv = true, a.d_out = r.d_out.data();
-      a.dalpha = sh.gated ? r.dalpha.data() : nullptr, a.dsink = r.dsink.data();
-      product_input ? be.attention_backward_product_input(a) : be.attention_backward(a);
-      if (product_input)
-        be.matmul_backward_product_input(nullptr, r.d_w_o.data(), d_y.data(), r.z_again.data(),
-                                         w_o.data(), N, C, C, false);
-      else
-        be.matmul_backward(nullptr, r.d_w_o.data(), d_y.data(), r.z_again.data(), w_o.data(), N, C,
-                           C, false);
+      be.attention_forward(a);
+      be.matmul_forward_residual(r.out.data(), residual.data(), a.z, w_o.data(), {N, C, C});
+      a.z = {r.z_again.data(), held}, a.dqkv = r.dqkv.data(), a.write_dqkv = true;
+      a.d_out = r.d_out.data(), a.dalpha = sh.gated ? r.dalpha.data() : nullptr;
+      a.dsink = r.dsink.data();
+      be.attention_backward(a);
+      be.matmul_backward(nullptr, r.d_w_o.data(), d_y.data(), a.z, w_o.data(), {N, C, C}, false);
       return r;
     };
     const Run plain = run(false), held = run(true);
@@ -463,57 +456,38 @@ TEST(Bf16, ProductInputsHeldAsBf16GiveTheProductsTheSameOperands) {
             {},
             {}};
       be.weights_changed();
-      if (product_inputs) {
-        be.layernorm_forward_product_input(r.ln.data(), r.mean.data(), r.rstd.data(), x.data(),
-                                           ln_w.data(), ln_b.data(), N, C);
-        be.matmul_forward_product_input(r.fc.data(), r.ln.data(), w_fc.data(), N, C, F);
-        be.gelu_forward_product_input(r.gelu.data(), r.fc.data(), N, F);
-        be.matmul_forward_residual_product_input(r.out.data(), residual.data(), r.gelu.data(),
-                                                 w_proj.data(), N, F, C);
-        be.matmul_forward_residual_product_input(r.out_in_place.data(), r.out_in_place.data(),
-                                                 r.gelu.data(), w_proj.data(), N, F, C);
-        be.matmul_backward_product_input(r.d_gelu.data(), r.d_w_proj.data(), d_out.data(),
-                                         r.gelu.data(), w_proj.data(), N, F, C, false);
-        be.matmul_backward_product_input(r.d_ln.data(), r.d_w_fc.data(), d_fc.data(), r.ln.data(),
-                                         w_fc.data(), N, C, F, false);
-      } else {
-        be.layernorm_forward(r.ln.data(), r.mean.data(), r.rstd.data(), x.data(), ln_w.data(),
-                             ln_b.data(), N, C);
-        be.matmul_forward(r.fc.data(), r.ln.data(), w_fc.data(), N, C, F, false);
-        be.gelu_forward(r.gelu.data(), r.fc.data(), (size_t)N * F);
-        be.matmul_forward_residual(r.out.data(), residual.data(), r.gelu.data(), w_proj.data(), N,
-                                   F, C);
-        be.matmul_forward_residual(r.out_in_place.data(), r.out_in_place.data(), r.gelu.data(),
-                                   w_proj.data(), N, F, C);
-        be.matmul_backward(r.d_gelu.data(), r.d_w_proj.data(), d_out.data(), r.gelu.data(),
-                           w_proj.data(), N, F, C, false);
-        be.matmul_backward(r.d_ln.data(), r.d_w_fc.data(), d_fc.data(), r.ln.data(), w_fc.data(), N,
-                           C, F, false);
-      }
+      // The plan's storage for product inputs, or plain fp32.
+      const Storage s = product_inputs ? be.product_input_storage(N) : Storage::fp32;
+      const Tensor<float> ln{r.ln.data(), s}, gelu{r.gelu.data(), s};
+      be.layernorm_forward(
+          ln, {x.data(), ln_w.data(), ln_b.data(), r.mean.data(), r.rstd.data(), N, C});
+      be.matmul_forward(r.fc.data(), ln, w_fc.data(), {N, C, F}, false);
+      be.gelu_forward(gelu, r.fc.data(), (size_t)N * F);
+      be.matmul_forward_residual(r.out.data(), residual.data(), gelu, w_proj.data(), {N, F, C});
+      be.matmul_forward_residual(r.out_in_place.data(), r.out_in_place.data(), gelu, w_proj.data(),
+                                 {N, F, C});
+      be.matmul_backward(r.d_gelu.data(), r.d_w_proj.data(), d_out.data(), gelu, w_proj.data(),
+                         {N, F, C}, false);
+      be.matmul_backward(r.d_ln.data(), r.d_w_fc.data(), d_fc.data(), ln, w_fc.data(), {N, C, F},
+                         false);
       r.d_ln_via_gelu.assign((size_t)N * C, nan), r.d_w_fc_via_gelu.assign((size_t)F * C, nan);
       r.d_ln_via_qkv.assign((size_t)N * C, nan), r.d_w_qkv.assign((size_t)QKV * C, nan);
+      // The gradients in place (fp32), or as bf16 into a spare buffer, as the model's plan puts
+      // them.
       std::vector<float> grad = r.d_gelu, spare((size_t)N * F, nan), rotated = d_qkv;
-      if (product_inputs) {
-        const float* g =
-            be.gelu_backward_product_input(grad.data(), r.fc.data(), spare.data(), N, F);
-        be.matmul_backward_product_inputs(r.d_ln_via_gelu.data(), r.d_w_fc_via_gelu.data(), g,
-                                          r.ln.data(), w_fc.data(), N, C, F, false);
-        r.gelu_grad.assign(g, g + (size_t)N * F);
-        const float* q = be.rope_backward_product_input(rotated.data(), cos.data(), sin.data(), 1,
-                                                        N, C, H, Hkv, spare.data());
-        be.matmul_backward_product_inputs(r.d_ln_via_qkv.data(), r.d_w_qkv.data(), q, r.ln.data(),
-                                          w_qkv.data(), N, C, QKV, false);
-        r.rotated.assign(q, q + (size_t)N * QKV);
-      } else {
-        be.gelu_backward(grad.data(), r.fc.data(), grad.data(), (size_t)N * F);
-        be.matmul_backward(r.d_ln_via_gelu.data(), r.d_w_fc_via_gelu.data(), grad.data(),
-                           r.ln.data(), w_fc.data(), N, C, F, false);
-        r.gelu_grad = grad;
-        be.rope_backward(rotated.data(), cos.data(), sin.data(), 1, N, C, H, Hkv);
-        be.matmul_backward(r.d_ln_via_qkv.data(), r.d_w_qkv.data(), rotated.data(), r.ln.data(),
-                           w_qkv.data(), N, C, QKV, false);
-        r.rotated = rotated;
-      }
+      const auto target = [&](std::vector<float>& in_place) {
+        return s == Storage::fp32 ? Tensor<float>(in_place.data()) : Tensor<float>(spare.data(), s);
+      };
+      const Tensor<float> g = target(grad);
+      be.gelu_backward(g, r.fc.data(), grad.data(), (size_t)N * F);
+      be.matmul_backward(r.d_ln_via_gelu.data(), r.d_w_fc_via_gelu.data(), g, ln, w_fc.data(),
+                         {N, C, F}, false);
+      r.gelu_grad.assign(g.data, g.data + (size_t)N * F);
+      const Tensor<float> q = target(rotated);
+      be.rope_backward(q, rotated.data(), {cos.data(), sin.data(), 1, N, C, H, Hkv});
+      be.matmul_backward(r.d_ln_via_qkv.data(), r.d_w_qkv.data(), q, ln, w_qkv.data(), {N, C, QKV},
+                         false);
+      r.rotated.assign(q.data, q.data + (size_t)N * QKV);
       return r;
     };
     const Run plain = run(false), held = run(true);
@@ -568,18 +542,19 @@ TEST(Bf16, FusedClassifierEqualsTheUnfusedOps) {
   struct Out {
     std::vector<float> logits, losses, dinp, dwte;
   };
+  const auto classifier_args = [&](Out& o, bool accumulate) {
+    ClassifierArgs<float> a;
+    a.logits = o.logits.data(), a.losses = o.losses.data(), a.targets = targets.data();
+    a.inp = inp.data(), a.wte = wte.data(), a.dinp = o.dinp.data(), a.dwte = o.dwte.data();
+    a.rows = rows, a.C = C, a.V = V, a.Vp = Vp, a.dloss = 1.0f / rows, a.accumulate = accumulate;
+    return a;
+  };
   auto run = [&](bool fused, bool accumulate) {
     Out o{std::vector<float>((size_t)rows * Vp), std::vector<float>(rows),
           std::vector<float>((size_t)rows * C), std::vector<float>((size_t)Vp * C, 0.25f)};
     be.weights_changed();
-    if (fused)
-      be.classifier_forward_backward(o.logits.data(), o.losses.data(), targets.data(), inp.data(),
-                                     wte.data(), o.dinp.data(), o.dwte.data(), rows, C, V, Vp,
-                                     1.0f / rows, accumulate);
-    else
-      be.Backend<float>::classifier_forward_backward(
-          o.logits.data(), o.losses.data(), targets.data(), inp.data(), wte.data(), o.dinp.data(),
-          o.dwte.data(), rows, C, V, Vp, 1.0f / rows, accumulate);
+    const ClassifierArgs<float> head = classifier_args(o, accumulate);
+    fused ? be.classifier_forward_backward(head) : classifier_by_ops(be, head);
     return o;
   };
   const Out fused = run(true, true), plain = run(false, true);
@@ -607,9 +582,7 @@ TEST(Bf16, FusedClassifierEqualsTheUnfusedOps) {
   const Out fp32 = [&] {
     Out o{std::vector<float>((size_t)rows * Vp), std::vector<float>(rows),
           std::vector<float>((size_t)rows * C), std::vector<float>((size_t)Vp * C, 0.25f)};
-    cpu_backend<float>().classifier_forward_backward(
-        o.logits.data(), o.losses.data(), targets.data(), inp.data(), wte.data(), o.dinp.data(),
-        o.dwte.data(), rows, C, V, Vp, 1.0f / rows, true);
+    cpu_backend<float>().classifier_forward_backward(classifier_args(o, true));
     return o;
   }();
   for (int r = 0; r < rows; r++) {
@@ -680,13 +653,12 @@ TEST(Bf16, AttentionTilesAgainstFloat64) {
                                    .y = y.data(),
                                    .lse = lse.data(),
                                    .sink = s.sink ? sinkf.data() : nullptr,
-                                   .bf16_tiles = true,
                                    .dqkv = dqkv.data(),
                                    .d_out = dyf.data(),
                                    .dsink = dsink.data()};
-    ops::attention_forward(args);
+    ops::attention_forward(args, Storage::bf16);
     args.y = yf_ref.data(), args.lse = lsef_ref.data();  // the backward on exact y and lse
-    ops::attention_backward(args);
+    ops::attention_backward(args, Storage::bf16);
 
     const double u = std::ldexp(1.0, -8), slack = std::ldexp(1.0, -16);
     auto expect_within = [&](const std::vector<float>& got, const std::vector<double>& exact,
@@ -732,12 +704,12 @@ TEST(Bf16, AdamWWritesTheWeightCopy) {
                      mw(in * out, 0.0f), vw(in * out, 0.0f),
                      x = test::cast_vector<float>(test::random_vector(rows * in, 26));
   std::vector<float> y(rows * out), y_fresh(rows * out);
-  be.matmul_forward(y.data(), x.data(), w.data(), rows, in, out, false);  // makes the copy
+  be.matmul_forward(y.data(), x.data(), w.data(), {rows, in, out}, false);  // makes the copy
   be.adamw_update(w.data(), gw.data(), mw.data(), vw.data(), w.size(), s);
   be.weights_changed();
-  be.matmul_forward(y.data(), x.data(), w.data(), rows, in, out, false);
+  be.matmul_forward(y.data(), x.data(), w.data(), {rows, in, out}, false);
   std::vector<float> w_again = w;  // the same values at another address: a copy made afresh
-  be.matmul_forward(y_fresh.data(), x.data(), w_again.data(), rows, in, out, false);
+  be.matmul_forward(y_fresh.data(), x.data(), w_again.data(), {rows, in, out}, false);
   EXPECT_EQ(y, y_fresh);
   be.weights_changed();  // whatever comes later at these addresses gets copies of its own
 }
@@ -756,7 +728,7 @@ TEST(Bf16, WeightsChangedDropsOnlyTheCopiesInItsRange) {
   float* second = weights.data() + n;
   auto product = [&](const float* w) {
     std::vector<float> y(rows * out);
-    be.matmul_forward(y.data(), x.data(), w, rows, in, out, false);
+    be.matmul_forward(y.data(), x.data(), w, {rows, in, out}, false);
     return y;
   };
   be.weights_changed();

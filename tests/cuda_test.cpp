@@ -85,15 +85,15 @@ TEST(Cuda, MatmulForwardAndBackwardFp32) {
   expect_same_on_both(
       *g, a, 1e-5,
       [&](Backend<float>& b, std::vector<float*>& p) {
-        b.matmul_forward(p[2], p[0], p[1], N, in, out, true);  // accumulates onto p[2]
-        b.matmul_backward(p[3], p[4], p[2], p[0], p[1], N, in, out, true);
+        b.matmul_forward(p[2], p[0], p[1], {N, in, out}, true);  // accumulates onto p[2]
+        b.matmul_backward(p[3], p[4], p[2], p[0], p[1], {N, in, out}, true);
       },
       "matmul");
   expect_same_on_both(
       *g, a, 1e-5,
       [&](Backend<float>& b, std::vector<float*>& p) {
-        b.matmul_forward(p[2], p[0], p[1], N, in, out, false);
-        b.matmul_backward(nullptr, p[4], p[2], p[0], p[1], N, in, out, false);
+        b.matmul_forward(p[2], p[0], p[1], {N, in, out}, false);
+        b.matmul_backward(nullptr, p[4], p[2], p[0], p[1], {N, in, out}, false);
       },
       "matmul without dinp, the weight gradient overwritten");
 }
@@ -110,12 +110,12 @@ TEST(Cuda, MatmulBf16WithinTheBoundOfItsRounding) {
   for (float& v : aw) v = std::fabs(v);
   Backend<float>& cpu = cpu_backend<float>();
   std::vector<float> exact((size_t)N * out), mag((size_t)N * out);
-  cpu.matmul_forward(exact.data(), x.data(), w.data(), N, in, out, false);
-  cpu.matmul_forward(mag.data(), ax.data(), aw.data(), N, in, out, false);
+  cpu.matmul_forward(exact.data(), x.data(), w.data(), {N, in, out}, false);
+  cpu.matmul_forward(mag.data(), ax.data(), aw.data(), {N, in, out}, false);
   const Arrays got = run_on(*g, {x, w, std::vector<float>((size_t)N * out)},
                             [&](Backend<float>& b, std::vector<float*>& p) {
                               b.weights_changed();
-                              b.matmul_forward(p[2], p[0], p[1], N, in, out, false);
+                              b.matmul_forward(p[2], p[0], p[1], {N, in, out}, false);
                             });
   const double bound = std::ldexp(1.0, -7) + std::ldexp(1.0, -16) + in * std::ldexp(1.0, -24);
   for (size_t i = 0; i < exact.size(); i++)
@@ -132,8 +132,9 @@ TEST(Cuda, ElementwiseOps) {
   expect_same_on_both(
       *g, ln, 1e-5,
       [&](Backend<float>& b, std::vector<float*>& p) {
-        b.layernorm_forward(p[3], p[4], p[5], p[0], p[1], p[2], N, C);
-        b.layernorm_backward(p[9], p[7], p[8], p[6], p[0], p[1], p[4], p[5], N, C);
+        const LayerNormArgs<float> args{p[0], p[1], p[2], p[4], p[5], N, C};
+        b.layernorm_forward(p[3], args);
+        b.layernorm_backward(p[9], p[7], p[8], p[6], args);
       },
       "layernorm");
 
@@ -182,8 +183,9 @@ TEST(Cuda, ElementwiseOps) {
       *g, rope, 1e-6,
       [&](Backend<float>& b, std::vector<float*>& p) {
         b.rope_table(p[0], p[1], T, D, 10000.0);
-        b.rope_forward(p[2], p[0], p[1], B, T, Cq, H, Hkv);
-        b.rope_backward(p[3], p[0], p[1], B, T, Cq, H, Hkv);
+        const RopeArgs<float> args{p[0], p[1], B, T, Cq, H, Hkv};
+        b.rope_forward(p[2], args);
+        b.rope_backward(p[3], p[3], args);
       },
       "rope");
 
@@ -341,7 +343,10 @@ TEST(Cuda, CachedAttentionAndXsaForward) {
   expect_same_on_both(
       *g, x, 1e-5,
       [&](Backend<float>& b, std::vector<float*>& p) {
-        b.xsa_forward(p[0], p[1], p[2], B, Tx, C, H, p[3], Hkv);
+        ops::AttentionArgs<float> args;
+        args.B = B, args.T = Tx, args.C = C, args.H = H, args.Hkv = Hkv, args.exclusive = true;
+        args.z = p[0], args.y = p[1], args.qkv = p[2], args.alpha = p[3];
+        b.xsa_forward(args);
       },
       "xsa_forward");
 }

@@ -196,12 +196,13 @@ void check_attention(const AttnCase& s, int D) {
     FVec z_forward(N * C), z_again(N * C, std::numeric_limits<float>::quiet_NaN());
     for (FVec* out : {&onto_zeros, &written}) {
       FVec d_out = cast_vector<float>(dout);
-      args.bf16_tiles = bf16, args.dqkv = out->data(), args.d_out = d_out.data();
+      const ops::Storage tiles = bf16 ? ops::Storage::bf16 : ops::Storage::fp32;
+      args.dqkv = out->data(), args.d_out = d_out.data();
       args.write_dqkv = out == &written;
       args.z = s.exclusive ? z_forward.data() : nullptr;
-      ops::attention_forward(args);
+      ops::attention_forward(args, tiles);
       if (s.exclusive && out == &written) args.z = z_again.data();
-      ops::attention_backward(args);
+      ops::attention_backward(args, tiles);
     }
     for (int i = 0; i < N * W; i++)
       ASSERT_EQ(std::bit_cast<uint32_t>(written[i]), std::bit_cast<uint32_t>(onto_zeros[i]))

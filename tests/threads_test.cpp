@@ -370,19 +370,34 @@ class OneThreadProducts final : public Backend<float> {
   void gather_rows(float* dst, const float* table, const int* index, int n, int width) override {
     cpu().gather_rows(dst, table, index, n, width);
   }
-  void matmul_forward(float* out, const float* inp, const float* weight, int N, int in_dim,
-                      int out_dim, bool accumulate) override {
+  bool memory_info(size_t* free_bytes, size_t* total_bytes) override {
+    return cpu().memory_info(free_bytes, total_bytes);
+  }
+  double peak_bf16_flops() const override { return cpu().peak_bf16_flops(); }
+  void synchronize() override { cpu().synchronize(); }
+  void weights_changed(const float* begin, size_t n) override { cpu().weights_changed(begin, n); }
+  bool supports(Op op, Storage storage) const override { return cpu().supports(op, storage); }
+  Storage product_input_storage(int rows) const override {
+    return cpu().product_input_storage(rows);
+  }
+  void matmul_forward(float* out, Tensor<const float> inp, const float* weight, MatmulShape shape,
+                      bool accumulate) override {
     const int threads = omp_get_max_threads();
     set_thread_count(1);
-    cpu().matmul_forward(out, inp, weight, N, in_dim, out_dim, accumulate);
+    cpu().matmul_forward(out, inp, weight, shape, accumulate);
     set_thread_count(threads);
   }
-  void matmul_backward(float* dinp, float* dweight, const float* dout, const float* inp,
-                       const float* weight, int N, int in_dim, int out_dim,
+  void matmul_forward_residual(float* out, const float* residual, Tensor<const float> inp,
+                               const float* weight, MatmulShape shape) override {
+    copy(out, residual, (size_t)shape.N * shape.out_dim);
+    matmul_forward(out, inp, weight, shape, true);
+  }
+  void matmul_backward(float* dinp, float* dweight, Tensor<const float> dout,
+                       Tensor<const float> inp, const float* weight, MatmulShape shape,
                        bool accumulate) override {
     const int threads = omp_get_max_threads();
     set_thread_count(1);
-    cpu().matmul_backward(dinp, dweight, dout, inp, weight, N, in_dim, out_dim, accumulate);
+    cpu().matmul_backward(dinp, dweight, dout, inp, weight, shape, accumulate);
     set_thread_count(threads);
   }
   void bias_forward(float* out, const float* bias, int N, int D) override {
@@ -401,25 +416,21 @@ class OneThreadProducts final : public Backend<float> {
                         int C) override {
     cpu().encoder_backward(dwte, dout, tokens, N, C);
   }
-  void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
-                         const float* weight, const float* bias, int N, int C) override {
-    cpu().layernorm_forward(out, mean, rstd, inp, weight, bias, N, C);
+  void layernorm_forward(Tensor<float> out, const LayerNormArgs<float>& args) override {
+    cpu().layernorm_forward(out, args);
   }
   void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
-                          const float* inp, const float* weight, const float* mean,
-                          const float* rstd, int N, int C) override {
-    cpu().layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
+                          const LayerNormArgs<float>& args) override {
+    cpu().layernorm_backward(dinp, dweight, dbias, dout, args);
   }
   void rope_table(float* cos, float* sin, int T, int D, double theta) override {
     cpu().rope_table(cos, sin, T, D, theta);
   }
-  void rope_forward(float* qkv, const float* cos, const float* sin, int B, int T, int C, int H,
-                    int Hkv) override {
-    cpu().rope_forward(qkv, cos, sin, B, T, C, H, Hkv);
+  void rope_forward(float* qkv, const RopeArgs<float>& args) override {
+    cpu().rope_forward(qkv, args);
   }
-  void rope_backward(float* dqkv, const float* cos, const float* sin, int B, int T, int C, int H,
-                     int Hkv) override {
-    cpu().rope_backward(dqkv, cos, sin, B, T, C, H, Hkv);
+  void rope_backward(Tensor<float> out, float* dqkv, const RopeArgs<float>& args) override {
+    cpu().rope_backward(out, dqkv, args);
   }
   void attention_forward(const ops::AttentionArgs<float>& args) override {
     cpu().attention_forward(args);
@@ -431,19 +442,20 @@ class OneThreadProducts final : public Backend<float> {
                                 const ops::KvCache<float>& cache) override {
     cpu().attention_forward_cached(args, cache);
   }
-  void xsa_forward(float* z, const float* y, const float* qkv, int B, int T, int C, int H,
-                   const float* alpha, int Hkv) override {
-    cpu().xsa_forward(z, y, qkv, B, T, C, H, alpha, Hkv);
-  }
-  void gelu_forward(float* out, const float* inp, size_t n) override {
+  void xsa_forward(const ops::AttentionArgs<float>& args) override { cpu().xsa_forward(args); }
+  void gelu_forward(Tensor<float> out, const float* inp, size_t n) override {
     cpu().gelu_forward(out, inp, n);
   }
-  void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) override {
+  void gelu_backward(Tensor<float> dinp, const float* inp, const float* dout, size_t n) override {
     cpu().gelu_backward(dinp, inp, dout, n);
   }
   void crossentropy_forward_backward(float* logits, float* losses, const int32_t* targets, int N,
                                      int V, int Vp, float dloss) override {
     cpu().crossentropy_forward_backward(logits, losses, targets, N, V, Vp, dloss);
+  }
+  // The ops one by one, so that its products run pinned too.
+  void classifier_forward_backward(const ClassifierArgs<float>& args) override {
+    classifier_by_ops(*this, args);
   }
   void gate_alpha(float* alpha, const float* w, int H) override { cpu().gate_alpha(alpha, w, H); }
   void gate_backward(float* dw, const float* dalpha, const float* alpha, int N, int H) override {

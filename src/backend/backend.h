@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "xsa/ops/ops.h"
+#include "xsa/util/error.h"
 
 namespace xsa {
 
@@ -29,6 +30,82 @@ enum class MemoryUse : uint8_t { weights, inference_weights, gradients, optimize
 
 template <typename Real>
 class Backend;
+
+using ops::Storage;
+using ops::Tensor;
+
+// The op families of the kernel table, for supports() and refusals.
+enum class Op : uint8_t {
+  matmul,
+  bias,
+  embedding,
+  layernorm,
+  rope,
+  attention,
+  gelu,
+  crossentropy,
+  classifier,
+  gates,
+  reductions,
+  adamw
+};
+inline const char* to_string(Op op) {
+  static const char* const names[] = {"matmul",     "bias",      "embedding",  "layernorm",
+                                      "rope",       "attention", "gelu",       "cross-entropy",
+                                      "classifier", "gates",     "reductions", "adamw"};
+  return names[static_cast<int>(op)];
+}
+
+// A matrix product's shape: inp [N, in_dim], weight [out_dim, in_dim] (nn.Linear's layout), out
+// [N, out_dim].
+struct MatmulShape {
+  int N = 0, in_dim = 0, out_dim = 0;
+};
+
+// LayerNorm over rows of C: the forward reads inp, weight and bias and writes the row statistics
+// mean and rstd [N]; the backward reads all of them.
+template <typename Real>
+struct LayerNormArgs {
+  const Real* inp = nullptr;
+  const Real* weight = nullptr;
+  const Real* bias = nullptr;
+  Real* mean = nullptr;
+  Real* rstd = nullptr;
+  int N = 0, C = 0;
+};
+
+// Rotary positions for the q and k parts of qkv rows [B, T, C + 2·Hkv·D]: the table cos, sin
+// [T, D/2] (rope_table), H query heads of C / H, Hkv key/value heads (0: H).
+template <typename Real>
+struct RopeArgs {
+  const Real* cos = nullptr;
+  const Real* sin = nullptr;
+  int B = 1, T = 0, C = 0, H = 0, Hkv = 0;
+};
+
+// The floats of the qkv rows RoPE rotates.
+template <typename Real>
+size_t rope_rows_size(const RopeArgs<Real>& a) {
+  const int Hkv = a.Hkv > 0 ? a.Hkv : a.H;
+  return (size_t)a.B * a.T * (a.C + 2 * Hkv * (a.C / a.H));
+}
+
+// The tied classifier on `rows` rows: logits [rows, Vp] (scratch) = inp · wteᵀ, the fused
+// softmax-cross-entropy over the V real columns into losses, and with dloss ≠ 0 its backward:
+// dinp = dlogits · wte, dwte += dlogitsᵀ · inp (= when not accumulate).
+template <typename Real>
+struct ClassifierArgs {
+  Real* logits = nullptr;
+  Real* losses = nullptr;
+  const int32_t* targets = nullptr;  // host
+  const Real* inp = nullptr;
+  const Real* wte = nullptr;
+  Real* dinp = nullptr;
+  Real* dwte = nullptr;
+  int rows = 0, C = 0, V = 0, Vp = 0;
+  Real dloss = 0;
+  bool accumulate = false;
+};
 
 // Memory on one device, allocated and released by its backend; zeroed when allocated.
 template <typename Real>
@@ -88,12 +165,12 @@ class Backend {
   virtual std::string describe() const { return to_string(device()); }
   // The device memory free and in all, where the backend knows them (a GPU), for fitting a run
   // before it starts.
-  virtual bool memory_info(size_t* free_bytes, size_t* total_bytes) { return false; }
+  virtual bool memory_info(size_t* free_bytes, size_t* total_bytes) = 0;
   // The device's dense bf16 tensor-core peak in FLOP/s where known (a GPU), for model FLOPs
   // utilisation; 0 where not.
-  virtual double peak_bf16_flops() const { return 0; }
+  virtual double peak_bf16_flops() const = 0;
   // Waits for the work queued so far (a device that runs asynchronously); timing needs it.
-  virtual void synchronize() {}
+  virtual void synchronize() = 0;
 
   // ---- memory ----
   // Zeroed. Throws std::bad_alloc, or (a GPU) Error with the memory needed and free.
@@ -109,124 +186,64 @@ class Backend {
   // dst [n, width] = table rows index[0 … n) (host indices).
   virtual void gather_rows(Real* dst, const Real* table, const int* index, int n, int width) = 0;
 
-  // ---- the model's ops (ops/ops.h documents each) ----
-  virtual void matmul_forward(Real* out, const Real* inp, const Real* weight, int N, int in_dim,
-                              int out_dim, bool accumulate) = 0;
-  // out = residual + inp · Wᵀ, a residual connection (out may be residual). This form copies and
-  // accumulates; a backend that can add the residual inside the product (oneDNN's binary
-  // post-op) saves the copy.
-  virtual void matmul_forward_residual(Real* out, const Real* residual, const Real* inp,
-                                       const Real* weight, int N, int in_dim, int out_dim) {
-    copy(out, residual, (size_t)N * out_dim);
-    matmul_forward(out, inp, weight, N, in_dim, out_dim, /*accumulate=*/true);
-  }
+  // ---- the kernel table: one entry per op and direction (ops/ops.h documents each) ----
+  // Precision is data: an activation that only matrix products read (a product input: LayerNorm's
+  // and GELU's outputs, XSA's z, the gradients of GELU's and RoPE's inputs where no bias reads
+  // them) comes as a Tensor whose storage the model's activation plan declared (model/block.h):
+  // fp32, or bf16 in the first half of its buffer, written so by its producer and read so by the
+  // products. supports() says which storage each op family takes here; an op given one it does
+  // not take refuses in one line (refuse_unsupported), so no backend or wrapper runs a plainer
+  // path in its place.
+  virtual bool supports(Op op, Storage storage) const = 0;
+  // The storage this backend's products read best for `rows` rows: what the activation plan
+  // gives product inputs (the bf16 backend: bf16 for more than one row; a decoded row's products
+  // stay fp32, bound by reading the weights).
+  virtual Storage product_input_storage(int rows) const = 0;
+
+  // out [N, out_dim] = inp · weightᵀ (+= with accumulate).
+  virtual void matmul_forward(Real* out, Tensor<const Real> inp, const Real* weight,
+                              MatmulShape shape, bool accumulate) = 0;
+  // out = residual + inp · weightᵀ, a residual connection (out may be residual). A backend that
+  // can add the residual inside the product (oneDNN's binary post-op) saves a copy.
+  virtual void matmul_forward_residual(Real* out, const Real* residual, Tensor<const Real> inp,
+                                       const Real* weight, MatmulShape shape) = 0;
   // dinp = dout · W; dweight accumulates doutᵀ · inp, or with accumulate false is overwritten (a
   // step's first contribution). Either may be null: that product is skipped (inp unread without
   // dweight).
-  virtual void matmul_backward(Real* dinp, Real* dweight, const Real* dout, const Real* inp,
-                               const Real* weight, int N, int in_dim, int out_dim,
+  virtual void matmul_backward(Real* dinp, Real* dweight, Tensor<const Real> dout,
+                               Tensor<const Real> inp, const Real* weight, MatmulShape shape,
                                bool accumulate) = 0;
-  // ---- product inputs: activations that only matrix products read ----
-  // LayerNorm's outputs before the qkv and fc products and GELU's before the MLP's projection are
-  // read by those products alone, forward and (for the weight gradients) backward. A backend with
-  // bf16 products may keep them as bf16 in the first half of their buffers: written so by the
-  // producers below and read so by the products below. That saves each product's conversion of
-  // its input and half of the producer's writing. The model calls these for such buffers only,
-  // with the same N on both sides; these defaults are the plain fp32 ops.
-  virtual void layernorm_forward_product_input(Real* out, Real* mean, Real* rstd, const Real* inp,
-                                               const Real* weight, const Real* bias, int N, int C) {
-    layernorm_forward(out, mean, rstd, inp, weight, bias, N, C);
-  }
-  virtual void gelu_forward_product_input(Real* out, const Real* inp, int N, int width) {
-    gelu_forward(out, inp, (size_t)N * width);
-  }
-  virtual void matmul_forward_product_input(Real* out, const Real* inp, const Real* weight, int N,
-                                            int in_dim, int out_dim) {
-    matmul_forward(out, inp, weight, N, in_dim, out_dim, false);
-  }
-  virtual void matmul_forward_residual_product_input(Real* out, const Real* residual,
-                                                     const Real* inp, const Real* weight, int N,
-                                                     int in_dim, int out_dim) {
-    matmul_forward_residual(out, residual, inp, weight, N, in_dim, out_dim);
-  }
-  virtual void matmul_backward_product_input(Real* dinp, Real* dweight, const Real* dout,
-                                             const Real* inp, const Real* weight, int N, int in_dim,
-                                             int out_dim, bool accumulate) {
-    matmul_backward(dinp, dweight, dout, inp, weight, N, in_dim, out_dim, accumulate);
-  }
-
-  // Gradients that only products read are product inputs too: GELU's input gradient before W_fc's
-  // backward (when fc has no bias, whose gradient reads it) and the rotated ∂L/∂qkv before W_qkv's
-  // (likewise without a qkv bias). Computing them in place keeps fp32, so a backend that keeps them
-  // as bf16 writes them into `spare` instead (a buffer free at that point, of at least N·width/2
-  // floats, N·(C + 2·Hkv·D)/2 for RoPE); each returns where the gradient now is, to give to
-  // matmul_backward_product_inputs. The defaults compute in place and return that.
-  virtual const Real* gelu_backward_product_input(Real* grad, const Real* inp, Real* spare, int N,
-                                                  int width) {
-    gelu_backward(grad, inp, grad, (size_t)N * width);
-    return grad;
-  }
-  virtual const Real* rope_backward_product_input(Real* dqkv, const Real* cos, const Real* sin,
-                                                  int B, int T, int C, int H, int Hkv,
-                                                  Real* spare) {
-    rope_backward(dqkv, cos, sin, B, T, C, H, Hkv);
-    return dqkv;
-  }
-  // matmul_backward with dout and inp both product inputs.
-  virtual void matmul_backward_product_inputs(Real* dinp, Real* dweight, const Real* dout,
-                                              const Real* inp, const Real* weight, int N,
-                                              int in_dim, int out_dim, bool accumulate) {
-    matmul_backward(dinp, dweight, dout, inp, weight, N, in_dim, out_dim, accumulate);
-  }
-
-  // XSA's z is read by W_o's products alone, forward and (written again by the attention backward)
-  // for W_o's weight gradient: the attention may write it as a product input, to be read by the
-  // product-input products above. The defaults are the plain attention.
-  virtual void attention_forward_product_input(const ops::AttentionArgs<Real>& args) {
-    attention_forward(args);
-  }
-  virtual void attention_backward_product_input(const ops::AttentionArgs<Real>& args) {
-    attention_backward(args);
-  }
-
   virtual void bias_forward(Real* out, const Real* bias, int N, int D) = 0;
   virtual void bias_backward(Real* dbias, const Real* dout, int N, int D) = 0;
   virtual void encoder_forward(Real* out, const int32_t* tokens, const Real* wte, int N, int C) = 0;
   virtual void embedding_add(Real* out, const int32_t* index, const Real* table, int N, int C) = 0;
   virtual void encoder_backward(Real* dwte, const Real* dout, const int32_t* tokens, int N,
                                 int C) = 0;
-  virtual void layernorm_forward(Real* out, Real* mean, Real* rstd, const Real* inp,
-                                 const Real* weight, const Real* bias, int N, int C) = 0;
+  // out [N, C] (in the args' mean and rstd the row statistics) from the args' input.
+  virtual void layernorm_forward(Tensor<Real> out, const LayerNormArgs<Real>& args) = 0;
+  // dinp [N, C] accumulates; dweight, dbias [C] accumulate; the forward's args, its statistics
+  // in them.
   virtual void layernorm_backward(Real* dinp, Real* dweight, Real* dbias, const Real* dout,
-                                  const Real* inp, const Real* weight, const Real* mean,
-                                  const Real* rstd, int N, int C) = 0;
+                                  const LayerNormArgs<Real>& args) = 0;
   virtual void rope_table(Real* cos, Real* sin, int T, int D, double theta) = 0;
-  virtual void rope_forward(Real* qkv, const Real* cos, const Real* sin, int B, int T, int C, int H,
-                            int Hkv) = 0;
-  virtual void rope_backward(Real* dqkv, const Real* cos, const Real* sin, int B, int T, int C,
-                             int H, int Hkv) = 0;
+  virtual void rope_forward(Real* qkv, const RopeArgs<Real>& args) = 0;
+  // dqkv's rows with their q and k parts rotated back, into out: dqkv itself (in place), or
+  // another buffer (as bf16: of at least N·(C + 2·Hkv·D)/2 floats; a product input).
+  virtual void rope_backward(Tensor<Real> out, Real* dqkv, const RopeArgs<Real>& args) = 0;
+  // z (the args' z; the attention writes it too) from the args' y and qkv, with their alpha.
+  virtual void xsa_forward(const ops::AttentionArgs<Real>& args) = 0;
   virtual void attention_forward(const ops::AttentionArgs<Real>& args) = 0;
   virtual void attention_backward(const ops::AttentionArgs<Real>& args) = 0;
   virtual void attention_forward_cached(const ops::AttentionArgs<Real>& args,
                                         const ops::KvCache<Real>& cache) = 0;
-  virtual void xsa_forward(Real* z, const Real* y, const Real* qkv, int B, int T, int C, int H,
-                           const Real* alpha, int Hkv) = 0;
-  virtual void gelu_forward(Real* out, const Real* inp, size_t n) = 0;
-  virtual void gelu_backward(Real* dinp, const Real* inp, const Real* dout, size_t n) = 0;
+  virtual void gelu_forward(Tensor<Real> out, const Real* inp, size_t n) = 0;
+  // dinp = gelu'(inp) · dout; dinp may be dout (fp32), or another buffer (bf16).
+  virtual void gelu_backward(Tensor<Real> dinp, const Real* inp, const Real* dout, size_t n) = 0;
   virtual void crossentropy_forward_backward(Real* logits, Real* losses, const int32_t* targets,
                                              int N, int V, int Vp, Real dloss) = 0;
-  // The tied classifier on `rows` rows: logits [rows, Vp] (scratch) = inp · wteᵀ, the fused
-  // softmax-cross-entropy into losses, and with dloss ≠ 0 its backward: dinp = dlogits · wte,
-  // dwte += dlogitsᵀ · inp (= when not accumulate). The three ops above by default; a backend may
-  // fuse them.
-  virtual void classifier_forward_backward(Real* logits, Real* losses, const int32_t* targets,
-                                           const Real* inp, const Real* wte, Real* dinp, Real* dwte,
-                                           int rows, int C, int V, int Vp, Real dloss,
-                                           bool accumulate) {
-    matmul_forward(logits, inp, wte, rows, C, Vp, false);
-    crossentropy_forward_backward(logits, losses, targets, rows, V, Vp, dloss);
-    if (dloss != Real(0)) matmul_backward(dinp, dwte, logits, inp, wte, rows, C, Vp, accumulate);
-  }
+  // The tied classifier (ClassifierArgs): the product, the fused softmax-cross-entropy and with
+  // dloss ≠ 0 its backward; a backend may fuse them (classifier_by_ops runs them one by one).
+  virtual void classifier_forward_backward(const ClassifierArgs<Real>& args) = 0;
 
   // ---- gates and sinks: their per-head parameters and gradients ----
   // alpha [H] = tanh(w [H]).
@@ -243,12 +260,31 @@ class Backend {
   // loaded or gathered): a backend that keeps derived copies of them (bf16) drops those, and keeps
   // those of other weights (another model in the same process: `compare`'s arms, `bench`'s SA and
   // XSA). begin == nullptr: every weight.
-  virtual void weights_changed(const Real* begin, size_t n) {}
+  virtual void weights_changed(const Real* begin, size_t n) = 0;
   void weights_changed() { weights_changed(nullptr, 0); }
   // Decoupled AdamW, one tensor.
   virtual void adamw_update(Real* param, const Real* grad, Real* m, Real* v, size_t n,
                             const ops::AdamWSettings& settings) = 0;
 };
+
+// The refusal of an op given a storage the backend does not take (its supports() says no): one
+// line naming the backend, the op and the storage. Every backend calls it before such an op.
+template <typename Real>
+void refuse_unsupported(const Backend<Real>& backend, Op op, Storage storage) {
+  if (!backend.supports(op, storage))
+    fail("{} does not run {} on {} activations", backend.describe(), to_string(op),
+         ops::to_string(storage));
+}
+
+// The classifier as its three ops, for a backend that does not fuse them.
+template <typename Real>
+void classifier_by_ops(Backend<Real>& backend, const ClassifierArgs<Real>& a) {
+  const MatmulShape shape{a.rows, a.C, a.Vp};
+  backend.matmul_forward(a.logits, a.inp, a.wte, shape, false);
+  backend.crossentropy_forward_backward(a.logits, a.losses, a.targets, a.rows, a.V, a.Vp, a.dloss);
+  if (a.dloss != Real(0))
+    backend.matmul_backward(a.dinp, a.dwte, a.logits, a.inp, a.wte, shape, a.accumulate);
+}
 
 // Whether p lies in the range [begin, begin + n) given to weights_changed (begin == nullptr: all).
 template <typename Real>

@@ -63,14 +63,39 @@ class CpuBackend : public Backend<Real> {
       std::memcpy(dst + (size_t)r * width, table + (size_t)index[r] * width, sizeof(Real) * width);
   }
 
-  void matmul_forward(Real* out, const Real* inp, const Real* weight, int N, int in_dim,
-                      int out_dim, bool accumulate) override {
-    ops::matmul_forward(out, inp, weight, N, in_dim, out_dim, accumulate);
+  bool memory_info(size_t*, size_t*) override {
+    return false;
   }
-  void matmul_backward(Real* dinp, Real* dweight, const Real* dout, const Real* inp,
-                       const Real* weight, int N, int in_dim, int out_dim,
-                       bool accumulate) override {
-    ops::matmul_backward(dinp, dweight, dout, inp, weight, N, in_dim, out_dim, accumulate);
+  double peak_bf16_flops() const override {
+    return 0;
+  }
+  void synchronize() override {}
+  void weights_changed(const Real*, size_t) override {}
+
+  // fp32 activations only; the bf16 backend below adds bf16 product inputs.
+  bool supports(Op, Storage storage) const override {
+    return storage == Storage::fp32;
+  }
+  Storage product_input_storage(int) const override {
+    return Storage::fp32;
+  }
+
+  void matmul_forward(Real* out, Tensor<const Real> inp, const Real* weight, MatmulShape shape,
+                      bool accumulate) override {
+    refuse_unsupported(*this, Op::matmul, inp.storage);
+    ops::matmul_forward(out, inp.data, weight, shape.N, shape.in_dim, shape.out_dim, accumulate);
+  }
+  void matmul_forward_residual(Real* out, const Real* residual, Tensor<const Real> inp,
+                               const Real* weight, MatmulShape shape) override {
+    copy(out, residual, (size_t)shape.N * shape.out_dim);
+    matmul_forward(out, inp, weight, shape, /*accumulate=*/true);
+  }
+  void matmul_backward(Real* dinp, Real* dweight, Tensor<const Real> dout, Tensor<const Real> inp,
+                       const Real* weight, MatmulShape shape, bool accumulate) override {
+    refuse_unsupported(*this, Op::matmul, dout.storage);
+    refuse_unsupported(*this, Op::matmul, inp.storage);
+    ops::matmul_backward(dinp, dweight, dout.data, inp.data, weight, shape.N, shape.in_dim,
+                         shape.out_dim, accumulate);
   }
   void bias_forward(Real* out, const Real* bias, int N, int D) override {
     ops::bias_forward(out, bias, N, D);
@@ -88,49 +113,56 @@ class CpuBackend : public Backend<Real> {
                         int C) override {
     ops::encoder_backward(dwte, dout, tokens, N, C);
   }
-  void layernorm_forward(Real* out, Real* mean, Real* rstd, const Real* inp, const Real* weight,
-                         const Real* bias, int N, int C) override {
-    ops::layernorm_forward(out, mean, rstd, inp, weight, bias, N, C);
+  void layernorm_forward(Tensor<Real> out, const LayerNormArgs<Real>& a) override {
+    refuse_unsupported(*this, Op::layernorm, out.storage);
+    ops::layernorm_forward(out.data, a.mean, a.rstd, a.inp, a.weight, a.bias, a.N, a.C);
   }
-  void layernorm_backward(Real* dinp, Real* dweight, Real* dbias, const Real* dout, const Real* inp,
-                          const Real* weight, const Real* mean, const Real* rstd, int N,
-                          int C) override {
-    ops::layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
+  void layernorm_backward(Real* dinp, Real* dweight, Real* dbias, const Real* dout,
+                          const LayerNormArgs<Real>& a) override {
+    ops::layernorm_backward(dinp, dweight, dbias, dout, a.inp, a.weight, a.mean, a.rstd, a.N, a.C);
   }
   void rope_table(Real* cos, Real* sin, int T, int D, double theta) override {
     ops::rope_table(cos, sin, T, D, theta);
   }
-  void rope_forward(Real* qkv, const Real* cos, const Real* sin, int B, int T, int C, int H,
-                    int Hkv) override {
-    ops::rope_forward(qkv, cos, sin, B, T, C, H, Hkv);
+  void rope_forward(Real* qkv, const RopeArgs<Real>& a) override {
+    ops::rope_forward(qkv, a.cos, a.sin, a.B, a.T, a.C, a.H, a.Hkv);
   }
-  void rope_backward(Real* dqkv, const Real* cos, const Real* sin, int B, int T, int C, int H,
-                     int Hkv) override {
-    ops::rope_backward(dqkv, cos, sin, B, T, C, H, Hkv);
+  void rope_backward(Tensor<Real> out, Real* dqkv, const RopeArgs<Real>& a) override {
+    refuse_unsupported(*this, Op::rope, out.storage);
+    copy(out.data, dqkv, rope_rows_size(a));
+    ops::rope_backward(out.data, a.cos, a.sin, a.B, a.T, a.C, a.H, a.Hkv);
   }
   void attention_forward(const ops::AttentionArgs<Real>& args) override {
+    refuse_unsupported(*this, Op::attention, args.z.storage);
     ops::attention_forward(args);
   }
   void attention_backward(const ops::AttentionArgs<Real>& args) override {
+    refuse_unsupported(*this, Op::attention, args.z.storage);
     ops::attention_backward(args);
   }
   void attention_forward_cached(const ops::AttentionArgs<Real>& args,
                                 const ops::KvCache<Real>& cache) override {
+    refuse_unsupported(*this, Op::attention, args.z.storage);
     ops::attention_forward_cached(args, cache);
   }
-  void xsa_forward(Real* z, const Real* y, const Real* qkv, int B, int T, int C, int H,
-                   const Real* alpha, int Hkv) override {
-    ops::xsa_forward(z, y, qkv, B, T, C, H, alpha, Hkv);
+  void xsa_forward(const ops::AttentionArgs<Real>& a) override {
+    refuse_unsupported(*this, Op::attention, a.z.storage);
+    ops::xsa_forward(a.z.data, a.y, a.qkv, a.B, a.T, a.C, a.H, a.alpha, a.Hkv);
   }
-  void gelu_forward(Real* out, const Real* inp, size_t n) override {
-    ops::gelu_forward(out, inp, n);
+  void gelu_forward(Tensor<Real> out, const Real* inp, size_t n) override {
+    refuse_unsupported(*this, Op::gelu, out.storage);
+    ops::gelu_forward(out.data, inp, n);
   }
-  void gelu_backward(Real* dinp, const Real* inp, const Real* dout, size_t n) override {
-    ops::gelu_backward(dinp, inp, dout, n);
+  void gelu_backward(Tensor<Real> dinp, const Real* inp, const Real* dout, size_t n) override {
+    refuse_unsupported(*this, Op::gelu, dinp.storage);
+    ops::gelu_backward(dinp.data, inp, dout, n);
   }
   void crossentropy_forward_backward(Real* logits, Real* losses, const int32_t* targets, int N,
                                      int V, int Vp, Real dloss) override {
     ops::crossentropy_forward_backward(logits, losses, targets, N, V, Vp, dloss);
+  }
+  void classifier_forward_backward(const ClassifierArgs<Real>& args) override {
+    classifier_by_ops(*this, args);
   }
 
   void gate_alpha(Real* alpha, const Real* w, int H) override {
@@ -191,155 +223,101 @@ class CpuBf16Backend final : public CpuBackend<float> {
     CpuBackend<float>::release(p, n);
   }
 
-  void matmul_forward(float* out, const float* inp, const float* weight, int N, int in_dim,
-                      int out_dim, bool accumulate) override {
-    if (N <= 1)
-      return CpuBackend<float>::matmul_forward(out, inp, weight, N, in_dim, out_dim, accumulate);
-    const ops::bf16* w = bf16_weights(weight, (size_t)in_dim * out_dim);
-    ops::matmul_forward_bf16(out, convert(inp, (size_t)N * in_dim, inp_), w, N, in_dim, out_dim,
+  // bf16 product inputs: written so by LayerNorm, GELU, RoPE's backward and XSA, read so by the
+  // products.
+  bool supports(Op op, Storage storage) const override {
+    return storage == Storage::fp32 || op == Op::matmul || op == Op::layernorm || op == Op::gelu ||
+           op == Op::rope || op == Op::attention;
+  }
+  Storage product_input_storage(int rows) const override {
+    return rows > 1 ? Storage::bf16 : Storage::fp32;
+  }
+
+  // An fp32 input is converted on each call; a bf16 one (a product input) is read as it is. One
+  // row with fp32 inputs (decoding) stays fp32: bound by reading the weights.
+  void matmul_forward(float* out, Tensor<const float> inp, const float* weight, MatmulShape shape,
+                      bool accumulate) override {
+    if (shape.N <= 1 && !inp.bf16())
+      return CpuBackend<float>::matmul_forward(out, inp, weight, shape, accumulate);
+    ops::matmul_forward_bf16(out, as_bf16(inp, (size_t)shape.N * shape.in_dim, inp_),
+                             bf16_weights(weight, shape), shape.N, shape.in_dim, shape.out_dim,
                              accumulate);
   }
-  void matmul_forward_residual(float* out, const float* residual, const float* inp,
-                               const float* weight, int N, int in_dim, int out_dim) override {
-    if (N <= 1)
-      return Backend<float>::matmul_forward_residual(out, residual, inp, weight, N, in_dim,
-                                                     out_dim);
-    const ops::bf16* w = bf16_weights(weight, (size_t)in_dim * out_dim);
-    ops::matmul_residual_bf16(out, residual, convert(inp, (size_t)N * in_dim, inp_), w, N, in_dim,
-                              out_dim);
+  void matmul_forward_residual(float* out, const float* residual, Tensor<const float> inp,
+                               const float* weight, MatmulShape shape) override {
+    if (shape.N <= 1 && !inp.bf16())
+      return CpuBackend<float>::matmul_forward_residual(out, residual, inp, weight, shape);
+    ops::matmul_residual_bf16(out, residual, as_bf16(inp, (size_t)shape.N * shape.in_dim, inp_),
+                              bf16_weights(weight, shape), shape.N, shape.in_dim, shape.out_dim);
   }
-  void matmul_backward(float* dinp, float* dweight, const float* dout, const float* inp,
-                       const float* weight, int N, int in_dim, int out_dim,
+  void matmul_backward(float* dinp, float* dweight, Tensor<const float> dout,
+                       Tensor<const float> inp, const float* weight, MatmulShape shape,
                        bool accumulate) override {
-    if (N <= 1)
-      return CpuBackend<float>::matmul_backward(dinp, dweight, dout, inp, weight, N, in_dim,
-                                                out_dim, accumulate);
-    const ops::bf16* w = bf16_weights(weight, (size_t)in_dim * out_dim);
-    ops::matmul_backward_bf16(dinp, dweight, convert(dout, (size_t)N * out_dim, dout_),
-                              dweight ? convert(inp, (size_t)N * in_dim, inp_) : nullptr, w, N,
-                              in_dim, out_dim, accumulate);
+    if (shape.N <= 1 && !dout.bf16() && !inp.bf16())
+      return CpuBackend<float>::matmul_backward(dinp, dweight, dout, inp, weight, shape,
+                                                accumulate);
+    const ops::bf16* x = dweight ? as_bf16(inp, (size_t)shape.N * shape.in_dim, inp_) : nullptr;
+    ops::matmul_backward_bf16(dinp, dweight, as_bf16(dout, (size_t)shape.N * shape.out_dim, dout_),
+                              x, bf16_weights(weight, shape), shape.N, shape.in_dim, shape.out_dim,
+                              accumulate);
   }
 
-  // Product inputs (backend.h) as bf16 in their buffers' first half, for the rows whose products
-  // run in bf16 (N > 1, as above).
-  void layernorm_forward_product_input(float* out, float* mean, float* rstd, const float* inp,
-                                       const float* weight, const float* bias, int N,
-                                       int C) override {
-    if (N <= 1) return layernorm_forward(out, mean, rstd, inp, weight, bias, N, C);
-    ops::layernorm_forward_bf16(stored_bf16(out), mean, rstd, inp, weight, bias, N, C);
+  // The producers of product inputs, rounding as they write.
+  void layernorm_forward(Tensor<float> out, const LayerNormArgs<float>& a) override {
+    if (!out.bf16()) return CpuBackend<float>::layernorm_forward(out, a);
+    ops::layernorm_forward_bf16(out.as_bf16(), a.mean, a.rstd, a.inp, a.weight, a.bias, a.N, a.C);
   }
-  void gelu_forward_product_input(float* out, const float* inp, int N, int width) override {
-    if (N <= 1) return gelu_forward(out, inp, (size_t)N * width);
-    ops::gelu_forward_bf16(stored_bf16(out), inp, (size_t)N * width);
+  void gelu_forward(Tensor<float> out, const float* inp, size_t n) override {
+    if (!out.bf16()) return CpuBackend<float>::gelu_forward(out, inp, n);
+    ops::gelu_forward_bf16(out.as_bf16(), inp, n);
   }
-  void matmul_forward_product_input(float* out, const float* inp, const float* weight, int N,
-                                    int in_dim, int out_dim) override {
-    if (N <= 1) return matmul_forward(out, inp, weight, N, in_dim, out_dim, false);
-    ops::matmul_forward_bf16(out, stored_bf16(inp), bf16_weights(weight, (size_t)in_dim * out_dim),
-                             N, in_dim, out_dim, false);
+  void gelu_backward(Tensor<float> dinp, const float* inp, const float* dout, size_t n) override {
+    if (!dinp.bf16()) return CpuBackend<float>::gelu_backward(dinp, inp, dout, n);
+    ops::gelu_backward_bf16(dinp.as_bf16(), inp, dout, n);
   }
-  void matmul_forward_residual_product_input(float* out, const float* residual, const float* inp,
-                                             const float* weight, int N, int in_dim,
-                                             int out_dim) override {
-    if (N <= 1) return matmul_forward_residual(out, residual, inp, weight, N, in_dim, out_dim);
-    ops::matmul_residual_bf16(out, residual, stored_bf16(inp),
-                              bf16_weights(weight, (size_t)in_dim * out_dim), N, in_dim, out_dim);
-  }
-  void matmul_backward_product_input(float* dinp, float* dweight, const float* dout,
-                                     const float* inp, const float* weight, int N, int in_dim,
-                                     int out_dim, bool accumulate) override {
-    if (N <= 1)
-      return matmul_backward(dinp, dweight, dout, inp, weight, N, in_dim, out_dim, accumulate);
-    backward_of_stored_input(dinp, dweight, convert(dout, (size_t)N * out_dim, dout_), inp, weight,
-                             N, in_dim, out_dim, accumulate);
+  void rope_backward(Tensor<float> out, float* dqkv, const RopeArgs<float>& a) override {
+    if (!out.bf16()) return CpuBackend<float>::rope_backward(out, dqkv, a);
+    ops::rope_backward_bf16(out.as_bf16(), dqkv, a.cos, a.sin, a.B, a.T, a.C, a.H, a.Hkv);
   }
 
-  const float* gelu_backward_product_input(float* grad, const float* inp, float* spare, int N,
-                                           int width) override {
-    if (N <= 1) return Backend<float>::gelu_backward_product_input(grad, inp, spare, N, width);
-    ops::gelu_backward_bf16(stored_bf16(spare), inp, grad, (size_t)N * width);
-    return spare;
-  }
-  const float* rope_backward_product_input(float* dqkv, const float* cos, const float* sin, int B,
-                                           int T, int C, int H, int Hkv, float* spare) override {
-    if (B * T <= 1)
-      return Backend<float>::rope_backward_product_input(dqkv, cos, sin, B, T, C, H, Hkv, spare);
-    ops::rope_backward_bf16(stored_bf16(spare), dqkv, cos, sin, B, T, C, H, Hkv);
-    return spare;
-  }
-  void matmul_backward_product_inputs(float* dinp, float* dweight, const float* dout,
-                                      const float* inp, const float* weight, int N, int in_dim,
-                                      int out_dim, bool accumulate) override {
-    if (N <= 1)
-      return matmul_backward(dinp, dweight, dout, inp, weight, N, in_dim, out_dim, accumulate);
-    backward_of_stored_input(dinp, dweight, stored_bf16(dout), inp, weight, N, in_dim, out_dim,
-                             accumulate);
-  }
-
-  // Attention's tile products in bf16 too (the softmax and the accumulations stay fp32).
+  // Attention's tile products in bf16 too (the softmax and the accumulations stay fp32); z as the
+  // args' storage says.
   void attention_forward(const ops::AttentionArgs<float>& args) override {
-    ops::attention_forward(with_bf16_tiles(args));
+    ops::attention_forward(args, Storage::bf16);
   }
   void attention_backward(const ops::AttentionArgs<float>& args) override {
-    ops::attention_backward(with_bf16_tiles(args));
-  }
-  // XSA's z as a product input (for the rows whose products run in bf16).
-  void attention_forward_product_input(const ops::AttentionArgs<float>& args) override {
-    ops::attention_forward(with_bf16_z(args));
-  }
-  void attention_backward_product_input(const ops::AttentionArgs<float>& args) override {
-    ops::attention_backward(with_bf16_z(args));
+    ops::attention_backward(args, Storage::bf16);
   }
 
   // The head with its gradient written in bf16 by the cross-entropy itself (no separate pass over
   // the chunk's logits to convert them for the backward's products).
-  void classifier_forward_backward(float* logits, float* losses, const int32_t* targets,
-                                   const float* inp, const float* wte, float* dinp, float* dwte,
-                                   int rows, int C, int V, int Vp, float dloss,
-                                   bool accumulate) override {
-    if (rows <= 1)
-      return Backend<float>::classifier_forward_backward(logits, losses, targets, inp, wte, dinp,
-                                                         dwte, rows, C, V, Vp, dloss, accumulate);
-    const ops::bf16* w = bf16_weights(wte, (size_t)Vp * C);
-    const ops::bf16* x = convert(inp, (size_t)rows * C, inp_);
-    ops::matmul_forward_bf16(logits, x, w, rows, C, Vp, false);
-    if (dloss == 0.0f)
-      return ops::crossentropy_forward_backward(logits, losses, targets, rows, V, Vp, dloss);
-    if (dlogits_.size() < (size_t)rows * Vp) dlogits_.resize((size_t)rows * Vp);
-    ops::crossentropy_forward_backward_bf16(logits, dlogits_.data(), losses, targets, rows, V, Vp,
-                                            dloss);
-    ops::matmul_backward_bf16(dinp, dwte, dlogits_.data(), x, w, rows, C, Vp, accumulate);
+  void classifier_forward_backward(const ClassifierArgs<float>& a) override {
+    if (a.rows <= 1) return classifier_by_ops(*this, a);
+    const MatmulShape shape{a.rows, a.C, a.Vp};
+    const ops::bf16* w = bf16_weights(a.wte, shape);
+    const ops::bf16* x = as_bf16(a.inp, (size_t)a.rows * a.C, inp_);
+    ops::matmul_forward_bf16(a.logits, x, w, a.rows, a.C, a.Vp, false);
+    if (a.dloss == 0.0f)
+      return ops::crossentropy_forward_backward(a.logits, a.losses, a.targets, a.rows, a.V, a.Vp,
+                                                a.dloss);
+    if (dlogits_.size() < (size_t)a.rows * a.Vp) dlogits_.resize((size_t)a.rows * a.Vp);
+    ops::crossentropy_forward_backward_bf16(a.logits, dlogits_.data(), a.losses, a.targets, a.rows,
+                                            a.V, a.Vp, a.dloss);
+    ops::matmul_backward_bf16(a.dinp, a.dwte, dlogits_.data(), x, w, a.rows, a.C, a.Vp,
+                              a.accumulate);
   }
 
  private:
-  static ops::AttentionArgs<float> with_bf16_tiles(ops::AttentionArgs<float> args) {
-    args.bf16_tiles = true;
-    return args;
-  }
-  static ops::AttentionArgs<float> with_bf16_z(ops::AttentionArgs<float> args) {
-    args.z_bf16 = args.exclusive && args.B * args.T > 1;
-    return with_bf16_tiles(args);
-  }
-  // matmul_backward in bf16 with dout given in bf16 and inp a product input.
-  void backward_of_stored_input(float* dinp, float* dweight, const ops::bf16* dout,
-                                const float* inp, const float* weight, int N, int in_dim,
-                                int out_dim, bool accumulate) {
-    ops::matmul_backward_bf16(dinp, dweight, dout, dweight ? stored_bf16(inp) : nullptr,
-                              bf16_weights(weight, (size_t)in_dim * out_dim), N, in_dim, out_dim,
-                              accumulate);
-  }
-  // A product input's bf16 values, in the first half of its float buffer.
-  static ops::bf16* stored_bf16(float* x) { return reinterpret_cast<ops::bf16*>(x); }
-  static const ops::bf16* stored_bf16(const float* x) {
-    return reinterpret_cast<const ops::bf16*>(x);
-  }
-  const ops::bf16* convert(const float* x, size_t n, std::vector<ops::bf16>& buf) {
+  // A product's input in bf16: a bf16 tensor as it is, an fp32 one converted into `buf`.
+  const ops::bf16* as_bf16(Tensor<const float> x, size_t n, std::vector<ops::bf16>& buf) {
+    if (x.bf16()) return x.as_bf16();
     if (buf.size() < n) buf.resize(n);
-    ops::to_bf16(x, buf.data(), n);
+    ops::to_bf16(x.data, buf.data(), n);
     return buf.data();
   }
   // A weight matrix's bf16 copy, made on first use after weights_changed().
-  const ops::bf16* bf16_weights(const float* weight, size_t n) {
+  const ops::bf16* bf16_weights(const float* weight, MatmulShape shape) {
+    const size_t n = (size_t)shape.in_dim * shape.out_dim;
     WeightCopy& copy = weights_[weight];
     if (!copy.fresh || copy.data.size() != n) {
       copy.data.resize(n);

@@ -18,6 +18,10 @@ template <typename T>
 T* real(T* p) {
   return p ? reinterpret_cast<T*>(reinterpret_cast<uintptr_t>(p) - kOffset) : nullptr;
 }
+template <typename T>
+Tensor<T> real(Tensor<T> t) {
+  return {real(t.data), t.storage};
+}
 // The opposite: an address of the inner backend's memory as this backend hands it out.
 template <typename T>
 T* device_address(T* p) {
@@ -50,15 +54,30 @@ class IsolatedBackend final : public Backend<float> {
     cpu_.gather_rows(real(dst), real(table), index, n, width);
   }
 
-  void matmul_forward(float* out, const float* inp, const float* weight, int N, int in_dim,
-                      int out_dim, bool accumulate) override {
-    cpu_.matmul_forward(real(out), real(inp), real(weight), N, in_dim, out_dim, accumulate);
+  bool memory_info(size_t* free_bytes, size_t* total_bytes) override {
+    return cpu_.memory_info(free_bytes, total_bytes);
   }
-  void matmul_backward(float* dinp, float* dweight, const float* dout, const float* inp,
-                       const float* weight, int N, int in_dim, int out_dim,
+  double peak_bf16_flops() const override { return cpu_.peak_bf16_flops(); }
+  void synchronize() override { cpu_.synchronize(); }
+
+  // The inner backend's table and storage: exactly what it computes, bf16 product inputs included.
+  bool supports(Op op, Storage storage) const override { return cpu_.supports(op, storage); }
+  Storage product_input_storage(int rows) const override {
+    return cpu_.product_input_storage(rows);
+  }
+  void matmul_forward(float* out, Tensor<const float> inp, const float* weight, MatmulShape shape,
+                      bool accumulate) override {
+    cpu_.matmul_forward(real(out), real(inp), real(weight), shape, accumulate);
+  }
+  void matmul_forward_residual(float* out, const float* residual, Tensor<const float> inp,
+                               const float* weight, MatmulShape shape) override {
+    cpu_.matmul_forward_residual(real(out), real(residual), real(inp), real(weight), shape);
+  }
+  void matmul_backward(float* dinp, float* dweight, Tensor<const float> dout,
+                       Tensor<const float> inp, const float* weight, MatmulShape shape,
                        bool accumulate) override {
-    cpu_.matmul_backward(real(dinp), real(dweight), real(dout), real(inp), real(weight), N, in_dim,
-                         out_dim, accumulate);
+    cpu_.matmul_backward(real(dinp), real(dweight), real(dout), real(inp), real(weight), shape,
+                         accumulate);
   }
   void bias_forward(float* out, const float* bias, int N, int D) override {
     cpu_.bias_forward(real(out), real(bias), N, D);
@@ -76,27 +95,24 @@ class IsolatedBackend final : public Backend<float> {
                         int C) override {
     cpu_.encoder_backward(real(dwte), real(dout), tokens, N, C);
   }
-  void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
-                         const float* weight, const float* bias, int N, int C) override {
-    cpu_.layernorm_forward(real(out), real(mean), real(rstd), real(inp), real(weight), real(bias),
-                           N, C);
+  void layernorm_forward(Tensor<float> out, const LayerNormArgs<float>& args) override {
+    cpu_.layernorm_forward(real(out), on_host(args));
   }
   void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
-                          const float* inp, const float* weight, const float* mean,
-                          const float* rstd, int N, int C) override {
-    cpu_.layernorm_backward(real(dinp), real(dweight), real(dbias), real(dout), real(inp),
-                            real(weight), real(mean), real(rstd), N, C);
+                          const LayerNormArgs<float>& args) override {
+    cpu_.layernorm_backward(real(dinp), real(dweight), real(dbias), real(dout), on_host(args));
   }
   void rope_table(float* cos, float* sin, int T, int D, double theta) override {
     cpu_.rope_table(real(cos), real(sin), T, D, theta);
   }
-  void rope_forward(float* qkv, const float* cos, const float* sin, int B, int T, int C, int H,
-                    int Hkv) override {
-    cpu_.rope_forward(real(qkv), real(cos), real(sin), B, T, C, H, Hkv);
+  void rope_forward(float* qkv, const RopeArgs<float>& args) override {
+    cpu_.rope_forward(real(qkv), on_host(args));
   }
-  void rope_backward(float* dqkv, const float* cos, const float* sin, int B, int T, int C, int H,
-                     int Hkv) override {
-    cpu_.rope_backward(real(dqkv), real(cos), real(sin), B, T, C, H, Hkv);
+  void rope_backward(Tensor<float> out, float* dqkv, const RopeArgs<float>& args) override {
+    cpu_.rope_backward(real(out), real(dqkv), on_host(args));
+  }
+  void xsa_forward(const ops::AttentionArgs<float>& args) override {
+    cpu_.xsa_forward(on_host(args));
   }
   void attention_forward(const ops::AttentionArgs<float>& args) override {
     cpu_.attention_forward(on_host(args));
@@ -110,80 +126,21 @@ class IsolatedBackend final : public Backend<float> {
     c.k = real(cache.k), c.v = real(cache.v);
     cpu_.attention_forward_cached(on_host(args), c);
   }
-  void xsa_forward(float* z, const float* y, const float* qkv, int B, int T, int C, int H,
-                   const float* alpha, int Hkv) override {
-    cpu_.xsa_forward(real(z), real(y), real(qkv), B, T, C, H, real(alpha), Hkv);
-  }
-  void gelu_forward(float* out, const float* inp, size_t n) override {
+  void gelu_forward(Tensor<float> out, const float* inp, size_t n) override {
     cpu_.gelu_forward(real(out), real(inp), n);
   }
-  void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) override {
+  void gelu_backward(Tensor<float> dinp, const float* inp, const float* dout, size_t n) override {
     cpu_.gelu_backward(real(dinp), real(inp), real(dout), n);
   }
   void crossentropy_forward_backward(float* logits, float* losses, const int32_t* targets, int N,
                                      int V, int Vp, float dloss) override {
     cpu_.crossentropy_forward_backward(real(logits), real(losses), targets, N, V, Vp, dloss);
   }
-  void classifier_forward_backward(float* logits, float* losses, const int32_t* targets,
-                                   const float* inp, const float* wte, float* dinp, float* dwte,
-                                   int rows, int C, int V, int Vp, float dloss,
-                                   bool accumulate) override {
-    cpu_.classifier_forward_backward(real(logits), real(losses), targets, real(inp), real(wte),
-                                     real(dinp), real(dwte), rows, C, V, Vp, dloss, accumulate);
-  }
-  // The inner backend's own forms of these (a bf16 backend's product inputs, oneDNN's residual
-  // post-op), not the interface's plain defaults: exactly what the inner backend computes.
-  void matmul_forward_residual(float* out, const float* residual, const float* inp,
-                               const float* weight, int N, int in_dim, int out_dim) override {
-    cpu_.matmul_forward_residual(real(out), real(residual), real(inp), real(weight), N, in_dim,
-                                 out_dim);
-  }
-  void layernorm_forward_product_input(float* out, float* mean, float* rstd, const float* inp,
-                                       const float* weight, const float* bias, int N,
-                                       int C) override {
-    cpu_.layernorm_forward_product_input(real(out), real(mean), real(rstd), real(inp), real(weight),
-                                         real(bias), N, C);
-  }
-  void gelu_forward_product_input(float* out, const float* inp, int N, int width) override {
-    cpu_.gelu_forward_product_input(real(out), real(inp), N, width);
-  }
-  void matmul_forward_product_input(float* out, const float* inp, const float* weight, int N,
-                                    int in_dim, int out_dim) override {
-    cpu_.matmul_forward_product_input(real(out), real(inp), real(weight), N, in_dim, out_dim);
-  }
-  void matmul_forward_residual_product_input(float* out, const float* residual, const float* inp,
-                                             const float* weight, int N, int in_dim,
-                                             int out_dim) override {
-    cpu_.matmul_forward_residual_product_input(real(out), real(residual), real(inp), real(weight),
-                                               N, in_dim, out_dim);
-  }
-  void matmul_backward_product_input(float* dinp, float* dweight, const float* dout,
-                                     const float* inp, const float* weight, int N, int in_dim,
-                                     int out_dim, bool accumulate) override {
-    cpu_.matmul_backward_product_input(real(dinp), real(dweight), real(dout), real(inp),
-                                       real(weight), N, in_dim, out_dim, accumulate);
-  }
-  const float* gelu_backward_product_input(float* grad, const float* inp, float* spare, int N,
-                                           int width) override {
-    return device_address(
-        cpu_.gelu_backward_product_input(real(grad), real(inp), real(spare), N, width));
-  }
-  const float* rope_backward_product_input(float* dqkv, const float* cos, const float* sin, int B,
-                                           int T, int C, int H, int Hkv, float* spare) override {
-    return device_address(cpu_.rope_backward_product_input(real(dqkv), real(cos), real(sin), B, T,
-                                                           C, H, Hkv, real(spare)));
-  }
-  void matmul_backward_product_inputs(float* dinp, float* dweight, const float* dout,
-                                      const float* inp, const float* weight, int N, int in_dim,
-                                      int out_dim, bool accumulate) override {
-    cpu_.matmul_backward_product_inputs(real(dinp), real(dweight), real(dout), real(inp),
-                                        real(weight), N, in_dim, out_dim, accumulate);
-  }
-  void attention_forward_product_input(const ops::AttentionArgs<float>& args) override {
-    cpu_.attention_forward_product_input(on_host(args));
-  }
-  void attention_backward_product_input(const ops::AttentionArgs<float>& args) override {
-    cpu_.attention_backward_product_input(on_host(args));
+  void classifier_forward_backward(const ClassifierArgs<float>& a) override {
+    ClassifierArgs<float> h = a;  // the targets are host data
+    h.logits = real(a.logits), h.losses = real(a.losses), h.inp = real(a.inp);
+    h.wte = real(a.wte), h.dinp = real(a.dinp), h.dwte = real(a.dwte);
+    cpu_.classifier_forward_backward(h);
   }
   void gate_alpha(float* alpha, const float* w, int H) override {
     cpu_.gate_alpha(real(alpha), real(w), H);
@@ -207,6 +164,15 @@ class IsolatedBackend final : public Backend<float> {
   }
 
  private:
+  static LayerNormArgs<float> on_host(LayerNormArgs<float> a) {
+    a.inp = real(a.inp), a.weight = real(a.weight), a.bias = real(a.bias);
+    a.mean = real(a.mean), a.rstd = real(a.rstd);
+    return a;
+  }
+  static RopeArgs<float> on_host(RopeArgs<float> a) {
+    a.cos = real(a.cos), a.sin = real(a.sin);
+    return a;
+  }
   static ops::AttentionArgs<float> on_host(ops::AttentionArgs<float> a) {
     a.qkv = real(a.qkv), a.y = real(a.y), a.z = real(a.z), a.lse = real(a.lse);
     a.alpha = real(a.alpha), a.sink = real(a.sink), a.dqkv = real(a.dqkv);

@@ -12,10 +12,10 @@
 namespace xsa {
 
 // Where a block's forward writes (N = B·T rows). Training keeps one set per layer (the backward
-// reads them); the decoder passes one set for every layer, with resid_mid = x and ln1 = ln2. ln1,
-// ln2 and fc_gelu are product inputs (backend.h): only the products read them, and a backend with
-// bf16 products may hold them as bf16. Once its weight gradient is formed, the backward reuses
-// fc_gelu as the spare for GELU's input gradient.
+// reads them); the decoder passes one set for every layer, with resid_mid = x and ln1 = ln2. Every
+// buffer is sized for fp32; how ln1, ln2 and fc_gelu are stored is the activation plan's
+// (BlockStorage). Once its weight gradient is formed, the backward reuses fc_gelu for GELU's input
+// gradient where that is stored apart (bf16).
 template <typename Real>
 struct BlockBuffers {
   Real* ln1;        // [N, C]
@@ -60,22 +60,54 @@ struct LayerCache {
   ops::KvCache<Real> view;
 };
 
+// The activation plan: how each of a block's activations is stored, declared here once. The
+// product inputs (backend.h: activations only matrix products read) take the backend's
+// product-input storage for the rows at hand; every other activation is fp32. Backward: GELU's
+// input gradient is a product input where fc has no bias (its gradient would read it), RoPE's
+// output gradient where qkv has none; stored bf16 they go to a buffer free at that point (fc_gelu,
+// d_fc) instead of in place.
+struct BlockStorage {
+  Storage ln1, ln2, fc_gelu, att_z;  // forward
+  Storage d_fc_pre, d_qkv;           // backward
+};
+template <typename Real>
+struct BlockRun;
+template <typename Real>
+BlockStorage block_storage(const Backend<Real>& be, const BlockRun<Real>& run);
+
+// One block at one call: what the forward and the backward both read.
+template <typename Real>
+struct BlockRun {
+  const ModelConfig& cfg;
+  int layer;
+  const LayerWeights<Real>& W;
+  const BlockBuffers<Real>& buf;
+  const BlockScratch<Real>& scratch;
+  const RowShape<Real>& rows;
+};
+
+// The backward's outputs and scratch. d_resid [N, C] holds ∂L/∂x_out and becomes ∂L/∂x_in; d_buf
+// [N, C], d_qkv [N, QKV] and d_fc [N, 4C] are scratch. Parameter gradients accumulate into dW,
+// except that with accumulate false the four matrices' gradients are overwritten (a step's first
+// micro-batch: they need no zeroing and are not read).
+template <typename Real>
+struct BlockGradients {
+  LayerWeights<Real>& dW;
+  Real* d_resid;
+  Real* d_buf;
+  Real* d_qkv;
+  Real* d_fc;
+  bool accumulate;
+};
+
 // x_out = block(x_in); x_out may be x_in (in place) and buf.resid_mid may be x_in too.
 template <typename Real>
-void block_forward(Backend<Real>& be, const ModelConfig& cfg, int layer,
-                   const LayerWeights<Real>& W, const Real* x_in, Real* x_out,
-                   const BlockBuffers<Real>& buf, const BlockScratch<Real>& scratch,
-                   const RowShape<Real>& rows, const LayerCache<Real>* cache = nullptr);
+void block_forward(Backend<Real>& be, const BlockRun<Real>& run, const Real* x_in, Real* x_out,
+                   const LayerCache<Real>* cache = nullptr);
 
-// The backward of block_forward over the buffers it kept. d_resid [N, C] holds ∂L/∂x_out and
-// becomes ∂L/∂x_in; d_buf [N, C], d_qkv [N, QKV] and d_fc [N, 4C] are scratch. Parameter
-// gradients accumulate into dW, except that with accumulate false the four matrices' gradients are
-// overwritten (a step's first micro-batch: they need no zeroing and are not read).
+// The backward of block_forward over the buffers it kept.
 template <typename Real>
-void block_backward(Backend<Real>& be, const ModelConfig& cfg, int layer,
-                    const LayerWeights<Real>& W, LayerWeights<Real>& dW, const Real* x_in,
-                    const BlockBuffers<Real>& buf, const BlockScratch<Real>& scratch,
-                    const RowShape<Real>& rows, Real* d_resid, Real* d_buf, Real* d_qkv, Real* d_fc,
-                    bool accumulate);
+void block_backward(Backend<Real>& be, const BlockRun<Real>& run, const Real* x_in,
+                    const BlockGradients<Real>& grads);
 
 }  // namespace xsa

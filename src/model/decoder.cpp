@@ -175,13 +175,13 @@ template <typename Real>
 void Decoder<Real>::head(const Real* features, int rows, Real* logits) const {
   const int C = cfg_.n_embd, Vp = cfg_.padded_vocab;
   if (!out_) {
-    backend_.matmul_forward(logits, features, w_.wte, rows, C, Vp, false);
+    backend_.matmul_forward(logits, features, w_.wte, {rows, C, Vp}, false);
     return;
   }
   for (int r0 = 0; r0 < rows; r0 += max_rows_) {  // through the device, max_rows at a time
     const int n = std::min(max_rows_, rows - r0);
     backend_.from_host(x_, features + (size_t)r0 * C, (size_t)n * C);
-    backend_.matmul_forward(out_, x_, w_.wte, n, C, Vp, false);
+    backend_.matmul_forward(out_, x_, w_.wte, {n, C, Vp}, false);
     backend_.to_host(logits + (size_t)r0 * Vp, out_, (size_t)n * Vp);
   }
 }
@@ -201,19 +201,19 @@ void Decoder<Real>::pass(const int32_t* tokens, int n, const int* pos, int prefi
     // This pass's rows write their keys and values from slot length_ on.
     LayerCache<Real> cache = cache_[l];
     cache.view = {cache.k, cache.v, prefix, length_, spans};
-    block_forward(be, cfg_, l, w.layers[l], x_, x_, buf_, scratch_, rows, &cache);
+    block_forward(be, {cfg_, l, w.layers[l], buf_, scratch_, rows}, x_, x_, &cache);
   }
   Real* ln = buf_.ln1;
   if (what == Output::last_logits) {  // only the last row's features and logits
     const size_t last = (size_t)(n - 1) * C;
-    be.layernorm_forward(ln, buf_.ln1_mean, buf_.ln1_rstd, x_ + last, w.lnf_w, w.lnf_b, 1, C);
-    be.matmul_forward(out, ln, w.wte, 1, C, Vp, false);  // out is last_logits_ (device)
+    be.layernorm_forward(ln, {x_ + last, w.lnf_w, w.lnf_b, buf_.ln1_mean, buf_.ln1_rstd, 1, C});
+    be.matmul_forward(out, ln, w.wte, {1, C, Vp}, false);  // out is last_logits_ (device)
     return;
   }
   Real* dev = device_out(out);
   Real* features = what == Output::features ? dev : ln;
-  be.layernorm_forward(features, buf_.ln1_mean, buf_.ln1_rstd, x_, w.lnf_w, w.lnf_b, n, C);
-  if (what == Output::all_logits) be.matmul_forward(dev, features, w.wte, n, C, Vp, false);
+  be.layernorm_forward(features, {x_, w.lnf_w, w.lnf_b, buf_.ln1_mean, buf_.ln1_rstd, n, C});
+  if (what == Output::all_logits) be.matmul_forward(dev, features, w.wte, {n, C, Vp}, false);
   finish_out(out, (size_t)n * (what == Output::features ? C : Vp));
 }
 

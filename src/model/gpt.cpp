@@ -159,10 +159,10 @@ double Gpt<Real>::run_forward(const int32_t* inputs, const int32_t* targets, Rea
   if (w.wpe) be.embedding_add(a.resid[0], positions_.data(), w.wpe, N, C);
   const RowShape<Real> rows{B, T, a.rope_cos, a.rope_sin};
   for (int l = 0; l < cfg_.n_layer; l++)
-    block_forward(be, cfg_, l, w.layers[l], a.resid[l], a.resid[l + 1], a.layers[l], a.scratch,
-                  rows);
-  be.layernorm_forward(a.lnf, a.lnf_mean, a.lnf_rstd, a.resid[cfg_.n_layer], w.lnf_w, w.lnf_b, N,
-                       C);
+    block_forward(be, {cfg_, l, w.layers[l], a.layers[l], a.scratch, rows}, a.resid[l],
+                  a.resid[l + 1]);
+  be.layernorm_forward(a.lnf,
+                       {a.resid[cfg_.n_layer], w.lnf_w, w.lnf_b, a.lnf_mean, a.lnf_rstd, N, C});
 
   target_count_ = 0;
   for (int n = 0; n < N; n++) target_count_ += targets[n] >= 0;
@@ -172,9 +172,13 @@ double Gpt<Real>::run_forward(const int32_t* inputs, const int32_t* targets, Rea
   // runs here too (dlnf into d_buf, dwte accumulated), so a chunk's logits are used and dropped.
   for (int r0 = 0; r0 < N; r0 += head_rows_) {
     int rows = std::min(head_rows_, N - r0);
-    be.classifier_forward_backward(a.logits, a.losses + r0, targets + r0, a.lnf + (size_t)r0 * C,
-                                   w.wte, a.d_buf + (size_t)r0 * C, params_.dw.wte, rows, C, V, Vp,
-                                   dloss, accumulate || r0 > 0);
+    ClassifierArgs<Real> head;
+    head.logits = a.logits, head.losses = a.losses + r0, head.targets = targets + r0;
+    head.inp = a.lnf + (size_t)r0 * C, head.wte = w.wte;
+    head.dinp = a.d_buf + (size_t)r0 * C, head.dwte = params_.dw.wte;
+    head.rows = rows, head.C = C, head.V = V, head.Vp = Vp;
+    head.dloss = dloss, head.accumulate = accumulate || r0 > 0;
+    be.classifier_forward_backward(head);
   }
   return be.sum(a.losses, N);  // in order, so the loss does not depend on the thread count
 }
@@ -188,12 +192,12 @@ void Gpt<Real>::backward(const int32_t* inputs, bool accumulate) {
   Activations<Real>& a = acts_;
   // d_buf holds ∂L/∂lnf from the fused head.
   be.fill_zero(a.d_resid, (size_t)N * C);
-  be.layernorm_backward(a.d_resid, dw.lnf_w, dw.lnf_b, a.d_buf, a.resid[cfg_.n_layer], w.lnf_w,
-                        a.lnf_mean, a.lnf_rstd, N, C);
+  be.layernorm_backward(a.d_resid, dw.lnf_w, dw.lnf_b, a.d_buf,
+                        {a.resid[cfg_.n_layer], w.lnf_w, w.lnf_b, a.lnf_mean, a.lnf_rstd, N, C});
   const RowShape<Real> rows{B_, T_, a.rope_cos, a.rope_sin};
   for (int l = cfg_.n_layer - 1; l >= 0; l--) {
-    block_backward(be, cfg_, l, w.layers[l], dw.layers[l], a.resid[l], a.layers[l], a.scratch, rows,
-                   a.d_resid, a.d_buf, a.d_qkv, a.d_fc, accumulate);
+    block_backward(be, {cfg_, l, w.layers[l], a.layers[l], a.scratch, rows}, a.resid[l],
+                   {dw.layers[l], a.d_resid, a.d_buf, a.d_qkv, a.d_fc, accumulate});
     if (layer_grads_hook_) layer_grads_hook_(l);
   }
   be.encoder_backward(dw.wte, a.d_resid, inputs, N, C);
@@ -204,8 +208,8 @@ template <typename Real>
 void Gpt<Real>::logits_row(int n, Real* out) const {
   XSA_CHECK(n >= 0 && n < B_ * T_, "row {} outside the batch", n);
   // Into the logits chunk, which holds nothing between calls, then to the host.
-  backend_.matmul_forward(acts_.logits, acts_.lnf + (size_t)n * cfg_.n_embd, params_.w.wte, 1,
-                          cfg_.n_embd, cfg_.padded_vocab, false);
+  backend_.matmul_forward(acts_.logits, acts_.lnf + (size_t)n * cfg_.n_embd, params_.w.wte,
+                          {1, cfg_.n_embd, cfg_.padded_vocab}, false);
   backend_.to_host(out, acts_.logits, cfg_.padded_vocab);
 }
 

@@ -57,7 +57,7 @@ void exp_tile(Real* S, int rows, int cols, int i0, int j0, const Real* row_max) 
 }
 
 // ---------------------------------------------------------------- bf16 tile products
-// Mixed precision's tile products (args.bf16_tiles): operands are 32-bit words, each a pair of
+// Mixed precision's tile products (tile_products bf16): operands are 32-bit words, each a pair of
 // bf16 along the summed dimension (low half first), as AVX512_BF16's dot product takes them. A's
 // word (m, p) is read at A[m·a_m + p·a_p], any strides, since the kernel broadcasts it; B's words
 // (p, n) at B[p·ldb + n], contiguous in n. So a transposed A costs nothing, and only B operands
@@ -207,7 +207,7 @@ void check_args(const AttentionArgs<Real>& a, bool backward) {
             a.B, a.T, a.C, a.H);
   XSA_CHECK(a.Hkv >= 0 && (a.Hkv == 0 || a.H % a.Hkv == 0), "{} kv heads for {} heads", a.Hkv, a.H);
   XSA_CHECK(a.qkv && a.y, "attention needs qkv and y");
-  XSA_CHECK(!a.exclusive || a.z || backward, "XSA attention needs z");
+  XSA_CHECK(!a.exclusive || a.z.data || backward, "XSA attention needs z");
   XSA_CHECK(!a.alpha || a.exclusive, "a gate (alpha) without XSA");
   if (backward) {
     XSA_CHECK(a.dqkv && a.d_out && a.lse, "attention backward needs dqkv, d_out and lse");
@@ -225,7 +225,7 @@ struct AttentionPlan {
   Real scale;
   bool bf16;  // bf16 tile products
   int D2;     // D in pairs of columns
-  explicit AttentionPlan(const AttentionArgs<Real>& a)
+  AttentionPlan(const AttentionArgs<Real>& a, Storage tile_products)
       : args(a),
         Hk(a.Hkv > 0 ? a.Hkv : a.H),
         group(a.H / Hk),
@@ -233,7 +233,7 @@ struct AttentionPlan {
         Ck(Hk * D),
         ld(a.C + 2 * Ck),
         scale(Real(1) / std::sqrt(Real(D))),
-        bf16(kIsFloat<Real> && a.bf16_tiles),
+        bf16(kIsFloat<Real> && tile_products == Storage::bf16),
         D2((D + 1) / 2) {}
 };
 
@@ -333,9 +333,9 @@ void forward_query_tile(const AttentionPlan<Real>& p, int b, int h, int i0, cons
 }  // namespace
 
 template <typename Real>
-void attention_forward(const AttentionArgs<Real>& args) {
+void attention_forward(const AttentionArgs<Real>& args, Storage tile_products) {
   check_args(args, /*backward=*/false);
-  const AttentionPlan<Real> plan(args);
+  const AttentionPlan<Real> plan(args, tile_products);
   const int B = args.B, T = args.T, H = args.H;
   const int q_tiles = (T + kQueryTile - 1) / kQueryTile, tasks = B * H * q_tiles;
   const size_t kt_words = transposed_words(T, plan.D),
@@ -350,17 +350,18 @@ void attention_forward(const AttentionArgs<Real>& args) {
   }
   if (!args.exclusive) return;
   if constexpr (kIsFloat<Real>)
-    if (args.z_bf16)
-      return xsa_forward_bf16(reinterpret_cast<ops::bf16*>(args.z), args.y, args.qkv, B, T, args.C,
-                              H, args.alpha, args.Hkv);
-  xsa_forward(args.z, args.y, args.qkv, B, T, args.C, H, args.alpha, args.Hkv);
+    if (args.z.bf16())
+      return xsa_forward_bf16(args.z.as_bf16(), args.y, args.qkv, B, T, args.C, H, args.alpha,
+                              args.Hkv);
+  xsa_forward(args.z.data, args.y, args.qkv, B, T, args.C, H, args.alpha, args.Hkv);
 }
 
 template <typename Real>
 void attention_forward_cached(const AttentionArgs<Real>& args, const KvCache<Real>& cache) {
   check_args(args, /*backward=*/false);
   XSA_CHECK(args.B == 1, "cached attention runs one sequence (B = 1), not {}", args.B);
-  Real *y = args.y, *z = args.exclusive ? args.z : nullptr;
+  XSA_CHECK(!args.z.bf16(), "cached attention writes z in fp32");
+  Real *y = args.y, *z = args.exclusive ? args.z.data : nullptr;
   const Real *qkv = args.qkv, *alpha = args.alpha, *sink = args.sink;
   const Real *k_cache = cache.k, *v_cache = cache.v;
   const int n = args.T, C = args.C, H = args.H, Hkv = args.Hkv;
@@ -558,7 +559,7 @@ void backward_query_tile(const AttentionPlan<Real>& p, BackwardTask<Real>& t, in
 }  // namespace
 
 template <typename Real>
-void attention_backward(const AttentionArgs<Real>& args) {
+void attention_backward(const AttentionArgs<Real>& args, Storage tile_products) {
   check_args(args, /*backward=*/true);
   // forward: s_ij = q_i·k_j/√D, p_ij = exp(s_ij − lse_i), y_i = Σ_j p_ij v_j.
   //   dv_j += p_ij dy_i;  dp_ij = dy_i·v_j;  ds_ij = p_ij (dp_ij − D_i) with D_i = dy_i·y_i;
@@ -566,21 +567,20 @@ void attention_backward(const AttentionArgs<Real>& args) {
   // One (b, kv head) per task, its query heads in turn: every write of a task stays inside its own
   // key/value head (shared by the group under GQA), so no races, and the summation order is fixed
   // whatever the thread count.
-  const AttentionPlan<Real> plan(args);
+  const AttentionPlan<Real> plan(args, tile_products);
   const int B = args.B, T = args.T, C = args.C, H = args.H, Hkv = args.Hkv;
   // ∂L/∂z → ∂L/∂y, and the own-value gradient (written into dqkv's v with write_dqkv).
   if (args.exclusive) {
     bool written = false;
     if constexpr (kIsFloat<Real>)
-      if (args.z_bf16 && args.z) {
+      if (args.z.bf16() && args.z.data) {
         xsa_backward_bf16(args.d_out, args.dqkv, args.d_out, args.y, args.qkv, B, T, C, H,
-                          args.alpha, args.dalpha, Hkv, args.write_dqkv,
-                          reinterpret_cast<ops::bf16*>(args.z));
+                          args.alpha, args.dalpha, Hkv, args.write_dqkv, args.z.as_bf16());
         written = true;
       }
     if (!written)
       xsa_backward(args.d_out, args.dqkv, args.d_out, args.y, args.qkv, B, T, C, H, args.alpha,
-                   args.dalpha, Hkv, args.write_dqkv, args.z);
+                   args.dalpha, Hkv, args.write_dqkv, args.z.data);
   }
 #pragma omp parallel for collapse(2) schedule(dynamic, 1)
   for (int b = 0; b < B; b++) {
@@ -596,9 +596,9 @@ void attention_backward(const AttentionArgs<Real>& args) {
   }
 }
 
-#define XSA_INSTANTIATE(Real)                                         \
-  template void attention_forward<Real>(const AttentionArgs<Real>&);  \
-  template void attention_backward<Real>(const AttentionArgs<Real>&); \
+#define XSA_INSTANTIATE(Real)                                                  \
+  template void attention_forward<Real>(const AttentionArgs<Real>&, Storage);  \
+  template void attention_backward<Real>(const AttentionArgs<Real>&, Storage); \
   template void attention_forward_cached<Real>(const AttentionArgs<Real>&, const KvCache<Real>&);
 XSA_INSTANTIATE(float)
 XSA_INSTANTIATE(double)

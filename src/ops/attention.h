@@ -11,6 +11,8 @@
 
 #include <cstddef>
 
+#include "xsa/ops/tensor.h"
+
 namespace xsa::ops {
 
 template <typename Real>
@@ -20,19 +22,14 @@ struct AttentionArgs {
   int Hkv = 0;       // key/value heads (grouped-query attention); 0: Hkv = H
   bool exclusive = false;  // XSA: z = y − α_h (y·u) u with u = v / ‖v‖ the token's own value
   const Real* qkv = nullptr;
-  Real* y = nullptr;    // forward output; the backward reads it
-  Real* z = nullptr;    // forward output of XSA, [B, T, C] (may alias nothing else); given to
-                        // the backward, it is written again there (the forward's bits)
+  Real* y = nullptr;  // forward output; the backward reads it
+  // Forward output of XSA, [B, T, C] (may alias nothing else); given to the backward, it is
+  // written again there (the forward's bits). Stored bf16 (float only) when only W_o's products
+  // read it: a product input (backend.h).
+  Tensor<Real> z;
   Real* lse = nullptr;  // forward output; the backward reads it (unused by the cached forward)
   const Real* alpha = nullptr;  // [H] gated XSA: α_h; null means α = 1 (plain XSA)
   const Real* sink = nullptr;   // [H] a sink logit b_h joining every row's softmax (value zero)
-  // Mixed precision (float only): the tile products take bf16 inputs and accumulate in fp32; the
-  // online softmax, the row statistics and the accumulated outputs and gradients stay fp32. Needs
-  // AVX512_BF16 (the bf16 backend, which checked it, sets this).
-  bool bf16_tiles = false;
-  // XSA's z (float only) written as bf16 in the first half of its buffer, forward and backward:
-  // a product input (backend.h), for a z that only W_o's products read. Set by the bf16 backend.
-  bool z_bf16 = false;
   // Backward only.
   Real* dqkv = nullptr;     // [B, T, C + 2·Hkv·D] accumulates ∂L/∂q, ∂L/∂k, ∂L/∂v
   bool write_dqkv = false;  // dqkv is written, not accumulated into: it may hold anything

@@ -95,13 +95,13 @@ void rope_backward(Real* dqkv, const Real* cos, const Real* sin, int B, int T, i
 }
 
 template <typename Real>
-void attention_forward(const AttentionArgs<Real>& args) {
-  XSA_DISPATCH(attention_forward<Real>, args);
+void attention_forward(const AttentionArgs<Real>& args, Storage tile_products) {
+  XSA_DISPATCH(attention_forward<Real>, args, tile_products);
 }
 
 template <typename Real>
-void attention_backward(const AttentionArgs<Real>& args) {
-  XSA_DISPATCH(attention_backward<Real>, args);
+void attention_backward(const AttentionArgs<Real>& args, Storage tile_products) {
+  XSA_DISPATCH(attention_backward<Real>, args, tile_products);
 }
 
 template <typename Real>
@@ -214,8 +214,8 @@ double fma_peak_gflops() {
   template void rope_table<Real>(Real*, Real*, int, int, double);                                  \
   template void rope_forward<Real>(Real*, const Real*, const Real*, int, int, int, int, int);      \
   template void rope_backward<Real>(Real*, const Real*, const Real*, int, int, int, int, int);     \
-  template void attention_forward<Real>(const AttentionArgs<Real>&);                               \
-  template void attention_backward<Real>(const AttentionArgs<Real>&);                              \
+  template void attention_forward<Real>(const AttentionArgs<Real>&, Storage);                      \
+  template void attention_backward<Real>(const AttentionArgs<Real>&, Storage);                     \
   template void attention_forward_cached<Real>(const AttentionArgs<Real>&, const KvCache<Real>&);  \
   template void xsa_forward<Real>(Real*, const Real*, const Real*, int, int, int, int,             \
                                   const Real*, int);                                               \

@@ -67,13 +67,16 @@ void rope_backward(Real* dqkv, const Real* cos, const Real* sin, int B, int T, i
                    int Hkv = 0);
 
 // ---- attention.cpp: causal attention with SA, XSA, gated XSA, sinks, GQA (ops/attention.h) ----
-// The forward: y and lse (and z with XSA) from qkv.
+// The forward: y and lse (and z with XSA) from qkv. With tile_products bf16 (float only, mixed
+// precision: AVX512_BF16, which the bf16 backend checked) the tile products take bf16 inputs and
+// accumulate in fp32; the online softmax, the row statistics and the accumulated outputs and
+// gradients stay fp32.
 template <typename Real>
-void attention_forward(const AttentionArgs<Real>& args);
+void attention_forward(const AttentionArgs<Real>& args, Storage tile_products = Storage::fp32);
 // The backward: probabilities recomputed from qkv and lse; see the fields for what it writes.
 // Every task owns one (sequence, kv head), so the result does not depend on the thread count.
 template <typename Real>
-void attention_backward(const AttentionArgs<Real>& args);
+void attention_backward(const AttentionArgs<Real>& args, Storage tile_products = Storage::fp32);
 
 // Inference over a key/value cache (KvCache above).
 template <typename Real>

@@ -1203,7 +1203,7 @@ void attention_forward(const ops::AttentionArgs<float>& args, bool bf16_products
                        cudaStream_t stream) {
   if (args.B <= 0 || args.T <= 0 || args.H <= 0) return;
   const Shape s = make_shape(args.B, args.T, args.C, args.H, args.Hkv);
-  float* z = args.exclusive ? args.z : nullptr;
+  float* z = args.exclusive ? args.z.data : nullptr;
   if (bf16_products && tensor_core_shape(s) && aligned16(args.qkv)) {
     switch (padded_head(s.D)) {
       case 16:
@@ -1279,7 +1279,7 @@ void attention_forward_cached(const ops::AttentionArgs<float>& args,
   if (args.T <= 0 || args.H <= 0) return;
   const Shape s = make_shape(1, args.T, args.C, args.H, args.Hkv);  // one sequence (B = 1)
   if (s.D > kMaxHead) return report_unsupported(stream);
-  float* z = args.exclusive ? args.z : nullptr;
+  float* z = args.exclusive ? args.z.data : nullptr;
   switch (dims_per_lane(s.D)) {
     case 1:
       return launch_forward_cached<1>(s, args, cache, z, stream);

@@ -199,20 +199,33 @@ class CudaBackend final : public Backend<float> {
     XSA_LAUNCHED("gather_rows");
   }
 
+  // ---- the kernel table: fp32 activations (bf16 products convert their inputs per call) ----
+  bool supports(Op, Storage storage) const override { return storage == Storage::fp32; }
+  Storage product_input_storage(int) const override { return Storage::fp32; }
+
   // ---- products ----
-  void matmul_forward(float* out, const float* inp, const float* weight, int N, int in_dim,
-                      int out_dim, bool accumulate) override {
-    if (N <= 0) return;
-    forward(out, activation_operand(inp, (size_t)N * in_dim, act_a_), weight, N, in_dim, out_dim,
-            accumulate);
+  void matmul_forward(float* out, Tensor<const float> inp, const float* weight, MatmulShape shape,
+                      bool accumulate) override {
+    refuse_unsupported(*this, Op::matmul, inp.storage);
+    if (shape.N <= 0) return;
+    forward(out, activation_operand(inp.data, (size_t)shape.N * shape.in_dim, act_a_), weight,
+            shape, accumulate);
   }
-  void matmul_backward(float* dinp, float* dweight, const float* dout, const float* inp,
-                       const float* weight, int N, int in_dim, int out_dim,
+  void matmul_forward_residual(float* out, const float* residual, Tensor<const float> inp,
+                               const float* weight, MatmulShape shape) override {
+    copy(out, residual, (size_t)shape.N * shape.out_dim);
+    matmul_forward(out, inp, weight, shape, /*accumulate=*/true);
+  }
+  void matmul_backward(float* dinp, float* dweight, Tensor<const float> dout,
+                       Tensor<const float> inp, const float* weight, MatmulShape shape,
                        bool accumulate) override {
-    if (N <= 0) return;
-    matmul_backward(dinp, dweight, activation_operand(dout, (size_t)N * out_dim, act_b_),
-                    dweight ? activation_operand(inp, (size_t)N * in_dim, act_a_) : Operand{},
-                    weight, N, in_dim, out_dim, accumulate);
+    refuse_unsupported(*this, Op::matmul, dout.storage);
+    refuse_unsupported(*this, Op::matmul, inp.storage);
+    if (shape.N <= 0) return;
+    const size_t N = shape.N;
+    const Operand x = dweight ? activation_operand(inp.data, N * shape.in_dim, act_a_) : Operand{};
+    backward(dinp, dweight, activation_operand(dout.data, N * shape.out_dim, act_b_), x, weight,
+             shape, accumulate);
   }
   void bias_forward(float* out, const float* bias, int N, int D) override {
     if (N <= 0) return;
@@ -262,19 +275,19 @@ class CudaBackend final : public Backend<float> {
   }
 
   // ---- LayerNorm, RoPE, GELU ----
-  void layernorm_forward(float* out, float* mean, float* rstd, const float* inp,
-                         const float* weight, const float* bias, int N, int C) override {
-    if (N <= 0) return;
-    cuda::layernorm_forward(out, mean, rstd, inp, weight, bias, N, C, stream_);
+  void layernorm_forward(Tensor<float> out, const LayerNormArgs<float>& args) override {
+    refuse_unsupported(*this, Op::layernorm, out.storage);
+    if (args.N <= 0) return;
+    cuda::layernorm_forward(out.data, args.mean, args.rstd, args.inp, args.weight, args.bias,
+                            args.N, args.C, stream_);
     XSA_LAUNCHED("layernorm_forward");
   }
   void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
-                          const float* inp, const float* weight, const float* mean,
-                          const float* rstd, int N, int C) override {
-    if (N <= 0) return;
-    float* scratch = scratch_.get(layernorm_backward_scratch(N, C), "layernorm_backward");
-    cuda::layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C, scratch,
-                             stream_);
+                          const LayerNormArgs<float>& args) override {
+    if (args.N <= 0) return;
+    float* scratch = scratch_.get(layernorm_backward_scratch(args.N, args.C), "layernorm_backward");
+    cuda::layernorm_backward(dinp, dweight, dbias, dout, args.inp, args.weight, args.mean,
+                             args.rstd, args.N, args.C, scratch, stream_);
     XSA_LAUNCHED("layernorm_backward");
   }
   void rope_table(float* cos, float* sin, int T, int D, double theta) override {
@@ -290,34 +303,37 @@ class CudaBackend final : public Backend<float> {
     from_host(cos, c.data(), c.size());
     from_host(sin, s.data(), s.size());
   }
-  void rope_forward(float* qkv, const float* cos, const float* sin, int B, int T, int C, int H,
-                    int Hkv) override {
-    cuda::rope_forward(qkv, cos, sin, B, T, C, H, Hkv, stream_);
+  void rope_forward(float* qkv, const RopeArgs<float>& args) override {
+    cuda::rope_forward(qkv, args.cos, args.sin, args.B, args.T, args.C, args.H, args.Hkv, stream_);
     XSA_LAUNCHED("rope_forward");
   }
-  void rope_backward(float* dqkv, const float* cos, const float* sin, int B, int T, int C, int H,
-                     int Hkv) override {
-    cuda::rope_backward(dqkv, cos, sin, B, T, C, H, Hkv, stream_);
+  void rope_backward(Tensor<float> out, float* dqkv, const RopeArgs<float>& args) override {
+    refuse_unsupported(*this, Op::rope, out.storage);
+    copy(out.data, dqkv, rope_rows_size(args));
+    cuda::rope_backward(out.data, args.cos, args.sin, args.B, args.T, args.C, args.H, args.Hkv,
+                        stream_);
     XSA_LAUNCHED("rope_backward");
   }
-  void gelu_forward(float* out, const float* inp, size_t n) override {
-    cuda::gelu_forward(out, inp, n, stream_);
+  void gelu_forward(Tensor<float> out, const float* inp, size_t n) override {
+    refuse_unsupported(*this, Op::gelu, out.storage);
+    cuda::gelu_forward(out.data, inp, n, stream_);
     XSA_LAUNCHED("gelu_forward");
   }
-  void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n) override {
-    cuda::gelu_backward(dinp, inp, dout, n, stream_);
+  void gelu_backward(Tensor<float> dinp, const float* inp, const float* dout, size_t n) override {
+    refuse_unsupported(*this, Op::gelu, dinp.storage);
+    cuda::gelu_backward(dinp.data, inp, dout, n, stream_);
     XSA_LAUNCHED("gelu_backward");
   }
 
   // ---- attention ----
   void attention_forward(const ops::AttentionArgs<float>& args) override {
+    refuse_unsupported(*this, Op::attention, args.z.storage);
     cuda::attention_forward(args, options_.bf16, stream_);
     XSA_LAUNCHED("attention_forward");
   }
   void attention_backward(const ops::AttentionArgs<float>& args) override {
-    if (args.exclusive && args.z)
-      xsa_forward(args.z, args.y, args.qkv, args.B, args.T, args.C, args.H, args.alpha,
-                  args.Hkv);  // z again
+    refuse_unsupported(*this, Op::attention, args.z.storage);
+    if (args.exclusive && args.z.data) xsa_forward(args);  // z again
     float* workspace = scratch_.get(attention_backward_workspace(args, options_.deterministic),
                                     "attention_backward");
     cuda::attention_backward(args, options_.bf16, options_.deterministic, workspace, stream_);
@@ -325,6 +341,7 @@ class CudaBackend final : public Backend<float> {
   }
   void attention_forward_cached(const ops::AttentionArgs<float>& args,
                                 const ops::KvCache<float>& cache) override {
+    refuse_unsupported(*this, Op::attention, args.z.storage);
     ops::KvCache<float> on_device = cache;
     if (cache.spans) {
       static_assert(sizeof(ops::SlotSpan) == 3 * sizeof(int32_t));
@@ -334,9 +351,10 @@ class CudaBackend final : public Backend<float> {
     cuda::attention_forward_cached(args, on_device, stream_);
     XSA_LAUNCHED("attention_forward_cached");
   }
-  void xsa_forward(float* z, const float* y, const float* qkv, int B, int T, int C, int H,
-                   const float* alpha, int Hkv) override {
-    cuda::xsa_forward(z, y, qkv, B, T, C, H, alpha, Hkv, stream_);
+  void xsa_forward(const ops::AttentionArgs<float>& args) override {
+    refuse_unsupported(*this, Op::attention, args.z.storage);
+    cuda::xsa_forward(args.z.data, args.y, args.qkv, args.B, args.T, args.C, args.H, args.alpha,
+                      args.Hkv, stream_);
     XSA_LAUNCHED("xsa_forward");
   }
 
@@ -350,21 +368,17 @@ class CudaBackend final : public Backend<float> {
   }
   // With bf16 products the cross-entropy writes its gradient in bf16 for the backward's products
   // (no separate conversion pass over the rows × Vp logits).
-  void classifier_forward_backward(float* logits, float* losses, const int32_t* targets,
-                                   const float* inp, const float* wte, float* dinp, float* dwte,
-                                   int rows, int C, int V, int Vp, float dloss,
-                                   bool accumulate) override {
-    if (!options_.bf16 || dloss == 0.0f)
-      return Backend<float>::classifier_forward_backward(logits, losses, targets, inp, wte, dinp,
-                                                         dwte, rows, C, V, Vp, dloss, accumulate);
-    if (rows <= 0) return;
-    const Operand x = activation_operand(inp, (size_t)rows * C, act_a_);  // for both products
-    forward(logits, x, wte, rows, C, Vp, false);
-    bf16_bits* dlogits = dlogits_.get((size_t)rows * Vp, "the classifier");
-    cuda::crossentropy_forward_backward(logits, losses, upload(targets, rows, targets_), rows, V,
-                                        Vp, dloss, dlogits, stream_);
+  void classifier_forward_backward(const ClassifierArgs<float>& a) override {
+    if (!options_.bf16 || a.dloss == 0.0f) return classifier_by_ops(*this, a);
+    if (a.rows <= 0) return;
+    const MatmulShape shape{a.rows, a.C, a.Vp};
+    const Operand x = activation_operand(a.inp, (size_t)a.rows * a.C, act_a_);  // both products
+    forward(a.logits, x, a.wte, shape, false);
+    bf16_bits* dlogits = dlogits_.get((size_t)a.rows * a.Vp, "the classifier");
+    cuda::crossentropy_forward_backward(a.logits, a.losses, upload(a.targets, a.rows, targets_),
+                                        a.rows, a.V, a.Vp, a.dloss, dlogits, stream_);
     XSA_LAUNCHED("crossentropy_forward_backward");
-    matmul_backward(dinp, dwte, Operand{dlogits, true}, x, wte, rows, C, Vp, accumulate);
+    backward(a.dinp, a.dwte, Operand{dlogits, true}, x, a.wte, shape, a.accumulate);
   }
 
   // ---- gates and sinks ----
@@ -450,13 +464,14 @@ class CudaBackend final : public Backend<float> {
   }
 
   // out_cm [out × N] = W_cmᵀ · inp_cm, the row-major arrays read as column-major.
-  void forward(float* out, Operand inp, const float* weight, int N, int in_dim, int out_dim,
-               bool accumulate) {
+  void forward(float* out, Operand inp, const float* weight, MatmulShape shape, bool accumulate) {
+    const int N = shape.N, in_dim = shape.in_dim, out_dim = shape.out_dim;
     gemm("matmul_forward", true, false, out_dim, N, in_dim, weight_operand(weight, in_dim, out_dim),
          in_dim, inp, in_dim, out, out_dim, accumulate ? 1.0f : 0.0f);
   }
-  void matmul_backward(float* dinp, float* dweight, Operand dout, Operand inp, const float* weight,
-                       int N, int in_dim, int out_dim, bool accumulate) {
+  void backward(float* dinp, float* dweight, Operand dout, Operand inp, const float* weight,
+                MatmulShape shape, bool accumulate) {
+    const int N = shape.N, in_dim = shape.in_dim, out_dim = shape.out_dim;
     // dinp_cm [in × N] = W_cm [in × out] · dout_cm [out × N]
     if (dinp)
       gemm("matmul_backward (input)", false, false, in_dim, N, out_dim,
