@@ -3,8 +3,11 @@
 // its inputs uploaded into the backend's own memory and its outputs read back through the Backend
 // seam, every entry within the bound its roundings allow (tests/bounds.h): fp32's for the fp32
 // backends, and for the bf16 backends the bound bf16's 8 significant bits give their products and
-// attention tiles (on top of fp32's). A backend that is not here (no AVX512_BF16, no GPU) is
-// reported as SKIPPED with the reason; so is a combination no bound is derived for yet.
+// attention tiles (on top of fp32's). Activations that only products read are run in each storage
+// the backend takes (ops/tensor.h: fp32, and bf16 where supports() says so): a bf16 output within
+// its fp32 bound plus its own rounding to bf16. A backend that is not here (no AVX512_BF16, no GPU)
+// or does not take a storage is reported as SKIPPED with the reason (the refusal itself is tested
+// below); so is a combination no bound is derived for yet.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -55,6 +58,30 @@ struct Device {
     return buf;
   }
   DeviceBuffer<float> zeros(size_t n) { return DeviceBuffer<float>(be, n, MemoryUse::activations); }
+  // host's values as bf16 in the first half of an fp32-sized buffer (values bf16-exact).
+  DeviceBuffer<float> put_bf16(const Vec& host) {
+    std::vector<float> packed(host.size(), 0.0f);
+    auto* bits = reinterpret_cast<ops::bf16*>(packed.data());
+    for (size_t i = 0; i < host.size(); i++) bits[i] = ops::round_to_bf16((float)host[i]);
+    DeviceBuffer<float> buf(be, host.size(), MemoryUse::activations);
+    be.from_host(buf.data(), packed.data(), packed.size());
+    return buf;
+  }
+  DeviceBuffer<float> put(const Vec& host, Storage storage) {
+    return storage == Storage::bf16 ? put_bf16(host) : put(host);
+  }
+  // The n values a buffer holds in `storage`.
+  std::vector<float> get(const DeviceBuffer<float>& buf, Storage storage, size_t n) {
+    const std::vector<float> raw = get(buf);
+    if (storage == Storage::fp32) return {raw.begin(), raw.begin() + n};
+    std::vector<float> values(n);
+    const auto* bits = reinterpret_cast<const ops::bf16*>(raw.data());
+    for (size_t i = 0; i < n; i++) {
+      const uint32_t word = uint32_t(bits[i]) << 16;
+      std::memcpy(&values[i], &word, 4);
+    }
+    return values;
+  }
   std::vector<float> get(const DeviceBuffer<float>& buf) {
     std::vector<float> host(buf.size());
     be.synchronize();
@@ -91,26 +118,40 @@ void add_bf16_operands(Vec& bound, const Vec& magnitudes) {
   for (size_t i = 0; i < bound.size(); i++) bound[i] += (0x1p-7 + 0x1p-16) * magnitudes[i];
 }
 
+// A bound for an output stored in `storage`: bf16 rounds the computed value once more, by at
+// most 2^-8 of it (round to nearest), the computed value within `bound` of the exact one.
+Vec stored_bound(Vec bound, const Vec& exact, Storage storage) {
+  if (storage == Storage::bf16)
+    for (size_t i = 0; i < bound.size(); i++)
+      bound[i] += kBf16Roundoff * (std::fabs(exact[i]) + bound[i]);
+  return bound;
+}
+
 // ---- the op families ----
 
 struct MatmulShape {
   int N, I, O;
 };
-void check_matmul(Backend<float>& be, bool bf16, MatmulShape s) {
+// Inputs x and dout in `storage` (bf16: product inputs, given bf16-exact).
+void check_matmul(Backend<float>& be, bool bf16, MatmulShape s, Storage storage) {
   Device dev{be};
-  const Vec x = as_float(test::random_vector((size_t)s.N * s.I, 1)),
+  const auto stored = [&](Vec v) {
+    return storage == Storage::bf16 ? as_bf16(std::move(v)) : as_float(std::move(v));
+  };
+  const Vec x = stored(test::random_vector((size_t)s.N * s.I, 1)),
             w = as_float(test::random_vector((size_t)s.O * s.I, 2, 0.1)),
-            dout = as_float(test::random_vector((size_t)s.N * s.O, 3)),
+            dout = stored(test::random_vector((size_t)s.N * s.O, 3)),
             dw0 = as_float(test::random_vector((size_t)s.O * s.I, 4, 0.01));
   Vec y_ref(s.N * s.O), dx_ref(s.N * s.I), dw_ref = dw0;
   ref::matmul_forward(y_ref.data(), x.data(), w.data(), s.N, s.I, s.O);
   ref::matmul_backward(dx_ref.data(), dw_ref.data(), dout.data(), x.data(), w.data(), s.N, s.I,
                        s.O);
-  auto X = dev.put(x), W = dev.put(w), dOut = dev.put(dout), dW = dev.put(dw0);
+  auto X = dev.put(x, storage), W = dev.put(w), dOut = dev.put(dout, storage), dW = dev.put(dw0);
   auto Y = dev.zeros(y_ref.size()), dX = dev.zeros(dx_ref.size());
   be.weights_changed();  // new weights at addresses a cached bf16 copy may have had
-  be.matmul_forward(Y.data(), X.data(), W.data(), {s.N, s.I, s.O}, false);
-  be.matmul_backward(dX.data(), dW.data(), dOut.data(), X.data(), W.data(), {s.N, s.I, s.O}, true);
+  const Tensor<const float> x_in{X.data(), storage}, dout_in{dOut.data(), storage};
+  be.matmul_forward(Y.data(), x_in, W.data(), {s.N, s.I, s.O}, false);
+  be.matmul_backward(dX.data(), dW.data(), dout_in, x_in, W.data(), {s.N, s.I, s.O}, true);
   Vec y_bound = test::matmul_forward_bound(x, w, s.N, s.I, s.O, nullptr, kFloatRoundoff), dx_bound,
       dw_bound;
   test::matmul_backward_bound(dx_bound, dw_bound, dout, x, w, dw0, s.N, s.I, s.O, kFloatRoundoff);
@@ -124,9 +165,18 @@ void check_matmul(Backend<float>& be, bool bf16, MatmulShape s) {
   EXPECT_TRUE(within(dev.get(Y), y_ref, y_bound, "y"));
   EXPECT_TRUE(within(dev.get(dX), dx_ref, dx_bound, "dx"));
   EXPECT_TRUE(within(dev.get(dW), dw_ref, dw_bound, "dw"));
+  // Without dinp and not accumulating (a step's first micro-batch): dW overwritten, NaN before.
+  auto dW_first = dev.put(Vec(dw0.size(), std::nan("")));
+  be.matmul_backward(nullptr, dW_first.data(), dout_in, x_in, W.data(), {s.N, s.I, s.O}, false);
+  Vec dw_first_ref(dw0.size(), 0.0), unused(dx_ref.size());
+  ref::matmul_backward(unused.data(), dw_first_ref.data(), dout.data(), x.data(), w.data(), s.N,
+                       s.I, s.O);
+  Vec dw_first_bound = dw_bound;  // covers dw0's part too: a looser bound, still one
+  EXPECT_TRUE(within(dev.get(dW_first), dw_first_ref, dw_first_bound, "dw, first micro-batch"));
 }
 
-void check_layernorm(Backend<float>& be, int N, int C) {
+// The output in `storage` (a product input); the backward reads the input, not the output.
+void check_layernorm(Backend<float>& be, int N, int C, Storage storage) {
   Device dev{be};
   const Vec x = as_float(test::random_vector((size_t)N * C, 5)),
             w = as_float(test::random_vector(C, 6)), b = as_float(test::random_vector(C, 7)),
@@ -141,17 +191,21 @@ void check_layernorm(Backend<float>& be, int N, int C) {
   auto Y = dev.zeros(N * C), M = dev.zeros(N), R = dev.zeros(N), dX = dev.zeros(N * C),
        dW = dev.zeros(C), dB = dev.zeros(C);
   const LayerNormArgs<float> args{X.data(), Wt.data(), Bs.data(), M.data(), R.data(), N, C};
-  be.layernorm_forward(Y.data(), args);
+  be.layernorm_forward({Y.data(), storage}, args);
   be.layernorm_backward(dX.data(), dW.data(), dB.data(), dOut.data(), args);
   const test::LayerNormBounds bd =
       test::layernorm_bounds(x, w, b, dout, zero_nc, zero_c, zero_c, N, C, kFloatRoundoff);
-  EXPECT_TRUE(within(dev.get(Y), y_ref, bd.y, "y"));
+  EXPECT_TRUE(
+      within(dev.get(Y, storage, y_ref.size()), y_ref, stored_bound(bd.y, y_ref, storage), "y"));
+  EXPECT_TRUE(within(dev.get(M), mean_ref, bd.mean, "mean"));
+  EXPECT_TRUE(within(dev.get(R), rstd_ref, bd.rstd, "rstd"));
   EXPECT_TRUE(within(dev.get(dX), dx_ref, bd.dx, "dx"));
   EXPECT_TRUE(within(dev.get(dW), dw_ref, bd.dw, "dw"));
   EXPECT_TRUE(within(dev.get(dB), db_ref, bd.db, "db"));
 }
 
-void check_gelu(Backend<float>& be, size_t n) {
+// The output and the input gradient in `storage` (product inputs).
+void check_gelu(Backend<float>& be, size_t n, Storage storage) {
   Device dev{be};
   const Vec x = as_float(test::random_vector(n, 9, 3.0)),
             dout = as_float(test::random_vector(n, 10));
@@ -159,17 +213,19 @@ void check_gelu(Backend<float>& be, size_t n) {
   ref::gelu_forward(y_ref.data(), x.data(), n);
   ref::gelu_backward(dx_ref.data(), x.data(), dout.data(), n);
   auto X = dev.put(x), dOut = dev.put(dout), Y = dev.zeros(n), dX = dev.zeros(n);
-  be.gelu_forward(Y.data(), X.data(), n);
-  be.gelu_backward(dX.data(), X.data(), dOut.data(), n);
+  be.gelu_forward({Y.data(), storage}, X.data(), n);
+  be.gelu_backward({dX.data(), storage}, X.data(), dOut.data(), n);
   Vec y_bound, dx_bound;
   test::gelu_bounds(y_bound, dx_bound, x, dout, kFloatRoundoff);
-  EXPECT_TRUE(within(dev.get(Y), y_ref, y_bound, "y"));
-  EXPECT_TRUE(within(dev.get(dX), dx_ref, dx_bound, "dx"));
+  EXPECT_TRUE(within(dev.get(Y, storage, n), y_ref, stored_bound(y_bound, y_ref, storage), "y"));
+  EXPECT_TRUE(
+      within(dev.get(dX, storage, n), dx_ref, stored_bound(dx_bound, dx_ref, storage), "dx"));
 }
 
 // RoPE on q and k of qkv rows (grouped-query heads too), forward and backward, from the backend's
 // own table of cos and sin.
-void check_rope(Backend<float>& be, int B, int T, int C, int H, int Hkv) {
+// The backward's output in `storage`: fp32 in place, bf16 (a product input) into another buffer.
+void check_rope(Backend<float>& be, int B, int T, int C, int H, int Hkv, Storage storage) {
   Device dev{be};
   const int D = C / H, Hk = Hkv ? Hkv : H, W = C + 2 * Hk * D;
   const Vec qkv = as_float(test::random_vector((size_t)B * T * W, 14)),
@@ -182,11 +238,14 @@ void check_rope(Backend<float>& be, int B, int T, int C, int H, int Hkv) {
   be.rope_table(Cos.data(), Sin.data(), T, D, 10000.0);
   const RopeArgs<float> args{Cos.data(), Sin.data(), B, T, C, H, Hkv};
   be.rope_forward(X.data(), args);
-  be.rope_backward(G.data(), G.data(), args);
+  auto Apart = dev.zeros(grad.size());
+  DeviceBuffer<float>& Out = storage == Storage::fp32 ? G : Apart;
+  be.rope_backward({Out.data(), storage}, G.data(), args);
   EXPECT_TRUE(within(dev.get(X), fwd_ref,
                      test::rope_bound(qkv, B, T, C, H, Hkv, 10000.0, kFloatRoundoff), "fwd"));
-  EXPECT_TRUE(within(dev.get(G), bwd_ref,
-                     test::rope_bound(grad, B, T, C, H, Hkv, 10000.0, kFloatRoundoff), "bwd"));
+  const Vec bwd_bound = test::rope_bound(grad, B, T, C, H, Hkv, 10000.0, kFloatRoundoff);
+  EXPECT_TRUE(within(dev.get(Out, storage, grad.size()), bwd_ref,
+                     stored_bound(bwd_bound, bwd_ref, storage), "bwd"));
 }
 
 // The fused softmax cross-entropy: losses, and the gradient written over the logits (padded
@@ -235,6 +294,175 @@ void check_encoder(Backend<float>& be, int N, int V, int C) {
   be.encoder_backward(dWte.data(), dOut.data(), tokens.data(), N, C);
   EXPECT_TRUE(within(dev.get(Out), out_ref, Vec(out_ref.size(), 0.0), "rows"));
   EXPECT_TRUE(within(dev.get(dWte), dwte_ref, bound, "dwte"));
+}
+
+// Biases: added to every row (one rounding each), and summed over the rows into what the gradient
+// held (N + 1 terms).
+void check_bias(Backend<float>& be, int N, int D) {
+  Device dev{be};
+  const Vec out0 = as_float(test::random_vector((size_t)N * D, 21)),
+            bias = as_float(test::random_vector(D, 22)),
+            dout = as_float(test::random_vector((size_t)N * D, 23)),
+            db0 = as_float(test::random_vector(D, 24));
+  Vec out_ref = out0, out_bound(out0.size()), db_ref = db0, db_mag = test::abs_of(db0);
+  for (int n = 0; n < N; n++)
+    for (int d = 0; d < D; d++) {
+      const size_t i = (size_t)n * D + d;
+      out_ref[i] += bias[d], out_bound[i] = kFloatRoundoff * std::fabs(out_ref[i]);
+      db_ref[d] += dout[i], db_mag[d] += std::fabs(dout[i]);
+    }
+  Vec db_bound(D);
+  for (int d = 0; d < D; d++) db_bound[d] = test::sum_error(N + 1, kFloatRoundoff) * db_mag[d];
+  auto Out = dev.put(out0), Bias = dev.put(bias), dOut = dev.put(dout), dB = dev.put(db0);
+  be.bias_forward(Out.data(), Bias.data(), N, D);
+  be.bias_backward(dB.data(), dOut.data(), N, D);
+  EXPECT_TRUE(within(dev.get(Out), out_ref, out_bound, "out"));
+  EXPECT_TRUE(within(dev.get(dB), db_ref, db_bound, "dbias"));
+}
+
+// XSA's step alone (the backend's xsa_forward, which a device's attention backward calls to write
+// z again), gated and grouped-query, on y and qkv given exactly.
+void check_xsa(Backend<float>& be, int B, int T, int C, int H, int Hkv) {
+  Device dev{be};
+  const int D = C / H, W = C + 2 * Hkv * D, N = B * T;
+  const Vec y = as_float(test::random_vector((size_t)N * C, 25)),
+            qkv = as_float(test::random_vector((size_t)N * W, 26)),
+            alpha = as_float(test::random_vector(H, 27, 0.5));
+  Vec z_ref((size_t)N * C);
+  ref::xsa_forward(z_ref.data(), y.data(), qkv.data(), B, T, C, H, alpha.data(), Hkv);
+  const test::XsaBounds bound =
+      test::xsa_bounds(qkv, y, Vec((size_t)N * C, 0.0), Vec((size_t)N * W, 0.0), B, T, C, H, Hkv,
+                       alpha, kFloatRoundoff);
+  auto Y = dev.put(y), QKV = dev.put(qkv), Alpha = dev.put(alpha), Z = dev.zeros((size_t)N * C);
+  ops::AttentionArgs<float> args;
+  args.B = B, args.T = T, args.C = C, args.H = H, args.Hkv = Hkv, args.exclusive = true;
+  args.qkv = QKV.data(), args.y = Y.data(), args.z = Z.data(), args.alpha = Alpha.data();
+  be.xsa_forward(args);
+  EXPECT_TRUE(within(dev.get(Z), z_ref, bound.z, "z"));
+}
+
+// Gates and sinks: α = tanh(w), w's gradient (1 − α²)·Σ_rows ∂L/∂α (N terms, then a product), and
+// the sink logits' gradient summed over the sequences (B + 1 terms with what it held).
+void check_gates_and_sinks(Backend<float>& be, int N, int B, int H) {
+  Device dev{be};
+  const Vec w = as_float(test::random_vector(H, 28)),
+            dalpha = as_float(test::random_vector((size_t)N * H, 29)),
+            dw0 = as_float(test::random_vector(H, 30)),
+            dlogit = as_float(test::random_vector((size_t)B * H, 31)),
+            dsink0 = as_float(test::random_vector(H, 32));
+  Vec alpha_ref(H), alpha_bound(H), dw_ref = dw0, dw_bound(H), dsink_ref = dsink0, dsink_bound(H);
+  for (int h = 0; h < H; h++) {
+    alpha_ref[h] = std::tanh(w[h]);
+    // tanhf, on the CPU (glibc) and the GPU alike, within 2 ulp: 4u relative.
+    alpha_bound[h] = 4 * kFloatRoundoff * std::fabs(alpha_ref[h]);
+    double sum = 0, mag = 0;
+    for (int n = 0; n < N; n++)
+      sum += dalpha[(size_t)n * H + h], mag += std::fabs(dalpha[n * H + h]);
+    // α as the backend computed it (within alpha_bound), then (1 − α²)·sum added to dw.
+    const double a = (float)alpha_ref[h], factor = 1 - a * a;
+    dw_ref[h] += (1 - alpha_ref[h] * alpha_ref[h]) * sum;
+    dw_bound[h] = (2 * std::fabs(a) + alpha_bound[h]) * alpha_bound[h] * mag +
+                  factor * test::sum_error(N, kFloatRoundoff) * mag +
+                  4 * kFloatRoundoff * (factor * mag + std::fabs(dw0[h]));
+    double s = dsink0[h], smag = std::fabs(dsink0[h]);
+    for (int b = 0; b < B; b++)
+      s += dlogit[(size_t)b * H + h], smag += std::fabs(dlogit[b * H + h]);
+    dsink_ref[h] = s, dsink_bound[h] = test::sum_error(B + 1, kFloatRoundoff) * smag;
+  }
+  auto W = dev.put(w), Alpha = dev.zeros(H), dAlpha = dev.put(dalpha), dW = dev.put(dw0),
+       dLogit = dev.put(dlogit), dSink = dev.put(dsink0);
+  be.gate_alpha(Alpha.data(), W.data(), H);
+  be.gate_backward(dW.data(), dAlpha.data(), Alpha.data(), N, H);
+  be.sink_backward(dSink.data(), dLogit.data(), B, H);
+  EXPECT_TRUE(within(dev.get(Alpha), alpha_ref, alpha_bound, "alpha"));
+  EXPECT_TRUE(within(dev.get(dW), dw_ref, dw_bound, "dw"));
+  EXPECT_TRUE(within(dev.get(dSink), dsink_ref, dsink_bound, "dsink"));
+}
+
+// Two AdamW steps (torch.optim.AdamW's formulas in float64), the bound carried step to step.
+void check_adamw(Backend<float>& be, size_t n) {
+  Device dev{be};
+  const double lr = 1e-3, b1 = 0.9, b2 = 0.95, eps = 1e-8, wd = 0.1, scale = 0.5;
+  Vec p = as_float(test::random_vector(n, 33)), m(n, 0.0), v(n, 0.0);
+  auto P = dev.put(p), M = dev.zeros(n), V = dev.zeros(n);
+  test::AdamBounds bound{Vec(n, 0.0), Vec(n, 0.0), Vec(n, 0.0)};
+  for (int64_t step = 1; step <= 2; step++) {
+    const Vec g = as_float(test::random_vector(n, 33 + step));
+    auto G = dev.put(g);
+    test::adamw_bound_step(bound, p, m, v, g, lr, b1, b2, eps, wd, scale, step, kFloatRoundoff);
+    ref::adamw_update(p.data(), g.data(), m.data(), v.data(), n, lr, b1, b2, eps, wd, scale, step);
+    be.adamw_update(P.data(), G.data(), M.data(), V.data(), n,
+                    {.lr = lr,
+                     .beta1 = b1,
+                     .beta2 = b2,
+                     .eps = eps,
+                     .weight_decay = wd,
+                     .grad_scale = scale,
+                     .step = step});
+  }
+  EXPECT_TRUE(within(dev.get(P), p, bound.p, "param"));
+  EXPECT_TRUE(within(dev.get(M), m, bound.m, "m"));
+  EXPECT_TRUE(within(dev.get(V), v, bound.v, "v"));
+}
+
+// The reductions: Σx and Σx² of floats, summed in double (n roundings of 2^-53 at most), and the
+// same bits on a second call (a loss or a gradient norm must not depend on the call).
+void check_reductions(Backend<float>& be, size_t n) {
+  Device dev{be};
+  const Vec x = as_float(test::random_vector(n, 45));
+  double sum = 0, sum_sq = 0, mag = 0, mag_sq = 0;
+  for (double e : x) sum += e, sum_sq += e * e, mag += std::fabs(e), mag_sq += e * e;
+  auto X = dev.put(x);
+  const double got = be.sum(X.data(), n), got_sq = be.sum_of_squares(X.data(), n);
+  const double u = 0x1p-53;
+  EXPECT_NEAR(got, sum, test::sum_error((double)n, u) * mag);
+  EXPECT_NEAR(got_sq, sum_sq, (test::sum_error((double)n, u) + u) * mag_sq);
+  EXPECT_EQ(be.sum(X.data(), n), got);
+  EXPECT_EQ(be.sum_of_squares(X.data(), n), got_sq);
+}
+
+// The decoder's attention over a key/value cache: one sequence of S rows, its last R rows asking
+// with every key and value in the cache (slot0 = S − R), XSA with a gate and a sink, grouped-query
+// heads; against the reference over the whole sequence, within the bound of one pass over the
+// keys (the cached kernel's).
+void check_cached_attention(Backend<float>& be, int S, int R, int C, int H, int Hkv) {
+  Device dev{be};
+  const int D = C / H, Ck = Hkv * D, W = C + 2 * Ck;
+  const Vec qkv = as_float(test::random_vector((size_t)S * W, 40)),
+            sink = as_float(test::random_vector(H, 41)),
+            alpha = as_float(test::random_vector(H, 42, 0.5));
+  Vec y_ref((size_t)S * C), lse_ref((size_t)H * S), z_ref((size_t)S * C);
+  ref::attention_forward(y_ref.data(), lse_ref.data(), qkv.data(), 1, S, C, H, sink.data(), Hkv);
+  ref::xsa_forward(z_ref.data(), y_ref.data(), qkv.data(), 1, S, C, H, alpha.data(), Hkv);
+  test::AttentionProblem problem{.B = 1,
+                                 .T = S,
+                                 .C = C,
+                                 .H = H,
+                                 .Hkv = Hkv,
+                                 .exclusive = true,
+                                 .qkv = qkv,
+                                 .sink = sink,
+                                 .alpha = alpha,
+                                 .dout = Vec((size_t)S * C, 0.0),
+                                 .dqkv0 = Vec(qkv.size(), 0.0),
+                                 .key_tile = S};
+  const test::AttentionBounds bound = test::attention_bounds(problem, kFloatRoundoff);
+  Vec k((size_t)S * Ck), v((size_t)S * Ck), rows((size_t)R * W);
+  for (int t = 0; t < S; t++)
+    for (int c = 0; c < Ck; c++)
+      k[(size_t)t * Ck + c] = qkv[(size_t)t * W + C + c],
+                         v[(size_t)t * Ck + c] = qkv[(size_t)t * W + C + Ck + c];
+  std::copy(qkv.begin() + (size_t)(S - R) * W, qkv.end(), rows.begin());
+  auto K = dev.put(k), V = dev.put(v), Rows = dev.put(rows), Sink = dev.put(sink),
+       Alpha = dev.put(alpha), Y = dev.zeros((size_t)R * C), Z = dev.zeros((size_t)R * C);
+  ops::AttentionArgs<float> args;
+  args.B = 1, args.T = R, args.C = C, args.H = H, args.Hkv = Hkv, args.exclusive = true;
+  args.qkv = Rows.data(), args.y = Y.data(), args.z = Z.data(), args.alpha = Alpha.data();
+  args.sink = Sink.data();
+  be.attention_forward_cached(args, {.k = K.data(), .v = V.data(), .prefix = 0, .slot0 = S - R});
+  const auto last = [&](const Vec& a) { return Vec(a.end() - (size_t)R * C, a.end()); };
+  EXPECT_TRUE(within(dev.get(Y), last(y_ref), last(bound.y), "y"));
+  EXPECT_TRUE(within(dev.get(Z), last(z_ref), last(bound.z), "z"));
 }
 
 struct AttentionShape {
@@ -333,29 +561,57 @@ void check_attention(Backend<float>& be, bool bf16, AttentionShape s) {
 
 // ---- the table ----
 
+// One case: an op family on one shape, its product-input activations in one storage.
 struct OpCase {
   std::string name;
-  std::function<void(Backend<float>&, bool bf16)> check;
+  Op family;
+  Storage storage;
+  std::function<void(Backend<float>&, bool bf16, Storage)> check;
 };
 std::vector<OpCase> op_cases() {
   std::vector<OpCase> cases;
-  for (MatmulShape s : {MatmulShape{37, 64, 96}, MatmulShape{130, 384, 128}})
-    cases.push_back({fmt::format("matmul_N{}_I{}_O{}", s.N, s.I, s.O),
-                     [s](Backend<float>& be, bool bf16) { check_matmul(be, bf16, s); }});
-  for (int C : {64, 768})
-    cases.push_back({fmt::format("layernorm_N37_C{}", C),
-                     [C](Backend<float>& be, bool) { check_layernorm(be, 37, C); }});
-  cases.push_back({"gelu_n4099", [](Backend<float>& be, bool) { check_gelu(be, 4099); }});
-  cases.push_back({"rope_B2_T37_D64_H4_Hkv2",
-                   [](Backend<float>& be, bool) { check_rope(be, 2, 37, 256, 4, 2); }});
-  cases.push_back({"rope_B1_T70_D128_H2_Hkv2",
-                   [](Backend<float>& be, bool) { check_rope(be, 1, 70, 256, 2, 0); }});
-  cases.push_back(
-      {"encoder_N70_V50_C64", [](Backend<float>& be, bool) { check_encoder(be, 70, 50, 64); }});
-  cases.push_back({"crossentropy_N9_V50_Vp64",
-                   [](Backend<float>& be, bool) { check_crossentropy(be, 9, 50, 64); }});
-  cases.push_back({"crossentropy_N7_V1000_Vp1024",
-                   [](Backend<float>& be, bool) { check_crossentropy(be, 7, 1000, 1024); }});
+  // The families with product inputs, in each storage.
+  for (Storage st : {Storage::fp32, Storage::bf16}) {
+    const std::string in = st == Storage::bf16 ? "_bf16_activations" : "";
+    for (MatmulShape s : {MatmulShape{37, 64, 96}, MatmulShape{130, 384, 128}})
+      cases.push_back(
+          {fmt::format("matmul_N{}_I{}_O{}{}", s.N, s.I, s.O, in), Op::matmul, st,
+           [s](Backend<float>& be, bool bf16, Storage st) { check_matmul(be, bf16, s, st); }});
+    for (int C : {64, 768})
+      cases.push_back(
+          {fmt::format("layernorm_N37_C{}{}", C, in), Op::layernorm, st,
+           [C](Backend<float>& be, bool, Storage st) { check_layernorm(be, 37, C, st); }});
+    cases.push_back({"gelu_n4099" + in, Op::gelu, st,
+                     [](Backend<float>& be, bool, Storage st) { check_gelu(be, 4099, st); }});
+    cases.push_back(
+        {"rope_B2_T37_D64_H4_Hkv2" + in, Op::rope, st,
+         [](Backend<float>& be, bool, Storage st) { check_rope(be, 2, 37, 256, 4, 2, st); }});
+    cases.push_back(
+        {"rope_B1_T70_D128_H2_Hkv2" + in, Op::rope, st,
+         [](Backend<float>& be, bool, Storage st) { check_rope(be, 1, 70, 256, 2, 0, st); }});
+  }
+  const auto fp32_case = [&](std::string name, Op family, std::function<void(Backend<float>&)> f) {
+    cases.push_back({std::move(name), family, Storage::fp32,
+                     [f](Backend<float>& be, bool, Storage) { f(be); }});
+  };
+  fp32_case("bias_N37_D96", Op::bias, [](Backend<float>& be) { check_bias(be, 37, 96); });
+  fp32_case("encoder_N70_V50_C64", Op::embedding,
+            [](Backend<float>& be) { check_encoder(be, 70, 50, 64); });
+  fp32_case("crossentropy_N9_V50_Vp64", Op::crossentropy,
+            [](Backend<float>& be) { check_crossentropy(be, 9, 50, 64); });
+  fp32_case("crossentropy_N7_V1000_Vp1024", Op::crossentropy,
+            [](Backend<float>& be) { check_crossentropy(be, 7, 1000, 1024); });
+  fp32_case("gates_and_sinks_N70_B2_H12", Op::gates,
+            [](Backend<float>& be) { check_gates_and_sinks(be, 70, 2, 12); });
+  fp32_case("adamw_n1003", Op::adamw, [](Backend<float>& be) { check_adamw(be, 1003); });
+  fp32_case("reductions_n100003", Op::reductions,
+            [](Backend<float>& be) { check_reductions(be, 100003); });
+  fp32_case("xsa_gated_B2_T37_D64_H4_Hkv2", Op::attention,
+            [](Backend<float>& be) { check_xsa(be, 2, 37, 256, 4, 2); });
+  fp32_case("cached_attention_S70_R5_D64_H4_Hkv2_xsa_gated_sink", Op::attention,
+            [](Backend<float>& be) { check_cached_attention(be, 70, 5, 256, 4, 2); });
+  fp32_case("cached_attention_S130_R1_D128_H2_Hkv1_xsa_gated_sink", Op::attention,
+            [](Backend<float>& be) { check_cached_attention(be, 130, 1, 256, 2, 1); });
   // Head sizes 64 and 128, T not a multiple of the 64-row tiles, grouped-query heads, sinks.
   for (AttentionShape s : {AttentionShape{2, 77, 128, 2, 0, false, false},
                            AttentionShape{2, 77, 128, 2, 0, true, true},
@@ -365,7 +621,8 @@ std::vector<OpCase> op_cases() {
     cases.push_back(
         {fmt::format("attention_B{}_T{}_D{}_H{}_Hkv{}{}{}", s.B, s.T, s.C / s.H, s.H,
                      s.Hkv ? s.Hkv : s.H, s.exclusive ? "_xsa" : "_sa", s.sink ? "_sink" : ""),
-         [s](Backend<float>& be, bool bf16) { check_attention(be, bf16, s); }});
+         Op::attention, Storage::fp32,
+         [s](Backend<float>& be, bool bf16, Storage) { check_attention(be, bf16, s); }});
   return cases;
 }
 
@@ -376,9 +633,61 @@ TEST_P(BackendOps, WithinTheBoundOfItsRoundings) {
   std::string why;
   Backend<float>* be = backend_named(backend_name, &why);
   if (!be) GTEST_SKIP() << backend_name << " is not here: " << why;
-  for (const OpCase& c : op_cases())
-    if (c.name == op) return c.check(*be, backend_name.find("bf16") != std::string::npos);
+  for (const OpCase& c : op_cases()) {
+    if (c.name != op) continue;
+    if (!be->supports(c.family, c.storage))
+      GTEST_SKIP() << backend_name << " does not take " << ops::to_string(c.storage) << " "
+                   << to_string(c.family) << " activations (its supports() says so)";
+    return c.check(*be, backend_name.find("bf16") != std::string::npos, c.storage);
+  }
   FAIL() << "no op " << op;
+}
+
+// The refusal through the table: given an activation in a storage it does not take, every backend
+// refuses in one line that names the op and the storage (Error, which the CLI prints as it is),
+// and computes nothing.
+TEST(BackendOps, RefusesAStorageItDoesNotTake) {
+  for (const std::string& name : kBackends) {
+    std::string why;
+    Backend<float>* be = backend_named(name, &why);
+    if (!be) continue;
+    SCOPED_TRACE(name);
+    Device dev{*be};
+    auto a = dev.zeros(4096), b = dev.zeros(4096), c = dev.zeros(4096);
+    const Tensor<float> bf16_a{a.data(), Storage::bf16};
+    const std::vector<std::pair<Op, std::function<void()>>> calls = {
+        {Op::matmul,
+         [&] {
+           be->matmul_forward(b.data(), bf16_a, c.data(), {4, 8, 8}, false);
+         }},
+        {Op::layernorm,
+         [&] {
+           be->layernorm_forward(bf16_a, {b.data(), c.data(), c.data(), c.data(), c.data(), 4, 8});
+         }},
+        {Op::gelu, [&] { be->gelu_forward(bf16_a, b.data(), 32); }},
+        {Op::rope,
+         [&] {
+           be->rope_backward(bf16_a, b.data(), {c.data(), c.data(), 1, 4, 8, 2, 2});
+         }},
+    };
+    int refused = 0;
+    for (const auto& [op, call] : calls) {
+      if (be->supports(op, Storage::bf16)) continue;
+      SCOPED_TRACE(to_string(op));
+      try {
+        call();
+        ADD_FAILURE() << "ran on bf16 activations its supports() refuses";
+      } catch (const Error& e) {
+        const std::string line = e.what();
+        EXPECT_EQ(line.find('\n'), std::string::npos) << line;
+        EXPECT_NE(line.find(to_string(op)), std::string::npos) << line;
+        EXPECT_NE(line.find("bf16"), std::string::npos) << line;
+        refused++;
+      }
+    }
+    // The fp32 backends refuse all four; the bf16 ones take all four.
+    EXPECT_EQ(refused, name.find("bf16") != std::string::npos ? 0 : 4);
+  }
 }
 
 std::vector<std::string> op_names() {

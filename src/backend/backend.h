@@ -272,8 +272,8 @@ class Backend {
 template <typename Real>
 void refuse_unsupported(const Backend<Real>& backend, Op op, Storage storage) {
   if (!backend.supports(op, storage))
-    fail("{} does not run {} on {} activations", backend.describe(), to_string(op),
-         ops::to_string(storage));
+    fail("the {} backend does not take {} activations for {} (its supports() says no)",
+         to_string(backend.device()), ops::to_string(storage), to_string(op));
 }
 
 // The classifier as its three ops, for a backend that does not fuse them.
