@@ -256,9 +256,10 @@ TEST(KernelSizes, XsaMatchesReference) {
              af = cast_vector<float>(alpha), dqkvf = cast_vector<float>(dqkv0);
         FVec zf(N * C), dyf(N * C), daf(N * s.H);
         const float* alf = gated ? af.data() : nullptr;
-        ops::xsa_forward(zf.data(), yf.data(), qf.data(), s.B, s.T, C, s.H, alf, s.Hkv);
-        ops::xsa_backward(dyf.data(), dqkvf.data(), gf.data(), yf.data(), qf.data(), s.B, s.T, C,
-                          s.H, alf, gated ? daf.data() : nullptr, s.Hkv);
+        const test::XsaCall<float> xsa{s.B, s.T, C, s.H, s.Hkv, alf};
+        xsa.forward(zf.data(), yf.data(), qf.data());
+        xsa.backward(dyf.data(), dqkvf.data(), gf.data(), yf.data(), qf.data(),
+                     gated ? daf.data() : nullptr);
         const test::XsaBounds bound = test::xsa_bounds(qkv, y, dz, dqkv0, s.B, s.T, C, s.H, s.Hkv,
                                                        gated ? alpha : Vec{}, kFloatRoundoff);
         EXPECT_TRUE(within(zf, z_ref, bound.z, "z"));

@@ -176,8 +176,9 @@ TEST_F(Levels, KernelsWithVectorSumsStayWithinTheirBounds) {
                  rf = cast_vector<float>(row);
       FVec z((size_t)N * C), dy((size_t)N * C), dqkv((size_t)N * 3 * C, 0.f),
           lg = cast_vector<float>(logits), loss(N), mv(C);
-      ops::xsa_forward(z.data(), yf.data(), qf.data(), B, T, C, H);
-      ops::xsa_backward(dy.data(), dqkv.data(), gf.data(), yf.data(), qf.data(), B, T, C, H);
+      const test::XsaCall<float> xsa{B, T, C, H};
+      xsa.forward(z.data(), yf.data(), qf.data());
+      xsa.backward(dy.data(), dqkv.data(), gf.data(), yf.data(), qf.data());
       ops::crossentropy_forward_backward(lg.data(), loss.data(), targets.data(), N, V, Vp,
                                          1.0f / N);
       ops::matmul_forward(mv.data(), rf.data(), wf.data(), 1, 384, C);

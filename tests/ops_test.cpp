@@ -601,9 +601,10 @@ void check_xsa_against_reference(bool gated) {
            al = cast_vector<Real>(alpha), dqkv = cast_vector<Real>(dqkv0);
       std::vector<Real> z(N * s.C), dy(N * s.C), da(N * s.H);
       const Real* ar = gated ? al.data() : nullptr;
-      ops::xsa_forward(z.data(), yy.data(), q.data(), s.B, s.T, s.C, s.H, ar);
-      ops::xsa_backward(dy.data(), dqkv.data(), g.data(), yy.data(), q.data(), s.B, s.T, s.C, s.H,
-                        ar, gated ? da.data() : nullptr);
+      const test::XsaCall<Real> xsa{s.B, s.T, s.C, s.H, 0, ar};
+      xsa.forward(z.data(), yy.data(), q.data());
+      xsa.backward(dy.data(), dqkv.data(), g.data(), yy.data(), q.data(),
+                   gated ? da.data() : nullptr);
       EXPECT_TRUE(within(z, z_ref, bound.z, "z"));
       EXPECT_TRUE(within(dy, dy_ref, bound.dy, "dy"));
       EXPECT_TRUE(within(dqkv, dqkv_ref, bound.dqkv, "dqkv"));
@@ -676,7 +677,7 @@ TEST(Xsa, OutputIsOrthogonalToOwnValue) {
   for (int n = 0; n < N; n++)  // make y lean hard on v, as trained models do
     for (int c = 0; c < C; c++) y[n * C + c] += 3 * qkv[n * 3 * C + 2 * C + c];
   std::vector<float> z(N * C);
-  ops::xsa_forward(z.data(), y.data(), qkv.data(), B, T, C, H);
+  test::XsaCall<float>{B, T, C, H}.forward(z.data(), y.data(), qkv.data());
   const auto yd = cast_vector<double>(y), qd = cast_vector<double>(qkv);
   const test::XsaBounds bound = test::xsa_bounds(qd, yd, Vec(N * C, 0.0), Vec(N * 3 * C, 0.0), B, T,
                                                  C, H, 0, {}, kFloatRoundoff);
@@ -701,8 +702,9 @@ TEST(Xsa, ZeroValueVectorHandledAsSpecified) {
   std::vector<float> qkv(3 * C, 0.f), y = {1, -2, 3, 0.5f}, dz = {0.3f, 0.1f, -0.2f, 0.7f};
   for (int c = 0; c < 2 * C; c++) qkv[c] = 0.1f * (c + 1);
   std::vector<float> z(C), dy(C), dqkv(3 * C, 0.f);
-  ops::xsa_forward(z.data(), y.data(), qkv.data(), B, T, C, H);
-  ops::xsa_backward(dy.data(), dqkv.data(), dz.data(), y.data(), qkv.data(), B, T, C, H);
+  const test::XsaCall<float> xsa{B, T, C, H};
+  xsa.forward(z.data(), y.data(), qkv.data());
+  xsa.backward(dy.data(), dqkv.data(), dz.data(), y.data(), qkv.data());
   for (int c = 0; c < C; c++) {
     EXPECT_EQ(z[c], y[c]);
     EXPECT_EQ(dy[c], dz[c]);
@@ -711,8 +713,8 @@ TEST(Xsa, ZeroValueVectorHandledAsSpecified) {
   }
   // A tiny but non-zero v (below the 1e-6 floor) stays finite too.
   for (int c = 0; c < C; c++) qkv[2 * C + c] = 1e-9f;
-  ops::xsa_forward(z.data(), y.data(), qkv.data(), B, T, C, H);
-  ops::xsa_backward(dy.data(), dqkv.data(), dz.data(), y.data(), qkv.data(), B, T, C, H);
+  xsa.forward(z.data(), y.data(), qkv.data());
+  xsa.backward(dy.data(), dqkv.data(), dz.data(), y.data(), qkv.data());
   for (int c = 0; c < C; c++)
     EXPECT_TRUE(std::isfinite(z[c]) && std::isfinite(dy[c]) && std::isfinite(dqkv[2 * C + c]));
 }

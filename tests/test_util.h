@@ -104,4 +104,32 @@ inline CommandResult run_command(const std::string& command, const std::filesyst
   return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, read_file(out), read_file(err)};
 }
 
+// The XSA kernels (ops::xsa_forward, ops::xsa_backward, which take the attention's arguments) on
+// a test's plain arrays of B·T rows: z from y and qkv; dy from dz (copied first: the kernel turns
+// ∂L/∂z into ∂L/∂y in place), the own-value gradient added into dqkv, ∂L/∂α into dalpha.
+template <typename Real>
+struct XsaCall {
+  int B, T, C, H, Hkv = 0;
+  const Real* alpha = nullptr;
+
+  ops::AttentionArgs<Real> args(const Real* y, const Real* qkv) const {
+    ops::AttentionArgs<Real> a;
+    a.B = B, a.T = T, a.C = C, a.H = H, a.Hkv = Hkv, a.exclusive = true;
+    a.y = const_cast<Real*>(y), a.qkv = qkv, a.alpha = alpha;
+    return a;
+  }
+  void forward(Real* z, const Real* y, const Real* qkv) const {
+    ops::AttentionArgs<Real> a = args(y, qkv);
+    a.z = z;
+    ops::xsa_forward(a);
+  }
+  void backward(Real* dy, Real* dqkv, const Real* dz, const Real* y, const Real* qkv,
+                Real* dalpha = nullptr) const {
+    std::copy(dz, dz + (size_t)B * T * C, dy);
+    ops::AttentionArgs<Real> a = args(y, qkv);
+    a.d_out = dy, a.dqkv = dqkv, a.dalpha = dalpha;
+    ops::xsa_backward(a);
+  }
+};
+
 }  // namespace xsa::test

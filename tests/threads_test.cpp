@@ -235,9 +235,10 @@ TEST_F(Threads, XsaBackwardIsBitIdentical) {
       for (int t : {1, 2})
         with_threads(t, [&] {
           dqkv = dqkv0;
-          ops::xsa_forward(z.data(), y.data(), qkv.data(), B, T, C, H, al, Hkv);
-          ops::xsa_backward(dy.data(), dqkv.data(), dz.data(), y.data(), qkv.data(), B, T, C, H, al,
-                            gated ? dalpha.data() : nullptr, Hkv);
+          const test::XsaCall<float> xsa{B, T, C, H, Hkv, al};
+          xsa.forward(z.data(), y.data(), qkv.data());
+          xsa.backward(dy.data(), dqkv.data(), dz.data(), y.data(), qkv.data(),
+                       gated ? dalpha.data() : nullptr);
           out[t - 1] = {z, dy, dqkv, dalpha};
         });
       expect_bitwise_equal(out[0].z, out[1].z, "z");

@@ -147,7 +147,7 @@ class CpuBackend : public Backend<Real> {
   }
   void xsa_forward(const ops::AttentionArgs<Real>& a) override {
     refuse_unsupported(*this, Op::attention, a.z.storage);
-    ops::xsa_forward(a.z.data, a.y, a.qkv, a.B, a.T, a.C, a.H, a.alpha, a.Hkv);
+    ops::xsa_forward(a);
   }
   void gelu_forward(Tensor<Real> out, const Real* inp, size_t n) override {
     refuse_unsupported(*this, Op::gelu, out.storage);

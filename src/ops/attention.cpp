@@ -348,12 +348,7 @@ void attention_forward(const AttentionArgs<Real>& args, Storage tile_products) {
     const Word* kt = plan.bf16 ? packed_kv + (b * plan.Hk + h / plan.group) * kv_words : nullptr;
     forward_query_tile(plan, b, h, qt * kQueryTile, kt, kt_words);
   }
-  if (!args.exclusive) return;
-  if constexpr (kIsFloat<Real>)
-    if (args.z.bf16())
-      return xsa_forward_bf16(args.z.as_bf16(), args.y, args.qkv, B, T, args.C, H, args.alpha,
-                              args.Hkv);
-  xsa_forward(args.z.data, args.y, args.qkv, B, T, args.C, H, args.alpha, args.Hkv);
+  if (args.exclusive) XSA_LEVEL::xsa_forward(args);  // qualified: ADL finds the dispatcher too
 }
 
 template <typename Real>
@@ -568,20 +563,9 @@ void attention_backward(const AttentionArgs<Real>& args, Storage tile_products) 
   // key/value head (shared by the group under GQA), so no races, and the summation order is fixed
   // whatever the thread count.
   const AttentionPlan<Real> plan(args, tile_products);
-  const int B = args.B, T = args.T, C = args.C, H = args.H, Hkv = args.Hkv;
+  const int B = args.B, T = args.T;
   // ∂L/∂z → ∂L/∂y, and the own-value gradient (written into dqkv's v with write_dqkv).
-  if (args.exclusive) {
-    bool written = false;
-    if constexpr (kIsFloat<Real>)
-      if (args.z.bf16() && args.z.data) {
-        xsa_backward_bf16(args.d_out, args.dqkv, args.d_out, args.y, args.qkv, B, T, C, H,
-                          args.alpha, args.dalpha, Hkv, args.write_dqkv, args.z.as_bf16());
-        written = true;
-      }
-    if (!written)
-      xsa_backward(args.d_out, args.dqkv, args.d_out, args.y, args.qkv, B, T, C, H, args.alpha,
-                   args.dalpha, Hkv, args.write_dqkv, args.z.data);
-  }
+  if (args.exclusive) XSA_LEVEL::xsa_backward(args);
 #pragma omp parallel for collapse(2) schedule(dynamic, 1)
   for (int b = 0; b < B; b++) {
     for (int g = 0; g < plan.Hk; g++) {

@@ -26,7 +26,7 @@ struct AttentionArgs {
   // Forward output of XSA, [B, T, C] (may alias nothing else); given to the backward, it is
   // written again there (the forward's bits). Stored bf16 (float only) when only W_o's products
   // read it: a product input (backend.h).
-  Tensor<Real> z;
+  Tensor<Real> z = {};
   Real* lse = nullptr;  // forward output; the backward reads it (unused by the cached forward)
   const Real* alpha = nullptr;  // [H] gated XSA: α_h; null means α = 1 (plain XSA)
   const Real* sink = nullptr;   // [H] a sink logit b_h joining every row's softmax (value zero)

@@ -110,17 +110,13 @@ void attention_forward_cached(const AttentionArgs<Real>& args, const KvCache<Rea
 }
 
 template <typename Real>
-void xsa_forward(Real* z, const Real* y, const Real* qkv, int B, int T, int C, int H,
-                 const Real* alpha, int Hkv) {
-  XSA_DISPATCH(xsa_forward<Real>, z, y, qkv, B, T, C, H, alpha, Hkv);
+void xsa_forward(const AttentionArgs<Real>& args) {
+  XSA_DISPATCH(xsa_forward<Real>, args);
 }
 
 template <typename Real>
-void xsa_backward(Real* dy, Real* dqkv, const Real* dz, const Real* y, const Real* qkv, int B,
-                  int T, int C, int H, const Real* alpha, Real* dalpha, int Hkv, bool write_dv,
-                  Real* z) {
-  XSA_DISPATCH(xsa_backward<Real>, dy, dqkv, dz, y, qkv, B, T, C, H, alpha, dalpha, Hkv, write_dv,
-               z);
+void xsa_backward(const AttentionArgs<Real>& args) {
+  XSA_DISPATCH(xsa_backward<Real>, args);
 }
 
 template <typename Real>
@@ -161,18 +157,6 @@ void from_bf16(const bf16* x, float* out, size_t n) {
 void crossentropy_forward_backward_bf16(float* logits, bf16* grad, float* losses,
                                         const int32_t* targets, int N, int V, int Vp, float dloss) {
   XSA_DISPATCH(crossentropy_forward_backward_bf16, logits, grad, losses, targets, N, V, Vp, dloss);
-}
-
-void xsa_forward_bf16(bf16* z, const float* y, const float* qkv, int B, int T, int C, int H,
-                      const float* alpha, int Hkv) {
-  XSA_DISPATCH(xsa_forward_bf16, z, y, qkv, B, T, C, H, alpha, Hkv);
-}
-
-void xsa_backward_bf16(float* dy, float* dqkv, const float* dz, const float* y, const float* qkv,
-                       int B, int T, int C, int H, const float* alpha, float* dalpha, int Hkv,
-                       bool write_dv, bf16* z) {
-  XSA_DISPATCH(xsa_backward_bf16, dy, dqkv, dz, y, qkv, B, T, C, H, alpha, dalpha, Hkv, write_dv,
-               z);
 }
 
 void layernorm_forward_bf16(bf16* out, float* mean, float* rstd, const float* inp,
@@ -217,10 +201,8 @@ double fma_peak_gflops() {
   template void attention_forward<Real>(const AttentionArgs<Real>&, Storage);                      \
   template void attention_backward<Real>(const AttentionArgs<Real>&, Storage);                     \
   template void attention_forward_cached<Real>(const AttentionArgs<Real>&, const KvCache<Real>&);  \
-  template void xsa_forward<Real>(Real*, const Real*, const Real*, int, int, int, int,             \
-                                  const Real*, int);                                               \
-  template void xsa_backward<Real>(Real*, Real*, const Real*, const Real*, const Real*, int, int,  \
-                                   int, int, const Real*, Real*, int, bool, Real*);                \
+  template void xsa_forward<Real>(const AttentionArgs<Real>&);                                     \
+  template void xsa_backward<Real>(const AttentionArgs<Real>&);                                    \
   template void gelu_forward<Real>(Real*, const Real*, size_t);                                    \
   template void gelu_backward<Real>(Real*, const Real*, const Real*, size_t);                      \
   template void crossentropy_forward_backward<Real>(Real*, Real*, const int32_t*, int, int, int,   \

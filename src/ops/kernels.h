@@ -86,19 +86,18 @@ void attention_forward_cached(const AttentionArgs<Real>& args, const KvCache<Rea
 // (row functions in ops/xsa_row.h; the cached attention applies them per row, the tiled kernels
 // call these batch forms in a separate pass, docs/perf-log.md #3)
 
-// z [B, T, C] from y [B, T, C] and the v part of qkv [B, T, 3C]. z may alias y.
+// The attention's arguments (ops/attention.h) name the step's tensors: args.z [B, T, C], in its
+// storage (bf16, float only: each z rounded as it is written, a product input), from args.y and
+// the v part of args.qkv, gated by args.alpha [H] where given. z may alias y.
 template <typename Real>
-void xsa_forward(Real* z, const Real* y, const Real* qkv, int B, int T, int C, int H,
-                 const Real* alpha = nullptr, int Hkv = 0);
-// dy [B, T, C] = g − (g·u) u (overwrite); the v part of dqkv [B, T, 3C] accumulates the
-// own-value gradient (with write_dv, a kv group's first head writes it); g = dz [B, T, C].
+void xsa_forward(const AttentionArgs<Real>& args);
+// args.d_out holds g = ∂L/∂z [B, T, C] and becomes ∂L/∂y = g − (g·u) u in place; the v part of
+// args.dqkv accumulates the own-value gradient (with args.write_dqkv, a kv group's first head
+// writes it). With alpha, args.dalpha [B·T, H] receives each token's ∂L/∂α_h = −s (g·u)
+// (overwritten). With args.z, the forward's z is written again on the way (xsa_forward's bits,
+// from the rows of y and v this pass has in cache anyway).
 template <typename Real>
-// With alpha [H] (gated XSA), dalpha [B·T, H] receives each token's ∂L/∂α_h = −s (g·u)
-// (overwritten). With z [B, T, C], the forward's z is written again on the way (xsa_forward's
-// bits, from the rows of y and v this pass has in cache anyway).
-void xsa_backward(Real* dy, Real* dqkv, const Real* dz, const Real* y, const Real* qkv, int B,
-                  int T, int C, int H, const Real* alpha = nullptr, Real* dalpha = nullptr,
-                  int Hkv = 0, bool write_dv = false, Real* z = nullptr);
+void xsa_backward(const AttentionArgs<Real>& args);
 
 // ---- gelu.cpp: tanh approximation ----
 template <typename Real>
@@ -137,14 +136,6 @@ void from_bf16(const bf16* x, float* out, size_t n);
 // gradient is rounded while its exps are in cache, which saves two passes over the chunk.
 void crossentropy_forward_backward_bf16(float* logits, bf16* grad, float* losses,
                                         const int32_t* targets, int N, int V, int Vp, float dloss);
-
-// XSA's z written as a product input (the bf16 backend's, when only W_o's products read it):
-// xsa_forward, and xsa_backward's writing of z again, with each z rounded to bf16 as it is written.
-void xsa_forward_bf16(bf16* z, const float* y, const float* qkv, int B, int T, int C, int H,
-                      const float* alpha, int Hkv);
-void xsa_backward_bf16(float* dy, float* dqkv, const float* dz, const float* y, const float* qkv,
-                       int B, int T, int C, int H, const float* alpha, float* dalpha, int Hkv,
-                       bool write_dv, bf16* z);
 
 // Producers of product inputs: layernorm_forward and gelu_forward (ops.h) with their outputs, which
 // only products read, rounded to bf16 as they are written (the products' input conversions done
