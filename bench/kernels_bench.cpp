@@ -56,8 +56,9 @@ void BM_LayerNormBackward(benchmark::State& state) {
   xsa::ops::layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(),
                               kRows, kChannels);
   for (auto _ : state)
-    xsa::ops::layernorm_backward(dx.data(), dw.data(), db.data(), dout.data(), x.data(), w.data(),
-                                 mean.data(), rstd.data(), kRows, kChannels);
+    xsa::ops::layernorm_backward(
+        dx.data(), dw.data(), db.data(), dout.data(),
+        {x.data(), w.data(), nullptr, mean.data(), rstd.data(), kRows, kChannels});
   state.SetBytesProcessed((int64_t)state.iterations() * n * 12);
 }
 BENCHMARK(BM_LayerNormBackward)->Unit(benchmark::kMicrosecond)->UseRealTime();
@@ -153,11 +154,11 @@ void BM_ProductInputRopeBackward(benchmark::State& state) {
   std::vector<xsa::ops::bf16> out(n);
   for (auto _ : state) {
     if (!convert) {
-      xsa::ops::rope_backward_bf16(out.data(), dqkv.data(), cos.data(), sin.data(), B, T, kChannels,
-                                   H, H);
+      xsa::ops::rope_backward_bf16(out.data(), dqkv.data(),
+                                   {cos.data(), sin.data(), B, T, kChannels, H, H});
       continue;
     }
-    xsa::ops::rope_backward(dqkv.data(), cos.data(), sin.data(), B, T, kChannels, H, H);
+    xsa::ops::rope_backward(dqkv.data(), {cos.data(), sin.data(), B, T, kChannels, H, H});
     xsa::ops::to_bf16(dqkv.data(), out.data(), n);
   }
 }
@@ -315,12 +316,12 @@ void BM_WeightGradientsGpt2(benchmark::State& state) {
     float* g = grads.data();
     for (int l = 0; l < L; l++)
       for (const LayerWeight& sh : kGpt2LayerWeights) {
-        xsa::ops::matmul_backward_bf16(nullptr, g, dout.data(), inp.data(), nullptr, N, sh.in,
-                                       sh.out, zero_then_accumulate);
+        xsa::ops::matmul_backward_bf16(nullptr, g, dout.data(), inp.data(), nullptr,
+                                       {N, sh.in, sh.out}, zero_then_accumulate);
         g += (size_t)sh.in * sh.out;
       }
     for (int chunk = 0; chunk < N / kHead; chunk++)
-      xsa::ops::matmul_backward_bf16(nullptr, g, dout.data(), inp.data(), nullptr, kHead, C, Vp,
+      xsa::ops::matmul_backward_bf16(nullptr, g, dout.data(), inp.data(), nullptr, {kHead, C, Vp},
                                      zero_then_accumulate || chunk > 0);
     benchmark::ClobberMemory();
   }
@@ -354,7 +355,7 @@ void BM_ProductsGpt2(benchmark::State& state) {
         xsa::ops::matmul_forward_bf16(out.data(), x.data(), w.data(), sh.rows, sh.in, sh.out,
                                       false);
         xsa::ops::matmul_backward_bf16(dx.data(), dw.data(), dout.data(), x.data(), w.data(),
-                                       sh.rows, sh.in, sh.out, i > 0);
+                                       {sh.rows, sh.in, sh.out}, i > 0);
       }
   state.counters["GFLOP/s"] =
       benchmark::Counter(flops * state.iterations() / 1e9, benchmark::Counter::kIsRate);

@@ -252,8 +252,8 @@ TEST_P(Bf16Products, ForwardAndBackwardAgainstFloat64) {
 
   // Backward: dx = dy · W, dW += dyᵀ · x onto a non-zero dW.
   std::vector<float> dx((size_t)c.N * c.in_dim), dw((size_t)c.out_dim * c.in_dim, 0.5f);
-  ops::matmul_backward_bf16(dx.data(), dw.data(), dyb.data(), xb.data(), wb.data(), c.N, c.in_dim,
-                            c.out_dim);
+  ops::matmul_backward_bf16(dx.data(), dw.data(), dyb.data(), xb.data(), wb.data(),
+                            {c.N, c.in_dim, c.out_dim});
   reference(dy, w, c.N, c.in_dim, c.out_dim, false, false, exact, mag);
   reference(dyr, wr, c.N, c.in_dim, c.out_dim, false, false, bexact, unused);
   expect_within(dx, exact, bexact, mag, c.out_dim, "dinp");
@@ -264,17 +264,17 @@ TEST_P(Bf16Products, ForwardAndBackwardAgainstFloat64) {
   expect_within(dw, exact, bexact, mag, c.N, "dweight");
   // Without dinp only the weight gradient is formed.
   std::vector<float> dw2((size_t)c.out_dim * c.in_dim, 0.5f);
-  ops::matmul_backward_bf16(nullptr, dw2.data(), dyb.data(), xb.data(), wb.data(), c.N, c.in_dim,
-                            c.out_dim);
+  ops::matmul_backward_bf16(nullptr, dw2.data(), dyb.data(), xb.data(), wb.data(),
+                            {c.N, c.in_dim, c.out_dim});
   EXPECT_EQ(dw2, dw);
   // Not accumulating, the weight gradient is the product alone (what was there, NaN here, is not
   // read): to the bit what accumulating onto zeros gives.
   std::vector<float> dw_new(dw.size(), std::numeric_limits<float>::quiet_NaN()),
       dw_onto_zero(dw.size(), 0.0f);
-  ops::matmul_backward_bf16(nullptr, dw_new.data(), dyb.data(), xb.data(), wb.data(), c.N, c.in_dim,
-                            c.out_dim, false);
-  ops::matmul_backward_bf16(nullptr, dw_onto_zero.data(), dyb.data(), xb.data(), wb.data(), c.N,
-                            c.in_dim, c.out_dim, true);
+  ops::matmul_backward_bf16(nullptr, dw_new.data(), dyb.data(), xb.data(), wb.data(),
+                            {c.N, c.in_dim, c.out_dim}, false);
+  ops::matmul_backward_bf16(nullptr, dw_onto_zero.data(), dyb.data(), xb.data(), wb.data(),
+                            {c.N, c.in_dim, c.out_dim}, true);
   EXPECT_EQ(dw_new, dw_onto_zero);
 }
 

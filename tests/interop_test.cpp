@@ -270,8 +270,7 @@ TEST_F(Interop, ImportExportImportIsExact) {
   export_hf(m.cfg, layout, m.params.data(), dir / "hf");
   const ForeignModel back = import_hf(dir / "hf");
   EXPECT_EQ(back.params, m.params);
-  save_checkpoint(dir / "run", 0, back.cfg, layout, back.params.data(), nullptr, nullptr,
-                  nlohmann::json(), false);
+  save_checkpoint(dir / "run", 0, back.cfg, {layout, back.params.data()}, nlohmann::json(), false);
   std::vector<float> loaded(m.params.size());
   load_checkpoint_tensors(resolve_checkpoint(dir / "run"), layout, loaded.data(), nullptr, nullptr);
   EXPECT_EQ(loaded, m.params);

@@ -49,7 +49,7 @@ TEST(KernelSizes, MatmulMatchesReference) {
     // Without dinp only the weight gradient accumulates, the same as with it.
     FVec dw_only = cast_vector<float>(m.dw0);
     ops::matmul_backward<float>(nullptr, dw_only.data(), m.doutf.data(), m.xf.data(), m.wf.data(),
-                                s.N, s.in, s.out);
+                                {s.N, s.in, s.out});
     EXPECT_TRUE(within(dw_only, m.dw_ref, m.dw_bound, "dw alone"));
   }
 }
@@ -73,8 +73,8 @@ TEST(KernelSizes, RopeMatchesReference) {
       FVec cosf(s.T * D / 2), sinf(s.T * D / 2);
       ops::rope_table(cosf.data(), sinf.data(), s.T, D, 10000.0);
       auto fwd = cast_vector<float>(qkv), bwd = cast_vector<float>(grad);
-      ops::rope_forward(fwd.data(), cosf.data(), sinf.data(), s.B, s.T, C, s.H, s.Hkv);
-      ops::rope_backward(bwd.data(), cosf.data(), sinf.data(), s.B, s.T, C, s.H, s.Hkv);
+      ops::rope_forward(fwd.data(), {cosf.data(), sinf.data(), s.B, s.T, C, s.H, s.Hkv});
+      ops::rope_backward(bwd.data(), {cosf.data(), sinf.data(), s.B, s.T, C, s.H, s.Hkv});
       const double u = kFloatRoundoff;
       EXPECT_TRUE(
           within(fwd, fwd_ref, test::rope_bound(qkv, s.B, s.T, C, s.H, s.Hkv, 10000.0, u), "fwd"));

@@ -98,13 +98,13 @@ TEST_F(Levels, KernelsWithOneSummationOrderAreBitIdentical) {
           FVec(11 * C, 0.f)};
     ops::layernorm_forward(o.ln.data(), o.mean.data(), o.rstd.data(), x.data(), w.data(), b.data(),
                            N, C);
-    ops::layernorm_backward(o.dx.data(), o.dw.data(), o.db.data(), g.data(), x.data(), w.data(),
-                            o.mean.data(), o.rstd.data(), N, C);
+    ops::layernorm_backward(o.dx.data(), o.dw.data(), o.db.data(), g.data(),
+                            {x.data(), w.data(), nullptr, o.mean.data(), o.rstd.data(), N, C});
     ops::gelu_forward(o.gelu.data(), x.data(), x.size());
     ops::gelu_backward(o.dgelu.data(), x.data(), g.data(), x.size());
     FVec cos(T * 32), sin(T * 32);
     ops::rope_table(cos.data(), sin.data(), T, 64, 10000.0);
-    ops::rope_forward(o.rope.data(), cos.data(), sin.data(), B, T, C, H);
+    ops::rope_forward(o.rope.data(), {cos.data(), sin.data(), B, T, C, H, 0});
     FVec d = dout;
     ops::AttentionArgs<float> args{.B = B,
                                    .T = T,

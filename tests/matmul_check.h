@@ -40,8 +40,8 @@ inline MatmulCase check_matmul(int N, int in, int out, double w_scale = 1.0,
   m.doutf = cast_vector<float>(m.dout);
   std::vector<float> yf(N * out), dxf(N * in), dwf = cast_vector<float>(m.dw0);
   ops::matmul_forward(yf.data(), m.xf.data(), m.wf.data(), N, in, out);
-  ops::matmul_backward(dxf.data(), dwf.data(), m.doutf.data(), m.xf.data(), m.wf.data(), N, in,
-                       out);
+  ops::matmul_backward(dxf.data(), dwf.data(), m.doutf.data(), m.xf.data(), m.wf.data(),
+                       {N, in, out});
   const double u = kFloatRoundoff;
   Vec dx_bound;
   matmul_backward_bound(dx_bound, m.dw_bound, m.dout, m.x, m.w, m.dw0, N, in, out, u);

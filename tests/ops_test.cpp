@@ -76,9 +76,9 @@ TEST(Matmul, ForwardBackwardMatchReference) {
     std::vector<float> dw_new(m.dw0.size(), std::numeric_limits<float>::quiet_NaN()),
         dw_onto_zero(m.dw0.size(), 0.0f);
     ops::matmul_backward<float>(nullptr, dw_new.data(), m.doutf.data(), m.xf.data(), m.wf.data(),
-                                s.N, s.in, s.out, false);
+                                {s.N, s.in, s.out}, false);
     ops::matmul_backward<float>(nullptr, dw_onto_zero.data(), m.doutf.data(), m.xf.data(),
-                                m.wf.data(), s.N, s.in, s.out, true);
+                                m.wf.data(), {s.N, s.in, s.out}, true);
     EXPECT_EQ(dw_new, dw_onto_zero);
 
     Vec y64(s.N * s.out);
@@ -161,8 +161,8 @@ TEST(LayerNorm, ForwardBackwardMatchReference) {
          dbf = cast_vector<float>(db0);
     ops::layernorm_forward(yf.data(), mf.data(), rf.data(), xf.data(), wf.data(), bf.data(), s.N,
                            s.C);
-    ops::layernorm_backward(dxf.data(), dwf.data(), dbf.data(), doutf.data(), xf.data(), wf.data(),
-                            mf.data(), rf.data(), s.N, s.C);
+    ops::layernorm_backward(dxf.data(), dwf.data(), dbf.data(), doutf.data(),
+                            {xf.data(), wf.data(), nullptr, mf.data(), rf.data(), s.N, s.C});
     const test::LayerNormBounds bound =
         test::layernorm_bounds(x, w, b, dout, dx0, dw0, db0, s.N, s.C, kFloatRoundoff);
     EXPECT_TRUE(within(yf, y_ref, bound.y, "y"));
@@ -207,8 +207,8 @@ TEST(Rope, ForwardBackwardMatchReference) {
     std::vector<float> cosf(s.T * D / 2), sinf(s.T * D / 2);
     ops::rope_table(cosf.data(), sinf.data(), s.T, D, 10000.0);
     auto fwd = cast_vector<float>(qkv), bwd = cast_vector<float>(grad);
-    ops::rope_forward(fwd.data(), cosf.data(), sinf.data(), s.B, s.T, s.C, s.H);
-    ops::rope_backward(bwd.data(), cosf.data(), sinf.data(), s.B, s.T, s.C, s.H);
+    ops::rope_forward(fwd.data(), {cosf.data(), sinf.data(), s.B, s.T, s.C, s.H, 0});
+    ops::rope_backward(bwd.data(), {cosf.data(), sinf.data(), s.B, s.T, s.C, s.H, 0});
     const double u = kFloatRoundoff;
     EXPECT_TRUE(
         within(fwd, fwd_ref, test::rope_bound(qkv, s.B, s.T, s.C, s.H, 0, 10000.0, u), "fwd"));
@@ -389,7 +389,7 @@ TEST(Attention, GroupedQueryMatchesReference) {
       std::vector<float> cosf(s.T * D / 2), sinf(s.T * D / 2);
       ops::rope_table(cosf.data(), sinf.data(), s.T, D, 10000.0);
       auto rot = cast_vector<float>(qkv);
-      ops::rope_forward(rot.data(), cosf.data(), sinf.data(), s.B, s.T, s.C, s.H, s.Hkv);
+      ops::rope_forward(rot.data(), {cosf.data(), sinf.data(), s.B, s.T, s.C, s.H, s.Hkv});
       EXPECT_TRUE(within(rot, rot_ref,
                          test::rope_bound(qkv, s.B, s.T, s.C, s.H, s.Hkv, 10000.0, kFloatRoundoff),
                          "rope"));

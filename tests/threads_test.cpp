@@ -120,8 +120,8 @@ TEST_F(Threads, LayerNormBackwardIsBitIdentical) {
       ops::layernorm_forward(y.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N,
                              C);
       dx = dx0, dw = dw0, db = db0;  // all three accumulate
-      ops::layernorm_backward(dx.data(), dw.data(), db.data(), dout.data(), x.data(), w.data(),
-                              mean.data(), rstd.data(), N, C);
+      ops::layernorm_backward(dx.data(), dw.data(), db.data(), dout.data(),
+                              {x.data(), w.data(), nullptr, mean.data(), rstd.data(), N, C});
       out[t - 1] = {y, mean, rstd, dx, dw, db};
     });
   expect_bitwise_equal(out[0].y, out[1].y, "out");

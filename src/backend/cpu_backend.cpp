@@ -94,8 +94,7 @@ class CpuBackend : public Backend<Real> {
                        const Real* weight, MatmulShape shape, bool accumulate) override {
     refuse_unsupported(*this, Op::matmul, dout.storage);
     refuse_unsupported(*this, Op::matmul, inp.storage);
-    ops::matmul_backward(dinp, dweight, dout.data, inp.data, weight, shape.N, shape.in_dim,
-                         shape.out_dim, accumulate);
+    ops::matmul_backward(dinp, dweight, dout.data, inp.data, weight, shape, accumulate);
   }
   void bias_forward(Real* out, const Real* bias, int N, int D) override {
     ops::bias_forward(out, bias, N, D);
@@ -119,18 +118,18 @@ class CpuBackend : public Backend<Real> {
   }
   void layernorm_backward(Real* dinp, Real* dweight, Real* dbias, const Real* dout,
                           const LayerNormArgs<Real>& a) override {
-    ops::layernorm_backward(dinp, dweight, dbias, dout, a.inp, a.weight, a.mean, a.rstd, a.N, a.C);
+    ops::layernorm_backward(dinp, dweight, dbias, dout, a);
   }
   void rope_table(Real* cos, Real* sin, int T, int D, double theta) override {
     ops::rope_table(cos, sin, T, D, theta);
   }
   void rope_forward(Real* qkv, const RopeArgs<Real>& a) override {
-    ops::rope_forward(qkv, a.cos, a.sin, a.B, a.T, a.C, a.H, a.Hkv);
+    ops::rope_forward(qkv, a);
   }
   void rope_backward(Tensor<Real> out, Real* dqkv, const RopeArgs<Real>& a) override {
     refuse_unsupported(*this, Op::rope, out.storage);
     copy(out.data, dqkv, rope_rows_size(a));
-    ops::rope_backward(out.data, a.cos, a.sin, a.B, a.T, a.C, a.H, a.Hkv);
+    ops::rope_backward(out.data, a);
   }
   void attention_forward(const ops::AttentionArgs<Real>& args) override {
     refuse_unsupported(*this, Op::attention, args.z.storage);
@@ -258,8 +257,7 @@ class CpuBf16Backend final : public CpuBackend<float> {
                                                 accumulate);
     const ops::bf16* x = dweight ? as_bf16(inp, (size_t)shape.N * shape.in_dim, inp_) : nullptr;
     ops::matmul_backward_bf16(dinp, dweight, as_bf16(dout, (size_t)shape.N * shape.out_dim, dout_),
-                              x, bf16_weights(weight, shape), shape.N, shape.in_dim, shape.out_dim,
-                              accumulate);
+                              x, bf16_weights(weight, shape), shape, accumulate);
   }
 
   // The producers of product inputs, rounding as they write.
@@ -277,7 +275,7 @@ class CpuBf16Backend final : public CpuBackend<float> {
   }
   void rope_backward(Tensor<float> out, float* dqkv, const RopeArgs<float>& a) override {
     if (!out.bf16()) return CpuBackend<float>::rope_backward(out, dqkv, a);
-    ops::rope_backward_bf16(out.as_bf16(), dqkv, a.cos, a.sin, a.B, a.T, a.C, a.H, a.Hkv);
+    ops::rope_backward_bf16(out.as_bf16(), dqkv, a);
   }
 
   // Attention's tile products in bf16 too (the softmax and the accumulations stay fp32); z as the
@@ -303,8 +301,7 @@ class CpuBf16Backend final : public CpuBackend<float> {
     if (dlogits_.size() < (size_t)a.rows * a.Vp) dlogits_.resize((size_t)a.rows * a.Vp);
     ops::crossentropy_forward_backward_bf16(a.logits, dlogits_.data(), a.losses, a.targets, a.rows,
                                             a.V, a.Vp, a.dloss);
-    ops::matmul_backward_bf16(a.dinp, a.dwte, dlogits_.data(), x, w, a.rows, a.C, a.Vp,
-                              a.accumulate);
+    ops::matmul_backward_bf16(a.dinp, a.dwte, dlogits_.data(), x, w, shape, a.accumulate);
   }
 
  private:

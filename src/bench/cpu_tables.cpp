@@ -130,10 +130,10 @@ class GemmProducts {
   void backward(Op& op) {
     if (bf16_)
       ops::matmul_backward_bf16(op.dx.data(), op.dw.data(), op.yb.data(), op.xb.data(),
-                                op.wb.data(), op.rows, op.in, op.out, op.accumulate);
+                                op.wb.data(), {op.rows, op.in, op.out}, op.accumulate);
     else
       ops::matmul_backward(op.dx.data(), op.dw.data(), op.y.data(), op.x.data(), op.w.data(),
-                           op.rows, op.in, op.out, op.accumulate);
+                           {op.rows, op.in, op.out}, op.accumulate);
   }
   struct Op {
     std::string name;

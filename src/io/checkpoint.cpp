@@ -49,14 +49,16 @@ fs::path save_checkpoint(const fs::path& run_dir, int64_t step, const ModelConfi
                          bool replace) {
   XSA_CHECK(arena.adam_m.size() == arena.params.size(), "saving sharded moments");
   const HostView<float> params(arena.params), adam_m(arena.adam_m), adam_v(arena.adam_v);
-  return save_checkpoint(run_dir, step, cfg, arena.layout, params.data(), adam_m.data(),
-                         adam_v.data(), trainer_state, replace);
+  return save_checkpoint(run_dir, step, cfg,
+                         {arena.layout, params.data(), adam_m.data(), adam_v.data()}, trainer_state,
+                         replace);
 }
 
 fs::path save_checkpoint(const fs::path& run_dir, int64_t step, const ModelConfig& cfg,
-                         const std::vector<TensorInfo>& layout, const float* params,
-                         const float* adam_m, const float* adam_v,
-                         const nlohmann::json& trainer_state, bool replace) {
+                         const CheckpointTensors& tensors, const nlohmann::json& trainer_state,
+                         bool replace) {
+  const std::vector<TensorInfo>& layout = tensors.layout;
+  const float *params = tensors.params, *adam_m = tensors.adam_m, *adam_v = tensors.adam_v;
   std::error_code ec;
   fs::create_directories(run_dir, ec);
   if (ec) fail("{}: cannot create the run folder: {}", run_dir.string(), ec.message());

@@ -27,10 +27,15 @@ fs::path save_checkpoint(const fs::path& run_dir, int64_t step, const ModelConfi
 // The same from host memory laid out by `layout`: the parameters and both full moments. Without
 // moments (adam_m null) and trainer state (null) it is a weights-only checkpoint (an imported
 // model): eval, sample, analyze and --init-from read it; it cannot be resumed.
+struct CheckpointTensors {
+  const std::vector<TensorInfo>& layout;
+  const float* params;
+  const float* adam_m = nullptr;
+  const float* adam_v = nullptr;
+};
 fs::path save_checkpoint(const fs::path& run_dir, int64_t step, const ModelConfig& cfg,
-                         const std::vector<TensorInfo>& layout, const float* params,
-                         const float* adam_m, const float* adam_v,
-                         const nlohmann::json& trainer_state, bool replace);
+                         const CheckpointTensors& tensors, const nlohmann::json& trainer_state,
+                         bool replace);
 
 // A run folder (its latest ckpt_*) or a checkpoint folder itself. Throws Error when neither.
 fs::path resolve_checkpoint(const fs::path& path);

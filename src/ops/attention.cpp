@@ -102,15 +102,29 @@ void pack_row_pairs(const float* X, int R, int W, int ld, Word* out, int ldo) {
   }
 }
 
+// A tile product's operands: A's word (m, p) at A[m·a_m + p·a_p] (any strides, since the kernel
+// broadcasts it), B's words of row p at B[p·ldb …], C's rows ldc apart.
+struct TileOperands {
+  const Word* A;
+  size_t a_m, a_p;
+  const Word* B;
+  int ldb;
+  float* C;
+  int ldc;
+};
+
 #if XSA_LEVEL_IS_AVX512
 #define XSA_BF16_TARGET __attribute__((target("avx512f,avx512bf16")))
 
 // MR rows of C [·, N] = alpha · A · B (+ C), K2 words deep: MR × 64 columns in 4·MR fp32
 // accumulators, each step one dot product of bf16 pairs per accumulator.
 template <int MR>
-XSA_BF16_TARGET void tile_rows_bf16(int N, int K2, const Word* A, size_t a_m, size_t a_p,
-                                    const Word* B, int ldb, float alpha, bool accumulate, float* C,
-                                    int ldc) {
+XSA_BF16_TARGET void tile_rows_bf16(int N, int K2, const TileOperands& o, float alpha,
+                                    bool accumulate) {
+  const Word *A = o.A, *B = o.B;
+  const size_t a_m = o.a_m, a_p = o.a_p;
+  const int ldb = o.ldb, ldc = o.ldc;
+  float* C = o.C;
   for (int n0 = 0; n0 < N; n0 += 64) {
     __mmask16 mask[4];
     for (int v = 0; v < 4; v++) {
@@ -144,30 +158,29 @@ XSA_BF16_TARGET void tile_rows_bf16(int N, int K2, const Word* A, size_t a_m, si
 }
 
 // C [M, N] = alpha · A · B, or C += alpha · A · B when accumulate.
-XSA_BF16_TARGET void tile_product_bf16(int M, int N, int K2, const Word* A, size_t a_m, size_t a_p,
-                                       const Word* B, int ldb, float alpha, bool accumulate,
-                                       float* C, int ldc) {
+XSA_BF16_TARGET void tile_product_bf16(int M, int N, int K2, const TileOperands& o, float alpha,
+                                       bool accumulate) {
   int m = 0;
-  for (; m + 4 <= M; m += 4)
-    tile_rows_bf16<4>(N, K2, A + m * a_m, a_m, a_p, B, ldb, alpha, accumulate, C + (size_t)m * ldc,
-                      ldc);
-  const Word* a = A + m * a_m;
-  float* c = C + (size_t)m * ldc;
+  TileOperands rows = o;
+  for (; m + 4 <= M; m += 4) {
+    rows.A = o.A + m * o.a_m, rows.C = o.C + (size_t)m * o.ldc;
+    tile_rows_bf16<4>(N, K2, rows, alpha, accumulate);
+  }
+  rows.A = o.A + m * o.a_m, rows.C = o.C + (size_t)m * o.ldc;
   switch (M - m) {
     case 3:
-      return tile_rows_bf16<3>(N, K2, a, a_m, a_p, B, ldb, alpha, accumulate, c, ldc);
+      return tile_rows_bf16<3>(N, K2, rows, alpha, accumulate);
     case 2:
-      return tile_rows_bf16<2>(N, K2, a, a_m, a_p, B, ldb, alpha, accumulate, c, ldc);
+      return tile_rows_bf16<2>(N, K2, rows, alpha, accumulate);
     case 1:
-      return tile_rows_bf16<1>(N, K2, a, a_m, a_p, B, ldb, alpha, accumulate, c, ldc);
+      return tile_rows_bf16<1>(N, K2, rows, alpha, accumulate);
     default:
       return;
   }
 }
 #else
 // bf16 tiles come with --precision bf16, which needs AVX512_BF16 and so this file's avx512 level.
-void tile_product_bf16(int, int, int, const Word*, size_t, size_t, const Word*, int, float, bool,
-                       float*, int) {
+void tile_product_bf16(int, int, int, const TileOperands&, float, bool) {
   XSA_CHECK(false, "bf16 attention tiles at the {} level", "baseline");
 }
 #endif
@@ -305,7 +318,8 @@ void forward_query_tile(const AttentionPlan<Real>& p, int b, int h, int i0, cons
     if (!p.bf16)
       gemm(false, true, rows, cols, D, p.scale, Q, ld, K, ld, Real(0), S, kKeyTile);  // Q Kᵀ/√D
     else if constexpr (kIsFloat<Real>)
-      tile_product_bf16(rows, cols, D2, q_words, D2, 1, kt + j0, T, p.scale, false, S, kKeyTile);
+      tile_product_bf16(rows, cols, D2, {q_words, (size_t)D2, 1, kt + j0, T, S, kKeyTile}, p.scale,
+                        false);
     Real new_max[kQueryTile];
     for (int r = 0; r < rows; r++) {
       const int visible = std::min(cols, i0 + r - j0 + 1);
@@ -317,8 +331,9 @@ void forward_query_tile(const AttentionPlan<Real>& p, int b, int h, int i0, cons
       gemm(false, false, rows, D, cols, Real(1), S, kKeyTile, V, ld, Real(1), acc, D);  // += P V
     } else if constexpr (kIsFloat<Real>) {
       pack_column_pairs(S, rows, cols, kKeyTile, p_words, kKeyTile / 2, 1);
-      tile_product_bf16(rows, D, (cols + 1) / 2, p_words, kKeyTile / 2, 1,
-                        v_rows + (size_t)j0 / 2 * D, D, 1.0f, true, acc, D);
+      tile_product_bf16(rows, D, (cols + 1) / 2,
+                        {p_words, kKeyTile / 2, 1, v_rows + (size_t)j0 / 2 * D, D, acc, D}, 1.0f,
+                        true);
     }
   }
   for (int r = 0; r < rows; r++) {
@@ -524,11 +539,13 @@ void backward_query_tile(const AttentionPlan<Real>& p, BackwardTask<Real>& t, in
       gemm(true, false, cols, D, rows, Real(1), P, kKeyTile, dY, C, Real(1), dV, D);   // += Pᵀ dY
       gemm(false, true, rows, cols, D, Real(1), dY, C, V, ld, Real(0), dS, kKeyTile);  // dY Vᵀ
     } else if constexpr (kIsFloat<Real>) {
-      tile_product_bf16(rows, cols, D2, t.q_words, D2, 1, t.kt + j0, T, scale, false, P, kKeyTile);
+      tile_product_bf16(rows, cols, D2, {t.q_words, (size_t)D2, 1, t.kt + j0, T, P, kKeyTile},
+                        scale, false);
       exp_tile(P, rows, cols, i0, j0, row_lse + i0);
       pack_row_pairs(P, rows, cols, kKeyTile, t.p_rows, kKeyTile);
-      tile_product_bf16(cols, D, rows2, t.p_rows, 1, kKeyTile, t.dy_rows, D, 1.0f, true, dV, D);
-      tile_product_bf16(rows, cols, D2, t.dy_words, D2, 1, t.vt + j0, T, 1.0f, false, dS, kKeyTile);
+      tile_product_bf16(cols, D, rows2, {t.p_rows, 1, kKeyTile, t.dy_rows, D, dV, D}, 1.0f, true);
+      tile_product_bf16(rows, cols, D2, {t.dy_words, (size_t)D2, 1, t.vt + j0, T, dS, kKeyTile},
+                        1.0f, false);
     }
     for (int r = 0; r < rows; r++) {
       const Real d_row = t.Di[i0 + r];
@@ -543,9 +560,10 @@ void backward_query_tile(const AttentionPlan<Real>& p, BackwardTask<Real>& t, in
     } else if constexpr (kIsFloat<Real>) {
       pack_column_pairs(dS, rows, cols, kKeyTile, t.ds_words, K2, 1);
       pack_row_pairs(dS, rows, cols, kKeyTile, t.ds_rows, kKeyTile);
-      tile_product_bf16(rows, D, cols2, t.ds_words, K2, 1, t.k_rows + (size_t)j0 / 2 * D, D, 1.0f,
-                        true, dQ, D);
-      tile_product_bf16(cols, D, rows2, t.ds_rows, 1, kKeyTile, t.q_rows, D, 1.0f, true, dK, D);
+      tile_product_bf16(rows, D, cols2,
+                        {t.ds_words, (size_t)K2, 1, t.k_rows + (size_t)j0 / 2 * D, D, dQ, D}, 1.0f,
+                        true);
+      tile_product_bf16(cols, D, rows2, {t.ds_rows, 1, kKeyTile, t.q_rows, D, dK, D}, 1.0f, true);
     }
   }
   copy_rows(dQ_rows, ld, dQ, D, rows, D);

@@ -29,9 +29,8 @@ void matmul_forward(Real* out, const Real* inp, const Real* weight, int N, int i
 
 template <typename Real>
 void matmul_backward(Real* dinp, Real* dweight, const Real* dout, const Real* inp,
-                     const Real* weight, int N, int in_dim, int out_dim, bool accumulate) {
-  XSA_DISPATCH(matmul_backward<Real>, dinp, dweight, dout, inp, weight, N, in_dim, out_dim,
-               accumulate);
+                     const Real* weight, MatmulShape shape, bool accumulate) {
+  XSA_DISPATCH(matmul_backward<Real>, dinp, dweight, dout, inp, weight, shape, accumulate);
 }
 
 template <typename Real>
@@ -72,9 +71,9 @@ void layernorm_forward(Real* out, Real* mean, Real* rstd, const Real* inp, const
 }
 
 template <typename Real>
-void layernorm_backward(Real* dinp, Real* dweight, Real* dbias, const Real* dout, const Real* inp,
-                        const Real* weight, const Real* mean, const Real* rstd, int N, int C) {
-  XSA_DISPATCH(layernorm_backward<Real>, dinp, dweight, dbias, dout, inp, weight, mean, rstd, N, C);
+void layernorm_backward(Real* dinp, Real* dweight, Real* dbias, const Real* dout,
+                        const LayerNormArgs<Real>& args) {
+  XSA_DISPATCH(layernorm_backward<Real>, dinp, dweight, dbias, dout, args);
 }
 
 template <typename Real>
@@ -83,15 +82,13 @@ void rope_table(Real* cos, Real* sin, int T, int D, double theta) {
 }
 
 template <typename Real>
-void rope_forward(Real* qkv, const Real* cos, const Real* sin, int B, int T, int C, int H,
-                  int Hkv) {
-  XSA_DISPATCH(rope_forward<Real>, qkv, cos, sin, B, T, C, H, Hkv);
+void rope_forward(Real* qkv, const RopeArgs<Real>& args) {
+  XSA_DISPATCH(rope_forward<Real>, qkv, args);
 }
 
 template <typename Real>
-void rope_backward(Real* dqkv, const Real* cos, const Real* sin, int B, int T, int C, int H,
-                   int Hkv) {
-  XSA_DISPATCH(rope_backward<Real>, dqkv, cos, sin, B, T, C, H, Hkv);
+void rope_backward(Real* dqkv, const RopeArgs<Real>& args) {
+  XSA_DISPATCH(rope_backward<Real>, dqkv, args);
 }
 
 template <typename Real>
@@ -172,9 +169,8 @@ void gelu_backward_bf16(bf16* dinp, const float* inp, const float* dout, size_t 
   XSA_DISPATCH(gelu_backward_bf16, dinp, inp, dout, n);
 }
 
-void rope_backward_bf16(bf16* out, const float* dqkv, const float* cos, const float* sin, int B,
-                        int T, int C, int H, int Hkv) {
-  XSA_DISPATCH(rope_backward_bf16, out, dqkv, cos, sin, B, T, C, H, Hkv);
+void rope_backward_bf16(bf16* out, const float* dqkv, const RopeArgs<float>& args) {
+  XSA_DISPATCH(rope_backward_bf16, out, dqkv, args);
 }
 
 double fma_peak_gflops() {
@@ -183,8 +179,8 @@ double fma_peak_gflops() {
 
 #define XSA_INSTANTIATE(Real)                                                                      \
   template void matmul_forward<Real>(Real*, const Real*, const Real*, int, int, int, bool);        \
-  template void matmul_backward<Real>(Real*, Real*, const Real*, const Real*, const Real*, int,    \
-                                      int, int, bool);                                             \
+  template void matmul_backward<Real>(Real*, Real*, const Real*, const Real*, const Real*,         \
+                                      MatmulShape, bool);                                          \
   template void bias_forward<Real>(Real*, const Real*, int, int);                                  \
   template void bias_backward<Real>(Real*, const Real*, int, int);                                 \
   template void copy_rows<Real>(Real*, size_t, const Real*, size_t, int, int);                     \
@@ -193,11 +189,11 @@ double fma_peak_gflops() {
   template void embedding_add<Real>(Real*, const int32_t*, const Real*, int, int);                 \
   template void layernorm_forward<Real>(Real*, Real*, Real*, const Real*, const Real*,             \
                                         const Real*, int, int);                                    \
-  template void layernorm_backward<Real>(Real*, Real*, Real*, const Real*, const Real*,            \
-                                         const Real*, const Real*, const Real*, int, int);         \
+  template void layernorm_backward<Real>(Real*, Real*, Real*, const Real*,                         \
+                                         const LayerNormArgs<Real>&);                              \
   template void rope_table<Real>(Real*, Real*, int, int, double);                                  \
-  template void rope_forward<Real>(Real*, const Real*, const Real*, int, int, int, int, int);      \
-  template void rope_backward<Real>(Real*, const Real*, const Real*, int, int, int, int, int);     \
+  template void rope_forward<Real>(Real*, const RopeArgs<Real>&);                                  \
+  template void rope_backward<Real>(Real*, const RopeArgs<Real>&);                                 \
   template void attention_forward<Real>(const AttentionArgs<Real>&, Storage);                      \
   template void attention_backward<Real>(const AttentionArgs<Real>&, Storage);                     \
   template void attention_forward_cached<Real>(const AttentionArgs<Real>&, const KvCache<Real>&);  \

@@ -18,7 +18,7 @@ void matmul_forward(Real* out, const Real* inp, const Real* weight, int N, int i
 // step's first contribution, so that the gradients need no zeroing and are not read first).
 template <typename Real>
 void matmul_backward(Real* dinp, Real* dweight, const Real* dout, const Real* inp,
-                     const Real* weight, int N, int in_dim, int out_dim, bool accumulate = true);
+                     const Real* weight, MatmulShape shape, bool accumulate = true);
 
 // out [N, D] += bias [D] on every row (linear layers with biases, as GPT-2's).
 template <typename Real>
@@ -48,10 +48,11 @@ void embedding_add(Real* out, const int32_t* index, const Real* table, int N, in
 template <typename Real>
 void layernorm_forward(Real* out, Real* mean, Real* rstd, const Real* inp, const Real* weight,
                        const Real* bias, int N, int C);
-// dinp [N, C] accumulates (it is the residual stream); dweight, dbias [C] accumulate.
+// dinp [N, C] accumulates (it is the residual stream); dweight, dbias [C] accumulate; the
+// forward's arguments, its statistics in them.
 template <typename Real>
-void layernorm_backward(Real* dinp, Real* dweight, Real* dbias, const Real* dout, const Real* inp,
-                        const Real* weight, const Real* mean, const Real* rstd, int N, int C);
+void layernorm_backward(Real* dinp, Real* dweight, Real* dbias, const Real* dout,
+                        const LayerNormArgs<Real>& args);
 
 // ---- rope.cpp: rotary positions, rotate-half pairing (j with j + D/2) over the whole head ----
 // cos, sin [T, D/2]: angle(t, j) = t · theta^(-2j/D), computed in double.
@@ -59,12 +60,10 @@ template <typename Real>
 void rope_table(Real* cos, Real* sin, int T, int D, double theta);
 // Rotates q and k of qkv [B, T, 3C] in place (v untouched). Position of row (b, t) is t.
 template <typename Real>
-void rope_forward(Real* qkv, const Real* cos, const Real* sin, int B, int T, int C, int H,
-                  int Hkv = 0);
+void rope_forward(Real* qkv, const RopeArgs<Real>& args);
 // dqkv [B, T, 3C]: the q and k parts are rotated back in place (the transpose rotation).
 template <typename Real>
-void rope_backward(Real* dqkv, const Real* cos, const Real* sin, int B, int T, int C, int H,
-                   int Hkv = 0);
+void rope_backward(Real* dqkv, const RopeArgs<Real>& args);
 
 // ---- attention.cpp: causal attention with SA, XSA, gated XSA, sinks, GQA (ops/attention.h) ----
 // The forward: y and lse (and z with XSA) from qkv. With tile_products bf16 (float only, mixed
@@ -147,8 +146,7 @@ void gelu_forward_bf16(bf16* out, const float* inp, size_t n);
 // rounded to bf16 into out (not in place); rope_backward_bf16 rounds each row's v beside its
 // rotated q and k.
 void gelu_backward_bf16(bf16* dinp, const float* inp, const float* dout, size_t n);
-void rope_backward_bf16(bf16* out, const float* dqkv, const float* cos, const float* sin, int B,
-                        int T, int C, int H, int Hkv);
+void rope_backward_bf16(bf16* out, const float* dqkv, const RopeArgs<float>& args);
 
 // ---- fma_peak.cpp: the yardstick of xsa bench ----
 // The fp32 FMA peak of this CPU at the running level's widest vectors (AVX2's 256 bits, AVX-512's

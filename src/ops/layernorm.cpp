@@ -134,8 +134,10 @@ void layernorm_forward_bf16(bf16* out, float* mean, float* rstd, const float* in
 }
 
 template <typename Real>
-void layernorm_backward(Real* dinp, Real* dweight, Real* dbias, const Real* dout, const Real* inp,
-                        const Real* weight, const Real* mean, const Real* rstd, int N, int C) {
+void layernorm_backward(Real* dinp, Real* dweight, Real* dbias, const Real* dout,
+                        const LayerNormArgs<Real>& args) {
+  const Real *inp = args.inp, *weight = args.weight, *mean = args.mean, *rstd = args.rstd;
+  const int N = args.N, C = args.C;
   // forward: xhat = (x − mean)·rstd, out = xhat·w + b.
   // dxhat = dout·w; dx = rstd·(dxhat − mean(dxhat) − xhat·mean(dxhat·xhat)).
   const int groups = N / kGroup;
@@ -174,11 +176,11 @@ void layernorm_backward(Real* dinp, Real* dweight, Real* dbias, const Real* dout
   }
 }
 
-#define XSA_INSTANTIATE(Real)                                                           \
-  template void layernorm_forward<Real>(Real*, Real*, Real*, const Real*, const Real*,  \
-                                        const Real*, int, int);                         \
-  template void layernorm_backward<Real>(Real*, Real*, Real*, const Real*, const Real*, \
-                                         const Real*, const Real*, const Real*, int, int);
+#define XSA_INSTANTIATE(Real)                                                          \
+  template void layernorm_forward<Real>(Real*, Real*, Real*, const Real*, const Real*, \
+                                        const Real*, int, int);                        \
+  template void layernorm_backward<Real>(Real*, Real*, Real*, const Real*,             \
+                                         const LayerNormArgs<Real>&);
 XSA_INSTANTIATE(float)
 XSA_INSTANTIATE(double)
 

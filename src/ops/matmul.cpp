@@ -50,13 +50,13 @@ void matmul_forward(Real* out, const Real* inp, const Real* weight, int N, int i
 
 template <typename Real>
 void matmul_backward(Real* dinp, Real* dweight, const Real* dout, const Real* inp,
-                     const Real* weight, int N, int in_dim, int out_dim, bool accumulate) {
+                     const Real* weight, MatmulShape shape, bool accumulate) {
+  const int N = shape.N, in_dim = shape.in_dim, out_dim = shape.out_dim;
   if (N == 0) return;
   // forward: out = inp · Wᵀ  =>  dinp = dout · W,  dW += doutᵀ · inp
   if constexpr (std::is_same_v<Real, float>)
     if (fp32_product_library() == ProductLibrary::onednn)
-      return matmul_backward_onednn(dinp, dweight, dout, inp, weight, N, in_dim, out_dim,
-                                    accumulate);
+      return matmul_backward_onednn(dinp, dweight, dout, inp, weight, shape, accumulate);
   if (dinp)
     gemm(false, false, N, in_dim, out_dim, Real(1), dout, out_dim, weight, in_dim, Real(0), dinp,
          in_dim);
@@ -90,12 +90,12 @@ void bias_backward(Real* dbias, const Real* dout, int N, int D) {
   }
 }
 
-#define XSA_INSTANTIATE(Real)                                                                   \
-  template void bias_forward<Real>(Real*, const Real*, int, int);                               \
-  template void bias_backward<Real>(Real*, const Real*, int, int);                              \
-  template void matmul_forward<Real>(Real*, const Real*, const Real*, int, int, int, bool);     \
-  template void matmul_backward<Real>(Real*, Real*, const Real*, const Real*, const Real*, int, \
-                                      int, int, bool);
+#define XSA_INSTANTIATE(Real)                                                               \
+  template void bias_forward<Real>(Real*, const Real*, int, int);                           \
+  template void bias_backward<Real>(Real*, const Real*, int, int);                          \
+  template void matmul_forward<Real>(Real*, const Real*, const Real*, int, int, int, bool); \
+  template void matmul_backward<Real>(Real*, Real*, const Real*, const Real*, const Real*,  \
+                                      MatmulShape, bool);
 XSA_INSTANTIATE(float)
 XSA_INSTANTIATE(double)
 

@@ -43,6 +43,13 @@ struct Product {
   memory::desc a, b, c, scratch;
 };
 
+// Its shape and layout: C [M, N] (+)= A · B, summed over K; row lengths 0 until run() sets them.
+struct ProductShape {
+  int M, N, K;
+  bool trans_a, trans_b;
+  int a_row_length = 0, row_length = 0;
+};
+
 // oneDNN's instruction sets held to xsa's level when XSA_CPU lowered it (util/cpu.h), before its
 // first use: its products then run as on a CPU of that level. (It reads the limit once; a later
 // set_cpu_level leaves oneDNN as it was, and ONEDNN_MAX_CPU_ISA applies when XSA_CPU is unset.)
@@ -73,9 +80,10 @@ dnnl::engine& engine() {
 // evaluation's passes bring a new row count each, and each primitive holds its own compiled code.
 // Past the limit they are dropped and made again when asked for (the same shape gives the same
 // kernel: the results do not change); a caller keeps its own alive while it runs.
-std::shared_ptr<const Product> product(memory::data_type input, int M, int N, int K,
-                                       int a_row_length, int row_length, bool trans_a, bool trans_b,
+std::shared_ptr<const Product> product(memory::data_type input, const ProductShape& s,
                                        Epilogue epilogue, bool one_thread) {
+  const int M = s.M, N = s.N, K = s.K, a_row_length = s.a_row_length, row_length = s.row_length;
+  const bool trans_a = s.trans_a, trans_b = s.trans_b;
   constexpr size_t kKeptProducts = 512;
   static std::mutex lock;
   static std::map<
@@ -175,35 +183,38 @@ int rows_per_thread(int M, int N, bool trans_a, int threads) {
 
 // C [M, N] (+)= A · B (see Product) with In = bf16 or float inputs, one product or blocks of it.
 template <typename In>
-void run(int M, int N, int K, bool trans_a, bool trans_b, const In* A, const In* B, float* C,
-         bool accumulate, const float* residual = nullptr) {
+void run(ProductShape s, const In* A, const In* B, float* C, bool accumulate,
+         const float* residual = nullptr) {
   const memory::data_type input =
       std::is_same_v<In, float> ? memory::data_type::f32 : memory::data_type::bf16;
   const Epilogue epilogue = residual     ? Epilogue::add_residual
                             : accumulate ? Epilogue::accumulate
                                          : Epilogue::write;
   const int threads = omp_in_parallel() ? 1 : omp_get_max_threads();
-  const int a_row_length = trans_a ? M : K;
-  if (const int rows = rows_per_thread(M, N, trans_a, threads)) {
+  const int M = s.M, N = s.N, K = s.K;
+  s.a_row_length = s.trans_a ? M : K, s.row_length = N;
+  if (const int rows = rows_per_thread(M, N, s.trans_a, threads)) {
 #pragma omp parallel num_threads(threads)
     for (int block = omp_get_thread_num(); block < threads; block += omp_get_num_threads()) {
-      const int m0 = block * rows, m = std::min(M - m0, rows);
-      run_block(product(input, m, N, K, a_row_length, N, trans_a, trans_b, epilogue, true), A + m0,
-                B, C + (size_t)m0 * N, residual ? residual + (size_t)m0 * N : nullptr);
+      const int m0 = block * rows;
+      ProductShape part = s;
+      part.M = std::min(M - m0, rows);
+      run_block(product(input, part, epilogue, true), A + m0, B, C + (size_t)m0 * N,
+                residual ? residual + (size_t)m0 * N : nullptr);
     }
     return;
   }
   const int columns = columns_per_thread(N, threads);
-  if (columns == 0)
-    return run_block(product(input, M, N, K, a_row_length, N, trans_a, trans_b, epilogue, false), A,
-                     B, C, residual);
+  if (columns == 0) return run_block(product(input, s, epilogue, false), A, B, C, residual);
 #pragma omp parallel num_threads(threads)
   // (A team smaller than asked for takes the blocks in turn.)
   for (int block = omp_get_thread_num(); block < threads; block += omp_get_num_threads()) {
-    const int n0 = block * columns, n = std::min(N - n0, columns);
-    const In* B_block = B + (trans_b ? (size_t)n0 * K : (size_t)n0);
-    run_block(product(input, M, n, K, a_row_length, N, trans_a, trans_b, epilogue, true), A,
-              B_block, C + n0, residual ? residual + n0 : nullptr);
+    const int n0 = block * columns;
+    ProductShape part = s;
+    part.N = std::min(N - n0, columns);
+    const In* B_block = B + (s.trans_b ? (size_t)n0 * K : (size_t)n0);
+    run_block(product(input, part, epilogue, true), A, B_block, C + n0,
+              residual ? residual + n0 : nullptr);
   }
 }
 
@@ -231,21 +242,21 @@ bool bf16_available(std::string* why) {
 void matmul_forward_bf16(float* out, const bf16* inp, const bf16* weight, int N, int in_dim,
                          int out_dim, bool accumulate) {
   if (N == 0) return;
-  run(N, out_dim, in_dim, false, true, inp, weight, out, accumulate);  // inp · Wᵀ
+  run({N, out_dim, in_dim, false, true}, inp, weight, out, accumulate);  // inp · Wᵀ
 }
 
 void matmul_residual_bf16(float* out, const float* residual, const bf16* inp, const bf16* weight,
                           int N, int in_dim, int out_dim) {
   if (N == 0) return;
   if (out != residual)
-    return run(N, out_dim, in_dim, false, true, inp, weight, out, false, residual);
+    return run({N, out_dim, in_dim, false, true}, inp, weight, out, false, residual);
   // In place, the product goes to a buffer of its own and is added after, as the epilogue adds it
   // to the finished product: the same bits either way.
   static thread_local std::vector<float> alone;
   const size_t n = (size_t)N * out_dim;
   if (alone.size() < n) alone.resize(n);
   const float* p = alone.data();  // (inside the threads, `alone` names their own)
-  run(N, out_dim, in_dim, false, true, inp, weight, alone.data(), false);
+  run({N, out_dim, in_dim, false, true}, inp, weight, alone.data(), false);
   split_across_threads(n, [&](size_t begin, size_t end) {
 #pragma omp simd
     for (size_t i = begin; i < end; i++) out[i] += p[i];
@@ -253,23 +264,25 @@ void matmul_residual_bf16(float* out, const float* residual, const bf16* inp, co
 }
 
 void matmul_backward_bf16(float* dinp, float* dweight, const bf16* dout, const bf16* inp,
-                          const bf16* weight, int N, int in_dim, int out_dim, bool accumulate) {
+                          const bf16* weight, MatmulShape shape, bool accumulate) {
+  const int N = shape.N, in_dim = shape.in_dim, out_dim = shape.out_dim;
   if (N == 0) return;
-  if (dinp) run(N, in_dim, out_dim, false, false, dout, weight, dinp, false);         // dout · W
-  if (dweight) run(out_dim, in_dim, N, true, false, dout, inp, dweight, accumulate);  // doutᵀ·inp
+  if (dinp) run({N, in_dim, out_dim, false, false}, dout, weight, dinp, false);         // dout · W
+  if (dweight) run({out_dim, in_dim, N, true, false}, dout, inp, dweight, accumulate);  // doutᵀ·inp
 }
 
 void matmul_forward_onednn(float* out, const float* inp, const float* weight, int N, int in_dim,
                            int out_dim, bool accumulate) {
   if (N == 0) return;
-  run(N, out_dim, in_dim, false, true, inp, weight, out, accumulate);  // inp · Wᵀ
+  run({N, out_dim, in_dim, false, true}, inp, weight, out, accumulate);  // inp · Wᵀ
 }
 
 void matmul_backward_onednn(float* dinp, float* dweight, const float* dout, const float* inp,
-                            const float* weight, int N, int in_dim, int out_dim, bool accumulate) {
+                            const float* weight, MatmulShape shape, bool accumulate) {
+  const int N = shape.N, in_dim = shape.in_dim, out_dim = shape.out_dim;
   if (N == 0) return;
-  if (dinp) run(N, in_dim, out_dim, false, false, dout, weight, dinp, false);         // dout · W
-  if (dweight) run(out_dim, in_dim, N, true, false, dout, inp, dweight, accumulate);  // doutᵀ·inp
+  if (dinp) run({N, in_dim, out_dim, false, false}, dout, weight, dinp, false);         // dout · W
+  if (dweight) run({out_dim, in_dim, N, true, false}, dout, inp, dweight, accumulate);  // doutᵀ·inp
 }
 
 namespace {
@@ -301,7 +314,7 @@ std::string onednn_summary() {
 void matmul_forward_onednn(float*, const float*, const float*, int, int, int, bool) {
   XSA_CHECK(false, "oneDNN products in a build without oneDNN");
 }
-void matmul_backward_onednn(float*, float*, const float*, const float*, const float*, int, int, int,
+void matmul_backward_onednn(float*, float*, const float*, const float*, const float*, MatmulShape,
                             bool) {
   XSA_CHECK(false, "oneDNN products in a build without oneDNN");
 }
@@ -321,7 +334,7 @@ void matmul_residual_bf16(float*, const float*, const bf16*, const bf16*, int, i
   XSA_CHECK(false, "bf16 products without oneDNN");
 }
 
-void matmul_backward_bf16(float*, float*, const bf16*, const bf16*, const bf16*, int, int, int,
+void matmul_backward_bf16(float*, float*, const bf16*, const bf16*, const bf16*, MatmulShape,
                           bool) {
   XSA_CHECK(false, "bf16 products without oneDNN");
 }

@@ -26,7 +26,7 @@ std::string products_summary();
 void matmul_forward_onednn(float* out, const float* inp, const float* weight, int N, int in_dim,
                            int out_dim, bool accumulate);
 void matmul_backward_onednn(float* dinp, float* dweight, const float* dout, const float* inp,
-                            const float* weight, int N, int in_dim, int out_dim, bool accumulate);
+                            const float* weight, MatmulShape shape, bool accumulate);
 
 // Whether this build and this CPU run bf16 products at speed: oneDNN present and the CPU has
 // AVX512_BF16 or AMX-BF16. When not, `why` names what is missing.
@@ -47,7 +47,6 @@ void set_bf16_column_blocks(bool on);
 // dinp [N, in_dim] = dout · W (skipped when dinp is null); dweight [out_dim, in_dim] += doutᵀ ·
 // inp, or = with accumulate false (as ops::matmul_backward).
 void matmul_backward_bf16(float* dinp, float* dweight, const bf16* dout, const bf16* inp,
-                          const bf16* weight, int N, int in_dim, int out_dim,
-                          bool accumulate = true);
+                          const bf16* weight, MatmulShape shape, bool accumulate = true);
 
 }  // namespace xsa::ops

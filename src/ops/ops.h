@@ -11,6 +11,7 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "xsa/ops/args.h"
 #include "xsa/ops/attention.h"
 #include "xsa/ops/bf16.h"
 

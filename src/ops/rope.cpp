@@ -31,9 +31,10 @@ namespace {
 // transpose), from `in` into `out` (the same rows in place), each result stored as Out: itself, or
 // rounded to bf16 with the row's v rounded beside it (a product's input).
 template <typename Real, typename Out>
-void rotate_qk(Out* out, const Real* in, const Real* cos, const Real* sin, int B, int T, int C,
-               int H, int Hkv, Real direction) {
-  const int Hk = Hkv > 0 ? Hkv : H, D = C / H, half = D / 2, ld = C + 2 * Hk * D;
+void rotate_qk(Out* out, const Real* in, const RopeArgs<Real>& a, Real direction) {
+  const int B = a.B, T = a.T, C = a.C, H = a.H, Hk = a.Hkv > 0 ? a.Hkv : H;
+  const int D = C / H, half = D / 2, ld = C + 2 * Hk * D;
+  const Real *cos = a.cos, *sin = a.sin;
 #pragma omp parallel for collapse(2) schedule(static)
   for (int b = 0; b < B; b++) {
     for (int t = 0; t < T; t++) {
@@ -60,27 +61,24 @@ void rotate_qk(Out* out, const Real* in, const Real* cos, const Real* sin, int B
 }  // namespace
 
 template <typename Real>
-void rope_forward(Real* qkv, const Real* cos, const Real* sin, int B, int T, int C, int H,
-                  int Hkv) {
-  rotate_qk(qkv, qkv, cos, sin, B, T, C, H, Hkv, Real(1));
+void rope_forward(Real* qkv, const RopeArgs<Real>& args) {
+  rotate_qk(qkv, qkv, args, Real(1));
 }
 
 template <typename Real>
-void rope_backward(Real* dqkv, const Real* cos, const Real* sin, int B, int T, int C, int H,
-                   int Hkv) {
+void rope_backward(Real* dqkv, const RopeArgs<Real>& args) {
   // The rotation is orthogonal, so its backward is the rotation by −angle.
-  rotate_qk(dqkv, dqkv, cos, sin, B, T, C, H, Hkv, Real(-1));
+  rotate_qk(dqkv, dqkv, args, Real(-1));
 }
 
-void rope_backward_bf16(bf16* out, const float* dqkv, const float* cos, const float* sin, int B,
-                        int T, int C, int H, int Hkv) {
-  rotate_qk(out, dqkv, cos, sin, B, T, C, H, Hkv, -1.0f);
+void rope_backward_bf16(bf16* out, const float* dqkv, const RopeArgs<float>& args) {
+  rotate_qk(out, dqkv, args, -1.0f);
 }
 
-#define XSA_INSTANTIATE(Real)                                                                 \
-  template void rope_table<Real>(Real*, Real*, int, int, double);                             \
-  template void rope_forward<Real>(Real*, const Real*, const Real*, int, int, int, int, int); \
-  template void rope_backward<Real>(Real*, const Real*, const Real*, int, int, int, int, int);
+#define XSA_INSTANTIATE(Real)                                     \
+  template void rope_table<Real>(Real*, Real*, int, int, double); \
+  template void rope_forward<Real>(Real*, const RopeArgs<Real>&); \
+  template void rope_backward<Real>(Real*, const RopeArgs<Real>&);
 XSA_INSTANTIATE(float)
 XSA_INSTANTIATE(double)
 

@@ -45,8 +45,9 @@ void add_import_command(CLI::App& root) {
     const ForeignModel m = a->format == "hf" ? import_hf(a->source) : import_llmc(a->source);
     for (const fs::path& old : list_checkpoints(out)) fs::remove_all(old, ec);
     fs::remove(out / "metrics.jsonl", ec);
-    const fs::path ckpt = save_checkpoint(out, 0, m.cfg, param_layout(m.cfg), m.params.data(),
-                                          nullptr, nullptr, nlohmann::json(), a->force);
+    const std::vector<TensorInfo> layout = param_layout(m.cfg);
+    const fs::path ckpt =
+        save_checkpoint(out, 0, m.cfg, {layout, m.params.data()}, nlohmann::json(), a->force);
     std::printf(
         "imported %s\n  -> %s (%s attention, %lld parameters; weights only: eval, sample, "
         "analyze, or train --init-from)\n",

@@ -218,24 +218,35 @@ std::string intact_checkpoint_note(const fs::path& run_dir) {
                                 intact_checkpoint_note(run_dir)));
 }
 
-nlohmann::json trainer_state(const RunConfig& run, const Dataset& data, LoaderPosition position,
-                             const Rng& rng, int64_t step, const StepShape& shape, double elapsed,
-                             const BadStepFilter* filter, int64_t skipped) {
-  const int64_t tokens_per_step = shape.tokens();
+// Where a run stands when it saves: the loader, the RNG, the step, the time spent, and what
+// --skip-bad-steps has seen.
+struct RunPosition {
+  LoaderPosition position;
+  const Rng& rng;
+  int64_t step;
+  double elapsed;
+  const BadStepFilter* filter;
+  int64_t skipped;
+};
+
+nlohmann::json trainer_state(const RunConfig& run, const Dataset& data, const StepShape& shape,
+                             const RunPosition& at) {
+  const int64_t tokens_per_step = shape.tokens(), step = at.step;
+  const LoaderPosition position = at.position;
   nlohmann::json state = {
       {"step", step},
       {"world_size", shape.world},
       {"accumulation_steps", shape.accumulation},
       {"data_position", {{"epoch", position.epoch}, {"cursor", position.cursor}}},
-      {"rng_state", rng.state},
-      {"elapsed_s", elapsed},
+      {"rng_state", at.rng.state},
+      {"elapsed_s", at.elapsed},
       {"tokens_seen", step * tokens_per_step},
       {"data",
        {{"source", run.data},
         {"train_tokens", data.train.size()},
         {"val_tokens", data.val.size()}}},
       {"run", run_config_to_json(run)}};
-  if (filter) state["bad_steps"] = {{"skipped", skipped}, {"filter", filter->to_json()}};
+  if (at.filter) state["bad_steps"] = {{"skipped", at.skipped}, {"filter", at.filter->to_json()}};
   return state;
 }
 
@@ -321,8 +332,9 @@ fs::path save_training_state(Comm& comm, const fs::path& run_dir, int64_t step,
   gather.gather_shards(arena.adam_v.data(), full_v.data(), n);
   if (!comm.is_root()) return {};
   const HostView<float> params(arena.params);
-  return save_checkpoint(run_dir, step, cfg, arena.layout, params.data(), full_m.data(),
-                         full_v.data(), state, replace);
+  return save_checkpoint(run_dir, step, cfg,
+                         {arena.layout, params.data(), full_m.data(), full_v.data()}, state,
+                         replace);
 }
 
 namespace {
@@ -411,8 +423,9 @@ class TrainObserver : public RunObserver {
 
   void save(int64_t at_step) {
     const nlohmann::json st =
-        trainer_state(c_.run, c_.in.data, c_.loader.position(), c_.rng, at_step, c_.in.shape,
-                      c_.elapsed_before + seconds_since(start_), c_.filter, skipped_);
+        trainer_state(c_.run, c_.in.data, c_.in.shape,
+                      {c_.loader.position(), c_.rng, at_step,
+                       c_.elapsed_before + seconds_since(start_), c_.filter, skipped_});
     fs::path saved;
     try {
       saved = save_training_state(c_.comm, c_.run_dir, at_step, c_.model_cfg, c_.model.params(), st,

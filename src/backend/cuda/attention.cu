@@ -1292,12 +1292,11 @@ void attention_forward_cached(const ops::AttentionArgs<float>& args,
   }
 }
 
-void xsa_forward(float* z, const float* y, const float* qkv, int B, int T, int C, int H,
-                 const float* alpha, int Hkv, cudaStream_t stream) {
-  if (B <= 0 || T <= 0 || H <= 0) return;
-  const Shape s = make_shape(B, T, C, H, Hkv);
-  const int blocks = ceil_div(B * T * H, kRowWarps);
-  xsa_forward_kernel<<<blocks, kRowWarps * kWarp, 0, stream>>>(s, z, y, qkv, alpha);
+void xsa_forward(const ops::AttentionArgs<float>& a, cudaStream_t stream) {
+  if (a.B <= 0 || a.T <= 0 || a.H <= 0) return;
+  const Shape s = make_shape(a.B, a.T, a.C, a.H, a.Hkv);
+  const int blocks = ceil_div(a.B * a.T * a.H, kRowWarps);
+  xsa_forward_kernel<<<blocks, kRowWarps * kWarp, 0, stream>>>(s, a.z.data, a.y, a.qkv, a.alpha);
 }
 
 }  // namespace xsa::cuda

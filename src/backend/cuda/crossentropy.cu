@@ -125,12 +125,10 @@ __global__ void __launch_bounds__(kThreads)
 
 }  // namespace
 
-void crossentropy_forward_backward(float* logits, float* losses, const int32_t* targets, int N,
-                                   int V, int Vp, float dloss, bf16_bits* dlogits_bf16,
-                                   cudaStream_t stream) {
-  if (N <= 0) return;
-  crossentropy_kernel<<<N, kThreads, 0, stream>>>(logits, losses, targets, V, Vp, dloss,
-                                                  dlogits_bf16);
+void crossentropy_forward_backward(const CrossEntropyArgs& a, cudaStream_t stream) {
+  if (a.N <= 0) return;
+  crossentropy_kernel<<<a.N, kThreads, 0, stream>>>(a.logits, a.losses, a.targets, a.V, a.Vp,
+                                                    a.dloss, a.dlogits_bf16);
 }
 
 }  // namespace xsa::cuda

@@ -278,16 +278,14 @@ class CudaBackend final : public Backend<float> {
   void layernorm_forward(Tensor<float> out, const LayerNormArgs<float>& args) override {
     refuse_unsupported(*this, Op::layernorm, out.storage);
     if (args.N <= 0) return;
-    cuda::layernorm_forward(out.data, args.mean, args.rstd, args.inp, args.weight, args.bias,
-                            args.N, args.C, stream_);
+    cuda::layernorm_forward(out.data, args, stream_);
     XSA_LAUNCHED("layernorm_forward");
   }
   void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                           const LayerNormArgs<float>& args) override {
     if (args.N <= 0) return;
     float* scratch = scratch_.get(layernorm_backward_scratch(args.N, args.C), "layernorm_backward");
-    cuda::layernorm_backward(dinp, dweight, dbias, dout, args.inp, args.weight, args.mean,
-                             args.rstd, args.N, args.C, scratch, stream_);
+    cuda::layernorm_backward({dinp, dweight, dbias, scratch}, dout, args, stream_);
     XSA_LAUNCHED("layernorm_backward");
   }
   void rope_table(float* cos, float* sin, int T, int D, double theta) override {
@@ -304,14 +302,13 @@ class CudaBackend final : public Backend<float> {
     from_host(sin, s.data(), s.size());
   }
   void rope_forward(float* qkv, const RopeArgs<float>& args) override {
-    cuda::rope_forward(qkv, args.cos, args.sin, args.B, args.T, args.C, args.H, args.Hkv, stream_);
+    cuda::rope_forward(qkv, args, stream_);
     XSA_LAUNCHED("rope_forward");
   }
   void rope_backward(Tensor<float> out, float* dqkv, const RopeArgs<float>& args) override {
     refuse_unsupported(*this, Op::rope, out.storage);
     copy(out.data, dqkv, rope_rows_size(args));
-    cuda::rope_backward(out.data, args.cos, args.sin, args.B, args.T, args.C, args.H, args.Hkv,
-                        stream_);
+    cuda::rope_backward(out.data, args, stream_);
     XSA_LAUNCHED("rope_backward");
   }
   void gelu_forward(Tensor<float> out, const float* inp, size_t n) override {
@@ -353,8 +350,7 @@ class CudaBackend final : public Backend<float> {
   }
   void xsa_forward(const ops::AttentionArgs<float>& args) override {
     refuse_unsupported(*this, Op::attention, args.z.storage);
-    cuda::xsa_forward(args.z.data, args.y, args.qkv, args.B, args.T, args.C, args.H, args.alpha,
-                      args.Hkv, stream_);
+    cuda::xsa_forward(args, stream_);
     XSA_LAUNCHED("xsa_forward");
   }
 
@@ -362,8 +358,8 @@ class CudaBackend final : public Backend<float> {
   void crossentropy_forward_backward(float* logits, float* losses, const int32_t* targets, int N,
                                      int V, int Vp, float dloss) override {
     if (N <= 0) return;
-    cuda::crossentropy_forward_backward(logits, losses, upload(targets, N, targets_), N, V, Vp,
-                                        dloss, nullptr, stream_);
+    cuda::crossentropy_forward_backward(
+        {logits, losses, upload(targets, N, targets_), N, V, Vp, dloss, nullptr}, stream_);
     XSA_LAUNCHED("crossentropy_forward_backward");
   }
   // With bf16 products the cross-entropy writes its gradient in bf16 for the backward's products
@@ -375,8 +371,9 @@ class CudaBackend final : public Backend<float> {
     const Operand x = activation_operand(a.inp, (size_t)a.rows * a.C, act_a_);  // both products
     forward(a.logits, x, a.wte, shape, false);
     bf16_bits* dlogits = dlogits_.get((size_t)a.rows * a.Vp, "the classifier");
-    cuda::crossentropy_forward_backward(a.logits, a.losses, upload(a.targets, a.rows, targets_),
-                                        a.rows, a.V, a.Vp, a.dloss, dlogits, stream_);
+    cuda::crossentropy_forward_backward({a.logits, a.losses, upload(a.targets, a.rows, targets_),
+                                         a.rows, a.V, a.Vp, a.dloss, dlogits},
+                                        stream_);
     XSA_LAUNCHED("crossentropy_forward_backward");
     backward(a.dinp, a.dwte, Operand{dlogits, true}, x, a.wte, shape, a.accumulate);
   }
@@ -466,20 +463,21 @@ class CudaBackend final : public Backend<float> {
   // out_cm [out × N] = W_cmᵀ · inp_cm, the row-major arrays read as column-major.
   void forward(float* out, Operand inp, const float* weight, MatmulShape shape, bool accumulate) {
     const int N = shape.N, in_dim = shape.in_dim, out_dim = shape.out_dim;
-    gemm("matmul_forward", true, false, out_dim, N, in_dim, weight_operand(weight, in_dim, out_dim),
-         in_dim, inp, in_dim, out, out_dim, accumulate ? 1.0f : 0.0f);
+    gemm({"matmul_forward", true, false, out_dim, N, in_dim},
+         {weight_operand(weight, in_dim, out_dim), in_dim, inp, in_dim, out, out_dim},
+         accumulate ? 1.0f : 0.0f);
   }
   void backward(float* dinp, float* dweight, Operand dout, Operand inp, const float* weight,
                 MatmulShape shape, bool accumulate) {
     const int N = shape.N, in_dim = shape.in_dim, out_dim = shape.out_dim;
     // dinp_cm [in × N] = W_cm [in × out] · dout_cm [out × N]
     if (dinp)
-      gemm("matmul_backward (input)", false, false, in_dim, N, out_dim,
-           weight_operand(weight, in_dim, out_dim), in_dim, dout, out_dim, dinp, in_dim, 0.0f);
+      gemm({"matmul_backward (input)", false, false, in_dim, N, out_dim},
+           {weight_operand(weight, in_dim, out_dim), in_dim, dout, out_dim, dinp, in_dim}, 0.0f);
     // dW_cm [in × out] (+)= inp_cm [in × N] · dout_cmᵀ
     if (dweight)
-      gemm("matmul_backward (weight)", false, true, in_dim, out_dim, N, inp, in_dim, dout, out_dim,
-           dweight, in_dim, accumulate ? 1.0f : 0.0f);
+      gemm({"matmul_backward (weight)", false, true, in_dim, out_dim, N},
+           {inp, in_dim, dout, out_dim, dweight, in_dim}, accumulate ? 1.0f : 0.0f);
   }
 
   // A cuBLASLt plan per product shape: descriptors and the heuristic's algorithm, made once.
@@ -503,9 +501,28 @@ class CudaBackend final : public Backend<float> {
     return bytes;
   }
 
+  // A product's shape, column-major: op(A) [m × k] · op(B) [k × n]; `what` names it in errors.
+  struct GemmShape {
+    const char* what;
+    bool trans_a, trans_b;
+    int m, n, k;
+  };
+  // Its operands and their leading dimensions.
+  struct GemmOperands {
+    Operand A;
+    int lda;
+    Operand B;
+    int ldb;
+    float* D;
+    int ldc;
+  };
   // D [m × n] (column-major, ldc) = op(A) op(B) + beta·D, in fp32 accumulation.
-  void gemm(const char* what, bool trans_a, bool trans_b, int m, int n, int k, Operand A, int lda,
-            Operand B, int ldb, float* D, int ldc, float beta) {
+  void gemm(const GemmShape& shape, const GemmOperands& o, float beta) {
+    const char* what = shape.what;
+    const bool trans_a = shape.trans_a, trans_b = shape.trans_b;
+    const int m = shape.m, n = shape.n, k = shape.k, lda = o.lda, ldb = o.ldb, ldc = o.ldc;
+    const Operand A = o.A, B = o.B;
+    float* D = o.D;
     const PlanKey key{
         trans_a,           trans_b,           m,           n, k, lda, ldb, ldc, A.bf16, B.bf16,
         alignment(A.data), alignment(B.data), alignment(D)};

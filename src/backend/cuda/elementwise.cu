@@ -171,13 +171,12 @@ __global__ void rope_kernel(float* qkv, const float* cos, const float* sin, size
   }
 }
 
-void rope(float* qkv, const float* cos, const float* sin, int B, int T, int C, int H, int Hkv,
-          float direction, cudaStream_t stream) {
-  const int Hk = Hkv > 0 ? Hkv : H, D = C / H, heads = H + Hk;
-  const size_t pairs = (size_t)B * T * heads * (D / 2);
+void rope(float* qkv, const ops::RopeArgs<float>& a, float direction, cudaStream_t stream) {
+  const int Hk = a.Hkv > 0 ? a.Hkv : a.H, D = a.C / a.H, heads = a.H + Hk;
+  const size_t pairs = (size_t)a.B * a.T * heads * (D / 2);
   if (pairs == 0) return;
   rope_kernel<<<grid_stride_blocks(pairs, kThreads), kThreads, 0, stream>>>(
-      qkv, cos, sin, pairs, T, D, heads, C + 2 * Hk * D, direction);
+      qkv, a.cos, a.sin, pairs, a.T, D, heads, a.C + 2 * Hk * D, direction);
 }
 
 // ---- AdamW (ops/adamw.cpp): the same float constants, made on the host in double ----
@@ -318,15 +317,13 @@ void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n,
                          stream>>>(dinp, inp, dout, n, vectorized);
 }
 
-void rope_forward(float* qkv, const float* cos, const float* sin, int B, int T, int C, int H,
-                  int Hkv, cudaStream_t stream) {
-  rope(qkv, cos, sin, B, T, C, H, Hkv, 1.0f, stream);
+void rope_forward(float* qkv, const ops::RopeArgs<float>& args, cudaStream_t stream) {
+  rope(qkv, args, 1.0f, stream);
 }
 
-void rope_backward(float* dqkv, const float* cos, const float* sin, int B, int T, int C, int H,
-                   int Hkv, cudaStream_t stream) {
+void rope_backward(float* dqkv, const ops::RopeArgs<float>& args, cudaStream_t stream) {
   // The rotation is orthogonal: its transpose is the rotation by −angle.
-  rope(dqkv, cos, sin, B, T, C, H, Hkv, -1.0f, stream);
+  rope(dqkv, args, -1.0f, stream);
 }
 
 void adamw_update(float* param, const float* grad, float* m, float* v, size_t n,

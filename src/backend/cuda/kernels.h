@@ -42,11 +42,9 @@ void bias_backward(float* dbias, const float* dout, int N, int D, float* scratch
                    cudaStream_t stream);
 void gelu_forward(float* out, const float* inp, size_t n, cudaStream_t stream);
 void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n, cudaStream_t stream);
-// cos, sin [T, D/2] (made on the host in double, as ops::rope_table).
-void rope_forward(float* qkv, const float* cos, const float* sin, int B, int T, int C, int H,
-                  int Hkv, cudaStream_t stream);
-void rope_backward(float* dqkv, const float* cos, const float* sin, int B, int T, int C, int H,
-                   int Hkv, cudaStream_t stream);
+// The args' cos, sin [T, D/2] made on the host in double, as ops::rope_table.
+void rope_forward(float* qkv, const ops::RopeArgs<float>& args, cudaStream_t stream);
+void rope_backward(float* dqkv, const ops::RopeArgs<float>& args, cudaStream_t stream);
 void adamw_update(float* param, const float* grad, float* m, float* v, size_t n,
                   const ops::AdamWSettings& settings, cudaStream_t stream);
 void gate_alpha(float* alpha, const float* w, int H, cudaStream_t stream);
@@ -57,21 +55,31 @@ void gate_backward(float* dw, const float* dalpha, const float* alpha, int N, in
 void sink_backward(float* dsink, const float* dlogit, int B, int H, cudaStream_t stream);
 
 // ---- layernorm.cu ----
-void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
-                       const float* bias, int N, int C, cudaStream_t stream);
-// dinp accumulates; dweight, dbias accumulate through scratch (layernorm_backward_scratch floats)
-// in a fixed order.
+void layernorm_forward(float* out, const ops::LayerNormArgs<float>& args, cudaStream_t stream);
+// The gradients of layernorm_backward: dinp accumulates; dweight, dbias accumulate through scratch
+// (layernorm_backward_scratch floats) in a fixed order.
+struct LayerNormGrads {
+  float* dinp;
+  float* dweight;
+  float* dbias;
+  float* scratch;
+};
 size_t layernorm_backward_scratch(int N, int C);
-void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
-                        const float* inp, const float* weight, const float* mean, const float* rstd,
-                        int N, int C, float* scratch, cudaStream_t stream);
+void layernorm_backward(const LayerNormGrads& grads, const float* dout,
+                        const ops::LayerNormArgs<float>& args, cudaStream_t stream);
 
 // ---- crossentropy.cu: as ops::crossentropy_forward_backward (targets on the device) ----
 // With dlogits_bf16 non-null (and dloss ≠ 0) the gradient is written there in bf16 and the
 // logits are left as they are.
-void crossentropy_forward_backward(float* logits, float* losses, const int32_t* targets, int N,
-                                   int V, int Vp, float dloss, bf16_bits* dlogits_bf16,
-                                   cudaStream_t stream);
+struct CrossEntropyArgs {
+  float* logits;           // [N, Vp]
+  float* losses;           // [N]
+  const int32_t* targets;  // [N], on the device
+  int N, V, Vp;
+  float dloss;
+  bf16_bits* dlogits_bf16;
+};
+void crossentropy_forward_backward(const CrossEntropyArgs& args, cudaStream_t stream);
 
 // ---- reduce.cu: sums in double, in a fixed order whatever the launch ----
 size_t sum_scratch(size_t n);  // doubles
@@ -92,8 +100,7 @@ void attention_backward(const ops::AttentionArgs<float>& args, bool bf16_product
 // The cache's k, v and spans (when not null) are on the device.
 void attention_forward_cached(const ops::AttentionArgs<float>& args,
                               const ops::KvCache<float>& cache, cudaStream_t stream);
-// z from y as ops::xsa_forward.
-void xsa_forward(float* z, const float* y, const float* qkv, int B, int T, int C, int H,
-                 const float* alpha, int Hkv, cudaStream_t stream);
+// The args' z (fp32) from their y, qkv and alpha, as ops::xsa_forward.
+void xsa_forward(const ops::AttentionArgs<float>& args, cudaStream_t stream);
 
 }  // namespace xsa::cuda

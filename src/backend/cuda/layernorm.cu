@@ -161,12 +161,11 @@ __global__ void layernorm_param_finish_kernel(float* dweight, float* dbias,
 
 }  // namespace
 
-void layernorm_forward(float* out, float* mean, float* rstd, const float* inp, const float* weight,
-                       const float* bias, int N, int C, cudaStream_t stream) {
-  if (N <= 0 || C <= 0) return;
-  const unsigned blocks = (unsigned)((N + kRowsPerBlock - 1) / kRowsPerBlock);
-  layernorm_forward_kernel<<<blocks, kRowsPerBlock * kWarp, 0, stream>>>(out, mean, rstd, inp,
-                                                                         weight, bias, N, C);
+void layernorm_forward(float* out, const ops::LayerNormArgs<float>& a, cudaStream_t stream) {
+  if (a.N <= 0 || a.C <= 0) return;
+  const unsigned blocks = (unsigned)((a.N + kRowsPerBlock - 1) / kRowsPerBlock);
+  layernorm_forward_kernel<<<blocks, kRowsPerBlock * kWarp, 0, stream>>>(
+      out, a.mean, a.rstd, a.inp, a.weight, a.bias, a.N, a.C);
 }
 
 size_t layernorm_backward_scratch(int N, int C) {
@@ -175,9 +174,12 @@ size_t layernorm_backward_scratch(int N, int C) {
   return 4 * (size_t)row_chunks(N) * C + 1;
 }
 
-void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
-                        const float* inp, const float* weight, const float* mean, const float* rstd,
-                        int N, int C, float* scratch, cudaStream_t stream) {
+void layernorm_backward(const LayerNormGrads& grads, const float* dout,
+                        const ops::LayerNormArgs<float>& a, cudaStream_t stream) {
+  float *dinp = grads.dinp, *dweight = grads.dweight, *dbias = grads.dbias;
+  float* scratch = grads.scratch;
+  const float *inp = a.inp, *weight = a.weight, *mean = a.mean, *rstd = a.rstd;
+  const int N = a.N, C = a.C;
   if (N <= 0 || C <= 0) return;
   const unsigned row_blocks = (unsigned)((N + kRowsPerBlock - 1) / kRowsPerBlock);
   layernorm_backward_rows_kernel<<<row_blocks, kRowsPerBlock * kWarp, 0, stream>>>(
