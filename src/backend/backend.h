@@ -1,9 +1,11 @@
-// The seam between the model and the hardware. A backend owns the memory it computes on (each
-// buffer knows its device and its backend releases it) and runs every op of the model's forward
-// and backward, the optimizer and the reductions on that memory. The model (model/), the training
-// step (train/) and the decoder reach ops only through a Backend; the CPU backend (cpu_backend.cpp)
-// dispatches to the kernels in ops/. Another device (CUDA) is another implementation of this
-// interface in its own files.
+// The seam between the model and the hardware. A backend is memory (it owns what it computes on;
+// each buffer knows its device and its backend releases it) and a table of kernels: every op of
+// the model's forward and backward, the optimizer and the reductions, with the storage each takes
+// (supports(); precision is data: ops/tensor.h). The model (model/), the training step (train/)
+// and the decoder reach ops only through a Backend; the CPU backend (cpu_backend.cpp) dispatches
+// to the kernels in ops/. Another device (CUDA) is another implementation of this interface in its
+// own files. docs/architecture.md ("The backend") gives the steps to add an op, a precision or a
+// device.
 //
 // Conventions: device pointers everywhere, except token ids (inputs, targets), which stay on the
 // host — a device backend copies the B·T ids itself. Sizes and layouts as in ops/ops.h.
