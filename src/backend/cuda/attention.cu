@@ -296,9 +296,17 @@ struct Fp32BackwardSmem {
 };
 
 // The query tile's Q, dY (head h), lse and D_i rows into shared memory.
-__device__ void stage_query_tile_fp32(const Fp32BackwardSmem& sm, const Shape& s, const float* qkv,
-                                      const float* dy, const float* lse, const float* Di, int b,
-                                      int h, int i0) {
+// What the fp32 backward's tiles read: qkv, dY (∂L/∂y), the row statistics lse and D_i.
+struct BackwardInputs {
+  const float* qkv;
+  const float* dy;
+  const float* lse;
+  const float* Di;
+};
+
+__device__ void stage_query_tile_fp32(const Fp32BackwardSmem& sm, const Shape& s,
+                                      const BackwardInputs& in, int b, int h, int i0) {
+  const float *qkv = in.qkv, *dy = in.dy, *lse = in.lse, *Di = in.Di;
   const int rows = min(kBwdTile, s.T - i0);
   stage_fp32(sm.Q, s.D + 1, qkv + s.q_at(b, i0, h), s.ld, kBwdTile, rows, s.D);
   stage_fp32(sm.dY, s.D + 1, dy + s.y_at(b, i0, h), s.C, kBwdTile, rows, s.D);
@@ -361,7 +369,7 @@ __global__ void __launch_bounds__(kBwdWarps* kWarp)
   for (int h = g * s.group; h < (g + 1) * s.group; h++) {
     for (int i0 = j0; i0 < s.T; i0 += kBwdTile) {
       __syncthreads();  // the previous pair's tiles are no longer read
-      stage_query_tile_fp32(sm, s, qkv, dy, lse, Di, b, h, i0);
+      stage_query_tile_fp32(sm, s, {qkv, dy, lse, Di}, b, h, i0);
       __syncthreads();
       probabilities_fp32(sm, s, i0, j0);
       __syncthreads();
@@ -407,7 +415,7 @@ __global__ void __launch_bounds__(kBwdWarps* kWarp)
   const int qt = gridDim.x - 1 - blockIdx.x, h = blockIdx.y, b = blockIdx.z, g = h / s.group;
   const int i0 = qt * kBwdTile;
   float* dQ = sm.acc[0];
-  stage_query_tile_fp32(sm, s, qkv, dy, lse, Di, b, h, i0);
+  stage_query_tile_fp32(sm, s, {qkv, dy, lse, Di}, b, h, i0);
   for (int e = threadIdx.x; e < kBwdTile * D; e += blockDim.x) dQ[e] = 0.0f;
 
   for (int j0 = 0; j0 <= i0; j0 += kBwdTile) {
@@ -899,10 +907,14 @@ constexpr int kRowWarps = 8;  // warps per block of the warp-per-row kernels
 // as ops::xsa_row_backward: g = ∂L/∂z in d_out becomes dy = g − α (g·u) u in place, the own-value
 // gradient joins dqkv's v, dalpha gets −s (g·u). Then D_i = dy·y for the attention backward.
 __global__ void __launch_bounds__(kRowWarps* kWarp)
-    backward_prologue_kernel(Shape s, bool exclusive, const float* __restrict__ qkv,
-                             const float* __restrict__ y, float* __restrict__ d_out,
-                             const float* __restrict__ alpha, float* __restrict__ dalpha,
-                             float* __restrict__ dqkv, float* __restrict__ Di) {
+    backward_prologue_kernel(Shape s, const ops::AttentionArgs<float> a, float* __restrict__ Di) {
+  const bool exclusive = a.exclusive;
+  const float* __restrict__ qkv = a.qkv;
+  const float* __restrict__ y = a.y;
+  float* __restrict__ d_out = a.d_out;
+  const float* __restrict__ alpha = a.alpha;
+  float* __restrict__ dalpha = exclusive ? a.dalpha : nullptr;
+  float* __restrict__ dqkv = a.dqkv;
   const int task = blockIdx.x * kRowWarps + threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   if (task >= s.B * s.T * s.Hk) return;  // the whole warp
   const int n = task / s.Hk, g = task % s.Hk, b = n / s.T, t = n % s.T, D = s.D;
@@ -985,11 +997,16 @@ constexpr int kCachedWarps = 4;
 // takes the chunk, then every lane adds the chunk's p·v for its head dimensions lane + 32k.
 template <int DPL>
 __global__ void __launch_bounds__(kCachedWarps* kWarp)
-    forward_cached_kernel(Shape s, const float* __restrict__ qkv, const float* __restrict__ k_cache,
-                          const float* __restrict__ v_cache, int prefix, int slot0,
-                          const ops::SlotSpan* __restrict__ spans, float* __restrict__ y,
-                          float* __restrict__ z, const float* __restrict__ alpha,
-                          const float* __restrict__ sink) {
+    forward_cached_kernel(Shape s, const ops::AttentionArgs<float> a,
+                          const ops::KvCache<float> cache, float* __restrict__ z) {
+  const float* __restrict__ qkv = a.qkv;
+  const float* __restrict__ k_cache = cache.k;
+  const float* __restrict__ v_cache = cache.v;
+  const int prefix = cache.prefix, slot0 = cache.slot0;
+  const ops::SlotSpan* __restrict__ spans = cache.spans;
+  float* __restrict__ y = a.y;
+  const float* __restrict__ alpha = a.alpha;
+  const float* __restrict__ sink = a.sink;
   __shared__ float q_rows[kCachedWarps][DPL * kWarp];
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int task = blockIdx.x * kCachedWarps + warp;
@@ -1192,9 +1209,7 @@ template <int DPL>
 void launch_forward_cached(const Shape& s, const ops::AttentionArgs<float>& args,
                            const ops::KvCache<float>& cache, float* z, cudaStream_t stream) {
   const int blocks = ceil_div(s.T * s.H, kCachedWarps);
-  forward_cached_kernel<DPL><<<blocks, kCachedWarps * kWarp, 0, stream>>>(
-      s, args.qkv, cache.k, cache.v, cache.prefix, cache.slot0, cache.spans, args.y, z, args.alpha,
-      args.sink);
+  forward_cached_kernel<DPL><<<blocks, kCachedWarps * kWarp, 0, stream>>>(s, args, cache, z);
 }
 
 }  // namespace
@@ -1246,9 +1261,7 @@ void attention_backward(const ops::AttentionArgs<float>& args, bool bf16_product
     cudaMemsetAsync(args.dqkv, 0, s.token(s.B, 0) * s.ld * sizeof(float), stream);
   // 1. XSA's backward (d_out becomes ∂L/∂y, the own-value gradient, dalpha) and D_i.
   const int prologue_blocks = ceil_div(s.B * s.T * s.Hk, kRowWarps);
-  backward_prologue_kernel<<<prologue_blocks, kRowWarps * kWarp, 0, stream>>>(
-      s, args.exclusive, args.qkv, args.y, args.d_out, args.alpha,
-      args.exclusive ? args.dalpha : nullptr, args.dqkv, Di);
+  backward_prologue_kernel<<<prologue_blocks, kRowWarps * kWarp, 0, stream>>>(s, args, Di);
   // 2. The sinks' gradient.
   if (args.sink)
     sink_gradient_kernel<<<s.B * s.H, kSinkThreads, 0, stream>>>(s, args.sink, args.lse, Di,

@@ -155,8 +155,18 @@ __global__ void gelu_backward_kernel(float* dinp, const float* inp, const float*
 // One thread per rotated pair (j, j + D/2) of one (token, head); q's H heads then k's Hkv heads
 // are adjacent in a qkv row, so head hh (of H + Hkv) starts at column hh·D. direction −1 rotates
 // by −angle (the backward).
-__global__ void rope_kernel(float* qkv, const float* cos, const float* sin, size_t pairs, int T,
-                            int D, int heads, int row_width, float direction) {
+// The rotation's layout: `pairs` (j, j + D/2) pairs over B·T rows of `heads` heads (q's, then
+// k's), rows `row_width` apart.
+struct RopeLayout {
+  size_t pairs;
+  int T, D, heads, row_width;
+  float direction;
+};
+
+__global__ void rope_kernel(float* qkv, const float* cos, const float* sin, RopeLayout l) {
+  const size_t pairs = l.pairs;
+  const int T = l.T, D = l.D, heads = l.heads, row_width = l.row_width;
+  const float direction = l.direction;
   const int half = D / 2;
   for (size_t i = global_thread(); i < pairs; i += grid_threads()) {
     const int j = (int)(i % half);
@@ -176,7 +186,7 @@ void rope(float* qkv, const ops::RopeArgs<float>& a, float direction, cudaStream
   const size_t pairs = (size_t)a.B * a.T * heads * (D / 2);
   if (pairs == 0) return;
   rope_kernel<<<grid_stride_blocks(pairs, kThreads), kThreads, 0, stream>>>(
-      qkv, a.cos, a.sin, pairs, a.T, D, heads, a.C + 2 * Hk * D, direction);
+      qkv, a.cos, a.sin, RopeLayout{pairs, a.T, D, heads, a.C + 2 * Hk * D, direction});
 }
 
 // ---- AdamW (ops/adamw.cpp): the same float constants, made on the host in double ----
