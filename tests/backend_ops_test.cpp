@@ -12,6 +12,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -33,20 +34,44 @@ using test::Vec;
 using test::within;
 
 constexpr double kBf16Roundoff = 0x1p-8;  // bf16's unit roundoff (8 significant bits)
+// TF32 keeps 10 explicit significand bits; its conversion may truncate, so a relative error of up
+// to 2⁻¹⁰ per operand.
+constexpr double kTf32Roundoff = 0x1p-10;
 
-// The backends of the table, by name; null with `why` when this machine has none such.
+// Every kernel launch on a GPU synchronised and checked, so a fault names its kernel
+// (backend/cuda/launch.h); set before the first backend is opened.
+[[maybe_unused]] const bool kCheckedLaunches = setenv("XSA_CUDA_CHECK", "1", 0) == 0;
+
+// What a backend's matrix products round their operands to.
+enum class Products : uint8_t { fp32, tf32, bf16 };
+
+// The backends of the table, by name; null with `why` when this machine has none such. The GPU
+// has two more forms that only some families exercise (kFormsOf): its deterministic attention
+// backward (the dQ kernels that recompute P instead of adding atomically) and TF32 products.
 Backend<float>* backend_named(const std::string& name, std::string* why) {
   const bool bf16 = name.find("bf16") != std::string::npos;
-  if (bf16 && !bf16_products_available(why)) return nullptr;
+  if (bf16 && name.rfind("cuda", 0) != 0 && !bf16_products_available(why)) return nullptr;
   if (name.rfind("cuda", 0) == 0) {
     if (!cuda_available(why)) return nullptr;
-    return &select_backend({"cuda", bf16 ? "bf16" : "fp32"});
+    const bool tf32 = name.find("tf32") != std::string::npos,
+               deterministic = name.find("deterministic") != std::string::npos;
+    return &select_backend({"cuda", bf16 ? "bf16" : "fp32", tf32, deterministic});
   }
   Backend<float>& cpu = bf16 ? cpu_bf16_backend() : cpu_backend<float>();
   return name.rfind("isolated", 0) == 0 ? &isolated_backend(cpu) : &cpu;
 }
+Products products_of(const std::string& name) {
+  return name.find("bf16") != std::string::npos   ? Products::bf16
+         : name.find("tf32") != std::string::npos ? Products::tf32
+                                                  : Products::fp32;
+}
 const std::vector<std::string> kBackends = {"cpu",           "cpu-bf16", "isolated",
                                             "isolated-bf16", "cuda",     "cuda-bf16"};
+// The GPU's other forms, each with the one family it changes.
+const std::vector<std::pair<std::string, Op>> kFormsOf = {
+    {"cuda-deterministic", Op::attention},
+    {"cuda-bf16-deterministic", Op::attention},
+    {"cuda-tf32", Op::matmul}};
 
 // Host values in and out of a backend's memory.
 struct Device {
@@ -113,9 +138,10 @@ Vec product_magnitudes(const Vec& x, const Vec& w, int N, int I, int O) {
   ref::matmul_forward(mag.data(), test::abs_of(x).data(), test::abs_of(w).data(), N, I, O);
   return mag;
 }
-// Operands rounded to bf16 (each ≤ 2^-8 relative): the product moves by (2^-7 + 2^-16)·Σ|ab|.
-void add_bf16_operands(Vec& bound, const Vec& magnitudes) {
-  for (size_t i = 0; i < bound.size(); i++) bound[i] += (0x1p-7 + 0x1p-16) * magnitudes[i];
+// Operands rounded to `unit` relative each (bf16: 2^-8): the product moves by
+// (2·unit + unit²)·Σ|ab|.
+void add_rounded_operands(Vec& bound, const Vec& magnitudes, double unit) {
+  for (size_t i = 0; i < bound.size(); i++) bound[i] += (2 * unit + unit * unit) * magnitudes[i];
 }
 
 // A bound for an output stored in `storage`: bf16 rounds the computed value once more, by at
@@ -133,7 +159,7 @@ struct MatmulShape {
   int N, I, O;
 };
 // Inputs x and dout in `storage` (bf16: product inputs, given bf16-exact).
-void check_matmul(Backend<float>& be, bool bf16, MatmulShape s, Storage storage) {
+void check_matmul(Backend<float>& be, Products products, MatmulShape s, Storage storage) {
   Device dev{be};
   const auto stored = [&](Vec v) {
     return storage == Storage::bf16 ? as_bf16(std::move(v)) : as_float(std::move(v));
@@ -155,12 +181,13 @@ void check_matmul(Backend<float>& be, bool bf16, MatmulShape s, Storage storage)
   Vec y_bound = test::matmul_forward_bound(x, w, s.N, s.I, s.O, nullptr, kFloatRoundoff), dx_bound,
       dw_bound;
   test::matmul_backward_bound(dx_bound, dw_bound, dout, x, w, dw0, s.N, s.I, s.O, kFloatRoundoff);
-  if (bf16) {  // the three products on bf16 operands
-    add_bf16_operands(y_bound, product_magnitudes(x, w, s.N, s.I, s.O));
+  if (products != Products::fp32) {  // the three products on rounded operands
+    const double unit = products == Products::bf16 ? kBf16Roundoff : kTf32Roundoff;
+    add_rounded_operands(y_bound, product_magnitudes(x, w, s.N, s.I, s.O), unit);
     Vec dx_mag(s.N * s.I), dw_mag(s.O * s.I, 0.0);
     ref::matmul_backward(dx_mag.data(), dw_mag.data(), test::abs_of(dout).data(),
                          test::abs_of(x).data(), test::abs_of(w).data(), s.N, s.I, s.O);
-    add_bf16_operands(dx_bound, dx_mag), add_bf16_operands(dw_bound, dw_mag);
+    add_rounded_operands(dx_bound, dx_mag, unit), add_rounded_operands(dw_bound, dw_mag, unit);
   }
   EXPECT_TRUE(within(dev.get(Y), y_ref, y_bound, "y"));
   EXPECT_TRUE(within(dev.get(dX), dx_ref, dx_bound, "dx"));
@@ -566,7 +593,7 @@ struct OpCase {
   std::string name;
   Op family;
   Storage storage;
-  std::function<void(Backend<float>&, bool bf16, Storage)> check;
+  std::function<void(Backend<float>&, Products, Storage)> check;
 };
 std::vector<OpCase> op_cases() {
   std::vector<OpCase> cases;
@@ -576,23 +603,23 @@ std::vector<OpCase> op_cases() {
     for (MatmulShape s : {MatmulShape{37, 64, 96}, MatmulShape{130, 384, 128}})
       cases.push_back(
           {fmt::format("matmul_N{}_I{}_O{}{}", s.N, s.I, s.O, in), Op::matmul, st,
-           [s](Backend<float>& be, bool bf16, Storage st) { check_matmul(be, bf16, s, st); }});
+           [s](Backend<float>& be, Products p, Storage st) { check_matmul(be, p, s, st); }});
     for (int C : {64, 768})
       cases.push_back(
           {fmt::format("layernorm_N37_C{}{}", C, in), Op::layernorm, st,
-           [C](Backend<float>& be, bool, Storage st) { check_layernorm(be, 37, C, st); }});
+           [C](Backend<float>& be, Products, Storage st) { check_layernorm(be, 37, C, st); }});
     cases.push_back({"gelu_n4099" + in, Op::gelu, st,
-                     [](Backend<float>& be, bool, Storage st) { check_gelu(be, 4099, st); }});
+                     [](Backend<float>& be, Products, Storage st) { check_gelu(be, 4099, st); }});
     cases.push_back(
         {"rope_B2_T37_D64_H4_Hkv2" + in, Op::rope, st,
-         [](Backend<float>& be, bool, Storage st) { check_rope(be, 2, 37, 256, 4, 2, st); }});
+         [](Backend<float>& be, Products, Storage st) { check_rope(be, 2, 37, 256, 4, 2, st); }});
     cases.push_back(
         {"rope_B1_T70_D128_H2_Hkv2" + in, Op::rope, st,
-         [](Backend<float>& be, bool, Storage st) { check_rope(be, 1, 70, 256, 2, 0, st); }});
+         [](Backend<float>& be, Products, Storage st) { check_rope(be, 1, 70, 256, 2, 0, st); }});
   }
   const auto fp32_case = [&](std::string name, Op family, std::function<void(Backend<float>&)> f) {
     cases.push_back({std::move(name), family, Storage::fp32,
-                     [f](Backend<float>& be, bool, Storage) { f(be); }});
+                     [f](Backend<float>& be, Products, Storage) { f(be); }});
   };
   fp32_case("bias_N37_D96", Op::bias, [](Backend<float>& be) { check_bias(be, 37, 96); });
   fp32_case("encoder_N70_V50_C64", Op::embedding,
@@ -621,8 +648,9 @@ std::vector<OpCase> op_cases() {
     cases.push_back(
         {fmt::format("attention_B{}_T{}_D{}_H{}_Hkv{}{}{}", s.B, s.T, s.C / s.H, s.H,
                      s.Hkv ? s.Hkv : s.H, s.exclusive ? "_xsa" : "_sa", s.sink ? "_sink" : ""),
-         Op::attention, Storage::fp32,
-         [s](Backend<float>& be, bool bf16, Storage) { check_attention(be, bf16, s); }});
+         Op::attention, Storage::fp32, [s](Backend<float>& be, Products p, Storage) {
+           check_attention(be, p == Products::bf16, s);
+         }});
   return cases;
 }
 
@@ -638,7 +666,7 @@ TEST_P(BackendOps, WithinTheBoundOfItsRoundings) {
     if (!be->supports(c.family, c.storage))
       GTEST_SKIP() << backend_name << " does not take " << ops::to_string(c.storage) << " "
                    << to_string(c.family) << " activations (its supports() says so)";
-    return c.check(*be, backend_name.find("bf16") != std::string::npos, c.storage);
+    return c.check(*be, products_of(backend_name), c.storage);
   }
   FAIL() << "no op " << op;
 }
@@ -690,22 +718,23 @@ TEST(BackendOps, RefusesAStorageItDoesNotTake) {
   }
 }
 
-std::vector<std::string> op_names() {
-  std::vector<std::string> names;
-  for (const OpCase& c : op_cases()) names.push_back(c.name);
-  return names;
+// Every case on every backend, and the GPU's other forms on the cases of their family.
+std::vector<std::tuple<std::string, std::string>> table_rows() {
+  std::vector<std::tuple<std::string, std::string>> rows;
+  for (const OpCase& c : op_cases()) {
+    for (const std::string& backend : kBackends) rows.emplace_back(c.name, backend);
+    for (const auto& [form, family] : kFormsOf)
+      if (c.family == family) rows.emplace_back(c.name, form);
+  }
+  return rows;
 }
 
-INSTANTIATE_TEST_SUITE_P(Table, BackendOps,
-                         testing::Combine(testing::ValuesIn(op_names()),
-                                          testing::ValuesIn(kBackends)),
-                         [](const auto& info) {
-                           std::string name =
-                               std::get<0>(info.param) + "_on_" + std::get<1>(info.param);
-                           for (char& ch : name)
-                             if (ch == '-') ch = '_';
-                           return name;
-                         });
+INSTANTIATE_TEST_SUITE_P(Table, BackendOps, testing::ValuesIn(table_rows()), [](const auto& info) {
+  std::string name = std::get<0>(info.param) + "_on_" + std::get<1>(info.param);
+  for (char& ch : name)
+    if (ch == '-') ch = '_';
+  return name;
+});
 
 }  // namespace
 }  // namespace xsa

@@ -374,7 +374,7 @@ class OneThreadProducts final : public Backend<float> {
   bool memory_info(size_t* free_bytes, size_t* total_bytes) override {
     return cpu().memory_info(free_bytes, total_bytes);
   }
-  double peak_bf16_flops() const override { return cpu().peak_bf16_flops(); }
+  PeakFlops peak_flops() const override { return cpu().peak_flops(); }
   void synchronize() override { cpu().synchronize(); }
   void weights_changed(const float* begin, size_t n) override { cpu().weights_changed(begin, n); }
   bool supports(Op op, Storage storage) const override { return cpu().supports(op, storage); }

@@ -13,6 +13,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -32,6 +34,46 @@ enum class MemoryUse : uint8_t { weights, inference_weights, gradients, optimize
 
 template <typename Real>
 class Backend;
+
+// A device's dense peak arithmetic rates in FLOP/s (0 where not known: a CPU), for model FLOPs
+// utilisation, and where they come from: the vendor's data sheet for a known GPU model, else
+// derived from the SM count and clock (gpu_peaks.h).
+struct PeakFlops {
+  double bf16 = 0, tf32 = 0, fp32 = 0;
+  std::string source;
+};
+
+// The ranks of a data-parallel job as a device's collectives see them when they start: this
+// rank, their number, and how the root's bytes reach every rank (the host communicator's
+// broadcast: MPI), which bootstraps the device's own connections.
+struct CollectiveJob {
+  int rank = 0, size = 1;
+  std::function<void(void* data, size_t bytes)> broadcast_from_root;
+};
+
+// Elements [begin, end) of a buffer: a rank's shard.
+struct BufferSlice {
+  size_t begin = 0, end = 0;
+  size_t size() const { return end - begin; }
+};
+
+// Sums and copies among the ranks of a data-parallel job directly on device memory (NCCL on
+// NVIDIA GPUs), queued on the backend's stream in order with its kernels. Every rank gets the same
+// bits; the order of the additions is the library's (not rank order, as the host's over MPI is).
+class DeviceCollectives {
+ public:
+  virtual ~DeviceCollectives() = default;
+  virtual std::string describe() const = 0;
+  // In place: every rank's `values` become the sum over ranks.
+  virtual void all_reduce(float* values, size_t n) = 0;
+  // In place: rank r's slice shards[r] of `values` becomes that slice's sum over ranks; the rest
+  // is left as it was or overwritten with partial sums.
+  virtual void reduce_scatter(float* values, const std::vector<BufferSlice>& shards) = 0;
+  // In place: rank r's slice shards[r] to every rank.
+  virtual void all_gather(float* values, const std::vector<BufferSlice>& shards) = 0;
+  // The root's n values to every rank.
+  virtual void broadcast(float* values, size_t n, int root) = 0;
+};
 
 using ops::Storage;
 using ops::Tensor;
@@ -145,9 +187,17 @@ class Backend {
   // The device memory free and in all, where the backend knows them (a GPU), for fitting a run
   // before it starts.
   virtual bool memory_info(size_t* free_bytes, size_t* total_bytes) = 0;
-  // The device's dense bf16 tensor-core peak in FLOP/s where known (a GPU), for model FLOPs
-  // utilisation; 0 where not.
-  virtual double peak_bf16_flops() const = 0;
+  // The device's dense peak rates where known (a GPU), for model FLOPs utilisation.
+  virtual PeakFlops peak_flops() const = 0;
+  // Collectives on this device's memory among the ranks of `job` (every rank calls it at the same
+  // point: it sends a bootstrap id through job.broadcast_from_root), or null with `why` where the
+  // device has none (the CPU: the host communicator sums host memory itself).
+  virtual std::unique_ptr<DeviceCollectives> open_collectives(const CollectiveJob& job,
+                                                              std::string* why) {
+    (void)job;
+    if (why) *why = "the " + describe() + " backend has no collectives of its own";
+    return nullptr;
+  }
   // Waits for the work queued so far (a device that runs asynchronously); timing needs it.
   virtual void synchronize() = 0;
 

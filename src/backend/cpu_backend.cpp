@@ -66,8 +66,8 @@ class CpuBackend : public Backend<Real> {
   bool memory_info(size_t*, size_t*) override {
     return false;
   }
-  double peak_bf16_flops() const override {
-    return 0;
+  PeakFlops peak_flops() const override {
+    return {};
   }
   void synchronize() override {}
   void weights_changed(const Real*, size_t) override {}

@@ -140,6 +140,13 @@ void validate_device(const std::string& device) {
     fail("--device {} is not known (cpu, cuda, cuda:N, auto, or isolated: a test device)", device);
 }
 
+void validate_comm_choice(const std::string& comm, const std::string& device) {
+  if (comm != "auto" && comm != "nccl" && comm != "mpi")
+    fail("--comm {} is not known (auto, nccl or mpi)", comm);
+  if (comm == "nccl" && (device == "cpu" || device == "isolated"))
+    fail("--comm nccl needs --device cuda: NCCL sums GPU memory (the CPU's ranks sum over MPI)");
+}
+
 bool cuda_available(std::string* why) {
   const CudaModule& module = cuda_module();
   if (!module.error.empty()) {

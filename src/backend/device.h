@@ -19,6 +19,9 @@ struct BackendOptions {
 
 // Throws Error naming a device value that is not one of those above.
 void validate_device(const std::string& device);
+// --comm, how the ranks of a job on GPUs sum (train/device_comm.h): auto (NCCL where the CUDA
+// module has it, else MPI), nccl, or mpi. Throws Error for another value, or nccl off a GPU.
+void validate_comm_choice(const std::string& comm, const std::string& device);
 // The backend these options ask for, made once per process and kept. Throws Error with one line
 // saying what is missing: a build without CUDA, no driver, no GPU, a CPU without bf16 products.
 Backend<float>& select_backend(const BackendOptions& options);

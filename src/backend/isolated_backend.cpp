@@ -57,7 +57,7 @@ class IsolatedBackend final : public Backend<float> {
   bool memory_info(size_t* free_bytes, size_t* total_bytes) override {
     return cpu_.memory_info(free_bytes, total_bytes);
   }
-  double peak_bf16_flops() const override { return cpu_.peak_bf16_flops(); }
+  PeakFlops peak_flops() const override { return cpu_.peak_flops(); }
   void synchronize() override { cpu_.synchronize(); }
 
   // The inner backend's table and storage: exactly what it computes, bf16 product inputs included.

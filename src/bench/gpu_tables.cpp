@@ -1,5 +1,6 @@
 // The tables xsa bench measures on a GPU (--device cuda): the training step's model FLOPs
-// utilisation against the device's bf16 dense peak and its memory, and attention alone.
+// utilisation against the device's dense peak for the run's products (bf16, TF32 or fp32: the
+// vendor's figure for a known GPU, backend/gpu_peaks.h) and its memory, and attention alone.
 #include <algorithm>
 #include <cstdio>
 
@@ -30,14 +31,27 @@ BenchShape gpu_shape(BenchShape s, const BenchOptions& o) {
   return s;
 }
 
+// The dense peak the run's products can reach, and its name: bf16 tensor cores, TF32 ones, or
+// fp32 FMA (attention's fp32 kernels use FMA even with --tf32).
+struct ProductPeak {
+  double flops;
+  const char* kind;
+};
+ProductPeak product_peak(const PeakFlops& p, const BenchOptions& o, bool attention) {
+  if (o.precision == "bf16") return {p.bf16, "bf16"};
+  if (o.tf32 && !attention) return {p.tf32, "TF32"};
+  return {p.fp32, "fp32"};
+}
+
 void bench_gpu_steps(Backend<float>& backend, const BenchOptions& o, json& records) {
-  const double peak = backend.peak_bf16_flops();
+  const PeakFlops peaks = backend.peak_flops();
+  const auto [peak, kind] = product_peak(peaks, o, false);
   std::printf(
       "\n## Training step on the GPU (forward + backward + AdamW), median of %d after %d "
-      "warm-up; SA and XSA interleaved; MFU against the bf16 dense peak (%.0f TFLOP/s)\n\n| "
+      "warm-up; SA and XSA interleaved; MFU against the %s dense peak (%.0f TFLOP/s, %s)\n\n| "
       "config | attn | B × T | ms median | ms min–max | tokens/s | TFLOP/s | MFU | device GB "
       "|\n|---|---|---|---|---|---|---|---|---|\n",
-      o.steps, o.warmup, peak / 1e12);
+      o.steps, o.warmup, kind, peak / 1e12, peaks.source.c_str());
   for (BenchShape s : shapes_of(o.config)) {
     s.gpt2_architecture = o.arch == "gpt2";
     s = gpu_shape(s, o);
@@ -76,6 +90,8 @@ void bench_gpu_steps(Backend<float>& backend, const BenchOptions& o, json& recor
                          {"tokens_per_s", N / (st.median / 1000)},
                          {"tflops", tflops},
                          {"mfu", peak > 0 ? tflops * 1e12 / peak : 0.0},
+                         {"peak_tflops", peak / 1e12},
+                         {"peak_source", peaks.source},
                          {"precision", o.precision},
                          {"arch", architecture_name(sa)},
                          {"device_gb", used[k]}});
@@ -91,12 +107,16 @@ void bench_gpu_steps(Backend<float>& backend, const BenchOptions& o, json& recor
 // Attention alone on the GPU: C = 2048 (16 heads of 128 or 32 of 64), 16 384 tokens per call
 // (B = 16384 / T), forward and forward + backward, SA against XSA. FLOPs as flash-attention counts
 // them: forward 4·B·H·D·T²/2 (causal), backward 2.5× the forward.
-void bench_gpu_attention(Backend<float>& backend, const std::vector<int>& Ts, json& records) {
-  const double peak = backend.peak_bf16_flops();
+void bench_gpu_attention(Backend<float>& backend, const BenchOptions& o, const std::vector<int>& Ts,
+                         json& records) {
+  const PeakFlops peaks = backend.peak_flops();
+  const auto [peak, kind] = product_peak(peaks, o, true);
   std::printf(
       "\n## Attention alone on the GPU (C 2048, B·T = 16384, causal), median ms of 10 after 3 "
-      "warm-up\n\n| D | T | pass | SA ms | XSA ms | XSA/SA | SA TFLOP/s | XSA TFLOP/s | of peak "
-      "(XSA) |\n|---|---|---|---|---|---|---|---|---|\n");
+      "warm-up; of peak: the %s dense peak (%.0f TFLOP/s, %s)\n\n| D | T | pass | SA ms | XSA "
+      "ms | XSA/SA | SA TFLOP/s | XSA TFLOP/s | of peak (XSA) "
+      "|\n|---|---|---|---|---|---|---|---|---|\n",
+      kind, peak / 1e12, peaks.source.c_str());
   for (int D : {64, 128}) {
     for (int T : Ts) {
       const int H = 2048 / D, C = H * D, B = std::max(1, 16384 / T);
@@ -146,7 +166,8 @@ void bench_gpu_attention(Backend<float>& backend, const std::vector<int>& Ts, js
                              {"pass", pass},
                              {"attn", k ? "xsa" : "sa"},
                              {"ms_median", k ? xs : sa},
-                             {"tflops", flops / (k ? xs : sa) / 1e9}});
+                             {"tflops", flops / (k ? xs : sa) / 1e9},
+                             {"of_peak", peak > 0 ? flops / ((k ? xs : sa) / 1e3) / peak : 0.0}});
         records.push_back(
             {{"kind", "ratio"},
              {"what", fmt::format("gpu_attention_{}_D{}_T{}_xsa_over_sa", pass, D, T)},
@@ -163,7 +184,7 @@ void run_gpu_bench(const BenchOptions& o, const std::vector<int>& attn_T) {
   std::printf("# xsa bench --device %s\n\n%s\n", o.device.c_str(), backend.describe().c_str());
   json records = json::array();
   if (!o.no_steps) bench_gpu_steps(backend, o, records);
-  if (!o.no_attention) bench_gpu_attention(backend, attn_T, records);
+  if (!o.no_attention) bench_gpu_attention(backend, o, attn_T, records);
   write_outputs(o, records);
 }
 

@@ -18,6 +18,7 @@ void RunConfig::validate() const {
   if (precision != "fp32" && precision != "bf16")
     fail("--precision {} is not known (fp32 or bf16)", precision);
   validate_device(device);
+  validate_comm_choice(comm, device);
   if (overlap && zero == 1) fail("--overlap and --zero 1 do not combine (yet): choose one");
   if (zero != 0 && zero != 1)
     fail("--zero {} must be 0 or 1 (ZeRO-1: sharded AdamW moments)", zero);

@@ -28,6 +28,7 @@ struct RunConfig {
   std::string init_from;           // a checkpoint whose weights the run starts from (empty: random)
   bool overlap = false;  // sum each layer's gradients during the backward (several processes)
   int zero = 0;  // ZeRO stage: 0 (every rank keeps all AdamW moments) or 1 (each keeps its shard)
+  std::string comm = "auto";  // how ranks on GPUs sum: auto, nccl or mpi (train/device_comm.h)
   int64_t steps = 500;
   double lr = 1e-3;  // peak learning rate
   double min_lr_fraction = 0.1;
@@ -179,6 +180,12 @@ void devices(Run& r, Fn& fn) {
                "ZeRO stage under mpirun: 1 shards the AdamW moments across ranks (0: off)",
                kSaved | kShared},
      r.zero);
+  fn(RunOption{"comm", "--comm",
+               "Under mpirun with --device cuda: nccl sums the gradients on the GPUs, mpi "
+               "through host memory (rank order, the CPU's bits); auto: nccl where the CUDA "
+               "module has it",
+               kSaved | kShared},
+     r.comm);
 }
 
 // Checkpoints, validation, progress and the output folder.

@@ -3,7 +3,8 @@
 // collective is a no-op. Every sum adds the ranks' contributions in rank order (the ranks exchange
 // their parts, then each adds them up itself), so a run's numbers depend neither on timing nor on
 // the algorithms the MPI library picks, and every rank gets the same bits.
-// Buffers are host memory (the CPU backend's); a GPU backend brings its own collectives (NCCL).
+// Buffers are host memory (the CPU backend's); a device's buffers go through train/device_comm.h
+// (NCCL on GPUs, or staged through host memory).
 #pragma once
 
 #include <cstddef>

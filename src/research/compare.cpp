@@ -310,8 +310,9 @@ std::vector<Arm> make_arms(const CompareConfig& cfg, const Setup& s, uint64_t se
     a.model->params().init(m, seed);
     if (s.init_weights)  // the same pretrained weights for every arm and seed, read once
       s.init_weights->load(a.model->params());
-    a.step = std::make_unique<TrainStep>(*a.model, optimizer_settings(cfg.run),
-                                         Parallelism{s.comm, cfg.run.zero == 1, cfg.run.overlap});
+    a.step = std::make_unique<TrainStep>(
+        *a.model, optimizer_settings(cfg.run),
+        Parallelism{s.comm, cfg.run.zero == 1, cfg.run.overlap, cfg.run.comm});
     a.loader = std::make_unique<BatchLoader>(s.data.train, s.shape.rows_per_process(), T,
                                              cfg.run.shuffle, seed, s.comm->rank(), s.comm->size());
     a.result.variant = s.variants[k].name, a.result.seed = seed;

@@ -12,10 +12,13 @@ namespace xsa {
 TrainStep::TrainStep(Gpt<float>& model, const OptimizerSettings& settings, Parallelism parallel)
     : model_(model),
       settings_(settings),
-      staged_(parallel.comm && parallel.comm->size() > 1 && !model.backend().host_addressable()
-                  ? std::make_unique<StagedComm>(*parallel.comm, model.backend())
-                  : nullptr),
-      comm_(staged_         ? staged_.get()
+      device_comm_(
+          parallel.comm && parallel.comm->size() > 1 && !model.backend().host_addressable()
+              ? std::make_unique<DeviceComm>(
+                    *parallel.comm, model.backend(),
+                    device_collectives(*parallel.comm, model.backend(), parallel.comm_choice))
+              : nullptr),
+      comm_(device_comm_    ? device_comm_.get()
             : parallel.comm ? parallel.comm
                             : &alone_),
       zero1_(parallel.zero1 && comm_->size() > 1),

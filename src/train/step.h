@@ -13,7 +13,7 @@
 
 #include "xsa/dist/comm.h"
 #include "xsa/model/gpt.h"
-#include "xsa/train/staged_comm.h"
+#include "xsa/train/device_comm.h"
 
 namespace xsa {
 
@@ -63,6 +63,9 @@ struct Parallelism {
   // layer (a background thread of the communicator), so that it overlaps the layers below. The
   // same bits as summing after the backward.
   bool overlap = false;
+  // On a device host code cannot address: "auto" (the device's own collectives, NCCL, where it
+  // has them), "nccl" or "mpi" (staged through host memory). DeviceComm says more.
+  std::string comm_choice = "auto";
 };
 
 class TrainStep {
@@ -95,7 +98,8 @@ class TrainStep {
   Gpt<float>& model_;
   OptimizerSettings settings_;
   Comm alone_;
-  std::unique_ptr<StagedComm> staged_;  // several processes on a device the host cannot address
+  std::unique_ptr<DeviceComm>
+      device_comm_;  // several processes on a device host code cannot address
   Comm* comm_;
   bool zero1_, overlap_;
   ShardRange owned_;

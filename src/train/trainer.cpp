@@ -18,7 +18,7 @@
 #include "xsa/eval/evaluate.h"
 #include "xsa/io/checkpoint.h"
 #include "xsa/model/gpt.h"
-#include "xsa/train/staged_comm.h"
+#include "xsa/train/device_comm.h"
 #include "xsa/train/training_run.h"
 #include "xsa/util/error.h"
 #include "xsa/util/files.h"
@@ -282,8 +282,9 @@ StepShape step_shape(const RunConfig& run, int T, int world) {
 
 // The parameters and moments of a checkpoint, read by rank 0 and sent to every rank: the
 // parameters whole, the moments whole or (ZeRO-1) as each rank's shard. On a device the host
-// cannot address, through host memory (StagedComm).
-void load_training_state(Comm& comm, const fs::path& ckpt, ParamArena<float>& arena) {
+// cannot address, through its collectives or host memory as `comm_choice` says (DeviceComm).
+void load_training_state(Comm& comm, const fs::path& ckpt, ParamArena<float>& arena,
+                         const std::string& comm_choice) {
   const size_t n = arena.params.size();
   const bool sharded = arena.adam_m.size() != n;
   Backend<float>& be = *arena.params.backend();
@@ -297,8 +298,8 @@ void load_training_state(Comm& comm, const fs::path& ckpt, ParamArena<float>& ar
   });
   if (comm.size() == 1) return;
   be.weights_changed(arena.params.data(), arena.params.size());
-  StagedComm staged(comm, be);
   const bool on_host = be.host_addressable();
+  DeviceComm staged(comm, be, on_host ? nullptr : device_collectives(comm, be, comm_choice));
   auto broadcast = [&](float* values) {
     if (on_host)
       comm.broadcast(values, n * sizeof(float));
@@ -326,7 +327,7 @@ fs::path save_training_state(Comm& comm, const fs::path& run_dir, int64_t step,
     return comm.is_root() ? save_checkpoint(run_dir, step, cfg, arena, state, replace) : fs::path();
   std::vector<float> full_m(comm.is_root() ? n : 0), full_v(comm.is_root() ? n : 0);
   Backend<float>& be = *arena.params.backend();
-  StagedComm staged(comm, be);
+  DeviceComm staged(comm, be);  // (the root's host memory: through host memory)
   Comm& gather = be.host_addressable() ? comm : staged;  // the moments' shards are device memory
   gather.gather_shards(arena.adam_m.data(), full_m.data(), n);
   gather.gather_shards(arena.adam_v.data(), full_v.data(), n);
@@ -480,7 +481,7 @@ RunStart open_run_folder_on_every_rank(Comm& comm, const RunConfig& run, const D
 LoopState resume_from_checkpoint(Comm& comm, const RunStart& start, const RunConfig& run,
                                  ParamArena<float>& params, BatchLoader& loader, Rng& rng,
                                  BadStepFilter* filter, int64_t& skipped) {
-  load_training_state(comm, start.resume_ckpt, params);
+  load_training_state(comm, start.resume_ckpt, params, run.comm);
   LoopState loop;
   agree_on(comm, [&] {
     loop = restore_loop(start, loader, rng);
@@ -548,7 +549,7 @@ TrainResult train(const ModelConfig& requested_model, const RunConfig& requested
 
   const int T = in.model.seq_len;
   Gpt<float> model(in.model, run.batch, T, GptMode::training, *backend);
-  TrainStep trainer(model, optimizer_settings(run), {&comm, run.zero == 1, run.overlap});
+  TrainStep trainer(model, optimizer_settings(run), {&comm, run.zero == 1, run.overlap, run.comm});
   BatchLoader loader(in.data.train, in.shape.rows_per_process(), T, run.shuffle, run.seed,
                      comm.rank(), comm.size());
   Rng rng(run.seed);
@@ -568,6 +569,9 @@ TrainResult train(const ModelConfig& requested_model, const RunConfig& requested
 
   const bool speak = root && !run.quiet;
   if (speak) print_header(in.model, run, in.data, start, loop.step, in.threads, in.shape);
+  if (const auto* device_comm = dynamic_cast<const DeviceComm*>(&trainer.comm());
+      device_comm && speak)
+    std::printf("gradient sums: %s\n", device_comm->describe().c_str());
   if (loop.step >= run.steps && speak)
     std::printf("nothing to train: the run is at step %lld of --steps %lld\n", (long long)loop.step,
                 (long long)run.steps);

@@ -9,13 +9,13 @@
 #include <string>
 
 #include "xsa/backend/device.h"
+#include "xsa/config/run_config.h"
 #include "xsa/data/dataset.h"
 #include "xsa/dist/comm.h"
 #include "xsa/io/checkpoint.h"
 #include "xsa/model/config.h"
 #include "xsa/model/gpt.h"
 #include "xsa/model/params.h"
-#include "xsa/config/run_config.h"
 #include "xsa/train/step.h"
 
 namespace xsa {
@@ -55,8 +55,10 @@ StepShape step_shape(const RunConfig& run, int T, int world);
 
 // A checkpoint's parameters and moments, read by rank 0 and sent to every rank: the parameters
 // whole, the moments whole or, under ZeRO-1 (arena.keep_moments), each rank's shard. Every rank
-// must call it. Buffers are the CPU backend's host memory.
-void load_training_state(Comm& comm, const fs::path& ckpt, ParamArena<float>& arena);
+// must call it. On a device host code cannot address, the parameters go by the device's
+// collectives where `comm_choice` (--comm) takes them, the moments' shards through host memory.
+void load_training_state(Comm& comm, const fs::path& ckpt, ParamArena<float>& arena,
+                         const std::string& comm_choice = "auto");
 // Writes a checkpoint from rank 0, with the moments gathered from every rank's shard under ZeRO-1
 // (rank 0 then holds them whole while it writes). Every rank must call it; returns the
 // checkpoint's folder on rank 0, an empty path elsewhere.

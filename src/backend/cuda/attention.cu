@@ -26,6 +26,7 @@
 #include <cstring>
 
 #include "xsa/backend/cuda/kernels.h"
+#include "xsa/backend/cuda/launch.h"
 
 namespace xsa::cuda {
 namespace {
@@ -1093,15 +1094,15 @@ int ceil_div(int a, int b) {
   return (a + b - 1) / b;
 }
 
-// Kernels above 48 KiB of dynamic shared memory opt in, once per kernel: up to max_bytes, or the
-// device's limit when lower (a launch above that then fails, and the caller's check reports it).
-void allow_shared_memory(const void* kernel, size_t max_bytes) {
-  int device = 0, limit = 0;
-  cudaGetDevice(&device);
-  cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device);
-  cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                       (int)std::min(max_bytes, (size_t)limit));
+// The shape of a launch, for launch.h's errors.
+std::string shape_text(const Shape& s) {
+  return "B " + std::to_string(s.B) + " T " + std::to_string(s.T) + " H " + std::to_string(s.H) +
+         " Hkv " + std::to_string(s.Hk) + " D " + std::to_string(s.D);
 }
+#define XSA_KERNEL_LAUNCHED(name) launched(stream, name, [&] { return shape_text(s); })
+#define XSA_FIT_SHARED(kernel, max_bytes, launch_bytes, name)                             \
+  fit_shared_memory(reinterpret_cast<const void*>(kernel), max_bytes, launch_bytes, name, \
+                    [&] { return shape_text(s); })
 
 // A shape outside what these kernels cover (D > 256) is reported the CUDA way: a launch with an
 // empty grid fails with cudaErrorInvalidConfiguration, which the caller's cudaGetLastError returns.
@@ -1129,79 +1130,71 @@ int dims_per_lane(int D) {
 template <int DPL>
 void launch_forward_fp32(const Shape& s, const ops::AttentionArgs<float>& args, float* z,
                          cudaStream_t stream) {
-  static const bool opted_in =
-      (allow_shared_memory(reinterpret_cast<const void*>(&forward_fp32_kernel<DPL>),
-                           Fp32ForwardSmem::bytes(DPL * kWarp)),
-       true);
-  (void)opted_in;
+  XSA_FIT_SHARED(&forward_fp32_kernel<DPL>, Fp32ForwardSmem::bytes(DPL * kWarp),
+                 Fp32ForwardSmem::bytes(s.D), "forward_fp32_kernel");
   const dim3 grid(ceil_div(s.T, kFwdRows), s.H, s.B);
   forward_fp32_kernel<DPL><<<grid, kFwdWarps * kWarp, Fp32ForwardSmem::bytes(s.D), stream>>>(
       s, args.qkv, args.y, z, args.lse, args.alpha, args.sink);
+  XSA_KERNEL_LAUNCHED("forward_fp32_kernel");
 }
 
 template <int DP>
 void launch_forward_tc(const Shape& s, const ops::AttentionArgs<float>& args, float* z,
                        cudaStream_t stream) {
-  static const bool opted_in =
-      (allow_shared_memory(reinterpret_cast<const void*>(&forward_tc_kernel<DP>),
-                           forward_tc_bytes<DP>()),
-       true);
-  (void)opted_in;
+  XSA_FIT_SHARED(&forward_tc_kernel<DP>, forward_tc_bytes<DP>(), forward_tc_bytes<DP>(),
+                 "forward_tc_kernel");
   const dim3 grid(ceil_div(s.T, kTcTile), s.H, s.B);
   forward_tc_kernel<DP><<<grid, kTcWarps * kWarp, forward_tc_bytes<DP>(), stream>>>(
       s, args.qkv, args.y, z, args.lse, args.alpha, args.sink);
+  XSA_KERNEL_LAUNCHED("forward_tc_kernel");
 }
 
 template <bool kAtomicDq>
 void launch_backward_kv_fp32(const Shape& s, const ops::AttentionArgs<float>& args, const float* Di,
                              cudaStream_t stream) {
-  static const bool opted_in =
-      (allow_shared_memory(reinterpret_cast<const void*>(&backward_kv_fp32_kernel<kAtomicDq>),
-                           Fp32BackwardSmem::bytes(kMaxHead)),
-       true);
-  (void)opted_in;
+  XSA_FIT_SHARED(&backward_kv_fp32_kernel<kAtomicDq>, Fp32BackwardSmem::bytes(kMaxHead),
+                 Fp32BackwardSmem::bytes(s.D), "backward_kv_fp32_kernel");
   const dim3 grid(ceil_div(s.T, kBwdTile), s.Hk, s.B);
   backward_kv_fp32_kernel<kAtomicDq>
       <<<grid, kBwdWarps * kWarp, Fp32BackwardSmem::bytes(s.D), stream>>>(s, args.qkv, args.d_out,
                                                                           args.lse, Di, args.dqkv);
+  XSA_KERNEL_LAUNCHED("backward_kv_fp32_kernel");
 }
 
 void launch_backward_q_fp32(const Shape& s, const ops::AttentionArgs<float>& args, const float* Di,
                             cudaStream_t stream) {
-  static const bool opted_in =
-      (allow_shared_memory(reinterpret_cast<const void*>(&backward_q_fp32_kernel),
-                           Fp32BackwardSmem::bytes(kMaxHead)),
-       true);
-  (void)opted_in;
+  XSA_FIT_SHARED(&backward_q_fp32_kernel, Fp32BackwardSmem::bytes(kMaxHead),
+                 Fp32BackwardSmem::bytes(s.D), "backward_q_fp32_kernel");
   const dim3 grid(ceil_div(s.T, kBwdTile), s.H, s.B);
   backward_q_fp32_kernel<<<grid, kBwdWarps * kWarp, Fp32BackwardSmem::bytes(s.D), stream>>>(
       s, args.qkv, args.d_out, args.lse, Di, args.dqkv);
+  XSA_KERNEL_LAUNCHED("backward_q_fp32_kernel");
 }
 
 template <int DP>
 void launch_backward_tc(const Shape& s, const ops::AttentionArgs<float>& args, bool deterministic,
                         const float* Di, cudaStream_t stream) {
-  static const bool opted_in =
-      (allow_shared_memory(reinterpret_cast<const void*>(&backward_kv_tc_kernel<DP, true>),
-                           backward_kv_tc_bytes<DP>()),
-       allow_shared_memory(reinterpret_cast<const void*>(&backward_kv_tc_kernel<DP, false>),
-                           backward_kv_tc_bytes<DP>()),
-       allow_shared_memory(reinterpret_cast<const void*>(&backward_q_tc_kernel<DP>),
-                           backward_q_tc_bytes<DP>()),
-       true);
-  (void)opted_in;
   const dim3 kv_grid(ceil_div(s.T, kTcTile), s.Hk, s.B);
   if (deterministic) {
+    XSA_FIT_SHARED((&backward_kv_tc_kernel<DP, false>), backward_kv_tc_bytes<DP>(),
+                   backward_kv_tc_bytes<DP>(), "backward_kv_tc_kernel");
+    XSA_FIT_SHARED(&backward_q_tc_kernel<DP>, backward_q_tc_bytes<DP>(), backward_q_tc_bytes<DP>(),
+                   "backward_q_tc_kernel");
     backward_kv_tc_kernel<DP, false>
         <<<kv_grid, kTcWarps * kWarp, backward_kv_tc_bytes<DP>(), stream>>>(
             s, args.qkv, args.d_out, args.lse, Di, args.dqkv);
+    XSA_KERNEL_LAUNCHED("backward_kv_tc_kernel (deterministic)");
     const dim3 q_grid(ceil_div(s.T, kTcTile), s.H, s.B);
     backward_q_tc_kernel<DP><<<q_grid, kTcWarps * kWarp, backward_q_tc_bytes<DP>(), stream>>>(
         s, args.qkv, args.d_out, args.lse, Di, args.dqkv);
+    XSA_KERNEL_LAUNCHED("backward_q_tc_kernel");
   } else {
+    XSA_FIT_SHARED((&backward_kv_tc_kernel<DP, true>), backward_kv_tc_bytes<DP>(),
+                   backward_kv_tc_bytes<DP>(), "backward_kv_tc_kernel");
     backward_kv_tc_kernel<DP, true>
         <<<kv_grid, kTcWarps * kWarp, backward_kv_tc_bytes<DP>(), stream>>>(
             s, args.qkv, args.d_out, args.lse, Di, args.dqkv);
+    XSA_KERNEL_LAUNCHED("backward_kv_tc_kernel");
   }
 }
 
@@ -1210,6 +1203,7 @@ void launch_forward_cached(const Shape& s, const ops::AttentionArgs<float>& args
                            const ops::KvCache<float>& cache, float* z, cudaStream_t stream) {
   const int blocks = ceil_div(s.T * s.H, kCachedWarps);
   forward_cached_kernel<DPL><<<blocks, kCachedWarps * kWarp, 0, stream>>>(s, args, cache, z);
+  XSA_KERNEL_LAUNCHED("forward_cached_kernel");
 }
 
 }  // namespace
@@ -1262,10 +1256,13 @@ void attention_backward(const ops::AttentionArgs<float>& args, bool bf16_product
   // 1. XSA's backward (d_out becomes ∂L/∂y, the own-value gradient, dalpha) and D_i.
   const int prologue_blocks = ceil_div(s.B * s.T * s.Hk, kRowWarps);
   backward_prologue_kernel<<<prologue_blocks, kRowWarps * kWarp, 0, stream>>>(s, args, Di);
+  XSA_KERNEL_LAUNCHED("backward_prologue_kernel");
   // 2. The sinks' gradient.
-  if (args.sink)
+  if (args.sink) {
     sink_gradient_kernel<<<s.B * s.H, kSinkThreads, 0, stream>>>(s, args.sink, args.lse, Di,
                                                                  args.dsink);
+    XSA_KERNEL_LAUNCHED("sink_gradient_kernel");
+  }
   // 3. dK, dV and dQ.
   if (bf16_products && tensor_core_shape(s) && aligned16(args.qkv) && aligned16(args.d_out)) {
     switch (padded_head(s.D)) {
@@ -1310,6 +1307,7 @@ void xsa_forward(const ops::AttentionArgs<float>& a, cudaStream_t stream) {
   const Shape s = make_shape(a.B, a.T, a.C, a.H, a.Hkv);
   const int blocks = ceil_div(a.B * a.T * a.H, kRowWarps);
   xsa_forward_kernel<<<blocks, kRowWarps * kWarp, 0, stream>>>(s, a.z.data, a.y, a.qkv, a.alpha);
+  XSA_KERNEL_LAUNCHED("xsa_forward_kernel");
 }
 
 }  // namespace xsa::cuda

@@ -23,8 +23,12 @@
 #include <vector>
 
 #include "xsa/backend/cuda/kernels.h"
+#include "xsa/backend/cuda/launch.h"
+#include "xsa/backend/cuda/nccl.h"
 #include "xsa/backend/cuda/plugin.h"
+#include "xsa/backend/gpu_peaks.h"
 #include "xsa/util/error.h"
+#include "xsa/util/fmt.h"
 
 namespace xsa::cuda {
 namespace {
@@ -55,8 +59,8 @@ void check(cublasStatus_t status, const char* what, const char* call) {
   if (status != CUBLAS_STATUS_SUCCESS) cuda_failed(what, call, cublasLtGetStatusString(status));
 }
 #define XSA_CUDA(call, what) check((call), what, #call)
-// After a kernel launch: a bad configuration shows here, a fault at the next synchronisation.
-#define XSA_LAUNCHED(what) check(cudaGetLastError(), what, "kernel launch")
+// After a kernel launch (launch.h): the op, and its shape as fmt's format and arguments.
+#define XSA_LAUNCHED(what, ...) launched(stream_, what, [&] { return fmt::format(__VA_ARGS__); })
 
 // Device memory that grows on demand (scratch and uploads); contents are not kept across growth.
 template <typename T>
@@ -112,21 +116,15 @@ class CudaBackend final : public Backend<float> {
     XSA_CUDA(cudaMemGetInfo(free_bytes, total_bytes), "reading the GPU's free memory");
     return true;
   }
-  // SMs × the highest SM clock × dense bf16 FLOPs per SM and clock (Ampere A100 2048, Ada and
-  // consumer Ampere 512, Hopper 4096, data-centre Blackwell 8192, workstation Blackwell sm_12x
-  // 1024): A100 312 TFLOP/s, H100/H200 ~1070 at 1.98 GHz (NVIDIA quotes 989 at 1.83 GHz).
-  double peak_bf16_flops() const override {
+  PeakFlops peak_flops() const override {
     int khz = 0;
-    if (cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, options_.device) != cudaSuccess)
-      return 0;
-    const int sm = props_.major * 10 + props_.minor;
-    const double per_clock = sm == 80    ? 2048
-                             : sm >= 120 ? 1024
-                             : sm >= 100 ? 8192
-                             : sm >= 90  ? 4096
-                             : sm >= 86  ? 512
-                                         : 0;
-    return props_.multiProcessorCount * (khz * 1e3) * per_clock;
+    cudaDeviceGetAttribute(&khz, cudaDevAttrClockRate, options_.device);
+    return gpu_peak_flops(props_.name, props_.multiProcessorCount, khz,
+                          props_.major * 10 + props_.minor);
+  }
+  std::unique_ptr<DeviceCollectives> open_collectives(const CollectiveJob& job,
+                                                      std::string* why) override {
+    return open_nccl(job, options_.device, stream_, why);
   }
   void synchronize() override { XSA_CUDA(cudaStreamSynchronize(stream_), "running the step"); }
 
@@ -196,7 +194,7 @@ class CudaBackend final : public Backend<float> {
   void gather_rows(float* dst, const float* table, const int* index, int n, int width) override {
     if (n <= 0) return;
     cuda::gather_rows(dst, table, upload(index, n, index_), n, width, stream_);
-    XSA_LAUNCHED("gather_rows");
+    XSA_LAUNCHED("gather_rows", "n {} width {}", n, width);
   }
 
   // ---- the kernel table: fp32 activations (bf16 products convert their inputs per call) ----
@@ -230,25 +228,25 @@ class CudaBackend final : public Backend<float> {
   void bias_forward(float* out, const float* bias, int N, int D) override {
     if (N <= 0) return;
     cuda::bias_forward(out, bias, N, D, stream_);
-    XSA_LAUNCHED("bias_forward");
+    XSA_LAUNCHED("bias_forward", "N {} D {}", N, D);
   }
   void bias_backward(float* dbias, const float* dout, int N, int D) override {
     if (N <= 0) return;
     float* scratch = scratch_.get(bias_backward_scratch(N, D), "bias_backward");
     cuda::bias_backward(dbias, dout, N, D, scratch, stream_);
-    XSA_LAUNCHED("bias_backward");
+    XSA_LAUNCHED("bias_backward", "N {} D {}", N, D);
   }
 
   // ---- embeddings: token ids and positions arrive on the host ----
   void encoder_forward(float* out, const int32_t* tokens, const float* wte, int N, int C) override {
     if (N <= 0) return;
     embedding_forward(out, upload(tokens, N, index_), wte, N, C, false, stream_);
-    XSA_LAUNCHED("encoder_forward");
+    XSA_LAUNCHED("encoder_forward", "N {} C {}", N, C);
   }
   void embedding_add(float* out, const int32_t* index, const float* table, int N, int C) override {
     if (N <= 0) return;
     embedding_forward(out, upload(index, N, index_), table, N, C, true, stream_);
-    XSA_LAUNCHED("embedding_add");
+    XSA_LAUNCHED("embedding_add", "N {} C {}", N, C);
   }
   void encoder_backward(float* dwte, const float* dout, const int32_t* tokens, int N,
                         int C) override {
@@ -271,7 +269,7 @@ class CudaBackend final : public Backend<float> {
     packed_.insert(packed_.end(), table_rows_.begin(), table_rows_.end());
     const int32_t* d = upload(packed_.data(), packed_.size(), groups_);
     embedding_backward(dwte, dout, d, d + N, d + N + G + 1, (int)G, C, stream_);
-    XSA_LAUNCHED("encoder_backward");
+    XSA_LAUNCHED("encoder_backward", "N {} C {}, {} rows of the table", N, C, G);
   }
 
   // ---- LayerNorm, RoPE, GELU ----
@@ -279,14 +277,14 @@ class CudaBackend final : public Backend<float> {
     refuse_unsupported(*this, Op::layernorm, out.storage);
     if (args.N <= 0) return;
     cuda::layernorm_forward(out.data, args, stream_);
-    XSA_LAUNCHED("layernorm_forward");
+    XSA_LAUNCHED("layernorm_forward", "N {} C {}", args.N, args.C);
   }
   void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
                           const LayerNormArgs<float>& args) override {
     if (args.N <= 0) return;
     float* scratch = scratch_.get(layernorm_backward_scratch(args.N, args.C), "layernorm_backward");
     cuda::layernorm_backward({dinp, dweight, dbias, scratch}, dout, args, stream_);
-    XSA_LAUNCHED("layernorm_backward");
+    XSA_LAUNCHED("layernorm_backward", "N {} C {}", args.N, args.C);
   }
   void rope_table(float* cos, float* sin, int T, int D, double theta) override {
     // In double on the host, as ops::rope_table, so both devices rotate by the same floats.
@@ -303,30 +301,32 @@ class CudaBackend final : public Backend<float> {
   }
   void rope_forward(float* qkv, const RopeArgs<float>& args) override {
     cuda::rope_forward(qkv, args, stream_);
-    XSA_LAUNCHED("rope_forward");
+    XSA_LAUNCHED("rope_forward", "B {} T {} C {} H {} Hkv {}", args.B, args.T, args.C, args.H,
+                 args.Hkv);
   }
   void rope_backward(Tensor<float> out, float* dqkv, const RopeArgs<float>& args) override {
     refuse_unsupported(*this, Op::rope, out.storage);
     copy(out.data, dqkv, rope_rows_size(args));
     cuda::rope_backward(out.data, args, stream_);
-    XSA_LAUNCHED("rope_backward");
+    XSA_LAUNCHED("rope_backward", "B {} T {} C {} H {} Hkv {}", args.B, args.T, args.C, args.H,
+                 args.Hkv);
   }
   void gelu_forward(Tensor<float> out, const float* inp, size_t n) override {
     refuse_unsupported(*this, Op::gelu, out.storage);
     cuda::gelu_forward(out.data, inp, n, stream_);
-    XSA_LAUNCHED("gelu_forward");
+    XSA_LAUNCHED("gelu_forward", "n {}", n);
   }
   void gelu_backward(Tensor<float> dinp, const float* inp, const float* dout, size_t n) override {
     refuse_unsupported(*this, Op::gelu, dinp.storage);
     cuda::gelu_backward(dinp.data, inp, dout, n, stream_);
-    XSA_LAUNCHED("gelu_backward");
+    XSA_LAUNCHED("gelu_backward", "n {}", n);
   }
 
   // ---- attention ----
   void attention_forward(const ops::AttentionArgs<float>& args) override {
     refuse_unsupported(*this, Op::attention, args.z.storage);
     cuda::attention_forward(args, options_.bf16, stream_);
-    XSA_LAUNCHED("attention_forward");
+    XSA_LAUNCHED("attention_forward", "{}", attention_shape(args));
   }
   void attention_backward(const ops::AttentionArgs<float>& args) override {
     refuse_unsupported(*this, Op::attention, args.z.storage);
@@ -334,7 +334,8 @@ class CudaBackend final : public Backend<float> {
     float* workspace = scratch_.get(attention_backward_workspace(args, options_.deterministic),
                                     "attention_backward");
     cuda::attention_backward(args, options_.bf16, options_.deterministic, workspace, stream_);
-    XSA_LAUNCHED("attention_backward");
+    XSA_LAUNCHED("attention_backward", "{}{}", attention_shape(args),
+                 options_.deterministic ? ", deterministic" : "");
   }
   void attention_forward_cached(const ops::AttentionArgs<float>& args,
                                 const ops::KvCache<float>& cache) override {
@@ -346,12 +347,12 @@ class CudaBackend final : public Backend<float> {
           upload(reinterpret_cast<const int32_t*>(cache.spans), 3 * (size_t)args.T, spans_));
     }
     cuda::attention_forward_cached(args, on_device, stream_);
-    XSA_LAUNCHED("attention_forward_cached");
+    XSA_LAUNCHED("attention_forward_cached", "{}, slot0 {}", attention_shape(args), cache.slot0);
   }
   void xsa_forward(const ops::AttentionArgs<float>& args) override {
     refuse_unsupported(*this, Op::attention, args.z.storage);
     cuda::xsa_forward(args, stream_);
-    XSA_LAUNCHED("xsa_forward");
+    XSA_LAUNCHED("xsa_forward", "{}", attention_shape(args));
   }
 
   // ---- the classifier and its loss ----
@@ -360,7 +361,7 @@ class CudaBackend final : public Backend<float> {
     if (N <= 0) return;
     cuda::crossentropy_forward_backward(
         {logits, losses, upload(targets, N, targets_), N, V, Vp, dloss, nullptr}, stream_);
-    XSA_LAUNCHED("crossentropy_forward_backward");
+    XSA_LAUNCHED("crossentropy_forward_backward", "N {} V {} Vp {}", N, V, Vp);
   }
   // With bf16 products the cross-entropy writes its gradient in bf16 for the backward's products
   // (no separate conversion pass over the rows × Vp logits).
@@ -374,22 +375,23 @@ class CudaBackend final : public Backend<float> {
     cuda::crossentropy_forward_backward({a.logits, a.losses, upload(a.targets, a.rows, targets_),
                                          a.rows, a.V, a.Vp, a.dloss, dlogits},
                                         stream_);
-    XSA_LAUNCHED("crossentropy_forward_backward");
+    XSA_LAUNCHED("crossentropy_forward_backward", "N {} V {} Vp {}, bf16 gradient", a.rows, a.V,
+                 a.Vp);
     backward(a.dinp, a.dwte, Operand{dlogits, true}, x, a.wte, shape, a.accumulate);
   }
 
   // ---- gates and sinks ----
   void gate_alpha(float* alpha, const float* w, int H) override {
     cuda::gate_alpha(alpha, w, H, stream_);
-    XSA_LAUNCHED("gate_alpha");
+    XSA_LAUNCHED("gate_alpha", "H {}", H);
   }
   void gate_backward(float* dw, const float* dalpha, const float* alpha, int N, int H) override {
     cuda::gate_backward(dw, dalpha, alpha, N, H, stream_);
-    XSA_LAUNCHED("gate_backward");
+    XSA_LAUNCHED("gate_backward", "N {} H {}", N, H);
   }
   void sink_backward(float* dsink, const float* dlogit, int B, int H) override {
     cuda::sink_backward(dsink, dlogit, B, H, stream_);
-    XSA_LAUNCHED("sink_backward");
+    XSA_LAUNCHED("sink_backward", "B {} H {}", B, H);
   }
 
   // ---- reductions and the optimizer ----
@@ -402,7 +404,7 @@ class CudaBackend final : public Backend<float> {
   void adamw_update(float* param, const float* grad, float* m, float* v, size_t n,
                     const ops::AdamWSettings& settings) override {
     cuda::adamw_update(param, grad, m, v, n, settings, stream_);
-    XSA_LAUNCHED("adamw_update");
+    XSA_LAUNCHED("adamw_update", "n {}", n);
   }
 
  private:
@@ -424,7 +426,7 @@ class CudaBackend final : public Backend<float> {
     if (n == 0) return 0;
     double* partials = reduce_scratch_.get(sum_scratch(n) + 1, "a reduction");
     cuda::sum(partials, x, n, squares, partials + 1, stream_);
-    XSA_LAUNCHED("sum");
+    XSA_LAUNCHED("sum", "n {}", n);
     double result = 0;
     XSA_CUDA(cudaMemcpyAsync(&result, partials, sizeof(double), cudaMemcpyDeviceToHost, stream_),
              "reading a sum from the GPU");
@@ -447,7 +449,7 @@ class CudaBackend final : public Backend<float> {
     }
     if (!copy.fresh) {
       to_bf16(copy.data, weight, n, stream_);
-      XSA_LAUNCHED("to_bf16");
+      XSA_LAUNCHED("to_bf16", "n {}", n);
       copy.fresh = true;
     }
     return {copy.data, true};
@@ -456,7 +458,7 @@ class CudaBackend final : public Backend<float> {
     if (!options_.bf16) return {x, false};
     bf16_bits* converted = buffer.get(n, "converting to bf16");
     to_bf16(converted, x, n, stream_);
-    XSA_LAUNCHED("to_bf16");
+    XSA_LAUNCHED("to_bf16", "n {}", n);
     return {converted, true};
   }
 

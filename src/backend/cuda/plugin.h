@@ -10,7 +10,7 @@
 
 namespace xsa {
 
-constexpr int kCudaPluginAbi = 1;
+constexpr int kCudaPluginAbi = 2;  // 2: peak_flops(), open_collectives()
 
 struct CudaOptions {
   int abi = kCudaPluginAbi;
