@@ -212,7 +212,38 @@ TEST(Compare, TwinsAreTwinsAndTheReportHoldsItsFields) {
   EXPECT_NEAR(xs["delta_vs_sa_mean"].get<double>(), (d0 + d1) / 2, 1e-12);
   EXPECT_NEAR(xs["p_value"].get<double>(), paired_t_test_p({d0, d1}), 1e-12);
   EXPECT_TRUE(report["summary"][0]["p_value"].is_null());
-  for (const char* f : {"report.md", "val_loss.svg", "delta_vs_sa.svg", "similarity_bias.svg"})
+  // The equal-loss view: each arm's training time at every validation point (rising, ending at its
+  // steps' wall-clock, about steps × its median step), and per variant the summary of
+  // equal_loss() over the seeds' curves, which equal_loss_test holds to constructed curves.
+  for (const ArmResult& a : r.arms) {
+    ASSERT_EQ(a.val_seconds.size(), a.val_curve.size()) << a.variant;
+    EXPECT_EQ(a.val_seconds.front(), 0.0);
+    for (size_t i = 1; i < a.val_seconds.size(); i++)
+      EXPECT_GT(a.val_seconds[i], a.val_seconds[i - 1]) << a.variant;
+    EXPECT_GT(a.val_seconds.back(), 0.3 * cfg.run.steps * a.ms_per_step / 1000) << a.variant;
+  }
+  EXPECT_TRUE(report["summary"][0]["equal_loss"].is_null());
+  for (size_t k = 1; k < 4; k++) {
+    const auto& e = report["summary"][k]["equal_loss"];
+    const std::string v = report["summary"][k]["variant"];
+    std::vector<std::vector<CurvePoint>> sa_curves, curves;
+    for (const ArmResult* a : arms_of(r, "sa")) sa_curves.push_back(curve_of(*a));
+    for (const ArmResult* a : arms_of(r, v)) curves.push_back(curve_of(*a));
+    const EqualLoss expected = equal_loss(sa_curves, curves, 4 * 16);
+    EXPECT_EQ(e["seeds"], 2) << v;
+    EXPECT_EQ(e["seeds_reached"], expected.reached) << v;
+    if (expected.reached > 0) {
+      EXPECT_DOUBLE_EQ(e["steps_mean"].get<double>(), expected.steps_mean) << v;
+      EXPECT_DOUBLE_EQ(e["tokens_mean"].get<double>(), expected.steps_mean * 4 * 16) << v;
+    } else {
+      EXPECT_TRUE(e["steps_mean"].is_null()) << v;
+    }
+    EXPECT_DOUBLE_EQ(e["val_loss_at_sa_time_mean"].get<double>(), expected.loss_at_sa_time_mean);
+  }
+  EXPECT_GT(report["validation"]["share_of_wall_clock"].get<double>(), 0);
+  EXPECT_LT(report["validation"]["share_of_wall_clock"].get<double>(), 1);
+  for (const char* f : {"report.md", "val_loss.svg", "val_loss_by_time.svg", "delta_vs_sa.svg",
+                        "similarity_bias.svg"})
     EXPECT_TRUE(fs::exists(dir / "report" / f)) << f;
   EXPECT_TRUE(fs::exists(dir / "report/arms/xsa-seed2"));
   // The table says how its timing columns are measured; the plot's title reads as it should.
@@ -231,6 +262,8 @@ TEST(Compare, TwinsAreTwinsAndTheReportHoldsItsFields) {
     EXPECT_EQ(resumed.arms[i].val_loss, r.arms[i].val_loss) << i;
     EXPECT_EQ(resumed.arms[i].batches_hash, r.arms[i].batches_hash) << i;
   }
+  for (size_t i = 0; i < 4; i++)  // seed 1's times come back from its file
+    EXPECT_EQ(resumed.arms[i].val_seconds, r.arms[i].val_seconds) << i;
   // A seed file from another comparison is not mixed in.
   fs::remove(dir / "report/report.json");
   CompareConfig other = cfg;

@@ -26,6 +26,7 @@ json arm_to_json(const ArmResult& a) {
           {"tokens_per_s", a.tokens_per_s},
           {"peak_mb", a.peak_mb},
           {"val_curve", curve},
+          {"val_seconds", a.val_seconds},
           {"init_hash", fmt::format("{:016x}", a.init_hash)},
           {"batches_hash", fmt::format("{:016x}", a.batches_hash)}};
 }
@@ -39,9 +40,21 @@ ArmResult arm_from_json(const json& j) {
   a.ms_per_step = j.at("ms_per_step"), a.tokens_per_s = j.at("tokens_per_s"),
   a.peak_mb = j.at("peak_mb");
   for (const auto& p : j.at("val_curve")) a.val_curve.push_back({p[0].get<int64_t>(), num(p[1])});
+  if (j.contains("val_seconds")) a.val_seconds = j.at("val_seconds").get<std::vector<double>>();
   a.init_hash = std::stoull(j.at("init_hash").get<std::string>(), nullptr, 16);
   a.batches_hash = std::stoull(j.at("batches_hash").get<std::string>(), nullptr, 16);
   return a;
+}
+
+std::vector<CurvePoint> curve_of(const ArmResult& arm) {
+  std::vector<CurvePoint> curve;
+  const bool timed = arm.val_seconds.size() == arm.val_curve.size();
+  for (size_t i = 0; i < arm.val_curve.size(); i++) {
+    const auto& [step, loss] = arm.val_curve[i];
+    curve.push_back(
+        {(double)step, timed ? arm.val_seconds[i] : step * arm.ms_per_step / 1000, loss});
+  }
+  return curve;
 }
 
 std::vector<const ArmResult*> arms_of(const CompareResult& result, const std::string& variant) {
@@ -69,6 +82,70 @@ json paired_to_json(const PairedDelta& d) {
           {"p_value", nan_to_null(d.p_value)},
           {"against_val_loss_sd", nan_to_null(d.reference_sd)},
           {"time_ratio", nan_to_null(d.time_ratio)}};
+}
+
+json equal_loss_to_json(const EqualLoss& e) {
+  return {{"seeds", e.seeds},
+          {"seeds_reached", e.reached},
+          {"target", "each seed's SA final validation loss"},
+          {"steps_mean", nan_to_null(e.steps_mean)},
+          {"steps_sd", nan_to_null(e.steps_sd)},
+          {"tokens_mean", nan_to_null(e.tokens_mean)},
+          {"tokens_sd", nan_to_null(e.tokens_sd)},
+          {"seconds_mean", nan_to_null(e.seconds_mean)},
+          {"seconds_sd", nan_to_null(e.seconds_sd)},
+          {"step_speedup_mean", nan_to_null(e.step_speedup_mean)},
+          {"time_speedup_mean", nan_to_null(e.time_speedup_mean)},
+          {"time_speedup_sd", nan_to_null(e.time_speedup_sd)},
+          {"val_loss_at_sa_time_mean", nan_to_null(e.loss_at_sa_time_mean)},
+          {"val_loss_at_sa_time_sd", nan_to_null(e.loss_at_sa_time_sd)},
+          {"delta_at_sa_time_mean", nan_to_null(e.delta_at_sa_time_mean)},
+          {"delta_at_sa_time_sd", nan_to_null(e.delta_at_sa_time_sd)},
+          {"finished_before_sa_time", e.beyond_own_run}};
+}
+
+// The equal-loss view (equal_loss.h): how soon each variant reaches SA's final loss, counting its
+// own cost per step, and where it stands when it has trained as long as SA.
+std::string equal_loss_section(const CompareResult& result, const CompareReport& r) {
+  std::vector<double> sa_steps, sa_seconds;
+  for (const ArmResult* a : arms_of(result, "sa")) {
+    const std::vector<CurvePoint> c = curve_of(*a);
+    if (!c.empty()) sa_steps.push_back(c.back().step), sa_seconds.push_back(c.back().seconds);
+  }
+  if (result.summary.size() < 2 || sa_steps.empty()) return "";
+  std::string md = fmt::format(
+      "\n## Equal loss\n\nHow soon each variant reaches SA's final validation loss (each seed's "
+      "own SA arm's; SA ends at step {:.0f} after {:.1f} s of its own training time, mean over "
+      "seeds), counting each arm's own time per step: the steps, tokens and seconds it needs "
+      "(linear between validation points, every {} steps; mean ± sd over the seeds that reach "
+      "it), SA's steps and seconds over those (above 1: sooner than SA), and its validation loss "
+      "once it has trained as long as SA did. Validating took {:.1f} % of the comparison's "
+      "wall-clock.\n\n| variant | reached | steps | tokens | seconds | speed-up, steps | speed-up, "
+      "wall-clock | val loss at SA's time | Δ vs SA there "
+      "|\n|---|---|---|---|---|---|---|---|---|\n",
+      mean(sa_steps), mean(sa_seconds), r.run.val_every, 100 * r.validation_share);
+  // "mean ± sd" in format f (the sd unsigned), or "not reached".
+  const auto pm = [](double m, double sd, const char* f) {
+    if (!std::isfinite(m)) return std::string("not reached");
+    std::string sd_format = f;
+    if (const size_t plus = sd_format.find('+'); plus != std::string::npos)
+      sd_format.erase(plus, 1);
+    return fmt::vformat(f, fmt::make_format_args(m)) +
+           (sd > 0 ? " ± " + fmt::vformat(sd_format, fmt::make_format_args(sd)) : "");
+  };
+  for (const VariantSummary& s : result.summary) {
+    if (s.variant == "sa") continue;
+    const EqualLoss& e = s.equal_loss;
+    md += fmt::format(
+        "| {} | {} of {} | {} | {} | {} | {} | {} | {}{} | {} |\n", s.variant, e.reached, e.seeds,
+        pm(e.steps_mean, e.steps_sd, "{:.0f}"), pm(e.tokens_mean, e.tokens_sd, "{:.0f}"),
+        pm(e.seconds_mean, e.seconds_sd, "{:.1f}"), fmt_or_dash("{:.3f}", e.step_speedup_mean),
+        e.reached ? pm(e.time_speedup_mean, e.time_speedup_sd, "{:.3f}") : "–",
+        pm(e.loss_at_sa_time_mean, e.loss_at_sa_time_sd, "{:.4f}"),
+        e.beyond_own_run ? " (finished sooner: its final loss)" : "",
+        pm(e.delta_at_sa_time_mean, e.delta_at_sa_time_sd, "{:+.4f}"));
+  }
+  return md;
 }
 
 // Arms in another precision than the run's (xsa@bf16): against their twins, and the XSA-vs-SA
@@ -136,6 +213,21 @@ std::vector<std::string> write_plots(const fs::path& out, const CompareReport& r
         c.x.erase(c.x.begin()), c.y.erase(c.y.begin());
         if (!c.y_low.empty()) c.y_low.erase(c.y_low.begin()), c.y_high.erase(c.y_high.begin());
       }
+    // The same curves against each arm's own training time (the equal-loss view).
+    std::vector<Series> by_time;
+    for (const std::string& v : r.variants) {
+      const auto mine = arms_of(v);
+      Series c{v, {}, {}, {}, {}};
+      for (size_t p = 1; p < mine[0]->val_curve.size(); p++) {
+        std::vector<double> t, l;
+        for (const ArmResult* a : mine) {
+          const std::vector<CurvePoint> curve = curve_of(*a);
+          t.push_back(curve[p].seconds), l.push_back(curve[p].loss);
+        }
+        c.x.push_back(mean(t)), c.y.push_back(mean(l));
+      }
+      by_time.push_back(c);
+    }
     auto add = [&](const std::vector<std::string>& files) {
       plots.insert(plots.end(), files.begin(), files.end());
     };
@@ -143,6 +235,10 @@ std::vector<std::string> write_plots(const fs::path& out, const CompareReport& r
                    svg_line_chart(fmt::format("Validation loss ({} seed{}, band: ± sd)", r.seeds,
                                               r.seeds > 1 ? "s" : ""),
                                   "step", "validation loss", curves)));
+    add(write_plot((out / "val_loss_by_time").string(),
+                   svg_line_chart("Validation loss against each arm's own training time (mean over "
+                                  "seeds)",
+                                  "seconds of training", "validation loss", by_time)));
     if (!deltas.empty())
       add(write_plot((out / "delta_vs_sa").string(),
                      svg_line_chart("Validation loss minus SA's (below 0: better than SA)", "step",
@@ -172,20 +268,22 @@ void write_report_json(const fs::path& out, const CompareReport& r, const Compar
   json j_arms = json::array(), j_summary = json::array();
   for (const ArmResult& a : result.arms) j_arms.push_back(arm_to_json(a));
   for (const VariantSummary& s : result.summary)
-    j_summary.push_back({{"variant", s.variant},
-                         {"n_seeds", s.n_seeds},
-                         {"train_loss_mean", s.train_loss_mean},
-                         {"val_loss_mean", nan_to_null(s.val_loss_mean)},
-                         {"val_loss_sd", nan_to_null(s.val_loss_sd)},
-                         {"delta_vs_sa_mean", nan_to_null(s.delta_vs_sa_mean)},
-                         {"delta_vs_sa_sd", nan_to_null(s.delta_vs_sa_sd)},
-                         {"p_value", nan_to_null(s.p_value)},
-                         {"overhead_vs_sa", s.overhead_vs_sa},
-                         {"eval_loss_mean", s.eval_loss_mean},
-                         {"eval_delta_vs_sa_mean", s.eval_delta_vs_sa_mean},
-                         {"verdict", s.verdict},
-                         {"vs_twin", paired_to_json(s.vs_twin)},
-                         {"vs_precision_sa", paired_to_json(s.vs_precision_sa)}});
+    j_summary.push_back(
+        {{"variant", s.variant},
+         {"n_seeds", s.n_seeds},
+         {"train_loss_mean", s.train_loss_mean},
+         {"val_loss_mean", nan_to_null(s.val_loss_mean)},
+         {"val_loss_sd", nan_to_null(s.val_loss_sd)},
+         {"delta_vs_sa_mean", nan_to_null(s.delta_vs_sa_mean)},
+         {"delta_vs_sa_sd", nan_to_null(s.delta_vs_sa_sd)},
+         {"p_value", nan_to_null(s.p_value)},
+         {"overhead_vs_sa", s.overhead_vs_sa},
+         {"equal_loss", s.variant == "sa" ? json(nullptr) : equal_loss_to_json(s.equal_loss)},
+         {"eval_loss_mean", s.eval_loss_mean},
+         {"eval_delta_vs_sa_mean", s.eval_delta_vs_sa_mean},
+         {"verdict", s.verdict},
+         {"vs_twin", paired_to_json(s.vs_twin)},
+         {"vs_precision_sa", paired_to_json(s.vs_precision_sa)}});
   json j_bias = json::array();
   for (size_t k = 0; k < r.variants.size(); k++)
     for (const HeadBias& h : r.bias[k])
@@ -197,11 +295,19 @@ void write_report_json(const fs::path& out, const CompareReport& r, const Compar
                         {"self_weight", h.self_weight},
                         {"cos_vv", h.cos_vv}});
   nlohmann::json model_json = r.model;
-  json report = {{"data", r.run.data},       {"eval_data", r.eval_data},
-                 {"model", model_json},      {"run", run_config_to_json(r.run)},
-                 {"variants", r.variants},   {"seeds", r.seeds},
-                 {"arms", j_arms},           {"summary", j_summary},
-                 {"similarity_bias", j_bias}};
+  json report = {{"data", r.run.data},
+                 {"eval_data", r.eval_data},
+                 {"model", model_json},
+                 {"run", run_config_to_json(r.run)},
+                 {"variants", r.variants},
+                 {"seeds", r.seeds},
+                 {"arms", j_arms},
+                 {"summary", j_summary},
+                 {"similarity_bias", j_bias},
+                 {"validation",
+                  {{"every_steps", r.run.val_every},
+                   {"batches", r.run.val_batches},
+                   {"share_of_wall_clock", r.validation_share}}}};
   write_file_atomic(out / "report.json", report.dump(2) + "\n");
 }
 
@@ -257,6 +363,7 @@ std::string write_compare_report(const fs::path& out, const CompareReport& r,
       md += "\n";
     }
   }
+  md += equal_loss_section(result, r);
   md += precision_section(result, r);
   md += "\n";
   for (const std::string& p : plots)

@@ -13,6 +13,7 @@
 #include "xsa/analysis/similarity_bias.h"
 #include "xsa/config/run_config.h"
 #include "xsa/model/config.h"
+#include "xsa/report/equal_loss.h"
 
 namespace xsa {
 
@@ -24,6 +25,9 @@ struct ArmResult {
   std::vector<double> eval_losses;  // one per evaluation set
   double ms_per_step = 0, tokens_per_s = 0, peak_mb = 0;
   std::vector<std::pair<int64_t, double>> val_curve, train_curve;
+  // The arm's own training time (its steps' wall-clock, seconds) at each point of val_curve; empty
+  // in a seed file written before xsa kept it (curve_of then assumes ms_per_step for every step).
+  std::vector<double> val_seconds;
   // Fingerprints proving the twins are twins: of the initial weights and of every batch seen.
   uint64_t init_hash = 0, batches_hash = 0;
 };
@@ -44,6 +48,7 @@ struct VariantSummary {
   double delta_vs_sa_mean = 0, delta_vs_sa_sd = 0, p_value = 0;  // NaN where undefined
   std::vector<double> eval_loss_mean, eval_delta_vs_sa_mean;
   double overhead_vs_sa = 0;  // median over interleaved steps of ms / ms(SA) − 1
+  EqualLoss equal_loss;       // to SA's final loss, and at SA's wall-clock (not for SA itself)
   std::string verdict;
   // For an arm in another precision (xsa@bf16): against its twin in the run's precision (xsa),
   // and against SA in its own precision (sa@bf16) where both are in the comparison.
@@ -65,10 +70,14 @@ struct CompareReport {
   int seeds = 1;
   std::vector<std::vector<HeadBias>> bias;  // per variant, from the first seed; empty: none
   std::vector<double> peak_mb;              // per variant
+  double validation_share = 0;  // of the comparison's wall-clock spent validating (all arms)
 };
 
 nlohmann::json arm_to_json(const ArmResult& arm);
 ArmResult arm_from_json(const nlohmann::json& j);  // throws nlohmann::json::exception
+
+// An arm's validation curve with its training time (equal_loss.h).
+std::vector<CurvePoint> curve_of(const ArmResult& arm);
 
 // The results of one variant, seed by seed.
 std::vector<const ArmResult*> arms_of(const CompareResult& result, const std::string& variant);

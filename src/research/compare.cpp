@@ -139,6 +139,7 @@ struct Arm {
   std::unique_ptr<TrainStep> step;
   std::unique_ptr<BatchLoader> loader;
   std::vector<double> ms, losses;
+  double seconds = 0;  // training time so far (its steps' wall-clock)
   ArmResult result;
 };
 
@@ -367,18 +368,26 @@ class CompareObserver : public RunObserver {
           st.lr));
     ms_this_[st.arm] = st.ms;
     a.ms.push_back(st.ms);
+    a.seconds += st.ms / 1000;
     a.losses.push_back(r.loss);
     a.result.train_curve.push_back({st.done, r.loss});
   }
 
   void stepped(int64_t, double) override {
     for (size_t k = 1; k < arms_.size(); k++) overhead_[k].push_back(ms_this_[k] / ms_this_[0]);
+    last_stepped_ = clock_type::now();
   }
 
   void validated(int64_t step, const std::vector<double>& losses) override {
-    for (size_t k = 0; k < arms_.size(); k++)
+    for (size_t k = 0; k < arms_.size(); k++) {
       arms_[k].result.val_curve.push_back({step, losses[k]});
+      arms_[k].result.val_seconds.push_back(arms_[k].seconds);
+    }
+    validation_seconds_ += std::chrono::duration<double>(clock_type::now() - last_stepped_).count();
   }
+
+  // Wall-clock spent in validation passes (every arm's), since this seed's first.
+  double validation_seconds() const { return validation_seconds_; }
 
   void step_finished(int64_t done, bool val_now) override {
     const RunConfig& run = cfg_.run;
@@ -415,18 +424,21 @@ class CompareObserver : public RunObserver {
   const clock_type::time_point start_;
   const bool tty_;
   std::vector<double> ms_this_;
+  clock_type::time_point last_stepped_ = clock_type::now();
+  double validation_seconds_ = 0;
 };
 
 // Steps every arm of a seed interleaved, rotating who goes first so the timing stays fair;
-// appends each step's ms / ms(SA) per variant to overhead.
-void train_arms(const CompareConfig& cfg, const Setup& s, std::vector<Arm>& arms, uint64_t seed,
-                int seed_index, std::vector<std::vector<double>>& overhead,
-                clock_type::time_point start) {
+// appends each step's ms / ms(SA) per variant to overhead. Returns the seconds spent validating.
+double train_arms(const CompareConfig& cfg, const Setup& s, std::vector<Arm>& arms, uint64_t seed,
+                  int seed_index, std::vector<std::vector<double>>& overhead,
+                  clock_type::time_point start) {
   TrainingRun training(cfg.run, s.shape, *s.comm, s.data.val, s.val_batches);
   for (Arm& a : arms) training.add_arm({a.step.get(), a.loader.get()});
   CompareObserver observer(cfg, s, arms, seed, seed_index, overhead, start);
   training.add_observer(&observer);
   training.run({0, /*validate_first=*/true, /*rotate=*/true});
+  return observer.validation_seconds();
 }
 
 fs::path arm_folder(const fs::path& out, const std::string& variant, uint64_t seed) {
@@ -468,7 +480,8 @@ void finish_arms(const CompareConfig& cfg, const Setup& s, std::vector<Arm>& arm
 // A seed finished before an interruption: its results, when it belongs to this comparison.
 // Rank 0 reads the file and every rank takes its verdict.
 bool take_finished_seed(const fs::path& seed_file, const Setup& s, const RunConfig& run,
-                        CompareResult& result, std::vector<std::vector<double>>& overhead) {
+                        CompareResult& result, std::vector<std::vector<double>>& overhead,
+                        double& validation_seconds) {
   std::error_code ec;
   const bool root = s.comm->is_root();
   const std::string text =
@@ -481,6 +494,7 @@ bool take_finished_seed(const fs::path& seed_file, const Setup& s, const RunConf
         "--force to start over",
         seed_file.string());  // (alike on every rank: they hold the same text)
   for (const auto& a : done["arms"]) result.arms.push_back(arm_from_json(a));
+  validation_seconds += done.value("validation_seconds", 0.0);
   for (size_t k = 1; k < s.variants.size(); k++)
     for (const auto& r : done["overhead"][k]) overhead[k].push_back(r.get<double>());
   if (!run.quiet && root)
@@ -491,8 +505,12 @@ bool take_finished_seed(const fs::path& seed_file, const Setup& s, const RunConf
 
 // This seed is done: its results survive an interruption (Ctrl-C) of the later ones.
 void save_finished_seed(const fs::path& seed_file, const Setup& s, const std::vector<Arm>& arms,
-                        const std::vector<std::vector<double>>& overhead, size_t first_overhead) {
-  json done = {{"identity", s.identity}, {"arms", json::array()}, {"overhead", json::array()}};
+                        const std::vector<std::vector<double>>& overhead, size_t first_overhead,
+                        double validation_seconds) {
+  json done = {{"identity", s.identity},
+               {"arms", json::array()},
+               {"overhead", json::array()},
+               {"validation_seconds", validation_seconds}};
   for (const Arm& a : arms) done["arms"].push_back(arm_to_json(a.result));
   for (size_t k = 0; k < s.variants.size(); k++)
     done["overhead"].push_back(
@@ -556,6 +574,10 @@ std::vector<VariantSummary> summarize(const CompareResult& result, const Setup& 
       sm.delta_vs_sa_mean = mean(delta), sm.delta_vs_sa_sd = sample_sd(delta),
       sm.p_value = paired_t_test_p(delta);
       sm.overhead_vs_sa = median(overhead[k]) - 1;
+      std::vector<std::vector<CurvePoint>> sa_curves, curves;
+      for (size_t i = 0; i < mine.size(); i++)
+        sa_curves.push_back(curve_of(*sa_arms[i])), curves.push_back(curve_of(*mine[i]));
+      sm.equal_loss = equal_loss(sa_curves, curves, s.shape.tokens());
       if (sm.n_seeds < 2)
         sm.verdict = "one seed: no spread to judge a difference";
       else if (sm.p_value < 0.05)
@@ -689,10 +711,11 @@ CompareResult compare(const CompareConfig& requested) {
   std::vector<std::string> suite_names;  // an arm per row of the suite's table
   std::vector<std::vector<TaskResult>> suite_results;
   const auto start = clock_type::now();
+  double validation_seconds = 0;  // every seed's, this run's and those taken from seed files
   for (int k = 0; k < cfg.seeds; k++) {
     const uint64_t seed = run.seed + k;
     const fs::path seed_file = out / fmt::format("seed-{}.json", seed);
-    if (take_finished_seed(seed_file, s, run, result, overhead)) {
+    if (take_finished_seed(seed_file, s, run, result, overhead, validation_seconds)) {
       if (root && !s.suite.files.empty())  // its arms' saved final weights take the suite
         for (const Variant& v : s.variants) {
           suite_names.push_back(fmt::format("{} seed {}", v.name, seed));
@@ -703,20 +726,25 @@ CompareResult compare(const CompareConfig& requested) {
     }
     const size_t first_overhead = overhead.size() > 1 ? overhead[1].size() : 0;
     std::vector<Arm> arms = make_arms(cfg, s, seed);
-    train_arms(cfg, s, arms, seed, k, overhead, start);
+    const double validated = train_arms(cfg, s, arms, seed, k, overhead, start);
+    validation_seconds += validated;
     finish_arms(cfg, s, arms, peak);
     for (const Arm& a : arms) result.arms.push_back(a.result);
     for (const Arm& a : arms)
       if (!a.suite.empty())
         suite_names.push_back(fmt::format("{} seed {}", a.variant.name, seed)),
             suite_results.push_back(a.suite);
-    if (root) save_finished_seed(seed_file, s, arms, overhead, first_overhead);
+    if (root) save_finished_seed(seed_file, s, arms, overhead, first_overhead, validated);
   }
   result.summary = summarize(result, s, overhead);
   if (!root) return result;  // the report is rank 0's
 
   CompareReport report{cfg.variants, cfg.eval_data,        s.model, run,
                        cfg.seeds,    analyze_arms(cfg, s), peak};
+  double training_seconds = 0;
+  for (const ArmResult& a : result.arms)
+    training_seconds += a.val_seconds.empty() ? 0 : a.val_seconds.back();
+  report.validation_share = validation_seconds / (validation_seconds + training_seconds);
   std::string md = write_compare_report(out, report, result);
   if (!s.suite.files.empty()) append_suite_report(out, s, suite_names, suite_results, run.quiet);
   if (!run.quiet) {
@@ -724,8 +752,11 @@ CompareResult compare(const CompareConfig& requested) {
     const size_t note = md.find(kTimingNote, table);  // the table, then its note
     const size_t shown_end = note + std::string_view(kTimingNote).size() - 1;
     std::string shown = md.substr(table, shown_end - table);
-    if (const size_t precision = md.find("## Precision"); precision != std::string::npos)
-      shown += "\n\n" + md.substr(precision, md.find("\n\n![", precision) - precision);
+    // Then the equal-loss and precision sections, each up to what follows it.
+    for (const char* section : {"## Equal loss", "## Precision"})
+      if (const size_t at = md.find(section); at != std::string::npos)
+        shown +=
+            "\n\n" + md.substr(at, std::min(md.find("\n\n## ", at), md.find("\n\n![", at)) - at);
     std::printf("\n%s\nreport: %s (report.md, report.json, plot files)\n", shown.c_str(),
                 out.string().c_str());
   }

@@ -69,6 +69,48 @@ double paired_t_test_p(const std::vector<double>& d) {
   return student_t_two_sided_p(m / (sd / std::sqrt((double)d.size())), (double)d.size() - 1);
 }
 
+double student_t_two_sided_critical(double alpha, double dof) {
+  // p(t) falls from 1 at t = 0: bisection on t.
+  double lo = 0, hi = 1;
+  while (student_t_two_sided_p(hi, dof) > alpha) hi *= 2;
+  for (int i = 0; i < 200 && hi - lo > 1e-13 * hi; i++) {
+    const double mid = 0.5 * (lo + hi);
+    (student_t_two_sided_p(mid, dof) > alpha ? lo : hi) = mid;
+  }
+  return 0.5 * (lo + hi);
+}
+
+double paired_t_power(double effect, double sd, int n, double alpha) {
+  if (n < 2 || !(sd > 0) || !std::isfinite(effect)) return NAN;
+  const double nu = n - 1.0, t = student_t_two_sided_critical(alpha, nu);
+  const double lambda = std::fabs(effect) * std::sqrt((double)n) / sd;
+  // T = (Z + λ) / U with U = √(V/ν), V ~ χ²(ν): P(|T| > t) = ∫ g(u) [Φc(t·u − λ) + Φ(−t·u − λ)] du,
+  // g the density of U, by Simpson's rule over its mass (mean 1, sd about 1/√(2ν)).
+  const double log_norm = (nu / 2) * std::log(nu) - (nu / 2 - 1) * std::log(2.0) - std::lgamma(nu / 2);
+  const auto g = [&](double u) {
+    return u <= 0 ? (nu == 1 ? std::exp(log_norm) : 0.0)
+                  : std::exp(log_norm + (nu - 1) * std::log(u) - nu * u * u / 2);
+  };
+  const auto upper = [](double x) { return 0.5 * std::erfc(x / std::sqrt(2.0)); };  // Φc
+  const double u_max = 1 + 12 / std::sqrt(2 * nu) + 2;
+  const int steps = 4000;  // even
+  const double h = u_max / steps;
+  double sum = 0;
+  for (int i = 0; i <= steps; i++) {
+    const double u = i * h;
+    const double f = g(u) * (upper(t * u - lambda) + upper(t * u + lambda));
+    sum += f * (i == 0 || i == steps ? 1 : i % 2 ? 4 : 2);
+  }
+  return std::min(1.0, sum * h / 3);
+}
+
+int seeds_for_power(double effect, double sd, double power, double alpha, int max_n) {
+  if (!std::isfinite(effect) || !(sd > 0) || effect == 0) return max_n + 1;
+  for (int n = 2; n <= max_n; n++)
+    if (paired_t_power(effect, sd, n, alpha) >= power) return n;
+  return max_n + 1;
+}
+
 double mcnemar_exact_p(int b, int c) {
   const int n = b + c, k = std::min(b, c);
   if (n == 0) return 1.0;

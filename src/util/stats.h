@@ -16,6 +16,17 @@ double sample_sd(const std::vector<double>& x);  // n − 1 in the denominator; 
 double paired_t_test_p(const std::vector<double>& d);
 // P(|T| ≥ t) for Student's t with `dof` degrees of freedom.
 double student_t_two_sided_p(double t, double dof);
+// The t with P(|T| ≥ t) = alpha for Student's t with `dof` degrees of freedom.
+double student_t_two_sided_critical(double alpha, double dof);
+// The power of the two-sided paired t-test at level alpha with n pairs, when the differences'
+// true mean is `effect` and their sd `sd`: P(|T| > t_crit) for T noncentral t with n − 1 degrees of
+// freedom and noncentrality |effect|·√n / sd (numerical integration over the chi distribution).
+// NaN for n < 2 or sd ≤ 0.
+double paired_t_power(double effect, double sd, int n, double alpha = 0.05);
+// The fewest pairs (seeds) whose power reaches `power`: from 2 up; max_n + 1 when even max_n do
+// not (or effect is 0, or sd ≤ 0).
+int seeds_for_power(double effect, double sd, double power = 0.8, double alpha = 0.05,
+                    int max_n = 1000);
 // Exact two-sided McNemar test for two classifiers scored on the same examples: b examples only the
 // first got right, c only the second. p = min(1, 2 · P(X ≤ min(b, c))) with X ~ Binomial(b + c,
 // 1/2); 1 when b + c = 0.
