@@ -35,6 +35,48 @@ TEST(Stats, PairedTTestMatchesKnownValues) {
 }
 
 // Exact values from Python's integer binomials: min(1, 2 Σ_{i ≤ min(b,c)} C(b+c, i) / 2^(b+c)).
+// The power of the paired t-test: at no effect it is the test's level; for many seeds it is the
+// normal closed form Φ(λ − t_c) + Φ(−λ − t_c); and the seeds it asks for at 80 % power are those
+// of the published tables (Cohen; G*Power, one-sample/paired t, two-sided α = 0.05: d = 0.5 → 34,
+// 0.8 → 15, 1.0 → 10), which a Monte Carlo of 400 000 paired t-tests confirmed when this was
+// written (power 0.803 at d = 1, n = 10).
+TEST(Stats, PairedTPowerAgainstClosedFormsAndTables) {
+  for (int n : {2, 3, 5, 30}) EXPECT_NEAR(paired_t_power(0.0, 1.0, n), 0.05, 1e-6) << n;
+  const auto phi = [](double x) { return 0.5 * std::erfc(-x / std::sqrt(2.0)); };
+  for (double lambda : {1.0, 2.8, 4.0}) {
+    const int n = 5000;
+    const double t = student_t_two_sided_critical(0.05, n - 1);
+    EXPECT_NEAR(paired_t_power(lambda / std::sqrt(n), 1.0, n), phi(lambda - t) + phi(-lambda - t),
+                1e-3)
+        << lambda;
+  }
+  EXPECT_NEAR(student_t_two_sided_critical(0.05, 9), 2.262157, 1e-5);
+  EXPECT_EQ(seeds_for_power(0.5, 1.0), 34);
+  EXPECT_EQ(seeds_for_power(-0.8, 1.0), 15);
+  EXPECT_EQ(seeds_for_power(0.01, 0.01), 10);
+  EXPECT_EQ(seeds_for_power(0.0, 1.0), 1001);
+  EXPECT_EQ(seeds_for_power(0.01, 1.0, 0.8, 0.05, 50), 51);
+}
+
+// --seeds auto's rule and the parsing of --seeds.
+TEST(Stats, AutoSeedsAnswerAndParsing) {
+  EXPECT_EQ(seed_answer({-0.1, -0.11}, 10), SeedAnswer::unclear);  // fewer than 3 seeds
+  EXPECT_EQ(seed_answer({-0.1, -0.11, -0.09}, 10), SeedAnswer::differs);
+  EXPECT_EQ(seed_answer({0.01, -0.01, 0.005}, 10), SeedAnswer::too_small);
+  EXPECT_EQ(seed_answer({-0.1, 0.0, -0.15}, 10), SeedAnswer::unclear);  // p 0.2, 9 seeds would do
+  EXPECT_EQ(seed_answer({-0.1, 0.0, -0.15}, 5), SeedAnswer::too_small);
+  CompareConfig cfg;
+  parse_seeds("auto", 7, cfg);
+  EXPECT_TRUE(cfg.seeds_auto);
+  EXPECT_EQ(cfg.seeds, 7);
+  parse_seeds("3", 7, cfg);
+  EXPECT_FALSE(cfg.seeds_auto);
+  EXPECT_EQ(cfg.seeds, 3);
+  for (const char* bad : {"0", "x", "3x", "-2", ""})
+    EXPECT_THROW(parse_seeds(bad, 7, cfg), Error) << bad;
+  EXPECT_THROW(parse_seeds("auto", 0, cfg), Error);
+}
+
 TEST(Stats, McNemarMatchesExactBinomialSums) {
   EXPECT_NEAR(mcnemar_exact_p(10, 2), 0.03857421875, 1e-12);  // 2 · 79 / 4096
   EXPECT_NEAR(mcnemar_exact_p(2, 10), 0.03857421875, 1e-12);

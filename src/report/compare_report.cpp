@@ -148,6 +148,31 @@ std::string equal_loss_section(const CompareResult& result, const CompareReport&
   return md;
 }
 
+// How many seeds each difference takes: the observed difference and spread, and the seeds a
+// paired t-test needs to find it at p < 0.05 with 80 % power; --seeds auto's stop.
+std::string seeds_section(const CompareResult& result, const CompareReport& r) {
+  if (result.summary.size() < 2) return "";
+  std::string md = fmt::format(
+      "\n## Seeds\n\nHow many seeds it takes to see each difference: the difference to SA "
+      "observed here (paired by seed) and the seeds a paired t-test needs to find a difference of "
+      "that size and spread at p < 0.05 with 80 % power, were it the true one (noncentral t). "
+      "Fewer seeds than that can miss a real difference; the observed spread of a few seeds is "
+      "itself uncertain.{}\n\n| variant | Δ vs SA (mean) | sd of Δ over seeds | seeds run | seeds "
+      "for 80 % power |{}\n|---|---|---|---|---|{}\n",
+      r.seeds_note.empty() ? "" : "\n\n" + r.seeds_note + ".",
+      r.seeds_note.empty() ? "" : " answer |", r.seeds_note.empty() ? "" : "---|");
+  for (const VariantSummary& s : result.summary) {
+    if (s.variant == "sa") continue;
+    const std::string needed = s.seeds_for_power == 0     ? "–"
+                               : s.seeds_for_power > 1000 ? "more than 1000"
+                                                          : std::to_string(s.seeds_for_power);
+    md += fmt::format("| {} | {:+.4f} | {} | {} | {} |{}\n", s.variant, s.delta_vs_sa_mean,
+                      s.n_seeds > 1 ? fmt::format("{:.4f}", s.delta_vs_sa_sd) : "–", s.n_seeds,
+                      needed, r.seeds_note.empty() ? "" : " " + s.seeds_answer + " |");
+  }
+  return md;
+}
+
 // Arms in another precision than the run's (xsa@bf16): against their twins, and the XSA-vs-SA
 // difference inside each precision.
 std::string precision_section(const CompareResult& result, const CompareReport& r) {
@@ -279,6 +304,9 @@ void write_report_json(const fs::path& out, const CompareReport& r, const Compar
          {"p_value", nan_to_null(s.p_value)},
          {"overhead_vs_sa", s.overhead_vs_sa},
          {"equal_loss", s.variant == "sa" ? json(nullptr) : equal_loss_to_json(s.equal_loss)},
+         {"seeds_for_80pct_power",
+          s.variant == "sa" || s.seeds_for_power == 0 ? json(nullptr) : json(s.seeds_for_power)},
+         {"seeds_answer", s.variant == "sa" ? json(nullptr) : json(s.seeds_answer)},
          {"eval_loss_mean", s.eval_loss_mean},
          {"eval_delta_vs_sa_mean", s.eval_delta_vs_sa_mean},
          {"verdict", s.verdict},
@@ -304,6 +332,7 @@ void write_report_json(const fs::path& out, const CompareReport& r, const Compar
                  {"arms", j_arms},
                  {"summary", j_summary},
                  {"similarity_bias", j_bias},
+                 {"seeds_note", r.seeds_note},
                  {"validation",
                   {{"every_steps", r.run.val_every},
                    {"batches", r.run.val_batches},
@@ -364,6 +393,7 @@ std::string write_compare_report(const fs::path& out, const CompareReport& r,
     }
   }
   md += equal_loss_section(result, r);
+  md += seeds_section(result, r);
   md += precision_section(result, r);
   md += "\n";
   for (const std::string& p : plots)

@@ -49,6 +49,10 @@ struct VariantSummary {
   std::vector<double> eval_loss_mean, eval_delta_vs_sa_mean;
   double overhead_vs_sa = 0;  // median over interleaved steps of ms / ms(SA) − 1
   EqualLoss equal_loss;       // to SA's final loss, and at SA's wall-clock (not for SA itself)
+  // The seeds a paired t-test needs to find the observed difference to SA at p < 0.05 with 80 %
+  // power, were it the true one (seeds_for_power); 0 with fewer than 2 seeds or no spread.
+  int seeds_for_power = 0;
+  std::string seeds_answer;  // --seeds auto: "differs", "too small for the cap" or "unclear"
   std::string verdict;
   // For an arm in another precision (xsa@bf16): against its twin in the run's precision (xsa),
   // and against SA in its own precision (sa@bf16) where both are in the comparison.
@@ -71,6 +75,7 @@ struct CompareReport {
   std::vector<std::vector<HeadBias>> bias;  // per variant, from the first seed; empty: none
   std::vector<double> peak_mb;              // per variant
   double validation_share = 0;  // of the comparison's wall-clock spent validating (all arms)
+  std::string seeds_note;       // --seeds auto: how many seeds ran, and why it stopped there
 };
 
 nlohmann::json arm_to_json(const ArmResult& arm);

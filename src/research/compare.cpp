@@ -538,9 +538,40 @@ PairedDelta paired_delta(const CompareResult& result, const std::string& name,
   return d;
 }
 
+// Each seed's validation loss of `variant` minus SA's.
+std::vector<double> deltas_vs_sa(const CompareResult& result, const std::string& variant) {
+  const auto mine = arms_of(result, variant), sa = arms_of(result, "sa");
+  std::vector<double> d;
+  for (size_t i = 0; i < mine.size() && i < sa.size(); i++)
+    d.push_back(mine[i]->val_loss - sa[i]->val_loss);
+  return d;
+}
+
+// --seeds auto, after a seed: the note for the report when every variant's answer is clear or
+// the cap is reached; empty while seeds are still to run.
+std::string auto_seeds_verdict(const CompareConfig& cfg, const CompareResult& result, int done) {
+  std::string answers;
+  bool clear = true;
+  for (size_t k = 1; k < cfg.variants.size(); k++) {
+    const SeedAnswer a = seed_answer(deltas_vs_sa(result, cfg.variants[k]), cfg.seeds);
+    clear = clear && a != SeedAnswer::unclear;
+    answers += fmt::format("{}{}: {}", k > 1 ? ", " : "", cfg.variants[k], to_string(a));
+  }
+  if (clear)
+    return fmt::format("--seeds auto (at most {}): stopped after {} seeds, every answer clear ({})",
+                       cfg.seeds, done, answers);
+  if (done >= cfg.seeds)
+    return fmt::format(
+        "--seeds auto (at most {}): the cap was reached with an answer still "
+        "unclear ({})",
+        cfg.seeds, answers);
+  return "";
+}
+
 // Differences to SA paired by seed, with a verdict that never calls a single seed a win.
 std::vector<VariantSummary> summarize(const CompareResult& result, const Setup& s,
-                                      const std::vector<std::vector<double>>& overhead) {
+                                      const std::vector<std::vector<double>>& overhead,
+                                      int cfg_seeds) {
   std::vector<VariantSummary> out;
   const auto sa_arms = arms_of(result, "sa");
   for (size_t k = 0; k < s.variants.size(); k++) {
@@ -578,6 +609,9 @@ std::vector<VariantSummary> summarize(const CompareResult& result, const Setup& 
       for (size_t i = 0; i < mine.size(); i++)
         sa_curves.push_back(curve_of(*sa_arms[i])), curves.push_back(curve_of(*mine[i]));
       sm.equal_loss = equal_loss(sa_curves, curves, s.shape.tokens());
+      const int needed = seeds_for_power(mean(delta), sample_sd(delta));
+      sm.seeds_for_power = delta.size() >= 2 && sample_sd(delta) > 0 ? needed : 0;
+      sm.seeds_answer = to_string(seed_answer(delta, cfg_seeds));
       if (sm.n_seeds < 2)
         sm.verdict = "one seed: no spread to judge a difference";
       else if (sm.p_value < 0.05)
@@ -668,6 +702,46 @@ void check_compare_variants(const CompareConfig& cfg) {
   parse_variants(cfg);
 }
 
+SeedAnswer seed_answer(const std::vector<double>& deltas, int cap) {
+  if (deltas.size() < 3) return SeedAnswer::unclear;
+  if (paired_t_test_p(deltas) < 0.05) return SeedAnswer::differs;
+  if (seeds_for_power(mean(deltas), sample_sd(deltas)) > cap) return SeedAnswer::too_small;
+  return SeedAnswer::unclear;
+}
+
+const char* to_string(SeedAnswer answer) {
+  switch (answer) {
+    case SeedAnswer::differs:
+      return "differs (p < 0.05)";
+    case SeedAnswer::too_small:
+      return "needs more seeds than the cap";
+    case SeedAnswer::unclear:
+      break;
+  }
+  return "unclear";
+}
+
+void parse_seeds(const std::string& text, int cap, CompareConfig& cfg) {
+  if (cap < 1) fail("--max-seeds {} must be positive", cap);
+  if (text == "auto") {
+    cfg.seeds_auto = true, cfg.seeds = cap;
+    return;
+  }
+  size_t used = 0;
+  int n = 0;
+  try {
+    n = std::stoi(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size() || n < 1)
+    fail(
+        "--seeds {} must be a positive count or auto (seeds until the answer is clear, at most "
+        "--max-seeds)",
+        text);
+  cfg.seeds_auto = false, cfg.seeds = n;
+}
+
 CompareResult compare(const CompareConfig& requested) {
   Comm& comm = world_comm();
   const bool root = comm.is_root();
@@ -712,7 +786,12 @@ CompareResult compare(const CompareConfig& requested) {
   std::vector<std::vector<TaskResult>> suite_results;
   const auto start = clock_type::now();
   double validation_seconds = 0;  // every seed's, this run's and those taken from seed files
-  for (int k = 0; k < cfg.seeds; k++) {
+  std::string seeds_note;
+  for (int k = 0; k < cfg.seeds && seeds_note.empty(); k++) {
+    if (k > 0 && cfg.seeds_auto) {  // after the seeds so far: is every answer clear?
+      seeds_note = auto_seeds_verdict(cfg, result, k);
+      if (!seeds_note.empty()) break;
+    }
     const uint64_t seed = run.seed + k;
     const fs::path seed_file = out / fmt::format("seed-{}.json", seed);
     if (take_finished_seed(seed_file, s, run, result, overhead, validation_seconds)) {
@@ -736,15 +815,21 @@ CompareResult compare(const CompareConfig& requested) {
             suite_results.push_back(a.suite);
     if (root) save_finished_seed(seed_file, s, arms, overhead, first_overhead, validated);
   }
-  result.summary = summarize(result, s, overhead);
+  const int seeds_run = (int)arms_of(result, "sa").size();
+  if (cfg.seeds_auto && seeds_note.empty()) seeds_note = auto_seeds_verdict(cfg, result, seeds_run);
+  result.summary = summarize(result, s, overhead, cfg.seeds);
   if (!root) return result;  // the report is rank 0's
 
-  CompareReport report{cfg.variants, cfg.eval_data,        s.model, run,
-                       cfg.seeds,    analyze_arms(cfg, s), peak};
+  if (!run.quiet && !seeds_note.empty()) std::printf("%s\n", seeds_note.c_str());
   double training_seconds = 0;
   for (const ArmResult& a : result.arms)
     training_seconds += a.val_seconds.empty() ? 0 : a.val_seconds.back();
-  report.validation_share = validation_seconds / (validation_seconds + training_seconds);
+  const CompareReport report{
+      cfg.variants, cfg.eval_data,
+      s.model,      run,
+      seeds_run,    analyze_arms(cfg, s),
+      peak,         validation_seconds / (validation_seconds + training_seconds),
+      seeds_note};
   std::string md = write_compare_report(out, report, result);
   if (!s.suite.files.empty()) append_suite_report(out, s, suite_names, suite_results, run.quiet);
   if (!run.quiet) {
@@ -753,7 +838,7 @@ CompareResult compare(const CompareConfig& requested) {
     const size_t shown_end = note + std::string_view(kTimingNote).size() - 1;
     std::string shown = md.substr(table, shown_end - table);
     // Then the equal-loss and precision sections, each up to what follows it.
-    for (const char* section : {"## Equal loss", "## Precision"})
+    for (const char* section : {"## Equal loss", "## Seeds", "## Precision"})
       if (const size_t at = md.find(section); at != std::string::npos)
         shown +=
             "\n\n" + md.substr(at, std::min(md.find("\n\n## ", at), md.find("\n\n![", at)) - at);

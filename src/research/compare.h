@@ -34,13 +34,25 @@ struct CompareConfig {
   ModelConfig model;  // the shape; attention comes from each variant
   RunConfig run;      // data, optimizer, schedule; run.out is the report folder
   std::vector<std::string> variants = {"sa", "xsa"};
-  int seeds = 1;                       // seeds run.seed, run.seed + 1, ...
+  int seeds = 1;  // seeds run.seed, run.seed + 1, ...
+  // --seeds auto: `seeds` is the cap; after each seed from the third on, stop once every variant's
+  // answer is clear (seed_answer).
+  bool seeds_auto = false;
   std::vector<std::string> eval_data;  // further evaluation sets, reported separately
   std::string eval_suite;   // a folder of the paper's task files: each arm scored at the end
   int analyze_batches = 2;  // batches for the similarity-bias chart (0: none)
 };
 
 CompareResult compare(const CompareConfig& cfg);
+
+// --seeds auto: what a variant's paired differences to SA (one per seed) answer so far. `differs`:
+// p < 0.05 (paired t); `too_small`: the observed difference would need more than `cap` seeds at 80
+// % power to be found, were it the true one; else, or with fewer than 3 seeds, `unclear`.
+enum class SeedAnswer : uint8_t { unclear, differs, too_small };
+SeedAnswer seed_answer(const std::vector<double>& deltas, int cap);
+const char* to_string(SeedAnswer answer);
+// Parses --seeds: a count, or "auto" (then `cap` seeds at most).
+void parse_seeds(const std::string& text, int cap, CompareConfig& cfg);
 // The checks compare makes of cfg.variants (names, sa first, no repeats, precisions), alone.
 void check_compare_variants(const CompareConfig& cfg);
 

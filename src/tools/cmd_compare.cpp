@@ -24,7 +24,8 @@ namespace {
 
 struct CompareArgs {
   CompareConfig cfg;
-  std::string variants = "sa,xsa", preset;
+  std::string variants = "sa,xsa", preset, seeds = "1";
+  int max_seeds = 10;
 };
 
 // The options of compare, shared by sweep.
@@ -42,8 +43,12 @@ void add_compare_options(CLI::App* cmd, CompareArgs& a) {
                   "xsa-layers-0.2.5, "
                   "each optionally +sink")
       ->capture_default_str();
-  cmd->add_option("--seeds", a.cfg.seeds, "Repeats with seeds --seed, --seed+1, ...")
+  cmd->add_option("--seeds", a.seeds,
+                  "Repeats with seeds --seed, --seed+1, ...; auto: until every variant's "
+                  "difference to SA is clear (p < 0.05, or too small to find within --max-seeds "
+                  "at 80 % power), from 3 seeds on")
       ->capture_default_str();
+  cmd->add_option("--max-seeds", a.max_seeds, "The cap of --seeds auto")->capture_default_str();
   cmd->add_option("--eval-suite", a.cfg.eval_suite,
                   "A folder of the paper's eight task files (as xsa eval --suite paper --dir): "
                   "every arm is scored at the end and the table joins the report");
@@ -66,6 +71,9 @@ CompareConfig compare_config_of(const CLI::App* cmd, const CompareArgs& a) {
         cfg.run, preset.run, [](auto& r, auto&& fn) { for_each_run_option(r, fn); }, given);
     if (!given("--seeds")) cfg.seeds = preset.seeds;
   }
+  if (option_given(*cmd, "--seeds") || option_given(*cmd, "--max-seeds"))
+    parse_seeds(option_given(*cmd, "--seeds") ? a.seeds : std::to_string(cfg.seeds), a.max_seeds,
+                cfg);
   cfg.variants = split_list(a.variants);
   apply_smoke_test(cfg.run);
   if (smoke_test()) cfg.seeds = std::min(cfg.seeds, 2);

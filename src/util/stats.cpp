@@ -86,7 +86,8 @@ double paired_t_power(double effect, double sd, int n, double alpha) {
   const double lambda = std::fabs(effect) * std::sqrt((double)n) / sd;
   // T = (Z + λ) / U with U = √(V/ν), V ~ χ²(ν): P(|T| > t) = ∫ g(u) [Φc(t·u − λ) + Φ(−t·u − λ)] du,
   // g the density of U, by Simpson's rule over its mass (mean 1, sd about 1/√(2ν)).
-  const double log_norm = (nu / 2) * std::log(nu) - (nu / 2 - 1) * std::log(2.0) - std::lgamma(nu / 2);
+  const double log_norm =
+      (nu / 2) * std::log(nu) - (nu / 2 - 1) * std::log(2.0) - std::lgamma(nu / 2);
   const auto g = [&](double u) {
     return u <= 0 ? (nu == 1 ? std::exp(log_norm) : 0.0)
                   : std::exp(log_norm + (nu - 1) * std::log(u) - nu * u * u / 2);
