@@ -9,10 +9,12 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <tuple>
 
 #include "bounds.h"
 #include "test_util.h"
 #include "xsa/backend/backend.h"
+#include "xsa/config/run_config.h"
 #include "xsa/io/checkpoint.h"
 #include "xsa/util/blas.h"
 #include "xsa/util/files.h"
@@ -406,6 +408,52 @@ TEST_F(Cli, SweepRunsCompareForEachValue) {
   EXPECT_EQ(r.err, "xsa: error: --param seq-len: value 'abc' is not a number\n");
   EXPECT_FALSE(fs::exists(work_dir() / "sw3/seq-len-16"))
       << "every value is checked before the first run";
+}
+
+// --tokens-per-step: every value's step holds the same tokens, its micro-batch and accumulation
+// derived from its sequence length (at most --batch rows per micro-batch); a length that does not
+// divide the tokens is refused before anything runs.
+TEST_F(Cli, SweepHoldsTokensPerStep) {
+  Result r =
+      xsa("sweep --param seq-len=16,32,64 --tokens-per-step 512 --batch 8 --data data.txt --preset "
+          "tiny --steps 2 --val-every 2 --threads 1 --out swt --quiet");
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto rows = nlohmann::json::parse(read_file(work_dir() / "swt/sweep.json"));
+  ASSERT_EQ(rows.size(), 3u);
+  for (const auto& [T, batch, accumulation] :
+       {std::tuple{16, 8, 4}, std::tuple{32, 8, 2}, std::tuple{64, 8, 1}}) {
+    auto run = nlohmann::json::parse(
+        read_file(work_dir() / ("swt/seq-len-" + std::to_string(T) + "/report.json")))["run"];
+    EXPECT_EQ(run["batch"], batch) << T;
+    EXPECT_EQ(run["total_batch_tokens"], 512) << T;
+    EXPECT_EQ(batch * accumulation * T, 512);
+  }
+  EXPECT_NE(read_file(work_dir() / "swt/sweep.md")
+                .find("Every step 512 tokens: 16 → batch 8 × 4 accumulation; 32 → batch 8 × 2 "
+                      "accumulation; 64 → batch 8 × 1 accumulation."),
+            std::string::npos);
+  r =
+      xsa("sweep --param seq-len=16,48 --tokens-per-step 512 --data data.txt --preset tiny --out "
+          "swt2");
+  EXPECT_EQ(r.err,
+            "xsa: error: --tokens-per-step 512 is not a multiple of --seq-len 48 × 1 process = 48: "
+            "the nearest are 480 and 528\n");
+  EXPECT_FALSE(fs::exists(work_dir() / "swt2/seq-len-16"));
+  r = xsa("sweep --param batch=4,8 --tokens-per-step 512 --data data.txt --preset tiny --out swt3");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("do not combine"), std::string::npos) << r.err;
+}
+
+// The batch for a number of tokens per step: the largest divisor of the rows per process not above
+// the cap.
+TEST(RunConfig, BatchForStepTokens) {
+  EXPECT_EQ(RunConfig::batch_for_step_tokens(16384, 64, 1, 16), 16);   // 256 rows: 16 × 16
+  EXPECT_EQ(RunConfig::batch_for_step_tokens(16384, 4096, 1, 16), 4);  // 4 rows: one pass
+  EXPECT_EQ(RunConfig::batch_for_step_tokens(16384, 1024, 2, 16), 8);  // 8 rows per process
+  EXPECT_EQ(RunConfig::batch_for_step_tokens(16384, 256, 1, 48), 32);  // 64 rows: 32 × 2
+  EXPECT_EQ(RunConfig::batch_for_step_tokens(15360, 256, 1, 16), 15);  // 60 rows: 15 × 4
+  EXPECT_THROW(RunConfig::batch_for_step_tokens(16384, 48, 1, 16), Error);
+  EXPECT_THROW(RunConfig::batch_for_step_tokens(0, 64, 1, 16), Error);
 }
 
 struct BadInput {

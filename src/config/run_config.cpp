@@ -58,6 +58,21 @@ int RunConfig::accumulation_steps(int T, int world) const {
       total, world, world == 1 ? "" : "es", batch, T, per_pass, hint);
 }
 
+int RunConfig::batch_for_step_tokens(int64_t tokens, int T, int world, int max_batch) {
+  const int64_t per_row = (int64_t)T * world;
+  if (tokens <= 0) fail("--tokens-per-step {} must be positive", tokens);
+  if (tokens % per_row != 0)
+    fail(
+        "--tokens-per-step {} is not a multiple of --seq-len {} × {} process{} = {}: the nearest "
+        "are {} and {}",
+        tokens, T, world, world == 1 ? "" : "es", per_row, tokens / per_row * per_row,
+        (tokens / per_row + 1) * per_row);
+  const int64_t rows = tokens / per_row;
+  for (int64_t b = std::min<int64_t>(rows, max_batch); b >= 1; b--)
+    if (rows % b == 0) return (int)b;
+  return 1;
+}
+
 nlohmann::json run_config_to_json(const RunConfig& r, unsigned roles) {
   nlohmann::json j = nlohmann::json::object();
   for_each_run_option(r, [&](const RunOption& o, const auto& field) {

@@ -58,6 +58,10 @@ struct RunConfig {
   // Micro-batches each of `world` processes runs per step; throws Error, with the values that
   // would divide, when the step's tokens are not a multiple of world × batch × T.
   int accumulation_steps(int T, int world) const;
+  // The micro-batch (--batch) that makes `tokens` per step for sequences of T tokens on `world`
+  // processes with the fewest micro-batches: the largest divisor of tokens / (T × world) not above
+  // max_batch. Throws Error, naming what would divide, when T × world does not divide tokens.
+  static int batch_for_step_tokens(int64_t tokens, int T, int world, int max_batch);
   void validate() const;  // throws Error naming the bad value
 };
 

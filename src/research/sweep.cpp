@@ -38,6 +38,21 @@ constexpr SweepOption kSweepOptions[] = {
 };
 constexpr const char* kPrecision = "precision";
 
+// With --tokens-per-step: what each value's step is made of.
+std::string steps_note(const std::vector<CompareConfig>& configs,
+                       const std::vector<std::string>& values, int64_t tokens_per_step) {
+  if (tokens_per_step <= 0) return "";
+  const int world = world_comm().size();
+  std::string note = fmt::format(" Every step {} tokens:", tokens_per_step);
+  for (size_t i = 0; i < configs.size(); i++) {
+    const RunConfig& r = configs[i].run;
+    note += fmt::format("{} {} → batch {} × {} accumulation{}", i ? ";" : "", values[i], r.batch,
+                        r.accumulation_steps(configs[i].model.seq_len, world),
+                        world > 1 ? fmt::format(" × {} processes", world) : "");
+  }
+  return note + ".";
+}
+
 }  // namespace
 
 void apply_sweep_param(CompareConfig& cfg, const std::string& param, const std::string& value) {
@@ -71,9 +86,12 @@ void apply_sweep_param(CompareConfig& cfg, const std::string& param, const std::
 }
 
 void sweep(const CompareConfig& base, const std::string& param,
-           const std::vector<std::string>& values) {
+           const std::vector<std::string>& values, int64_t tokens_per_step) {
   namespace fs = std::filesystem;
   if (values.empty()) fail("--param {}: no values", param);
+  if (tokens_per_step > 0 && param == "batch")
+    fail("--param batch and --tokens-per-step do not combine: the batch follows from the tokens");
+  if (tokens_per_step < 0) fail("--tokens-per-step {} must be positive", tokens_per_step);
   // Every value is checked before the first run starts.
   std::vector<CompareConfig> configs;
   for (const std::string& value : values) {
@@ -85,6 +103,11 @@ void sweep(const CompareConfig& base, const std::string& param,
           fail("--param {} cannot vary with --init-from: the model's shape is the checkpoint's",
                param);
       cfg.model = init_from_config(resolve_checkpoint(cfg.run.init_from), cfg.model);
+    }
+    if (tokens_per_step > 0) {
+      cfg.run.total_batch_tokens = tokens_per_step;
+      cfg.run.batch = RunConfig::batch_for_step_tokens(tokens_per_step, cfg.model.seq_len,
+                                                       world_comm().size(), base.run.batch);
     }
     cfg.model.validate();
     cfg.run.validate();
@@ -109,8 +132,8 @@ void sweep(const CompareConfig& base, const std::string& param,
   json rows = nlohmann::json::array();
   std::string md = fmt::format(
       "# xsa sweep over {}\n\nΔ = validation loss minus SA's (below 0: XSA variant better), "
-      "mean ± sd over {} seed(s); p from a paired t-test over seeds.\n\n| {} |",
-      param, base.seeds, param);
+      "mean ± sd over {} seed(s); p from a paired t-test over seeds.{}\n\n| {} |",
+      param, base.seeds, steps_note(configs, values, tokens_per_step), param);
   for (size_t k = 1; k < base.variants.size(); k++)
     md += fmt::format(" {} Δ | p |", base.variants[k]);
   md += "\n|---|";
@@ -137,7 +160,10 @@ void sweep(const CompareConfig& base, const std::string& param,
            {"delta_vs_sa_mean", s.delta_vs_sa_mean},
            {"delta_vs_sa_sd", s.delta_vs_sa_sd},
            {"p_value", std::isfinite(s.p_value) ? nlohmann::json(s.p_value) : nlohmann::json()},
-           {"report", results[i].report_dir}});
+           {"report", results[i].report_dir},
+           {"batch", configs[i].run.batch},
+           {"tokens_per_step",
+            configs[i].run.step_tokens(configs[i].model.seq_len, world_comm().size())}});
     }
     md += "\n";
   }

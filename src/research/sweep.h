@@ -16,8 +16,11 @@ namespace xsa {
 void apply_sweep_param(CompareConfig& cfg, const std::string& param, const std::string& value);
 
 // Runs compare for every value into <out>/<param>-<value>/, then writes <out>/sweep.md,
-// sweep.json and delta_vs_<param>.svg (.png).
+// sweep.json and delta_vs_<param>.svg (.png). tokens_per_step > 0 holds the tokens of every
+// optimizer step at that for every value: each value's micro-batch and accumulation follow from
+// its sequence length (RunConfig::batch_for_step_tokens, --batch the most rows per micro-batch),
+// so that a length sweep does not also change the batch.
 void sweep(const CompareConfig& base, const std::string& param,
-           const std::vector<std::string>& values);
+           const std::vector<std::string>& values, int64_t tokens_per_step = 0);
 
 }  // namespace xsa
