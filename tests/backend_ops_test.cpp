@@ -406,6 +406,85 @@ void check_gates_and_sinks(Backend<float>& be, int N, int B, int H) {
   EXPECT_TRUE(within(dev.get(dSink), dsink_ref, dsink_bound, "dsink"));
 }
 
+// XSA's rivals outside the attention (docs/SPEC.md §8): gated-attn's gate forward and backward,
+// the value residual's mixing forward and backward, and add_rows, against float64 from the same
+// float inputs. σ in float (expf within 2 ulp, then 1/(1 + e)) is within 4u relative; products
+// and sums add u each; (1 − σ) near σ = 1 is bounded absolutely by σ's own error.
+void check_rivals(Backend<float>& be, int N, int width, int ld) {
+  Device dev{be};
+  const size_t n = (size_t)N * width;
+  const Vec u = as_float(test::random_vector(n, 41)), pre = as_float(test::random_vector(n, 42, 3)),
+            g = as_float(test::random_vector(n, 43));
+  const double U = kFloatRoundoff;
+  Vec out_ref(n), out_bound(n), du_ref(n), du_bound(n), dpre_ref(n), dpre_bound(n);
+  for (size_t i = 0; i < n; i++) {
+    const double sg = 1 / (1 + std::exp(-pre[i]));
+    out_ref[i] = u[i] * sg, out_bound[i] = 6 * U * std::fabs(out_ref[i]);
+    du_ref[i] = g[i] * sg, du_bound[i] = 6 * U * std::fabs(du_ref[i]);
+    dpre_ref[i] = g[i] * u[i] * sg * (1 - sg);
+    dpre_bound[i] = 12 * U * std::fabs(g[i] * u[i]) * sg;
+  }
+  auto dU = dev.put(u), dPre = dev.put(pre), dG = dev.put(g), Out = dev.zeros(n),
+       dUout = dev.zeros(n);
+  be.output_gate_forward(Out.data(), dU.data(), dPre.data(), n);
+  be.output_gate_backward(dUout.data(), dG.data(), dG.data(), dU.data(), dPre.data(),
+                          n);  // in place
+  EXPECT_TRUE(within(dev.get(Out), out_ref, out_bound, "gate out"));
+  EXPECT_TRUE(within(dev.get(dUout), du_ref, du_bound, "gate d_u"));
+  EXPECT_TRUE(within(dev.get(dG), dpre_ref, dpre_bound, "gate d_pre"));
+
+  // The value residual on columns [at, at + width) of rows ld apart.
+  const int at = ld - width;
+  const Vec qkv = as_float(test::random_vector((size_t)N * ld, 44)),
+            first = as_float(test::random_vector(n, 45)),
+            dqkv = as_float(test::random_vector((size_t)N * ld, 46)),
+            dfirst0 = as_float(test::random_vector(n, 47));
+  const double lambda = 0.3f, dlambda0 = 0.25;
+  Vec mixed_ref = qkv, mixed_bound((size_t)N * ld, 0.0), dv_ref = dqkv, dv_bound(dqkv.size(), 0.0);
+  Vec dfirst_ref(n), dfirst_bound(n);
+  double dlambda_ref = dlambda0, dlambda_mag = std::fabs(dlambda0);
+  for (int r = 0; r < N; r++)
+    for (int c = 0; c < width; c++) {
+      const size_t q = (size_t)r * ld + at + c, f = (size_t)r * width + c;
+      mixed_ref[q] = lambda * qkv[q] + (1 - lambda) * first[f];
+      mixed_bound[q] = 3 * U * (std::fabs(lambda * qkv[q]) + std::fabs((1 - lambda) * first[f]));
+      dlambda_ref += dqkv[q] * (qkv[q] - first[f]);
+      dlambda_mag += std::fabs(dqkv[q] * (qkv[q] - first[f]));
+      dv_ref[q] = lambda * dqkv[q], dv_bound[q] = U * std::fabs(dv_ref[q]);
+      dfirst_ref[f] = dfirst0[f] + (1 - lambda) * dqkv[q];
+      dfirst_bound[f] = 3 * U * (std::fabs(dfirst0[f]) + std::fabs((1 - lambda) * dqkv[q]));
+    }
+  auto Qkv = dev.put(qkv), First = dev.put(first), Raw = dev.zeros(n),
+       Lambda = dev.put(Vec{lambda}), dQkv = dev.put(dqkv), dFirst = dev.put(dfirst0),
+       dLambda = dev.put(Vec{dlambda0});
+  ops::ValueMixArgs<float> a;
+  a.qkv = Qkv.data(), a.v_raw = Raw.data(), a.v_first = First.data(), a.lambda = Lambda.data();
+  a.N = N, a.ld = ld, a.at = at, a.width = width;
+  be.value_mix_forward(a);
+  EXPECT_TRUE(within(dev.get(Qkv), mixed_ref, mixed_bound, "mixed values"));
+  Vec raw_ref(n);
+  for (int r = 0; r < N; r++)
+    for (int c = 0; c < width; c++) raw_ref[(size_t)r * width + c] = qkv[(size_t)r * ld + at + c];
+  EXPECT_TRUE(within(dev.get(Raw), raw_ref, Vec(n, 0.0), "kept values"));
+  a.dqkv = dQkv.data(), a.d_first = dFirst.data(), a.accumulate_first = true;
+  a.dlambda = dLambda.data();
+  be.value_mix_backward(a);
+  EXPECT_TRUE(within(dev.get(dQkv), dv_ref, dv_bound, "dv"));
+  EXPECT_TRUE(within(dev.get(dFirst), dfirst_ref, dfirst_bound, "d_first"));
+  EXPECT_TRUE(within(dev.get(dLambda), Vec{dlambda_ref}, Vec{4 * U * dlambda_mag}, "dlambda"));
+
+  // add_rows: dst's rows (ld apart) += src's (width apart), one rounding each.
+  auto Dst = dev.put(qkv), Src = dev.put(first);
+  Vec sum_ref = qkv, sum_bound((size_t)N * ld, 0.0);
+  for (int r = 0; r < N; r++)
+    for (int c = 0; c < width; c++) {
+      const size_t q = (size_t)r * ld + at + c, f = (size_t)r * width + c;
+      sum_ref[q] += first[f], sum_bound[q] = U * std::fabs(sum_ref[q]);
+    }
+  be.add_rows(Dst.data() + at, ld, Src.data(), width, N, width);
+  EXPECT_TRUE(within(dev.get(Dst), sum_ref, sum_bound, "add_rows"));
+}
+
 // Two AdamW steps (torch.optim.AdamW's formulas in float64), the bound carried step to step.
 void check_adamw(Backend<float>& be, size_t n) {
   Device dev{be};
@@ -631,6 +710,8 @@ std::vector<OpCase> op_cases() {
   fp32_case("gates_and_sinks_N70_B2_H12", Op::gates,
             [](Backend<float>& be) { check_gates_and_sinks(be, 70, 2, 12); });
   fp32_case("adamw_n1003", Op::adamw, [](Backend<float>& be) { check_adamw(be, 1003); });
+  fp32_case("rivals_N70_W32_ld96", Op::rivals,
+            [](Backend<float>& be) { check_rivals(be, 70, 32, 96); });
   fp32_case("reductions_n100003", Op::reductions,
             [](Backend<float>& be) { check_reductions(be, 100003); });
   fp32_case("xsa_gated_B2_T37_D64_H4_Hkv2", Op::attention,

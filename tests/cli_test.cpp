@@ -376,7 +376,8 @@ TEST_F(Cli, CompareAndAnalyze) {
   r = xsa("compare --data data.txt --preset tiny --variants sa,gated --out cmp2");
   EXPECT_EQ(r.err,
             "xsa: error: --variants gated is not known (sa, xsa, xsa-gated, xsa-lastN, xsa-firstN, "
-            "xsa-layers-0.2.5; +sink; @bf16 or @fp32)\n");
+            "xsa-layers-0.2.5, gated-attn, value-residual, no-self; +sink, +gated-attn, "
+            "+value-residual, +no-self; @bf16 or @fp32)\n");
   r = xsa("compare --data data.txt --preset tiny --out cmp --quiet");
   EXPECT_EQ(r.err,
             "xsa: error: cmp: already holds a report; pass --force to replace it, or choose "

@@ -360,6 +360,13 @@ TEST(CudaTraining, RefusalsAreOneLine) {
     EXPECT_NE(r.status, 0);
     EXPECT_NE(r.err.find("does not fit the GPU's memory"), std::string::npos) << r.err;
     EXPECT_NE(r.err.find("MiB free of"), std::string::npos) << r.err;
+    // XSA's rivals run on the CPU only: one line naming them, before anything runs.
+    const test::CommandResult rivals =
+        xsa(kModel + " --device cuda --attn xsa+gated-attn+no-self --steps 1 --out none");
+    EXPECT_NE(rivals.status, 0);
+    EXPECT_EQ(rivals.err,
+              "xsa: error: the cuda backend does not run XSA's rivals (gated-attn+no-self); run "
+              "them with --device cpu\n");
   }
   EXPECT_FALSE(fs::exists(work_dir() / "none" / "ckpt_000001"));
   const test::CommandResult bad = xsa(kModel + " --device tpu --steps 1 --out none");
@@ -385,9 +392,9 @@ TEST(IsolatedDevice, EveryCommandGivesTheCpuBits) {
   const std::string model =
       "train --data text.txt --layers 2 --heads 4 --embd 64 --seq-len 32 --batch 4 --steps 12 "
       "--val-every 6 --ckpt-every 6 --val-batches 2 --quiet --force --threads 1 ";
-  std::vector<std::string> variants = {"--attn xsa", "--attn sa+sink --kv-heads 2",
-                                       "--attn xsa-gated+sink --kv-heads 2",
-                                       "--attn sa,xsa --arch gpt2"};
+  std::vector<std::string> variants = {
+      "--attn xsa", "--attn sa+sink --kv-heads 2", "--attn xsa-gated+sink --kv-heads 2",
+      "--attn sa,xsa --arch gpt2", "--attn xsa+gated-attn+value-residual+no-self"};
   // The bf16 backend behind the isolated device: its product inputs, bf16 attention tiles and
   // residual post-ops, not the interface's plain forms.
   if (bf16_products_available(nullptr))

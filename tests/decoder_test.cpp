@@ -155,7 +155,12 @@ TEST_P(DecoderEquivalence, CacheMatchesFullForwardInDouble) {
 INSTANTIATE_TEST_SUITE_P(Variants, DecoderEquivalence,
                          ::testing::Values("sa", "xsa", "xsa-gated", "xsa-gated-one", "xsa+sink",
                                            "sa+sink", "gqa:xsa", "gqa:sa,xsa-gated+sink", "sa,xsa",
-                                           "gpt2:sa", "gpt2:gqa:xsa-gated+sink"),
+                                           "gpt2:sa", "gpt2:gqa:xsa-gated+sink",
+                                           // XSA's rivals (docs/SPEC.md §8)
+                                           "sa+gated-attn", "xsa+gated-attn", "sa,xsa+gated-attn",
+                                           "xsa+value-residual", "sa+no-self", "xsa+no-self",
+                                           "sa+sink+no-self",
+                                           "gqa:xsa+gated-attn+value-residual+no-self"),
                          [](const auto& info) {
                            std::string name = info.param;
                            for (char& c : name)

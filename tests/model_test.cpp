@@ -107,7 +107,13 @@ INSTANTIATE_TEST_SUITE_P(Attention, GradCheck,
                          ::testing::Values("sa", "xsa", "sa,xsa", "xsa-gated", "xsa-gated,sa",
                                            "xsa+sink", "sa+sink,xsa-gated", "gqa:xsa",
                                            "gqa:sa,xsa-gated+sink", "gpt2:sa", "gpt2:xsa",
-                                           "gpt2:gqa:sa,xsa-gated+sink"),
+                                           "gpt2:gqa:sa,xsa-gated+sink",
+                                           // XSA's rivals (docs/SPEC.md §8), alone and with XSA
+                                           "sa+gated-attn", "xsa+gated-attn", "sa,xsa+gated-attn",
+                                           "sa+value-residual", "xsa+value-residual", "sa+no-self",
+                                           "xsa+no-self", "sa+sink+no-self",
+                                           "gqa:xsa-gated+sink+gated-attn+value-residual+no-self",
+                                           "gpt2:xsa+gated-attn+value-residual"),
                          [](const auto& info) {
                            std::string s = info.param;
                            for (char& c : s) c = std::isalnum((unsigned char)c) ? c : '_';
@@ -209,7 +215,7 @@ TEST(Model, AFirstMicroBatchReplacesWhatTheGradientsHeld) {
 }
 
 TEST(Model, InitMatchesSpec) {
-  const ModelConfig cfg = small_config("xsa");
+  const ModelConfig cfg = small_config("xsa+gated-attn+value-residual");
   ParamArena<double> arena(cfg);
   arena.init(cfg, 5);
   for (const TensorInfo& t : arena.layout) {
@@ -224,6 +230,10 @@ TEST(Model, InitMatchesSpec) {
         break;
       case Init::zeros:
         EXPECT_EQ(sq, 0.0) << t.name;
+        break;
+      case Init::half:  // value-residual's λ
+        EXPECT_EQ(mean, 0.5) << t.name;
+        EXPECT_EQ(sq, 0.25 * n) << t.name;
         break;
       // A sample's standard deviation over n draws has a standard error of σ/√(2n): within five
       // of them (the draws are seeded; this holds for any seed but one in a million).

@@ -465,6 +465,23 @@ class OneThreadProducts final : public Backend<float> {
   void sink_backward(float* dsink, const float* dlogit, int B, int H) override {
     cpu().sink_backward(dsink, dlogit, B, H);
   }
+  void output_gate_forward(float* out, const float* u, const float* pre, size_t n) override {
+    cpu().output_gate_forward(out, u, pre, n);
+  }
+  void output_gate_backward(float* d_u, float* d_pre, const float* d_out, const float* u,
+                            const float* pre, size_t n) override {
+    cpu().output_gate_backward(d_u, d_pre, d_out, u, pre, n);
+  }
+  void add_rows(float* dst, size_t dst_stride, const float* src, size_t src_stride, int rows,
+                int width) override {
+    cpu().add_rows(dst, dst_stride, src, src_stride, rows, width);
+  }
+  void value_mix_forward(const ops::ValueMixArgs<float>& args) override {
+    cpu().value_mix_forward(args);
+  }
+  void value_mix_backward(const ops::ValueMixArgs<float>& args) override {
+    cpu().value_mix_backward(args);
+  }
   double sum(const float* x, size_t n) override { return cpu().sum(x, n); }
   double sum_of_squares(const float* x, size_t n) override { return cpu().sum_of_squares(x, n); }
   void adamw_update(float* param, const float* grad, float* m, float* v, size_t n,

@@ -91,12 +91,23 @@ enum class Op : uint8_t {
   classifier,
   gates,
   reductions,
-  adamw
+  adamw,
+  rivals
 };
 inline const char* to_string(Op op) {
-  static const char* const names[] = {"matmul",     "bias",      "embedding",  "layernorm",
-                                      "rope",       "attention", "gelu",       "cross-entropy",
-                                      "classifier", "gates",     "reductions", "adamw"};
+  static const char* const names[] = {"matmul",
+                                      "bias",
+                                      "embedding",
+                                      "layernorm",
+                                      "rope",
+                                      "attention",
+                                      "gelu",
+                                      "cross-entropy",
+                                      "classifier",
+                                      "gates",
+                                      "reductions",
+                                      "adamw",
+                                      "rivals (gated-attn, value-residual, no-self)"};
   return names[static_cast<int>(op)];
 }
 
@@ -281,6 +292,19 @@ class Backend {
   virtual void gate_backward(Real* dw, const Real* dalpha, const Real* alpha, int N, int H) = 0;
   // dsink [H] += Σ_b dlogit [B, H], in order.
   virtual void sink_backward(Real* dsink, const Real* dlogit, int B, int H) = 0;
+
+  // ---- XSA's rivals (docs/SPEC.md §8; no-self is the attention's AttentionArgs::no_self) ----
+  // gated-attn's gate: out = u ⊙ σ(pre), n values.
+  virtual void output_gate_forward(Real* out, const Real* u, const Real* pre, size_t n) = 0;
+  // d_u = d_out ⊙ σ(pre), d_pre = d_out ⊙ u ⊙ σ(pre)(1 − σ(pre)); d_pre may be d_out.
+  virtual void output_gate_backward(Real* d_u, Real* d_pre, const Real* d_out, const Real* u,
+                                    const Real* pre, size_t n) = 0;
+  // dst row r (dst_stride apart) += the first `width` values of src row r (src_stride apart).
+  virtual void add_rows(Real* dst, size_t dst_stride, const Real* src, size_t src_stride, int rows,
+                        int width) = 0;
+  // The value residual's mixing (ops::ValueMixArgs).
+  virtual void value_mix_forward(const ops::ValueMixArgs<Real>& args) = 0;
+  virtual void value_mix_backward(const ops::ValueMixArgs<Real>& args) = 0;
 
   // ---- reductions and the optimizer ----
   virtual double sum(const Real* x, size_t n) = 0;             // in order, in double

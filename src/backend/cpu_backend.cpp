@@ -10,6 +10,7 @@
 #include "xsa/backend/backend.h"
 #include "xsa/ops/matmul_bf16.h"
 #include "xsa/ops/parallel.h"
+#include "xsa/ops/rivals.h"
 #include "xsa/util/arena.h"
 #include "xsa/util/cpu.h"
 #include "xsa/util/fmt.h"
@@ -177,6 +178,24 @@ class CpuBackend : public Backend<Real> {
   void sink_backward(Real* dsink, const Real* dlogit, int B, int H) override {
     for (int h = 0; h < H; h++)
       for (int b = 0; b < B; b++) dsink[h] += dlogit[(size_t)b * H + h];
+  }
+
+  void output_gate_forward(Real* out, const Real* u, const Real* pre, size_t n) override {
+    ops::output_gate_forward(out, u, pre, n);
+  }
+  void output_gate_backward(Real* d_u, Real* d_pre, const Real* d_out, const Real* u,
+                            const Real* pre, size_t n) override {
+    ops::output_gate_backward(d_u, d_pre, d_out, u, pre, n);
+  }
+  void add_rows(Real* dst, size_t dst_stride, const Real* src, size_t src_stride, int rows,
+                int width) override {
+    ops::add_rows(dst, dst_stride, src, src_stride, rows, width);
+  }
+  void value_mix_forward(const ops::ValueMixArgs<Real>& args) override {
+    ops::value_mix_forward(args);
+  }
+  void value_mix_backward(const ops::ValueMixArgs<Real>& args) override {
+    ops::value_mix_backward(args);
   }
 
   double sum(const Real* x, size_t n) override {

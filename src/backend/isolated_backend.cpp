@@ -151,6 +151,23 @@ class IsolatedBackend final : public Backend<float> {
   void sink_backward(float* dsink, const float* dlogit, int B, int H) override {
     cpu_.sink_backward(real(dsink), real(dlogit), B, H);
   }
+  void output_gate_forward(float* out, const float* u, const float* pre, size_t n) override {
+    cpu_.output_gate_forward(real(out), real(u), real(pre), n);
+  }
+  void output_gate_backward(float* d_u, float* d_pre, const float* d_out, const float* u,
+                            const float* pre, size_t n) override {
+    cpu_.output_gate_backward(real(d_u), real(d_pre), real(d_out), real(u), real(pre), n);
+  }
+  void add_rows(float* dst, size_t dst_stride, const float* src, size_t src_stride, int rows,
+                int width) override {
+    cpu_.add_rows(real(dst), dst_stride, real(src), src_stride, rows, width);
+  }
+  void value_mix_forward(const ops::ValueMixArgs<float>& args) override {
+    cpu_.value_mix_forward(on_host(args));
+  }
+  void value_mix_backward(const ops::ValueMixArgs<float>& args) override {
+    cpu_.value_mix_backward(on_host(args));
+  }
   double sum(const float* x, size_t n) override { return cpu_.sum(real(x), n); }
   double sum_of_squares(const float* x, size_t n) override {
     return cpu_.sum_of_squares(real(x), n);
@@ -177,6 +194,12 @@ class IsolatedBackend final : public Backend<float> {
     a.qkv = real(a.qkv), a.y = real(a.y), a.z = real(a.z), a.lse = real(a.lse);
     a.alpha = real(a.alpha), a.sink = real(a.sink), a.dqkv = real(a.dqkv);
     a.d_out = real(a.d_out), a.dalpha = real(a.dalpha), a.dsink = real(a.dsink);
+    return a;
+  }
+  static ops::ValueMixArgs<float> on_host(ops::ValueMixArgs<float> a) {
+    a.qkv = real(a.qkv), a.v_raw = real(a.v_raw), a.v_first = real(a.v_first);
+    a.lambda = real(a.lambda), a.dqkv = real(a.dqkv), a.d_first = real(a.d_first);
+    a.dlambda = real(a.dlambda);
     return a;
   }
   Backend<float>& cpu_;

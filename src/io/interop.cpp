@@ -166,6 +166,9 @@ std::string llmc_refusal(const ModelConfig& cfg) {
            "architecture (RoPE, no biases): train it with --arch gpt2";
   if (cfg.n_kv_head != 0 && cfg.n_kv_head != cfg.n_head)
     return "llm.c has no grouped-query attention (--kv-heads)";
+  if (cfg.rivals.any())
+    return fmt::format("llm.c has no {} (XSA's rivals, docs/SPEC.md §8)",
+                       rivals_string(cfg.rivals));
   for (int l = 0; l < cfg.n_layer; l++) {
     if (cfg.layer_attn[l] != AttnKind::sa)
       return fmt::format(
@@ -356,6 +359,9 @@ void export_hf(const ModelConfig& cfg, const std::vector<TensorInfo>& layout, co
         "model has the xsa architecture (RoPE, no biases): train it with --arch gpt2");
   if (cfg.n_kv_head != 0 && cfg.n_kv_head != cfg.n_head)
     fail("cannot export to Hugging Face GPT-2: it has no grouped-query attention (--kv-heads)");
+  if (cfg.rivals.any())
+    fail("cannot export to Hugging Face GPT-2: it has no {} (XSA's rivals, docs/SPEC.md §8)",
+         rivals_string(cfg.rivals));
   std::vector<std::vector<float>> transposed;
   std::vector<TensorRef> refs;
   for (const TensorInfo& t : layout) {

@@ -1,5 +1,7 @@
 #include "xsa/model/block.h"
 
+#include "xsa/util/error.h"
+
 namespace xsa {
 
 template <typename Real>
@@ -9,10 +11,18 @@ BlockStorage block_storage(const Backend<Real>& be, const BlockRun<Real>& run) {
   const bool rope = run.cfg.positions == Positions::rope;
   BlockStorage s;
   s.ln1 = s.ln2 = s.fc_gelu = product;
-  s.att_z = exclusive ? product : Storage::fp32;
+  // With gated-attn the gate reads z too: it is no longer a product input.
+  s.att_z = exclusive && !run.cfg.rivals.gated_attn ? product : Storage::fp32;
   s.d_fc_pre = run.W.fc_b ? Storage::fp32 : product;
   s.d_qkv = rope && !run.W.qkv_b ? product : Storage::fp32;
   return s;
+}
+
+template <typename Real>
+void check_backend_runs(const ModelConfig& cfg, const Backend<Real>& backend) {
+  if (cfg.rivals.any() && !backend.supports(Op::rivals, Storage::fp32))
+    fail("the {} backend does not run XSA's rivals ({}); run them with --device cpu",
+         to_string(backend.device()), rivals_string(cfg.rivals));
 }
 
 namespace {
@@ -32,10 +42,30 @@ ops::AttentionArgs<Real> attention_args(const BlockRun<Real>& run, Storage z_sto
   ops::AttentionArgs<Real> a;
   a.B = run.rows.B, a.T = run.rows.T, a.C = cfg.n_embd, a.H = cfg.n_head, a.Hkv = cfg.kv_heads();
   a.exclusive = cfg.layer_attn[run.layer] != AttnKind::sa;
+  a.no_self = cfg.rivals.no_self;
   a.qkv = run.buf.qkv, a.y = run.buf.att_y;
-  a.z = a.exclusive ? Tensor<Real>(run.scratch.att_z, z_storage) : Tensor<Real>();
+  Real* z = run.buf.att_z ? run.buf.att_z : run.scratch.att_z;  // kept for gated-attn
+  a.z = a.exclusive ? Tensor<Real>(z, z_storage) : Tensor<Real>();
   a.lse = run.buf.att_lse, a.alpha = alpha, a.sink = run.W.sink;
   return a;
+}
+
+// The value residual (docs/SPEC.md §8) on the layer's v columns of qkv, for the mixing's forward
+// and backward.
+template <typename Real>
+ops::ValueMixArgs<Real> value_mix_args(const BlockRun<Real>& run) {
+  const ModelConfig& cfg = run.cfg;
+  const int Ck = cfg.kv_heads() * cfg.head_dim();
+  ops::ValueMixArgs<Real> a;
+  a.qkv = run.buf.qkv, a.v_raw = run.buf.v_raw, a.v_first = run.scratch.v_first;
+  a.lambda = run.W.value_lambda;
+  a.N = run.rows.B * run.rows.T, a.ld = cfg.qkv_dim(), a.at = cfg.n_embd + Ck, a.width = Ck;
+  return a;
+}
+
+// Whether the layer keeps the first layer's values (value-residual's layer 0 of several).
+inline bool keeps_first_values(const ModelConfig& cfg, int layer) {
+  return cfg.rivals.value_residual && layer == 0 && cfg.n_layer > 1;
 }
 
 template <typename Real>
@@ -56,6 +86,10 @@ void attention_block_forward(Backend<Real>& be, const BlockRun<Real>& run, const
   be.matmul_forward(buf.qkv, {buf.ln1, s.ln1}, W.qkv_w, {N, C, QKV}, false);
   if (W.qkv_b) be.bias_forward(buf.qkv, W.qkv_b, N, QKV);
   if (run.cfg.positions == Positions::rope) be.rope_forward(buf.qkv, rope_args(run));
+  // Values mixed before the attention (and the cache) sees them.
+  if (keeps_first_values(run.cfg, run.layer))
+    be.copy_rows(run.scratch.v_first, Ck, buf.qkv + C + Ck, QKV, N, Ck);
+  if (W.value_lambda) be.value_mix_forward(value_mix_args(run));
   const ops::AttentionArgs<Real> args = attention_args(run, s.att_z, gate_alpha(be, run));
   if (cache) {  // the new rows' keys and values join the cache first: they see themselves
     const size_t slot0 = (size_t)cache->view.slot0 * Ck;
@@ -66,7 +100,12 @@ void attention_block_forward(Backend<Real>& be, const BlockRun<Real>& run, const
     be.attention_forward(args);
   else
     be.attention_forward_cached(args, cache->view);
-  const Tensor<const Real> z = args.exclusive ? args.z : Tensor<Real>(buf.att_y);
+  Tensor<const Real> z = args.exclusive ? args.z : Tensor<Real>(buf.att_y);
+  if (W.gate_w) {  // gated-attn: W_o reads z ⊙ σ(LN1(x) W_gᵀ)
+    be.matmul_forward(buf.gate_pre, {buf.ln1, s.ln1}, W.gate_w, {N, C, C}, false);
+    be.output_gate_forward(run.scratch.att_gated, z.data, buf.gate_pre, (size_t)N * C);
+    z = Tensor<Real>(run.scratch.att_gated);
+  }
   be.matmul_forward_residual(buf.resid_mid, x_in, z, W.attn_proj_w, {N, C, C});
   if (W.attn_proj_b) be.bias_forward(buf.resid_mid, W.attn_proj_b, N, C);
 }
@@ -120,6 +159,37 @@ void mlp_block_backward(Backend<Real>& be, const BlockRun<Real>& run, const Bloc
                         {buf.resid_mid, W.ln2_w, W.ln2_b, buf.ln2_mean, buf.ln2_rstd, N, C});
 }
 
+// gated-attn's backward, from d_gated = ∂L/∂(W_o's input) and the attention output u (y, or
+// XSA's kept z): d_buf = ∂L/∂u for the attention backward, d_gated becomes ∂L/∂gate_pre, and W_o's
+// gradient from its input formed again.
+template <typename Real>
+void gated_output_backward(Backend<Real>& be, const BlockRun<Real>& run,
+                           const BlockGradients<Real>& g, const Real* u) {
+  const int N = run.rows.B * run.rows.T, C = run.cfg.n_embd;
+  const BlockScratch<Real>& s = run.scratch;
+  be.output_gate_backward(g.d_buf, s.d_gated, s.d_gated, u, run.buf.gate_pre, (size_t)N * C);
+  be.output_gate_forward(s.att_gated, u, run.buf.gate_pre, (size_t)N * C);
+  be.matmul_backward(nullptr, g.dW.attn_proj_w, g.d_resid, s.att_gated, run.W.attn_proj_w,
+                     {N, C, C}, g.accumulate);
+}
+
+// The value residual's backward on d_qkv's v columns (∂L/∂v' from the attention): a later layer
+// passes (1 − λ) of it to the first layer's values, which adds what all of them passed.
+template <typename Real>
+void value_residual_backward(Backend<Real>& be, const BlockRun<Real>& run,
+                             const BlockGradients<Real>& g) {
+  if (run.W.value_lambda) {
+    ops::ValueMixArgs<Real> a = value_mix_args(run);
+    a.dqkv = g.d_qkv, a.d_first = run.scratch.d_v_first, a.dlambda = g.dW.value_lambda;
+    a.accumulate_first = run.layer < run.cfg.n_layer - 1;  // the last layer runs first
+    be.value_mix_backward(a);
+  } else if (keeps_first_values(run.cfg, run.layer)) {
+    const int Ck = run.cfg.kv_heads() * run.cfg.head_dim(), QKV = run.cfg.qkv_dim();
+    be.add_rows(g.d_qkv + run.cfg.n_embd + Ck, QKV, run.scratch.d_v_first, Ck,
+                run.rows.B * run.rows.T, Ck);
+  }
+}
+
 }  // namespace
 
 template <typename Real>
@@ -138,19 +208,22 @@ void block_backward(Backend<Real>& be, const BlockRun<Real>& run, const Real* x_
   // perf-log #3), and W_o's gradient is formed after it.
   const Real* alpha = gate_alpha(be, run);
   ops::AttentionArgs<Real> args = attention_args(run, s.att_z, alpha);
-  const Real* y = args.exclusive ? nullptr : buf.att_y;  // XSA's z: after the attention backward
-  be.matmul_backward(g.d_buf, y ? dW.attn_proj_w : nullptr, g.d_resid, y, W.attn_proj_w, {N, C, C},
-                     g.accumulate);
+  // W_o's input is stored only for SA without a gate; XSA's z comes after the attention backward.
+  const Real* y = args.exclusive || W.gate_w ? nullptr : buf.att_y;
+  be.matmul_backward(W.gate_w ? run.scratch.d_gated : g.d_buf, y ? dW.attn_proj_w : nullptr,
+                     g.d_resid, y, W.attn_proj_w, {N, C, C}, g.accumulate);
   if (dW.attn_proj_b) be.bias_backward(dW.attn_proj_b, g.d_resid, N, C);
+  if (W.gate_w) gated_output_backward(be, run, g, args.exclusive ? buf.att_z : buf.att_y);
   args.dqkv = g.d_qkv, args.write_dqkv = true, args.d_out = g.d_buf;
   args.dalpha = alpha ? run.scratch.gate_dalpha : nullptr;
   args.dsink = W.sink ? run.scratch.sink_dlogit : nullptr;
   be.attention_backward(args);
-  if (args.exclusive)
+  if (args.exclusive && !W.gate_w)
     be.matmul_backward(nullptr, dW.attn_proj_w, g.d_resid, args.z, W.attn_proj_w, {N, C, C},
                        g.accumulate);
   if (W.sink) be.sink_backward(dW.sink, run.scratch.sink_dlogit, B, H);
   if (alpha) be.gate_backward(dW.xsa_gate, run.scratch.gate_dalpha, alpha, N, H);
+  value_residual_backward(be, run, g);
   // RoPE's backward: in place, or (bf16) into d_fc, free by now.
   const Tensor<Real> d_rotated =
       s.d_qkv == Storage::fp32 ? Tensor<Real>(g.d_qkv) : Tensor<Real>(g.d_fc, s.d_qkv);
@@ -158,11 +231,17 @@ void block_backward(Backend<Real>& be, const BlockRun<Real>& run, const Real* x_
   be.matmul_backward(g.d_buf, dW.qkv_w, d_rotated, {buf.ln1, s.ln1}, W.qkv_w, {N, C, QKV},
                      g.accumulate);
   if (dW.qkv_b) be.bias_backward(dW.qkv_b, g.d_qkv, N, QKV);
+  if (W.gate_w) {  // the gate's share of ∂L/∂LN1(x), through att_gated (free by now)
+    be.matmul_backward(run.scratch.att_gated, dW.gate_w, run.scratch.d_gated, {buf.ln1, s.ln1},
+                       W.gate_w, {N, C, C}, /*accumulate=*/true);
+    be.add_rows(g.d_buf, C, run.scratch.att_gated, C, N, C);
+  }
   be.layernorm_backward(g.d_resid, dW.ln1_w, dW.ln1_b, g.d_buf,
                         {x_in, W.ln1_w, W.ln1_b, buf.ln1_mean, buf.ln1_rstd, N, C});
 }
 
 #define XSA_INSTANTIATE(Real)                                                                  \
+  template void check_backend_runs<Real>(const ModelConfig&, const Backend<Real>&);            \
   template BlockStorage block_storage<Real>(const Backend<Real>&, const BlockRun<Real>&);      \
   template void block_forward<Real>(Backend<Real>&, const BlockRun<Real>&, const Real*, Real*, \
                                     const LayerCache<Real>*);                                  \

@@ -30,6 +30,10 @@ struct BlockBuffers {
   Real* ln2_rstd;   // [N]
   Real* fc;         // [N, 4C] before GELU
   Real* fc_gelu;    // [N, 4C]
+  // XSA's rivals (docs/SPEC.md §8), null where the layer has none:
+  Real* gate_pre = nullptr;  // [N, C] gated-attn: LN1(x) W_gᵀ, the gate before its sigmoid
+  Real* att_z = nullptr;     // [N, C] gated-attn with XSA: z, kept for the gate's backward
+  Real* v_raw = nullptr;     // [N, Hkv·D] value-residual, layers ≥ 1: the layer's own values
 };
 
 // Scratch shared by all layers.
@@ -39,7 +43,16 @@ struct BlockScratch {
   Real* gate_alpha;   // [H] α_h = tanh(w_h) of the gated layer at hand
   Real* gate_dalpha;  // [N, H] backward: per-token ∂L/∂α_h
   Real* sink_dlogit;  // [B, H] backward: ∂L/∂b_h per sequence
+  // XSA's rivals, null where the model has none:
+  Real* att_gated = nullptr;  // [N, C] gated-attn: W_o's input y ⊙ σ(gate_pre)
+  Real* d_gated = nullptr;    // [N, C] backward: ∂L/∂(W_o's input), then ∂L/∂gate_pre
+  Real* v_first = nullptr;    // [N, Hkv·D] value-residual: the first layer's values
+  Real* d_v_first = nullptr;  // [N, Hkv·D] backward: the later layers' gradient of v_first
 };
+
+// Refuses, in one line, a model whose rivals of XSA the backend does not run.
+template <typename Real>
+void check_backend_runs(const ModelConfig& cfg, const Backend<Real>& backend);
 
 // The rows' rotary tables: cos, sin [T, D/2], row (b, t) at t. The decoder gathers each new row's
 // position into a table of its own with B = 1.

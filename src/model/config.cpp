@@ -78,13 +78,44 @@ AttnKind parse_attn(const std::string& word) {
   if (word == "xsa-gated-one") return AttnKind::xsa_gated_one;
   fail(
       "--attn '{}' is not known (expected sa, xsa, xsa-gated, each optionally +sink, or a comma "
-      "list, one per "
-      "layer)",
+      "list, one per layer; then optionally +gated-attn, +value-residual, +no-self)",
       word);
 }
 }  // namespace
 
-void set_layer_attn(ModelConfig& cfg, const std::string& spec) {
+std::string rivals_string(const AttentionRivals& rivals) {
+  std::string s;
+  auto add = [&](bool on, const char* name) {
+    if (!on) return;
+    if (!s.empty()) s += '+';
+    s += name;
+  };
+  add(rivals.gated_attn, "gated-attn");
+  add(rivals.value_residual, "value-residual");
+  add(rivals.no_self, "no-self");
+  return s;
+}
+
+static bool take_rival_suffix(std::string& spec, AttentionRivals& rivals) {
+  const std::pair<const char*, bool AttentionRivals::*> suffixes[] = {
+      {"+gated-attn", &AttentionRivals::gated_attn},
+      {"+value-residual", &AttentionRivals::value_residual},
+      {"+no-self", &AttentionRivals::no_self}};
+  for (const auto& [suffix, flag] : suffixes) {
+    const size_t n = std::char_traits<char>::length(suffix);
+    if (spec.size() > n && spec.compare(spec.size() - n, n, suffix) == 0) {
+      spec.resize(spec.size() - n);
+      rivals.*flag = true;
+      return true;
+    }
+  }
+  return false;
+}
+
+void set_layer_attn(ModelConfig& cfg, std::string spec) {
+  cfg.rivals = {};
+  while (take_rival_suffix(spec, cfg.rivals)) {
+  }
   // "xsa+sink": the kind, with a learned attention sink.
   auto apply = [&](int l, std::string word) {
     const bool sink = word.size() > 5 && word.compare(word.size() - 5, 5, "+sink") == 0;
@@ -107,7 +138,8 @@ void set_layer_attn(ModelConfig& cfg, const std::string& spec) {
     fail("--attn lists {} layers but the model has {} (--layers)", n, cfg.n_layer);
 }
 
-std::string layer_attn_string(const ModelConfig& cfg) {
+namespace {
+std::string layer_kinds_string(const ModelConfig& cfg) {
   bool any_sink = false;
   for (int l = 0; l < cfg.n_layer; l++) any_sink |= cfg.layer_sink[l];
   if (any_sink) {
@@ -128,6 +160,12 @@ std::string layer_attn_string(const ModelConfig& cfg) {
     s += to_string(cfg.layer_attn[l]);
   }
   return s;
+}
+}  // namespace
+
+std::string layer_attn_string(const ModelConfig& cfg) {
+  const std::string rivals = rivals_string(cfg.rivals);
+  return layer_kinds_string(cfg) + (rivals.empty() ? "" : "+" + rivals);
 }
 
 int64_t parameter_count(const ModelConfig& cfg) {
@@ -161,6 +199,15 @@ void to_json(nlohmann::json& j, const ModelConfig& cfg) {
     j["positions"] = cfg.positions == Positions::rope ? "rope" : "learned";
     j["linear_bias"] = cfg.linear_bias;
   }
+  // Rivals: version 3, which readers that do not know them refuse rather than misread.
+  if (cfg.rivals.any()) {
+    j["version"] = 3;
+    j["positions"] = cfg.positions == Positions::rope ? "rope" : "learned";
+    j["linear_bias"] = cfg.linear_bias;
+    j["rivals"] = {{"gated_attn", cfg.rivals.gated_attn},
+                   {"value_residual", cfg.rivals.value_residual},
+                   {"no_self", cfg.rivals.no_self}};
+  }
 }
 
 ModelConfig model_config_from_json(const nlohmann::json& j, const std::string& source) {
@@ -177,8 +224,8 @@ ModelConfig model_config_from_json(const nlohmann::json& j, const std::string& s
     fail("{}: 'format' is not \"xsa-gpt\"", source);
   const int version =
       j.contains("version") && j["version"].is_number_integer() ? j["version"].get<int>() : 0;
-  if (version != 1 && version != 2) fail("{}: unsupported version {}", source, version);
-  if (version == 2) {
+  if (version < 1 || version > 3) fail("{}: unsupported version {}", source, version);
+  if (version >= 2) {
     const std::string positions = j.contains("positions") && j["positions"].is_string()
                                       ? j["positions"].get<std::string>()
                                       : "";
@@ -188,6 +235,21 @@ ModelConfig model_config_from_json(const nlohmann::json& j, const std::string& s
     if (!j.contains("linear_bias") || !j["linear_bias"].is_boolean())
       fail("{}: 'linear_bias' must be true or false", source);
     cfg.linear_bias = j["linear_bias"].get<bool>();
+  }
+  if (version == 3) {
+    const auto& rivals = j.contains("rivals") ? j["rivals"] : nlohmann::json();
+    if (!rivals.is_object()) fail("{}: 'rivals' must be an object (version 3)", source);
+    for (const auto& [key, flag] : {std::pair{"gated_attn", &AttentionRivals::gated_attn},
+                                    std::pair{"value_residual", &AttentionRivals::value_residual},
+                                    std::pair{"no_self", &AttentionRivals::no_self}}) {
+      if (!rivals.contains(key) || !rivals[key].is_boolean())
+        fail("{}: rivals.{} must be true or false", source, key);
+      cfg.rivals.*flag = rivals[key].get<bool>();
+    }
+    for (const auto& item : rivals.items())
+      if (item.key() != "gated_attn" && item.key() != "value_residual" && item.key() != "no_self")
+        fail("{}: rivals.{} is not known (gated_attn, value_residual, no_self)", source,
+             item.key());
   }
   if (!j.contains("tokenizer") || !j["tokenizer"].is_string())
     fail("{}: 'tokenizer' is missing", source);

@@ -19,6 +19,21 @@ enum class AttnKind : uint8_t { sa, xsa, xsa_gated, xsa_gated_one };
 
 inline constexpr int kMaxLayers = 256;
 
+// The rival ideas to XSA (docs/SPEC.md §8), each on every layer, combinable with each other and
+// with XSA in the order: values mixed → attention → XSA → gate → W_o.
+//   gated_attn: y ⊙ σ(x W_g) before W_o (Qiu et al.), W_g [C, C] per layer, initialised as W_q.
+//   value_residual: layers l ≥ 1 attend to v' = λ_l v_l + (1 − λ_l) v_0, the first layer's values
+//     (ResFormer), λ_l one learnable scalar per layer starting at 0.5.
+//   no_self: token i attends to j < i only; token 0 sees no key and its output is zero.
+struct AttentionRivals {
+  bool gated_attn = false;
+  bool value_residual = false;
+  bool no_self = false;
+  bool any() const { return gated_attn || value_residual || no_self; }
+};
+// "gated-attn+value-residual" (the suffix form of --attn and --variants), "" when none.
+std::string rivals_string(const AttentionRivals& rivals);
+
 // How tokens know their place: rotary embeddings on q and k (xsa's default, as the paper's models),
 // or a learned table wpe [seq_len, C] added to the token embedding (GPT-2, llm.c).
 enum class Positions : uint8_t { rope, learned };
@@ -37,6 +52,7 @@ struct ModelConfig {
   bool linear_bias = false;  // a bias on every linear layer (GPT-2); LayerNorms always have one
   std::array<AttnKind, kMaxLayers> layer_attn{};  // first n_layer entries used
   std::array<bool, kMaxLayers> layer_sink{};      // a learned attention-sink logit per head
+  AttentionRivals rivals;                         // XSA's rivals (docs/SPEC.md §8), on every layer
 
   int head_dim() const { return n_embd / n_head; }
   int kv_heads() const { return n_kv_head > 0 ? n_kv_head : n_head; }
@@ -54,9 +70,11 @@ const char* to_string(AttnKind kind);
 const char* architecture_name(const ModelConfig& cfg);
 void set_architecture(ModelConfig& cfg, const std::string& name);  // throws Error for another
 
-// "sa", "xsa" (every layer), or a comma list with one entry per layer ("sa,sa,xsa,xsa").
-void set_layer_attn(ModelConfig& cfg, const std::string& spec);
-// Inverse of set_layer_attn: "sa" or "xsa" when uniform, else the per-layer list.
+// "sa", "xsa" (every layer), or a comma list with one entry per layer ("sa,sa,xsa,xsa"); any of
+// them followed by rivals for every layer: "+gated-attn", "+value-residual", "+no-self"
+// ("xsa+gated-attn", "sa,xsa+no-self").
+void set_layer_attn(ModelConfig& cfg, std::string spec);
+// Inverse of set_layer_attn: "sa" or "xsa" when uniform, else the per-layer list; then the rivals.
 std::string layer_attn_string(const ModelConfig& cfg);
 
 // Parameter count of the model (padded vocabulary rows included, as stored).

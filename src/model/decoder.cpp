@@ -12,7 +12,7 @@ namespace {
 struct DecoderLayout {
   std::vector<size_t> k_cache, v_cache;
   size_t x, ln, mean, rstd, qkv, y, z, lse, fc, fc_gelu, cos, sin, alpha, rope_cos, rope_sin,
-      last_logits, out, total;
+      gate_pre, att_gated, kept_z, v_first, v_raw, last_logits, out, total;
 };
 
 template <typename Real>
@@ -33,6 +33,12 @@ DecoderLayout decoder_layout(const ModelConfig& cfg, int capacity, int rows, boo
   take(v.lse, H * rows), take(v.fc, rows * 4 * C), take(v.fc_gelu, rows * 4 * C);
   take(v.cos, rows * half), take(v.sin, rows * half), take(v.alpha, H);
   take(v.rope_cos, (size_t)cfg.seq_len * half), take(v.rope_sin, (size_t)cfg.seq_len * half);
+  // XSA's rivals (one set for every layer, as the others): gated-attn's gate and its W_o input,
+  // XSA's z kept for it; value-residual's first values and each layer's own.
+  const bool gated = cfg.rivals.gated_attn, mixed = cfg.rivals.value_residual;
+  take(v.gate_pre, gated ? rows * C : 0), take(v.att_gated, gated ? rows * C : 0);
+  take(v.kept_z, gated ? rows * C : 0);
+  take(v.v_first, mixed ? rows * kv : 0), take(v.v_raw, mixed ? rows * kv : 0);
   take(v.last_logits, cfg.padded_vocab);
   take(v.out, staging ? rows * std::max(C, (size_t)cfg.padded_vocab) : 0);
   v.total = offset;
@@ -46,6 +52,7 @@ Decoder<Real>::Decoder(const ModelConfig& cfg, const Weights<Real>& weights, int
                        int max_rows, Backend<Real>& backend)
     : cfg_(cfg), w_(weights), backend_(backend), capacity_(capacity), max_rows_(max_rows) {
   cfg_.validate();
+  check_backend_runs(cfg_, backend);
   if (capacity <= 0) fail("key/value cache capacity {} must be positive", capacity);
   if (max_rows <= 0) fail("rows per pass {} must be positive", max_rows);
   const bool staging = !backend.host_addressable();
@@ -60,6 +67,11 @@ Decoder<Real>::Decoder(const ModelConfig& cfg, const Weights<Real>& weights, int
   buf_ = {base + v.ln, base + v.mean, base + v.rstd, base + v.qkv,  base + v.y,  base + v.lse,
           x_,          base + v.ln,   base + v.mean, base + v.rstd, base + v.fc, base + v.fc_gelu};
   scratch_ = {base + v.z, base + v.alpha, nullptr, nullptr};
+  if (cfg_.rivals.gated_attn) {
+    buf_.gate_pre = base + v.gate_pre, scratch_.att_gated = base + v.att_gated;
+    buf_.att_z = base + v.kept_z;  // z for the gate (every layer: SA layers do not write it)
+  }
+  if (cfg_.rivals.value_residual) scratch_.v_first = base + v.v_first, buf_.v_raw = base + v.v_raw;
   cos_ = base + v.cos, sin_ = base + v.sin;
   rope_cos_ = base + v.rope_cos, rope_sin_ = base + v.rope_sin;
   last_logits_ = base + v.last_logits;

@@ -20,6 +20,15 @@ size_t carve_activations(Activations<Real>& a, Real* base, const ModelConfig& cf
     view = base ? base + offset : nullptr;
     offset += align_elements<Real>(n);
   };
+  auto take_if = [&](bool needed, Real*& view, size_t n) {  // a rival's buffer, else null
+    if (needed)
+      take(view, n);
+    else
+      view = nullptr;
+  };
+  const AttentionRivals& rivals = cfg.rivals;
+  const bool training = mode == GptMode::training;
+  const size_t Ck = (size_t)cfg.kv_heads() * D;
   a.layers.resize(cfg.n_layer);
   a.resid.resize(cfg.n_layer + 1);
   for (Real*& r : a.resid) take(r, N * C);
@@ -29,6 +38,10 @@ size_t carve_activations(Activations<Real>& a, Real* base, const ModelConfig& cf
     take(L.resid_mid, N * C);
     take(L.ln2, N * C), take(L.ln2_mean, N), take(L.ln2_rstd, N);
     take(L.fc, N * 4 * C), take(L.fc_gelu, N * 4 * C);
+    const int l = (int)(&L - a.layers.data());
+    take_if(rivals.gated_attn, L.gate_pre, N * C);
+    take_if(rivals.gated_attn && cfg.layer_attn[l] != AttnKind::sa, L.att_z, N * C);
+    take_if(rivals.value_residual && l > 0, L.v_raw, N * Ck);
   }
   take(a.lnf, N * C), take(a.lnf_mean, N), take(a.lnf_rstd, N);
   take(a.losses, N);
@@ -36,9 +49,13 @@ size_t carve_activations(Activations<Real>& a, Real* base, const ModelConfig& cf
   BlockScratch<Real>& s = a.scratch;
   take(s.att_z, N * C);
   take(s.gate_alpha, H), take(s.gate_dalpha, N * H), take(s.sink_dlogit, (size_t)B * H);
+  take_if(rivals.gated_attn, s.att_gated, N * C);
+  take_if(rivals.gated_attn && training, s.d_gated, N * C);
+  take_if(rivals.value_residual, s.v_first, N * Ck);
+  take_if(rivals.value_residual && training, s.d_v_first, N * Ck);
   take(a.logits, (size_t)head_rows * cfg.padded_vocab);
   a.d_resid = a.d_buf = a.d_qkv = a.d_fc = nullptr;
-  if (mode == GptMode::training) {
+  if (training) {
     take(a.d_resid, N * C), take(a.d_buf, N * C);
     take(a.d_qkv, N * cfg.qkv_dim()), take(a.d_fc, N * 4 * C);
   }
@@ -61,6 +78,7 @@ Gpt<Real>::Gpt(const ModelConfig& cfg, int B, int T, GptMode mode, Backend<Real>
       T_(T),
       mode_(mode),
       params_(cfg_, mode == GptMode::training, backend) {
+  check_backend_runs(cfg_, backend);
   if (B <= 0) fail("--batch {} must be positive", B);
   if (T <= 0 || T > cfg.seq_len)
     fail("sequence length {} must be between 1 and the model's {}", T, cfg.seq_len);

@@ -76,6 +76,9 @@ void ParamArena<Real>::init(const ModelConfig& cfg, uint64_t seed) {
         case Init::zeros:
           p[i] = 0;
           break;
+        case Init::half:
+          p[i] = Real(0.5);
+          break;
       }
     }
   }

@@ -14,7 +14,7 @@
 
 namespace xsa {
 
-enum class Init : uint8_t { normal, normal_residual, ones, zeros };
+enum class Init : uint8_t { normal, normal_residual, ones, zeros, half };
 
 struct TensorInfo {
   std::string name;            // nanoGPT state_dict name
@@ -27,20 +27,22 @@ struct TensorInfo {
 
 template <typename Real>
 struct LayerWeights {
-  Real* ln1_w = nullptr;        // [C]
-  Real* ln1_b = nullptr;        // [C]
-  Real* qkv_w = nullptr;        // [C + 2·Hkv·D, C] rows q, k, v
-  Real* qkv_b = nullptr;        // [C + 2·Hkv·D] with linear biases (GPT-2), else null
-  Real* attn_proj_w = nullptr;  // [C, C]
-  Real* attn_proj_b = nullptr;  // [C] with linear biases
-  Real* xsa_gate = nullptr;     // [H] gated XSA only: w_h, α_h = tanh(w_h)
-  Real* sink = nullptr;         // [H] attention sinks only: the sink's logit b_h
-  Real* ln2_w = nullptr;        // [C]
-  Real* ln2_b = nullptr;        // [C]
-  Real* fc_w = nullptr;         // [4C, C]
-  Real* fc_b = nullptr;         // [4C] with linear biases
-  Real* mlp_proj_w = nullptr;   // [C, 4C]
-  Real* mlp_proj_b = nullptr;   // [C] with linear biases
+  Real* ln1_w = nullptr;         // [C]
+  Real* ln1_b = nullptr;         // [C]
+  Real* qkv_w = nullptr;         // [C + 2·Hkv·D, C] rows q, k, v
+  Real* qkv_b = nullptr;         // [C + 2·Hkv·D] with linear biases (GPT-2), else null
+  Real* attn_proj_w = nullptr;   // [C, C]
+  Real* attn_proj_b = nullptr;   // [C] with linear biases
+  Real* xsa_gate = nullptr;      // [H] gated XSA only: w_h, α_h = tanh(w_h)
+  Real* sink = nullptr;          // [H] attention sinks only: the sink's logit b_h
+  Real* gate_w = nullptr;        // [C, C] gated-attn only: W_g, the output gate σ(x W_gᵀ)
+  Real* value_lambda = nullptr;  // [1] value-residual, layers ≥ 1: λ, v' = λ v + (1 − λ) v_0
+  Real* ln2_w = nullptr;         // [C]
+  Real* ln2_b = nullptr;         // [C]
+  Real* fc_w = nullptr;          // [4C, C]
+  Real* fc_b = nullptr;          // [4C] with linear biases
+  Real* mlp_proj_w = nullptr;    // [C, 4C]
+  Real* mlp_proj_b = nullptr;    // [C] with linear biases
 };
 
 template <typename Real>
@@ -83,6 +85,13 @@ void for_each_tensor(const ModelConfig& cfg, Weights<Real>& w, Fn&& fn) {
          cfg.layer_attn[l] == AttnKind::xsa_gated ? Init::zeros : Init::ones, L.xsa_gate);
     if (cfg.layer_sink[l])  // a logit joining each softmax with a zero value; no decay
       fn(p + "attn.sink", std::vector<int64_t>{cfg.n_head}, false, Init::zeros, L.sink);
+    // The rivals' own tensors (docs/SPEC.md §8), each from its own stream: the twins' shared
+    // tensors stay identical. W_g decays and starts as W_q does; λ starts at 0.5 and does not
+    // decay.
+    if (cfg.rivals.gated_attn)
+      fn(p + "attn.c_gate.weight", std::vector<int64_t>{C, C}, true, Init::normal, L.gate_w);
+    if (cfg.rivals.value_residual && l > 0)
+      fn(p + "attn.value_lambda", std::vector<int64_t>{1}, false, Init::half, L.value_lambda);
     fn(p + "ln_2.weight", std::vector<int64_t>{C}, false, Init::ones, L.ln2_w);
     fn(p + "ln_2.bias", std::vector<int64_t>{C}, false, Init::zeros, L.ln2_b);
     fn(p + "mlp.c_fc.weight", std::vector<int64_t>{4 * C, C}, true, Init::normal, L.fc_w);

@@ -33,3 +33,24 @@ struct RopeArgs {
 };
 
 }  // namespace xsa::ops
+
+namespace xsa::ops {
+
+// ResFormer's value residual (docs/SPEC.md §8) on the v columns [at, at + width) of qkv rows
+// [N, ld]. Forward: v' = λ v + (1 − λ) v_first in place, v kept in v_raw. Backward, from dv' in
+// dqkv's v columns: dλ += Σ dv'·(v − v_first), d_first (+)= (1 − λ) dv', dv' ← λ dv' in place.
+template <typename Real>
+struct ValueMixArgs {
+  Real* qkv = nullptr;
+  Real* v_raw = nullptr;          // [N, width] the layer's own values
+  const Real* v_first = nullptr;  // [N, width] the first layer's values
+  const Real* lambda = nullptr;   // [1]
+  int N = 0, ld = 0, at = 0, width = 0;
+  // Backward only.
+  Real* dqkv = nullptr;
+  Real* d_first = nullptr;        // [N, width]
+  bool accumulate_first = false;  // d_first accumulates (else it is written)
+  Real* dlambda = nullptr;        // [1] accumulates
+};
+
+}  // namespace xsa::ops

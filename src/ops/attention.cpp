@@ -43,13 +43,18 @@ Real* scratch(size_t n, int slot) {
   return buffers[slot].data();
 }
 
+// The keys of a tile at j0 that query i sees: causal, key j0 + c ≤ i (no-self: < i).
+inline int visible_keys(int cols, int i, int j0, bool no_self) {
+  return std::max(0, std::min(cols, i - j0 + (no_self ? 0 : 1)));
+}
+
 // Probabilities of one tile in place: S[r][c] (scaled scores) → exp(S − row_max[r]) for keys c that
-// query r may see (causal: key j0 + c ≤ query i0 + r), 0 for the others.
+// query r may see (visible_keys), 0 for the others.
 template <typename Real>
-void exp_tile(Real* S, int rows, int cols, int i0, int j0, const Real* row_max) {
+void exp_tile(Real* S, int rows, int cols, int i0, int j0, const Real* row_max, bool no_self) {
   for (int r = 0; r < rows; r++) {
     Real* s = S + (size_t)r * kKeyTile;
-    const int visible = std::min(cols, i0 + r - j0 + 1);
+    const int visible = visible_keys(cols, i0 + r, j0, no_self);
     const Real m = row_max[r];
 #pragma omp simd
     for (int c = 0; c < cols; c++) s[c] = c < visible ? fast_exp(s[c] - m) : Real(0);
@@ -322,10 +327,10 @@ void forward_query_tile(const AttentionPlan<Real>& p, int b, int h, int i0, cons
                         false);
     Real new_max[kQueryTile];
     for (int r = 0; r < rows; r++) {
-      const int visible = std::min(cols, i0 + r - j0 + 1);
+      const int visible = visible_keys(cols, i0 + r, j0, a.no_self);
       new_max[r] = max_of(S + (size_t)r * kKeyTile, visible, m[r]);
     }
-    exp_tile(S, rows, cols, i0, j0, new_max);
+    exp_tile(S, rows, cols, i0, j0, new_max, a.no_self);
     online_softmax_update(S, rows, cols, new_max, m, l, acc, D);
     if (!p.bf16) {
       gemm(false, false, rows, D, cols, Real(1), S, kKeyTile, V, ld, Real(1), acc, D);  // += P V
@@ -339,7 +344,7 @@ void forward_query_tile(const AttentionPlan<Real>& p, int b, int h, int i0, cons
   for (int r = 0; r < rows; r++) {
     const int i = i0 + r;
     Real* yi = a.y + ((size_t)b * T + i) * C + h * D;
-    const Real inv_l = Real(1) / l[r];
+    const Real inv_l = l[r] > Real(0) ? Real(1) / l[r] : Real(0);  // no key seen (no-self): 0
     for (int d = 0; d < D; d++) yi[d] = acc[(size_t)r * D + d] * inv_l;
     a.lse[((size_t)b * a.H + h) * T + i] = m[r] + std::log(l[r]);
   }
@@ -389,7 +394,7 @@ void attention_forward_cached(const AttentionArgs<Real>& args, const KvCache<Rea
     const int self = slot0 + r;
     const int runs[3][2] = {{0, prefix},
                             {span.parent_begin, span.parent_end - span.parent_begin},
-                            {span.first, self - span.first + 1}};
+                            {span.first, self - span.first + (args.no_self ? 0 : 1)}};
     const int visible = runs[0][1] + runs[1][1] + runs[2][1];
     Real* p = scratch<Real>((size_t)visible, 0);
     for (int run = 0, j = 0; run < 3; run++) {
@@ -418,7 +423,7 @@ void attention_forward_cached(const AttentionArgs<Real>& args, const KvCache<Rea
         for (int d = 0; d < D; d++) yr[d] += pj * v[d];
       }
     }
-    const Real inv = Real(1) / sum;
+    const Real inv = sum > Real(0) ? Real(1) / sum : Real(0);  // no key seen (no-self): y = 0
     for (int d = 0; d < D; d++) yr[d] *= inv;
     if (z)  // XSA: the own value is the cache entry this row just wrote
       xsa_row_forward(z + (size_t)r * C + h * D, yr, v_cache + (size_t)self * Ck + kv, D,
@@ -535,13 +540,13 @@ void backward_query_tile(const AttentionPlan<Real>& p, BackwardTask<Real>& t, in
     Real* dV = t.dV_acc + (size_t)j0 * D;
     if (!p.bf16) {
       gemm(false, true, rows, cols, D, scale, Q, ld, K, ld, Real(0), P, kKeyTile);
-      exp_tile(P, rows, cols, i0, j0, row_lse + i0);                                   // P
+      exp_tile(P, rows, cols, i0, j0, row_lse + i0, a.no_self);                        // P
       gemm(true, false, cols, D, rows, Real(1), P, kKeyTile, dY, C, Real(1), dV, D);   // += Pᵀ dY
       gemm(false, true, rows, cols, D, Real(1), dY, C, V, ld, Real(0), dS, kKeyTile);  // dY Vᵀ
     } else if constexpr (kIsFloat<Real>) {
       tile_product_bf16(rows, cols, D2, {t.q_words, (size_t)D2, 1, t.kt + j0, T, P, kKeyTile},
                         scale, false);
-      exp_tile(P, rows, cols, i0, j0, row_lse + i0);
+      exp_tile(P, rows, cols, i0, j0, row_lse + i0, a.no_self);
       pack_row_pairs(P, rows, cols, kKeyTile, t.p_rows, kKeyTile);
       tile_product_bf16(cols, D, rows2, {t.p_rows, 1, kKeyTile, t.dy_rows, D, dV, D}, 1.0f, true);
       tile_product_bf16(rows, cols, D2, {t.dy_words, (size_t)D2, 1, t.vt + j0, T, dS, kKeyTile},

@@ -21,6 +21,9 @@ struct AttentionArgs {
   int C = 0, H = 0;  // query width and heads; head size D = C / H
   int Hkv = 0;       // key/value heads (grouped-query attention); 0: Hkv = H
   bool exclusive = false;  // XSA: z = y − α_h (y·u) u with u = v / ‖v‖ the token's own value
+  // no-self (docs/SPEC.md §8): token i sees the keys j < i only; a token that sees no key (the
+  // first, without a sink) gets y = 0 and lse = −∞.
+  bool no_self = false;
   const Real* qkv = nullptr;
   Real* y = nullptr;  // forward output; the backward reads it
   // Forward output of XSA, [B, T, C] (may alias nothing else); given to the backward, it is

@@ -289,6 +289,16 @@ std::vector<std::string> write_plots(const fs::path& out, const CompareReport& r
   return plots;
 }
 
+// Per variant: its parameter count and its rivals of XSA.
+nlohmann::json parameters_json(const CompareReport& r) {
+  nlohmann::json j = nlohmann::json::object();
+  for (size_t k = 0; k < r.variants.size() && k < r.parameters.size(); k++)
+    j[r.variants[k]] = {{"count", r.parameters[k]},
+                        {"vs_sa", r.parameters[k] - r.parameters[0]},
+                        {"rivals", k < r.rivals.size() ? rivals_string(r.rivals[k]) : ""}};
+  return j;
+}
+
 void write_report_json(const fs::path& out, const CompareReport& r, const CompareResult& result) {
   json j_arms = json::array(), j_summary = json::array();
   for (const ArmResult& a : result.arms) j_arms.push_back(arm_to_json(a));
@@ -333,6 +343,7 @@ void write_report_json(const fs::path& out, const CompareReport& r, const Compar
                  {"summary", j_summary},
                  {"similarity_bias", j_bias},
                  {"seeds_note", r.seeds_note},
+                 {"parameters", parameters_json(r)},
                  {"validation",
                   {{"every_steps", r.run.val_every},
                    {"batches", r.run.val_batches},
@@ -341,6 +352,41 @@ void write_report_json(const fs::path& out, const CompareReport& r, const Compar
 }
 
 }  // namespace
+
+std::string parameters_note(const CompareReport& r) {
+  if (r.parameters.size() != r.variants.size() || r.parameters.empty()) return "";
+  std::string note;
+  bool differ = false;
+  for (size_t k = 1; k < r.parameters.size(); k++) differ |= r.parameters[k] != r.parameters[0];
+  if (differ) {
+    note += "\nParameters differ between the variants:";
+    for (size_t k = 0; k < r.variants.size(); k++) {
+      note += fmt::format(" {} {}", r.variants[k], r.parameters[k]);
+      if (k > 0 && r.parameters[k] != r.parameters[0])
+        note += fmt::format(" ({:+} vs SA)", r.parameters[k] - r.parameters[0]);
+      note += k + 1 < r.variants.size() ? ";" : ".";
+    }
+    note +=
+        " The rivals' own tensors: gated-attn's W_g (C² per layer), value-residual's λ (one "
+        "per layer after the first).\n";
+  }
+  std::vector<std::string> gated, mixed;
+  for (size_t k = 0; k < r.rivals.size() && k < r.variants.size(); k++) {
+    if (r.rivals[k].gated_attn) gated.push_back(r.variants[k]);
+    if (r.rivals[k].value_residual) mixed.push_back(r.variants[k]);
+  }
+  if (!gated.empty())
+    note += fmt::format(
+        "\n{} start(s) from SA's shared weights but not as SA's function: the gate σ(x W_g) is "
+        "about 0.5 at step 0, halving the attention's output.\n",
+        fmt::join(gated, ", "));
+  if (!mixed.empty())
+    note += fmt::format(
+        "\n{} start(s) from SA's shared weights but not as SA's function: λ = 0.5 gives each "
+        "later layer half its own values and half the first layer's at step 0.\n",
+        fmt::join(mixed, ", "));
+  return note;
+}
 
 std::string write_compare_report(const fs::path& out, const CompareReport& r,
                                  const CompareResult& result) {
@@ -374,6 +420,7 @@ std::string write_compare_report(const fs::path& out, const CompareReport& r,
         r.peak_mb[&s - &result.summary[0]]);
   }
   md += kTimingNote;
+  md += parameters_note(r);
   if (!r.eval_data.empty()) {
     md +=
         "\nFurther evaluation sets (mean loss over seeds; Δ to SA). The sign of an effect can "

@@ -74,9 +74,15 @@ struct CompareReport {
   int seeds = 1;
   std::vector<std::vector<HeadBias>> bias;  // per variant, from the first seed; empty: none
   std::vector<double> peak_mb;              // per variant
-  double validation_share = 0;  // of the comparison's wall-clock spent validating (all arms)
-  std::string seeds_note;       // --seeds auto: how many seeds ran, and why it stopped there
+  double validation_share = 0;      // of the comparison's wall-clock spent validating (all arms)
+  std::string seeds_note;           // --seeds auto: how many seeds ran, and why it stopped there
+  std::vector<int64_t> parameters;  // per variant (XSA's rivals add theirs: docs/SPEC.md §8)
+  std::vector<AttentionRivals> rivals;  // per variant
 };
+
+// The paragraph on the variants' parameter counts and on twins that do not start as SA's function
+// (gated-attn's gate, value-residual's λ); empty when every variant has SA's count and start.
+std::string parameters_note(const CompareReport& r);
 
 nlohmann::json arm_to_json(const ArmResult& arm);
 ArmResult arm_from_json(const nlohmann::json& j);  // throws nlohmann::json::exception

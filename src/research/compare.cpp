@@ -40,13 +40,30 @@ Variant parse_variant(const std::string& name, int n_layer) {
     v.name = name, v.precision = precision;
     return v;
   }
+  for (const auto& [rival, flag] : {std::pair{"gated-attn", &AttentionRivals::gated_attn},
+                                    std::pair{"value-residual", &AttentionRivals::value_residual},
+                                    std::pair{"no-self", &AttentionRivals::no_self}}) {
+    const std::string suffix = std::string("+") + rival;
+    if (name == rival) {  // alone: on SA
+      Variant v = parse_variant("sa", n_layer);
+      v.name = name, v.rivals.*flag = true;
+      return v;
+    }
+    if (name.size() > suffix.size() &&
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      Variant v = parse_variant(name.substr(0, name.size() - suffix.size()), n_layer);
+      if (v.rivals.*flag) fail("--variants {}: {} twice", name, rival);
+      v.name = name, v.rivals.*flag = true;
+      return v;
+    }
+  }
   if (name.size() > 5 && name.compare(name.size() - 5, 5, "+sink") == 0) {
     Variant v = parse_variant(name.substr(0, name.size() - 5), n_layer);
     v.name = name;
     std::fill(v.sinks.begin(), v.sinks.end(), true);
     return v;
   }
-  Variant v{name, {}, {}, {}};
+  Variant v{name, {}, {}, {}, {}};
   auto set_all = [&](AttnKind k) { std::fill(v.layers.begin(), v.layers.end(), k); };
   auto count_after = [&](const std::string& prefix) {
     int n = 0;
@@ -95,8 +112,9 @@ Variant parse_variant(const std::string& name, int n_layer) {
     }
   } else {
     fail(
-        "--variants {} is not known (sa, xsa, xsa-gated, xsa-lastN, xsa-firstN, xsa-layers-0.2.5; "
-        "+sink; @bf16 or @fp32)",
+        "--variants {} is not known (sa, xsa, xsa-gated, xsa-lastN, xsa-firstN, xsa-layers-0.2.5, "
+        "gated-attn, value-residual, no-self; +sink, +gated-attn, +value-residual, +no-self; @bf16 "
+        "or @fp32)",
         name);
   }
   return v;
@@ -179,7 +197,7 @@ Backend<float>& variant_backend(const RunConfig& run, const Variant& v) {
 
 ModelConfig variant_model(const ModelConfig& base, const Variant& v) {
   ModelConfig m = base;
-  m.layer_attn = v.layers, m.layer_sink = v.sinks;
+  m.layer_attn = v.layers, m.layer_sink = v.sinks, m.rivals = v.rivals;
   return m;
 }
 
@@ -298,7 +316,7 @@ std::vector<double> measure_peaks(const CompareConfig& cfg, const Setup& s) {
   return peak;
 }
 
-// The arms of one seed: the same initial weights (XSA adds no parameters) and the same batches.
+// The arms of one seed: the same initial weights where they share tensors, and the same batches.
 std::vector<Arm> make_arms(const CompareConfig& cfg, const Setup& s, uint64_t seed) {
   const int B = cfg.run.batch, T = s.model.seq_len;
   std::vector<Arm> arms(s.variants.size());
@@ -317,12 +335,15 @@ std::vector<Arm> make_arms(const CompareConfig& cfg, const Setup& s, uint64_t se
     a.loader = std::make_unique<BatchLoader>(s.data.train, s.shape.rows_per_process(), T,
                                              cfg.run.shuffle, seed, s.comm->rank(), s.comm->size());
     a.result.variant = s.variants[k].name, a.result.seed = seed;
-    // Over the tensors every variant has (a gated variant's extra gates start at zero, as SA).
+    // Over the tensors every variant has (a gated variant's extra gates start at zero, as SA;
+    // the rivals' W_g and λ are theirs alone).
     a.result.init_hash = kFnvBasis;
     const HostView<float> weights(a.model->params().params);
     for (const TensorInfo& t : a.model->params().layout)
       if (t.name.find("xsa_gate") == std::string::npos &&
-          t.name.find("attn.sink") == std::string::npos)
+          t.name.find("attn.sink") == std::string::npos &&
+          t.name.find("attn.c_gate") == std::string::npos &&
+          t.name.find("attn.value_lambda") == std::string::npos)
         a.result.init_hash =
             fnv1a(weights.data() + t.offset, t.numel * sizeof(float), a.result.init_hash);
     a.result.batches_hash = kFnvBasis;
@@ -824,12 +845,17 @@ CompareResult compare(const CompareConfig& requested) {
   double training_seconds = 0;
   for (const ArmResult& a : result.arms)
     training_seconds += a.val_seconds.empty() ? 0 : a.val_seconds.back();
+  std::vector<int64_t> parameters;
+  std::vector<AttentionRivals> rivals;
+  for (const Variant& v : s.variants)
+    parameters.push_back(parameter_count(variant_model(s.model, v))), rivals.push_back(v.rivals);
   const CompareReport report{
       cfg.variants, cfg.eval_data,
       s.model,      run,
       seeds_run,    analyze_arms(cfg, s),
       peak,         validation_seconds / (validation_seconds + training_seconds),
-      seeds_note};
+      seeds_note,   parameters,
+      rivals};
   std::string md = write_compare_report(out, report, result);
   if (!s.suite.files.empty()) append_suite_report(out, s, suite_names, suite_results, run.quiet);
   if (!run.quiet) {

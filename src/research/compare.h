@@ -20,12 +20,16 @@ namespace xsa {
 //   xsa-layers-0.2.5   XSA on the listed layers
 //   xsa-gated          gated XSA on every layer
 //   <any>+sink         the same with a learned attention sink on every layer (sa+sink, xsa+sink)
+//   gated-attn, value-residual, no-self
+//                      XSA's rivals (docs/SPEC.md §8) on SA; <any>+gated-attn (+value-residual,
+//                      +no-self) adds one to any variant: xsa+gated-attn, xsa-last2+no-self
 //   <any>@bf16, @fp32  the same in another precision than --precision's (sa@bf16, xsa+sink@bf16):
 //                      a twin of <any> from the same weights on the same batches
 struct Variant {
   std::string name;
   std::array<AttnKind, kMaxLayers> layers{};
   std::array<bool, kMaxLayers> sinks{};
+  AttentionRivals rivals;
   std::string precision;  // empty: the run's --precision
 };
 Variant parse_variant(const std::string& name, int n_layer);  // throws Error naming the variant

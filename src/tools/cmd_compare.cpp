@@ -40,8 +40,9 @@ void add_compare_options(CLI::App* cmd, CompareArgs& a) {
                   "demo (the README's main job, ~8 min on 2 cores) or tiny; options given win");
   cmd->add_option("--variants", a.variants,
                   "sa first, then any of: xsa, xsa-gated, xsa-gated-one, xsa-lastN, xsa-firstN, "
-                  "xsa-layers-0.2.5, "
-                  "each optionally +sink")
+                  "xsa-layers-0.2.5, and XSA's rivals gated-attn, value-residual, no-self; each "
+                  "optionally +sink, +gated-attn, +value-residual, +no-self (xsa+gated-attn), "
+                  "@bf16 or @fp32")
       ->capture_default_str();
   cmd->add_option("--seeds", a.seeds,
                   "Repeats with seeds --seed, --seed+1, ...; auto: until every variant's "

@@ -66,7 +66,8 @@ void add_train_command(CLI::App& root) {
   cmd->add_option(
          "--attn", a->attn,
          "Attention: sa, xsa, xsa-gated, xsa-gated-one, each optionally +sink; or one per layer "
-         "(sa,sa,xsa,xsa)")
+         "(sa,sa,xsa,xsa); then optionally XSA's rivals on every layer: +gated-attn, "
+         "+value-residual, +no-self (xsa+gated-attn)")
       ->capture_default_str();
   add_run_option(cmd, r, "ckpt_every");
   add_run_option(cmd, r, "skip_bad_steps");

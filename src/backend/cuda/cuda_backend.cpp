@@ -198,7 +198,10 @@ class CudaBackend final : public Backend<float> {
   }
 
   // ---- the kernel table: fp32 activations (bf16 products convert their inputs per call) ----
-  bool supports(Op, Storage storage) const override { return storage == Storage::fp32; }
+  // XSA's rivals are CPU-only for now (docs/gpus.md): refused before a model is built.
+  bool supports(Op op, Storage storage) const override {
+    return op != Op::rivals && storage == Storage::fp32;
+  }
   Storage product_input_storage(int) const override { return Storage::fp32; }
 
   // ---- products ----
@@ -325,11 +328,13 @@ class CudaBackend final : public Backend<float> {
   // ---- attention ----
   void attention_forward(const ops::AttentionArgs<float>& args) override {
     refuse_unsupported(*this, Op::attention, args.z.storage);
+    if (args.no_self) refuse_unsupported(*this, Op::rivals, Storage::fp32);
     cuda::attention_forward(args, options_.bf16, stream_);
     XSA_LAUNCHED("attention_forward", "{}", attention_shape(args));
   }
   void attention_backward(const ops::AttentionArgs<float>& args) override {
     refuse_unsupported(*this, Op::attention, args.z.storage);
+    if (args.no_self) refuse_unsupported(*this, Op::rivals, Storage::fp32);
     if (args.exclusive && args.z.data) xsa_forward(args);  // z again
     float* workspace = scratch_.get(attention_backward_workspace(args, options_.deterministic),
                                     "attention_backward");
@@ -340,6 +345,7 @@ class CudaBackend final : public Backend<float> {
   void attention_forward_cached(const ops::AttentionArgs<float>& args,
                                 const ops::KvCache<float>& cache) override {
     refuse_unsupported(*this, Op::attention, args.z.storage);
+    if (args.no_self) refuse_unsupported(*this, Op::rivals, Storage::fp32);
     ops::KvCache<float> on_device = cache;
     if (cache.spans) {
       static_assert(sizeof(ops::SlotSpan) == 3 * sizeof(int32_t));
@@ -392,6 +398,24 @@ class CudaBackend final : public Backend<float> {
   void sink_backward(float* dsink, const float* dlogit, int B, int H) override {
     cuda::sink_backward(dsink, dlogit, B, H, stream_);
     XSA_LAUNCHED("sink_backward", "B {} H {}", B, H);
+  }
+
+  // ---- XSA's rivals: refused (supports() says no) ----
+  void output_gate_forward(float*, const float*, const float*, size_t) override {
+    refuse_unsupported(*this, Op::rivals, Storage::fp32);
+  }
+  void output_gate_backward(float*, float*, const float*, const float*, const float*,
+                            size_t) override {
+    refuse_unsupported(*this, Op::rivals, Storage::fp32);
+  }
+  void add_rows(float*, size_t, const float*, size_t, int, int) override {
+    refuse_unsupported(*this, Op::rivals, Storage::fp32);
+  }
+  void value_mix_forward(const ops::ValueMixArgs<float>&) override {
+    refuse_unsupported(*this, Op::rivals, Storage::fp32);
+  }
+  void value_mix_backward(const ops::ValueMixArgs<float>&) override {
+    refuse_unsupported(*this, Op::rivals, Storage::fp32);
   }
 
   // ---- reductions and the optimizer ----

@@ -10,7 +10,7 @@
 
 namespace xsa {
 
-constexpr int kCudaPluginAbi = 2;  // 2: peak_flops(), open_collectives()
+constexpr int kCudaPluginAbi = 3;  // 2: peak_flops(), open_collectives(); 3: the rivals' ops
 
 struct CudaOptions {
   int abi = kCudaPluginAbi;
