@@ -28,6 +28,12 @@ namespace fs = std::filesystem;
 
 using Result = test::CommandResult;
 
+int count_of(const std::string& text, const std::string& needle) {
+  int n = 0;
+  for (size_t at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) n++;
+  return n;
+}
+
 fs::path work_dir() {
   static fs::path dir = [] {
     fs::path d = fs::temp_directory_path() / ("xsa_cli_test_" + std::to_string(::getpid()));
@@ -380,8 +386,14 @@ TEST_F(Cli, CompareAndAnalyze) {
             "+value-residual, +no-self; @bf16 or @fp32)\n");
   r = xsa("compare --data data.txt --preset tiny --out cmp --quiet");
   EXPECT_EQ(r.err,
-            "xsa: error: cmp: already holds a report; pass --force to replace it, or choose "
-            "another --out\n");
+            "xsa: error: cmp: already holds a report of another comparison; pass --force to "
+            "replace it, or choose another --out\n");
+  // The same comparison with more seeds extends the report: seeds 1 and 2 are taken, 3 trains.
+  r = xsa("compare --data data.txt --preset tiny --steps 6 --val-every 3 --seeds 3 --threads 1 "
+          "--out cmp");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("seed 2: finished earlier"), std::string::npos) << r.out;
+  EXPECT_EQ(nlohmann::json::parse(read_file(work_dir() / "cmp/report.json"))["arms"].size(), 6u);
   r = xsa("compare --data data.txt --layers 48 --embd 8192 --heads 64 --out cmp_huge");
   EXPECT_NE(r.err.find("GB are available"), std::string::npos) << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1);
@@ -401,6 +413,12 @@ TEST_F(Cli, SweepRunsCompareForEachValue) {
   auto inner = nlohmann::json::parse(read_file(work_dir() / "sw/seq-len-32/report.json"));
   EXPECT_EQ(rows[1]["delta_vs_sa_mean"], inner["summary"][1]["delta_vs_sa_mean"]);
   EXPECT_TRUE(fs::exists(work_dir() / "sw/delta_vs_seq-len.svg"));
+  // Run again (an interrupted sweep resumed): every value's seeds are taken, nothing trains.
+  r = xsa("sweep --param seq-len=16,32 --data data.txt --preset tiny --steps 4 --val-every 2 "
+          "--seeds 2 --threads 1 --out sw");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(count_of(r.out, "finished earlier"), 4) << r.out;
+  EXPECT_EQ(nlohmann::json::parse(read_file(work_dir() / "sw/sweep.json")), rows);
   r = xsa("sweep --param dropout=0.1 --data data.txt --preset tiny --out sw2");
   EXPECT_EQ(r.err,
             "xsa: error: --param dropout is not a sweepable option (seq-len, lr, embd, layers, "

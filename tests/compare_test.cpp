@@ -313,8 +313,10 @@ TEST(Compare, TwinsAreTwinsAndTheReportHoldsItsFields) {
   EXPECT_THROW(compare(other), Error);
   compare(cfg);  // both seeds from their files: the report again
   EXPECT_TRUE(fs::exists(dir / "report/report.json"));
-  // A report is not overwritten without --force; sa must come first.
-  EXPECT_THROW(compare(cfg), Error);
+  // A report is replaced without --force by the same comparison only (it is the same report);
+  // sa must come first.
+  EXPECT_THROW(compare(other), Error);
+  EXPECT_EQ(compare(cfg).arms[0].val_loss, r.arms[0].val_loss);
   cfg.run.force = true;
   cfg.variants = {"xsa", "sa"};
   EXPECT_THROW(compare(cfg), Error);

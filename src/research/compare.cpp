@@ -246,9 +246,6 @@ void prepare(const CompareConfig& cfg, Comm& comm, Setup& s) {
   s.variants = parse_variants(cfg);
   const fs::path out = run.out;
   std::error_code ec;
-  if (comm.is_root() && fs::exists(out / "report.json", ec) && !run.force)
-    fail("{}: already holds a report; pass --force to replace it, or choose another --out",
-         out.string());
   if (!run.init_from.empty()) {  // every arm's model against the checkpoint, before anything goes
     s.init_weights.emplace(run.init_from, out, run.force);
     for (const Variant& v : s.variants)
@@ -272,6 +269,17 @@ void prepare(const CompareConfig& cfg, Comm& comm, Setup& s) {
                 {"run", result_options},
                 {"variants", cfg.variants},
                 {"eval_data", cfg.eval_data}};
+  // A report is replaced only by the same comparison: its first seed's file must carry this
+  // identity (more seeds extend it, an interrupted sweep re-reports it), else --force.
+  if (comm.is_root() && fs::exists(out / "report.json", ec) && !run.force) {
+    const fs::path first_seed = out / fmt::format("seed-{}.json", run.seed);
+    const json done = fs::exists(first_seed, ec) ? json::parse(read_file(first_seed), nullptr, false)
+                                                 : json();
+    if (!done.is_object() || done.value("identity", json()) != s.identity)
+      fail("{}: already holds a report of another comparison; pass --force to replace it, or "
+           "choose another --out",
+           out.string());
+  }
   for (const std::string& path : cfg.eval_data)
     s.evals.push_back(open_dataset(path, s.data.tokenizer, 0, B, T, run.vocab_dir));
   if (!cfg.eval_suite.empty()) {
