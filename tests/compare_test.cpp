@@ -172,31 +172,36 @@ TEST(Analyze, MatchesAnIndependentComputation) {
   }
 }
 
-// A constructed case with known answers: q = k = 0 makes attention uniform over j ≤ i, and a text
-// of one repeated token makes every value vector the same, so y_i = v_i: cos(y, v) = 1 and
-// cos(v_i, v_j) = 1 exactly, and the self weight of position t is 1/(t+1).
+// A constructed case with known answers: q = k = 0 makes attention uniform over the visible
+// positions, and a text of one repeated token makes every value vector the same, so y_i = v_i:
+// cos(y, v) = 1 and cos(v_i, v_j) = 1 exactly. The self weight of position t is 1/(t+1); with
+// no-self the own position is masked, so its weight is 0 (and y_i, the mean of the earlier
+// values, is still v_i).
 TEST(Analyze, KnownCosinesOnAConstructedModel) {
-  ModelConfig cfg;
-  cfg.n_layer = 1, cfg.n_head = 2, cfg.n_embd = 16, cfg.seq_len = 8;
-  set_layer_attn(cfg, "sa");
-  const int B = 1, T = 8, C = 16;
-  Gpt<float> model(cfg, B, T);
-  model.params().init(cfg, 5);
-  float* qkv_w = model.params().w.layers[0].qkv_w;  // rows q (C), k (C), v (C)
-  std::fill(qkv_w, qkv_w + 2 * C * C, 0.f);
-  TokenStream stream;
-  stream.add(std::vector<uint16_t>(64, 42), "one token");
-  auto heads = attention_similarity_bias(model, stream, 1);
-  double self = 0;
-  for (int t = 1; t < T; t++) self += 1.0 / (t + 1);
-  self /= T - 1;
-  // Up to the float forward's rounding: twice the chain's bound (as above).
-  const double bound =
-      2 * test::chain_error(test::model_chain(cfg, B, T).forward, test::kFloatRoundoff);
-  for (const HeadBias& h : heads) {
-    EXPECT_NEAR(h.cos_yv, 1.0, bound);
-    EXPECT_NEAR(h.cos_vv, 1.0, bound);
-    EXPECT_NEAR(h.self_weight, self, bound);
+  for (const char* attn : {"sa", "sa+no-self"}) {
+    ModelConfig cfg;
+    cfg.n_layer = 1, cfg.n_head = 2, cfg.n_embd = 16, cfg.seq_len = 8;
+    set_layer_attn(cfg, attn);
+    const int B = 1, T = 8, C = 16;
+    Gpt<float> model(cfg, B, T);
+    model.params().init(cfg, 5);
+    float* qkv_w = model.params().w.layers[0].qkv_w;  // rows q (C), k (C), v (C)
+    std::fill(qkv_w, qkv_w + 2 * C * C, 0.f);
+    TokenStream stream;
+    stream.add(std::vector<uint16_t>(64, 42), "one token");
+    auto heads = attention_similarity_bias(model, stream, 1);
+    double self = 0;
+    for (int t = 1; t < T; t++) self += 1.0 / (t + 1);
+    self /= T - 1;
+    if (cfg.rivals.no_self) self = 0;
+    // Up to the float forward's rounding: twice the chain's bound (as above).
+    const double bound =
+        2 * test::chain_error(test::model_chain(cfg, B, T).forward, test::kFloatRoundoff);
+    for (const HeadBias& h : heads) {
+      EXPECT_NEAR(h.cos_yv, 1.0, bound) << attn;
+      EXPECT_NEAR(h.cos_vv, 1.0, bound) << attn;
+      EXPECT_NEAR(h.self_weight, self, bound) << attn;
+    }
   }
 }
 

@@ -69,7 +69,8 @@ std::vector<HeadBias> attention_similarity_bias(Gpt<float>& model, const TokenSt
               }
               double qk = 0;
               for (int d = 0; d < D; d++) qk += (double)q[d] * k[d];
-              r.self_weight += std::exp(qk * scale - act.att_lse[((size_t)b * H + h) * T + t]);
+              if (!cfg.rivals.no_self)  // no-self masks the own position: its weight is 0
+                r.self_weight += std::exp(qk * scale - act.att_lse[((size_t)b * H + h) * T + t]);
               double pairs = 0;  // Σ_{j<t} cos(v_t, v_j) = v̂_t · Σ_{j<t} v̂_j
               for (int d = 0; d < D; d++) pairs += vhat[d] * prefix[d];
               r.cos_vv += pairs;
