@@ -412,6 +412,20 @@ TEST_F(Cli, SweepRunsCompareForEachValue) {
   EXPECT_EQ(rows[1]["seq-len"], 32);
   auto inner = nlohmann::json::parse(read_file(work_dir() / "sw/seq-len-32/report.json"));
   EXPECT_EQ(rows[1]["delta_vs_sa_mean"], inner["summary"][1]["delta_vs_sa_mean"]);
+  for (const char* key : {"time_speedup_mean", "delta_at_sa_time_mean"})
+    EXPECT_EQ(rows[1][key], inner["summary"][1]["equal_loss"][key]) << key;
+  EXPECT_EQ(rows[1]["overhead_vs_sa"], inner["summary"][1]["overhead_vs_sa"]);
+  EXPECT_EQ(rows[1]["cos_yv_mean"], inner["summary"][1]["cos_yv_mean"]);
+  EXPECT_EQ(rows[1]["sa_cos_yv_mean"], inner["summary"][0]["cos_yv_mean"]);
+  double sum = 0;  // the summary's figure is the mean over the report's heads of that variant
+  int heads = 0;
+  for (const auto& h : inner["similarity_bias"])
+    if (h["variant"] == "xsa") sum += h["cos_yv"].get<double>(), heads++;
+  ASSERT_EQ(heads, 8);  // 2 layers x 4 heads
+  EXPECT_NEAR(inner["summary"][1]["cos_yv_mean"].get<double>(), sum / heads, 1e-12);
+  const std::string sweep_md = read_file(work_dir() / "sw/sweep.md");
+  for (const char* section : {"## Equal loss and wall-clock", "## Similarity bias", "| 32 | xsa |"})
+    EXPECT_NE(sweep_md.find(section), std::string::npos) << section << "\n" << sweep_md;
   EXPECT_TRUE(fs::exists(work_dir() / "sw/delta_vs_seq-len.svg"));
   // Run again (an interrupted sweep resumed): every value's seeds are taken, nothing trains.
   r = xsa("sweep --param seq-len=16,32 --data data.txt --preset tiny --steps 4 --val-every 2 "

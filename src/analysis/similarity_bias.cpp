@@ -95,4 +95,10 @@ std::vector<HeadBias> attention_similarity_bias(Gpt<float>& model, const TokenSt
   return out;
 }
 
+double mean_cos_yv(const std::vector<HeadBias>& heads) {
+  double sum = 0;
+  for (const HeadBias& h : heads) sum += h.cos_yv;
+  return heads.empty() ? NAN : sum / heads.size();
+}
+
 }  // namespace xsa

@@ -25,4 +25,8 @@ struct HeadBias {
 std::vector<HeadBias> attention_similarity_bias(Gpt<float>& model, const TokenStream& data,
                                                 int n_batches);
 
+// Mean cos(y_i, v_i) over every layer and head: the model's similarity bias in one figure (NaN
+// for no heads).
+double mean_cos_yv(const std::vector<HeadBias>& heads);
+
 }  // namespace xsa

@@ -313,6 +313,7 @@ void write_report_json(const fs::path& out, const CompareReport& r, const Compar
          {"delta_vs_sa_sd", nan_to_null(s.delta_vs_sa_sd)},
          {"p_value", nan_to_null(s.p_value)},
          {"overhead_vs_sa", s.overhead_vs_sa},
+         {"cos_yv_mean", nan_to_null(s.cos_yv_mean)},
          {"equal_loss", s.variant == "sa" ? json(nullptr) : equal_loss_to_json(s.equal_loss)},
          {"seeds_for_80pct_power",
           s.variant == "sa" || s.seeds_for_power == 0 ? json(nullptr) : json(s.seeds_for_power)},

@@ -3,6 +3,7 @@
 // JSON form of each arm's result that the seed files of an interrupted comparison keep.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -57,6 +58,9 @@ struct VariantSummary {
   // For an arm in another precision (xsa@bf16): against its twin in the run's precision (xsa),
   // and against SA in its own precision (sa@bf16) where both are in the comparison.
   PairedDelta vs_twin, vs_precision_sa;
+  // The similarity bias: mean cos(y_i, v_i) over every layer and head, from the first seed's arm
+  // (NaN where the report has no analysis).
+  double cos_yv_mean = NAN;
 };
 
 struct CompareResult {

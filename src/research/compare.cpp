@@ -864,6 +864,8 @@ CompareResult compare(const CompareConfig& requested) {
       peak,         validation_seconds / (validation_seconds + training_seconds),
       seeds_note,   parameters,
       rivals};
+  for (size_t k = 0; k < report.bias.size() && k < result.summary.size(); k++)
+    result.summary[k].cos_yv_mean = mean_cos_yv(report.bias[k]);
   std::string md = write_compare_report(out, report, result);
   if (!s.suite.files.empty()) append_suite_report(out, s, suite_names, suite_results, run.quiet);
   if (!run.quiet) {

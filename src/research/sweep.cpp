@@ -53,6 +53,54 @@ std::string steps_note(const std::vector<CompareConfig>& configs,
   return note + ".";
 }
 
+// A figure or "–" where it is undefined; in JSON, null.
+std::string figure(double x, const char* spec) {
+  return std::isfinite(x) ? fmt::format(fmt::runtime(spec), x) : "–";
+}
+json finite_or_null(double x) { return std::isfinite(x) ? json(x) : json(); }
+
+// Per value: what each variant costs and gains at equal loss and at equal wall-clock (each
+// report's Equal loss section in one table), and the similarity bias of every variant.
+std::string cost_and_bias_tables(const std::string& param, const std::vector<std::string>& values,
+                                 const std::vector<CompareResult>& results,
+                                 const std::vector<std::string>& variants) {
+  std::string md = fmt::format(
+      "\n## Equal loss and wall-clock\n\nPer value and variant: the seeds whose validation "
+      "curve reached SA's final loss, the speed-up to reach it in steps and in the arm's own "
+      "wall-clock (its overhead counted), the validation loss minus SA's final loss at SA's total "
+      "training time, and the step's overhead vs SA (each report's Equal loss section).\n\n"
+      "| {} | variant | reached | speed-up, steps | speed-up, wall-clock | Δ at SA's wall-clock | "
+      "overhead vs SA |\n|---|---|---|---|---|---|---|\n",
+      param);
+  for (size_t i = 0; i < results.size(); i++)
+    for (size_t k = 1; k < results[i].summary.size(); k++) {
+      const VariantSummary& s = results[i].summary[k];
+      const EqualLoss& e = s.equal_loss;
+      md += fmt::format("| {} | {} | {} of {} | {} | {} | {} | {:+.1f}% |\n", values[i], s.variant,
+                        e.reached, e.seeds, figure(e.step_speedup_mean, "{:.3f}"),
+                        figure(e.time_speedup_mean, "{:.3f}"),
+                        figure(e.delta_at_sa_time_mean, "{:+.4f}") +
+                            (e.beyond_own_run ? " (finished sooner: its final loss)" : ""),
+                        100 * s.overhead_vs_sa);
+    }
+  md += fmt::format(
+      "\n## Similarity bias\n\nMean cos(y_i, v_i) over every layer and head (the first seed's "
+      "arms, on validation data): how much of each token's attention output points along its own "
+      "value.\n\n| {} |",
+      param);
+  for (const std::string& v : variants) md += fmt::format(" {} |", v);
+  md += "\n|---|";
+  for (size_t k = 0; k < variants.size(); k++) md += "---|";
+  md += "\n";
+  for (size_t i = 0; i < results.size(); i++) {
+    md += "| " + values[i] + " |";
+    for (const VariantSummary& s : results[i].summary)
+      md += fmt::format(" {} |", figure(s.cos_yv_mean, "{:.3f}"));
+    md += "\n";
+  }
+  return md;
+}
+
 }  // namespace
 
 void apply_sweep_param(CompareConfig& cfg, const std::string& param, const std::string& value) {
@@ -161,6 +209,13 @@ void sweep(const CompareConfig& base, const std::string& param,
            {"delta_vs_sa_sd", s.delta_vs_sa_sd},
            {"p_value", std::isfinite(s.p_value) ? nlohmann::json(s.p_value) : nlohmann::json()},
            {"report", results[i].report_dir},
+           {"overhead_vs_sa", s.overhead_vs_sa},
+           {"equal_loss_reached", s.equal_loss.reached},
+           {"step_speedup_mean", finite_or_null(s.equal_loss.step_speedup_mean)},
+           {"time_speedup_mean", finite_or_null(s.equal_loss.time_speedup_mean)},
+           {"delta_at_sa_time_mean", finite_or_null(s.equal_loss.delta_at_sa_time_mean)},
+           {"cos_yv_mean", finite_or_null(s.cos_yv_mean)},
+           {"sa_cos_yv_mean", finite_or_null(results[i].summary[0].cos_yv_mean)},
            {"batch", configs[i].run.batch},
            {"tokens_per_step",
             configs[i].run.step_tokens(configs[i].model.seq_len, world_comm().size())}});
@@ -173,8 +228,9 @@ void sweep(const CompareConfig& base, const std::string& param,
       svg_line_chart(fmt::format("XSA variants vs SA across {} (band: ± sd over seeds)", param),
                      param, "Δ validation loss vs SA", series, true, 1,
                      categorical ? values : std::vector<std::string>()));
-  md += fmt::format("\n![{0}]({0})\n\nEach value's full report: `{1}-<value>/report.md`.\n",
-                    fs::path(files[0]).filename().string(), param);
+  md += fmt::format("\n![{0}]({0})\n", fs::path(files[0]).filename().string());
+  md += cost_and_bias_tables(param, values, results, base.variants);
+  md += fmt::format("\nEach value's full report: `{}-<value>/report.md`.\n", param);
   write_file_atomic(out / "sweep.md", md);
   write_file_atomic(out / "sweep.json", rows.dump(2) + "\n");
   if (!base.run.quiet)
