@@ -389,7 +389,8 @@ TEST_F(Cli, CompareAndAnalyze) {
             "xsa: error: cmp: already holds a report of another comparison; pass --force to "
             "replace it, or choose another --out\n");
   // The same comparison with more seeds extends the report: seeds 1 and 2 are taken, 3 trains.
-  r = xsa("compare --data data.txt --preset tiny --steps 6 --val-every 3 --seeds 3 --threads 1 "
+  r =
+      xsa("compare --data data.txt --preset tiny --steps 6 --val-every 3 --seeds 3 --threads 1 "
           "--out cmp");
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("seed 2: finished earlier"), std::string::npos) << r.out;
@@ -428,7 +429,8 @@ TEST_F(Cli, SweepRunsCompareForEachValue) {
     EXPECT_NE(sweep_md.find(section), std::string::npos) << section << "\n" << sweep_md;
   EXPECT_TRUE(fs::exists(work_dir() / "sw/delta_vs_seq-len.svg"));
   // Run again (an interrupted sweep resumed): every value's seeds are taken, nothing trains.
-  r = xsa("sweep --param seq-len=16,32 --data data.txt --preset tiny --steps 4 --val-every 2 "
+  r =
+      xsa("sweep --param seq-len=16,32 --data data.txt --preset tiny --steps 4 --val-every 2 "
           "--seeds 2 --threads 1 --out sw");
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(count_of(r.out, "finished earlier"), 4) << r.out;

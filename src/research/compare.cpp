@@ -273,12 +273,13 @@ void prepare(const CompareConfig& cfg, Comm& comm, Setup& s) {
   // identity (more seeds extend it, an interrupted sweep re-reports it), else --force.
   if (comm.is_root() && fs::exists(out / "report.json", ec) && !run.force) {
     const fs::path first_seed = out / fmt::format("seed-{}.json", run.seed);
-    const json done = fs::exists(first_seed, ec) ? json::parse(read_file(first_seed), nullptr, false)
-                                                 : json();
+    const json done =
+        fs::exists(first_seed, ec) ? json::parse(read_file(first_seed), nullptr, false) : json();
     if (!done.is_object() || done.value("identity", json()) != s.identity)
-      fail("{}: already holds a report of another comparison; pass --force to replace it, or "
-           "choose another --out",
-           out.string());
+      fail(
+          "{}: already holds a report of another comparison; pass --force to replace it, or "
+          "choose another --out",
+          out.string());
   }
   for (const std::string& path : cfg.eval_data)
     s.evals.push_back(open_dataset(path, s.data.tokenizer, 0, B, T, run.vocab_dir));

@@ -57,7 +57,9 @@ std::string steps_note(const std::vector<CompareConfig>& configs,
 std::string figure(double x, const char* spec) {
   return std::isfinite(x) ? fmt::format(fmt::runtime(spec), x) : "–";
 }
-json finite_or_null(double x) { return std::isfinite(x) ? json(x) : json(); }
+json finite_or_null(double x) {
+  return std::isfinite(x) ? json(x) : json();
+}
 
 // Per value: what each variant costs and gains at equal loss and at equal wall-clock (each
 // report's Equal loss section in one table), and the similarity bias of every variant.
