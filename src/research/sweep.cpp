@@ -179,9 +179,20 @@ void sweep(const CompareConfig& base, const std::string& param,
   // Δ validation loss vs SA (mean ± sd over seeds) per variant against the swept value.
   std::vector<Series> series;
   const bool categorical = param == kPrecision;
+  // Values spanning a factor of 8 or more (lengths 256…4096) are drawn evenly spaced, labelled
+  // with their values: on a linear axis the small ones would crowd at the left edge.
+  bool evenly = categorical;
+  if (!categorical) {
+    double lo = std::stod(values.front()), hi = lo;
+    for (const std::string& v : values) {
+      lo = std::min(lo, std::stod(v));
+      hi = std::max(hi, std::stod(v));
+    }
+    evenly = lo > 0 && hi / lo >= 8;
+  }
   json rows = nlohmann::json::array();
   std::string md = fmt::format(
-      "# xsa sweep over {}\n\nΔ = validation loss minus SA's (below 0: XSA variant better), "
+      "# xsa sweep over {}\n\nΔ = validation loss minus SA's (below 0: the variant is better), "
       "mean ± sd over {} seed(s); p from a paired t-test over seeds.{}\n\n| {} |",
       param, base.seeds, steps_note(configs, values, tokens_per_step), param);
   for (size_t k = 1; k < base.variants.size(); k++)
@@ -193,8 +204,8 @@ void sweep(const CompareConfig& base, const std::string& param,
     series.push_back({base.variants[k], {}, {}, {}, {}});
   for (size_t i = 0; i < results.size(); i++) {
     md += "| " + values[i] + " |";
-    const double x = categorical ? (double)i : std::stod(values[i]);
-    const json x_value = categorical ? json(values[i]) : json(x);
+    const double x = evenly ? (double)i : std::stod(values[i]);
+    const json x_value = categorical ? json(values[i]) : json(std::stod(values[i]));
     for (size_t k = 1; k < results[i].summary.size(); k++) {
       const VariantSummary& s = results[i].summary[k];
       Series& se = series[k - 1];
@@ -227,9 +238,9 @@ void sweep(const CompareConfig& base, const std::string& param,
   const fs::path out = base.run.out;
   auto files = write_plot(
       (out / ("delta_vs_" + param)).string(),
-      svg_line_chart(fmt::format("XSA variants vs SA across {} (band: ± sd over seeds)", param),
+      svg_line_chart(fmt::format("Each variant vs SA across {} (band: ± sd over seeds)", param),
                      param, "Δ validation loss vs SA", series, true, 1,
-                     categorical ? values : std::vector<std::string>()));
+                     evenly ? values : std::vector<std::string>()));
   md += fmt::format("\n![{0}]({0})\n", fs::path(files[0]).filename().string());
   md += cost_and_bias_tables(param, values, results, base.variants);
   md += fmt::format("\nEach value's full report: `{}-<value>/report.md`.\n", param);
