@@ -6,7 +6,7 @@
 //     score its loss
 //   load and save              xsa/io/checkpoint.h     save_checkpoint, load_checkpoint_*
 //   the training step          xsa/train/step.h        TrainStep, OptimizerSettings,
-//     and optimizer                                    Parallelism (data-parallel processes, ZeRO-1)
+//     and optimizer                                    Parallelism (data parallelism, ZeRO-1)
 //   processes of a data-       xsa/dist/comm.h         Comm (rank-ordered sums), world_comm,
 //     parallel run (MPI)                               join_launched_job; xsa/dist/agree.h
 //   the schedule, whole runs   xsa/train/schedule.h    LrSchedule; xsa/train/trainer.h: train()
