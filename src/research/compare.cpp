@@ -772,6 +772,48 @@ void parse_seeds(const std::string& text, int cap, CompareConfig& cfg) {
   cfg.seeds_auto = false, cfg.seeds = n;
 }
 
+namespace {
+
+// What the report holds beside the arms' results: the settings, the similarity bias of each
+// variant, the peaks, validation's share of the wall-clock, the parameter counts. Sets each
+// variant's summary cos_yv_mean from the bias.
+CompareReport make_report(const CompareConfig& cfg, const Setup& s, CompareResult& result,
+                          int seeds_run, const std::vector<double>& peak, double validation_seconds,
+                          const std::string& seeds_note) {
+  double training_seconds = 0;
+  for (const ArmResult& a : result.arms)
+    training_seconds += a.val_seconds.empty() ? 0 : a.val_seconds.back();
+  std::vector<int64_t> parameters;
+  std::vector<AttentionRivals> rivals;
+  for (const Variant& v : s.variants)
+    parameters.push_back(parameter_count(variant_model(s.model, v))), rivals.push_back(v.rivals);
+  CompareReport report{cfg.variants, cfg.eval_data,
+                       s.model,      cfg.run,
+                       seeds_run,    analyze_arms(cfg, s),
+                       peak,         validation_seconds / (validation_seconds + training_seconds),
+                       seeds_note,   parameters,
+                       rivals};
+  for (size_t k = 0; k < report.bias.size() && k < result.summary.size(); k++)
+    result.summary[k].cos_yv_mean = mean_cos_yv(report.bias[k]);
+  return report;
+}
+
+// The terminal's view of report.md: the main table with its timing note, then the equal-loss,
+// seeds and precision sections, each up to what follows it.
+void print_report_summary(const std::string& md, const fs::path& out) {
+  const size_t table = md.find("| variant");
+  const size_t note = md.find(kTimingNote, table);
+  const size_t shown_end = note + std::string_view(kTimingNote).size() - 1;
+  std::string shown = md.substr(table, shown_end - table);
+  for (const char* section : {"## Equal loss", "## Seeds", "## Precision"})
+    if (const size_t at = md.find(section); at != std::string::npos)
+      shown += "\n\n" + md.substr(at, std::min(md.find("\n\n## ", at), md.find("\n\n![", at)) - at);
+  std::printf("\n%s\nreport: %s (report.md, report.json, plot files)\n", shown.c_str(),
+              out.string().c_str());
+}
+
+}  // namespace
+
 CompareResult compare(const CompareConfig& requested) {
   Comm& comm = world_comm();
   const bool root = comm.is_root();
@@ -851,37 +893,11 @@ CompareResult compare(const CompareConfig& requested) {
   if (!root) return result;  // the report is rank 0's
 
   if (!run.quiet && !seeds_note.empty()) std::printf("%s\n", seeds_note.c_str());
-  double training_seconds = 0;
-  for (const ArmResult& a : result.arms)
-    training_seconds += a.val_seconds.empty() ? 0 : a.val_seconds.back();
-  std::vector<int64_t> parameters;
-  std::vector<AttentionRivals> rivals;
-  for (const Variant& v : s.variants)
-    parameters.push_back(parameter_count(variant_model(s.model, v))), rivals.push_back(v.rivals);
-  const CompareReport report{
-      cfg.variants, cfg.eval_data,
-      s.model,      run,
-      seeds_run,    analyze_arms(cfg, s),
-      peak,         validation_seconds / (validation_seconds + training_seconds),
-      seeds_note,   parameters,
-      rivals};
-  for (size_t k = 0; k < report.bias.size() && k < result.summary.size(); k++)
-    result.summary[k].cos_yv_mean = mean_cos_yv(report.bias[k]);
+  const CompareReport report =
+      make_report(cfg, s, result, seeds_run, peak, validation_seconds, seeds_note);
   std::string md = write_compare_report(out, report, result);
   if (!s.suite.files.empty()) append_suite_report(out, s, suite_names, suite_results, run.quiet);
-  if (!run.quiet) {
-    const size_t table = md.find("| variant");
-    const size_t note = md.find(kTimingNote, table);  // the table, then its note
-    const size_t shown_end = note + std::string_view(kTimingNote).size() - 1;
-    std::string shown = md.substr(table, shown_end - table);
-    // Then the equal-loss and precision sections, each up to what follows it.
-    for (const char* section : {"## Equal loss", "## Seeds", "## Precision"})
-      if (const size_t at = md.find(section); at != std::string::npos)
-        shown +=
-            "\n\n" + md.substr(at, std::min(md.find("\n\n## ", at), md.find("\n\n![", at)) - at);
-    std::printf("\n%s\nreport: %s (report.md, report.json, plot files)\n", shown.c_str(),
-                out.string().c_str());
-  }
+  if (!run.quiet) print_report_summary(md, out);
   return result;
 }
 

@@ -135,14 +135,14 @@ void apply_sweep_param(CompareConfig& cfg, const std::string& param, const std::
   fail("--param {} is not a sweepable option ({})", param, names);
 }
 
-void sweep(const CompareConfig& base, const std::string& param,
-           const std::vector<std::string>& values, int64_t tokens_per_step) {
+namespace {
+
+// Each value's comparison, checked and derived (its batch from --tokens-per-step, its shape from
+// --init-from, its output folder) before the first one runs.
+std::vector<CompareConfig> sweep_configs(const CompareConfig& base, const std::string& param,
+                                         const std::vector<std::string>& values,
+                                         int64_t tokens_per_step) {
   namespace fs = std::filesystem;
-  if (values.empty()) fail("--param {}: no values", param);
-  if (tokens_per_step > 0 && param == "batch")
-    fail("--param batch and --tokens-per-step do not combine: the batch follows from the tokens");
-  if (tokens_per_step < 0) fail("--tokens-per-step {} must be positive", tokens_per_step);
-  // Every value is checked before the first run starts.
   std::vector<CompareConfig> configs;
   for (const std::string& value : values) {
     CompareConfig cfg = base;
@@ -166,30 +166,51 @@ void sweep(const CompareConfig& base, const std::string& param,
     cfg.run.out = (fs::path(base.run.out) / (param + "-" + value)).string();
     configs.push_back(cfg);
   }
-  // Under mpirun each value's comparison is data-parallel; rank 0 writes the reports.
-  const bool root = world_comm().is_root();
-  std::vector<CompareResult> results;
-  for (size_t i = 0; i < configs.size(); i++) {
-    if (!base.run.quiet && root)
-      std::printf("\n== %s = %s (%zu of %zu)\n", param.c_str(), values[i].c_str(), i + 1,
-                  values.size());
-    results.push_back(compare(configs[i]));
+  return configs;
+}
+
+// Values spanning a factor of 8 or more (lengths 256…4096) are drawn evenly spaced, labelled with
+// their values: on a linear axis the small ones would crowd at the left edge. So are names.
+bool plot_evenly(const std::string& param, const std::vector<std::string>& values) {
+  if (param == kPrecision) return true;
+  double lo = std::stod(values.front()), hi = lo;
+  for (const std::string& v : values) {
+    lo = std::min(lo, std::stod(v));
+    hi = std::max(hi, std::stod(v));
   }
-  if (!root) return;
-  // Δ validation loss vs SA (mean ± sd over seeds) per variant against the swept value.
-  std::vector<Series> series;
+  return lo > 0 && hi / lo >= 8;
+}
+
+// One variant at one value, as a row of sweep.json.
+json sweep_row(const std::string& param, const json& value, const CompareResult& result,
+               const VariantSummary& s, const CompareConfig& cfg) {
+  return {{param, value},
+          {"variant", s.variant},
+          {"delta_vs_sa_mean", s.delta_vs_sa_mean},
+          {"delta_vs_sa_sd", s.delta_vs_sa_sd},
+          {"p_value", finite_or_null(s.p_value)},
+          {"report", result.report_dir},
+          {"overhead_vs_sa", s.overhead_vs_sa},
+          {"equal_loss_reached", s.equal_loss.reached},
+          {"step_speedup_mean", finite_or_null(s.equal_loss.step_speedup_mean)},
+          {"time_speedup_mean", finite_or_null(s.equal_loss.time_speedup_mean)},
+          {"delta_at_sa_time_mean", finite_or_null(s.equal_loss.delta_at_sa_time_mean)},
+          {"cos_yv_mean", finite_or_null(s.cos_yv_mean)},
+          {"sa_cos_yv_mean", finite_or_null(result.summary[0].cos_yv_mean)},
+          {"batch", cfg.run.batch},
+          {"tokens_per_step", cfg.run.step_tokens(cfg.model.seq_len, world_comm().size())}};
+}
+
+// sweep.md, sweep.json and the Δ plot: Δ validation loss vs SA (mean ± sd over seeds) per variant
+// against the swept value, then the equal-loss and similarity-bias tables.
+void write_sweep_report(const CompareConfig& base, const std::string& param,
+                        const std::vector<std::string>& values, int64_t tokens_per_step,
+                        const std::vector<CompareConfig>& configs,
+                        const std::vector<CompareResult>& results) {
+  namespace fs = std::filesystem;
   const bool categorical = param == kPrecision;
-  // Values spanning a factor of 8 or more (lengths 256…4096) are drawn evenly spaced, labelled
-  // with their values: on a linear axis the small ones would crowd at the left edge.
-  bool evenly = categorical;
-  if (!categorical) {
-    double lo = std::stod(values.front()), hi = lo;
-    for (const std::string& v : values) {
-      lo = std::min(lo, std::stod(v));
-      hi = std::max(hi, std::stod(v));
-    }
-    evenly = lo > 0 && hi / lo >= 8;
-  }
+  const bool evenly = plot_evenly(param, values);
+  std::vector<Series> series;
   json rows = nlohmann::json::array();
   std::string md = fmt::format(
       "# xsa sweep over {}\n\nΔ = validation loss minus SA's (below 0: the variant is better), "
@@ -215,23 +236,7 @@ void sweep(const CompareConfig& base, const std::string& param,
             se.y_high.push_back(s.delta_vs_sa_mean + s.delta_vs_sa_sd);
       md += fmt::format(" {:+.4f} ± {:.4f} | {} |", s.delta_vs_sa_mean, s.delta_vs_sa_sd,
                         std::isfinite(s.p_value) ? fmt::format("{:.3f}", s.p_value) : "–");
-      rows.push_back(
-          {{param, x_value},
-           {"variant", s.variant},
-           {"delta_vs_sa_mean", s.delta_vs_sa_mean},
-           {"delta_vs_sa_sd", s.delta_vs_sa_sd},
-           {"p_value", std::isfinite(s.p_value) ? nlohmann::json(s.p_value) : nlohmann::json()},
-           {"report", results[i].report_dir},
-           {"overhead_vs_sa", s.overhead_vs_sa},
-           {"equal_loss_reached", s.equal_loss.reached},
-           {"step_speedup_mean", finite_or_null(s.equal_loss.step_speedup_mean)},
-           {"time_speedup_mean", finite_or_null(s.equal_loss.time_speedup_mean)},
-           {"delta_at_sa_time_mean", finite_or_null(s.equal_loss.delta_at_sa_time_mean)},
-           {"cos_yv_mean", finite_or_null(s.cos_yv_mean)},
-           {"sa_cos_yv_mean", finite_or_null(results[i].summary[0].cos_yv_mean)},
-           {"batch", configs[i].run.batch},
-           {"tokens_per_step",
-            configs[i].run.step_tokens(configs[i].model.seq_len, world_comm().size())}});
+      rows.push_back(sweep_row(param, x_value, results[i], s, configs[i]));
     }
     md += "\n";
   }
@@ -248,6 +253,27 @@ void sweep(const CompareConfig& base, const std::string& param,
   write_file_atomic(out / "sweep.json", rows.dump(2) + "\n");
   if (!base.run.quiet)
     std::printf("\n%s\nsweep report: %s\n", md.c_str(), (out / "sweep.md").string().c_str());
+}
+
+}  // namespace
+
+void sweep(const CompareConfig& base, const std::string& param,
+           const std::vector<std::string>& values, int64_t tokens_per_step) {
+  if (values.empty()) fail("--param {}: no values", param);
+  if (tokens_per_step > 0 && param == "batch")
+    fail("--param batch and --tokens-per-step do not combine: the batch follows from the tokens");
+  if (tokens_per_step < 0) fail("--tokens-per-step {} must be positive", tokens_per_step);
+  const std::vector<CompareConfig> configs = sweep_configs(base, param, values, tokens_per_step);
+  // Under mpirun each value's comparison is data-parallel; rank 0 writes the reports.
+  const bool root = world_comm().is_root();
+  std::vector<CompareResult> results;
+  for (size_t i = 0; i < configs.size(); i++) {
+    if (!base.run.quiet && root)
+      std::printf("\n== %s = %s (%zu of %zu)\n", param.c_str(), values[i].c_str(), i + 1,
+                  values.size());
+    results.push_back(compare(configs[i]));
+  }
+  if (root) write_sweep_report(base, param, values, tokens_per_step, configs, results);
 }
 
 }  // namespace xsa
