@@ -20,7 +20,7 @@ run sweep \
   --variants sa,xsa,gated-attn,value-residual,no-self,xsa+gated-attn --seeds 5 \
   --out runs/study "$@"
 # The follow-ups: SA and XSA at T = 1024 and 4096 trained four times as long, to see whether SA's
-# lead at the end of the 120-step runs at these lengths lasts (about 15 and 27 minutes).
+# lead at the end of the 120-step runs at these lengths lasts (about 15 and 22 minutes).
 [ $# -eq 0 ] || exit 0
 for t in 1024 4096; do
   run compare \
