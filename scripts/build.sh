@@ -5,6 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh build
+bash scripts/get_data.sh --web   # the board's chart library, embedded by the build
 native=OFF
 [ "${XSA_NATIVE:-0}" != 0 ] && native=ON
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DXSA_NATIVE=$native >/dev/null

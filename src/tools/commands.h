@@ -50,5 +50,6 @@ void add_eval_command(CLI::App& root);
 void add_sample_command(CLI::App& root);
 void add_import_command(CLI::App& root);
 void add_export_command(CLI::App& root);
+void add_board_command(CLI::App& root);
 
 }  // namespace xsa::cli

@@ -1,8 +1,5 @@
 #include "xsa/train/trainer.h"
 
-#include <fcntl.h>
-#include <unistd.h>
-
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -19,6 +16,7 @@
 #include "xsa/io/checkpoint.h"
 #include "xsa/model/gpt.h"
 #include "xsa/train/device_comm.h"
+#include "xsa/train/metrics_log.h"
 #include "xsa/train/training_run.h"
 #include "xsa/util/error.h"
 #include "xsa/util/files.h"
@@ -63,34 +61,6 @@ void truncate_metrics(const fs::path& path, int64_t step) {
   }
   write_file_atomic(path, kept);
 }
-
-// metrics.jsonl, one record per line. Each line goes out in one write(2) on an O_APPEND file, so a
-// kill at any moment leaves whole lines; a write that fails (disk full, file-size limit) is undone
-// and reported with the path.
-class MetricsLog {
- public:
-  explicit MetricsLog(const fs::path& path) : path_(path) {
-    fd_ = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-    if (fd_ < 0) fail("{}: cannot open for appending: {}", path.string(), std::strerror(errno));
-  }
-  ~MetricsLog() { ::close(fd_); }
-  MetricsLog(const MetricsLog&) = delete;
-  MetricsLog& operator=(const MetricsLog&) = delete;
-
-  void write(const nlohmann::json& record) {
-    const std::string line = record.dump() + "\n";
-    const off_t before = ::lseek(fd_, 0, SEEK_END);
-    const ssize_t n = ::write(fd_, line.data(), line.size());
-    if (n == (ssize_t)line.size()) return;
-    const int err = n < 0 ? errno : ENOSPC;
-    if (before >= 0) (void)!::ftruncate(fd_, before);  // best effort: a torn line is skipped
-    fail("{}: write failed: {}", path_.string(), std::strerror(err));
-  }
-
- private:
-  fs::path path_;
-  int fd_ = -1;
-};
 
 // What a run starts from: a fresh folder, or a checkpoint and its trainer state.
 struct RunStart {
@@ -195,11 +165,6 @@ void print_header(const ModelConfig& m, const RunConfig& run, const Dataset& dat
 // --skip-bad-steps: more bad steps than this in a row mean the run has diverged, not met a bad
 // batch, and it stops as without the option.
 constexpr int64_t kMaxSkippedInARow = 16;
-
-// NaN and infinity as JSON null (JSON has no such numbers).
-nlohmann::json json_number(double v) {
-  return std::isfinite(v) ? nlohmann::json(v) : nullptr;
-}
 
 // Every rank sees the same loss and norm, so every rank stops here alike.
 // "; last checkpoint RUN/ckpt_N is intact", or nothing when the run has none yet.
@@ -384,12 +349,7 @@ class TrainObserver : public RunObserver {
     result_.final_loss = r.loss;
     const double tok_s = c_.in.shape.tokens() / (s.ms / 1000.0);
     if (root_) {
-      nlohmann::json record = {{"step", s.done},    {"loss", json_number(r.loss)},
-                               {"lr", s.lr},        {"grad_norm", json_number(r.grad_norm)},
-                               {"ms", s.ms},        {"tokens_per_s", tok_s},
-                               {"rss_mb", rss_mb()}};
-      if (!r.skipped.empty()) record["skipped"] = r.skipped;
-      c_.metrics->write(record);
+      c_.metrics->write(step_record(s, c_.in.shape.tokens()));
     }
     if (speak_ && (tty_ || s.done % c_.run.log_every == 0 || s.done == c_.run.steps)) {
       const double spent = seconds_since(start_);
@@ -402,7 +362,7 @@ class TrainObserver : public RunObserver {
     if (c_.in.val_batches == 0) return;
     result_.final_val_loss = losses[0];
     if (!root_) return;
-    c_.metrics->write({{"split", "val"}, {"step", step}, {"loss", losses[0]}});
+    c_.metrics->write(val_record(step, losses[0]));
     if (speak_)
       std::printf("%sstep %lld | val loss %.4f\n", tty_ ? "\r\033[K" : "", (long long)step,
                   losses[0]);
@@ -564,7 +524,14 @@ TrainResult train(const ModelConfig& requested_model, const RunConfig& requested
     initialize_weights(comm, run, in.model, model.params(), init_weights);
   std::optional<MetricsLog> metrics;
   agree_on(comm, [&] {
-    if (root) metrics.emplace(prepare_metrics(start, loop.step));
+    if (!root) return;
+    metrics.emplace(prepare_metrics(start, loop.step));
+    write_run_description(start.run_dir,
+                          {{"command", "train"},
+                           {"attention", layer_attn_string(in.model)},
+                           {"seq_len", in.model.seq_len},
+                           {"tokens_per_step", in.shape.tokens()}},
+                          run.steps);
   });
 
   const bool speak = root && !run.quiet;
