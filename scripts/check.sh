@@ -59,7 +59,7 @@ mkdir -p "$build/fuzz-corpus" "$build/fuzz-artifacts" "$build/fuzz-logs"
 dict_of() {
   case $1 in
     safetensors | hf) echo "-dict=fuzz/safetensors.dict" ;;
-    tasks | model_config | run_config | shard_meta) echo "-dict=fuzz/json.dict" ;;
+    tasks | model_config | run_config | shard_meta | board_metrics) echo "-dict=fuzz/json.dict" ;;
   esac
 }
 run_target() {

@@ -13,6 +13,7 @@ cd "$(dirname "$0")/.."
 bash scripts/setup.sh test
 bash scripts/build.sh
 bash scripts/get_data.sh --vocab-only   # GPT-2's vocabulary, for the tokenizer tests
+bash scripts/get_data.sh --browser-test # playwright-core, for the board in Chromium
 jobs=$(nproc)
 ctest --test-dir build --output-on-failure -j "$jobs" "$@"
 
