@@ -27,7 +27,7 @@ try {
 
   // The list: a finished run, the run in training and the comparison's four arms.
   await page.waitForFunction(() => document.querySelectorAll("#runs tbody tr").length >= 6,
-                             null, { timeout: 15000 });
+                             null, { timeout: 30000 });
   const rows = await page.$$eval("#runs tbody tr", (trs) => trs.map((tr) => ({
     id: tr.dataset.id, state: tr.dataset.state, step: tr.querySelector(".step").textContent })));
   const row = (id) => rows.find((r) => r.id === id) || {};
@@ -44,7 +44,7 @@ try {
   await page.click('#runs tr[data-id="finished"]');
   await page.click('#runs tr[data-id="training"]');
   await page.waitForFunction(() => window.xsaBoard.charts().length === 6 &&
-                             window.xsaBoard.charts()[0].series === 2, null, { timeout: 10000 });
+                             window.xsaBoard.charts()[0].series === 2, null, { timeout: 30000 });
   let charts = await page.evaluate(() => window.xsaBoard.charts());
   check(charts.every((c) => c.series === 2), "every chart overlays the two runs",
         charts.map((c) => `${c.title}: ${c.series}`).join("; "));
@@ -58,7 +58,7 @@ try {
                                   (td) => parseInt(td.textContent, 10));
   const before = await stepOf(), pointsBefore = charts[0].points;
   await page.waitForFunction((b) => parseInt(document.querySelector(
-      '#runs tr[data-id="training"] .step').textContent, 10) > b, before, { timeout: 15000 });
+      '#runs tr[data-id="training"] .step').textContent, 10) > b, before, { timeout: 30000 });
   const after = await stepOf();
   charts = await page.evaluate(() => window.xsaBoard.charts());
   check(after > before, "the training run's step advances", `${before} → ${after}`);
@@ -80,7 +80,7 @@ try {
   // The comparison: validation curves with seed bands, Δ vs SA, similarity bias per layer.
   await page.click('#comparisons li[data-id="compare"]');
   await page.waitForFunction(() => window.xsaBoard.charts().some(
-      (c) => c.title.startsWith("similarity bias")), null, { timeout: 10000 });
+      (c) => c.title.startsWith("similarity bias")), null, { timeout: 30000 });
   charts = await page.evaluate(() => window.xsaBoard.charts());
   const titled = (t) => charts.find((c) => c.title.startsWith(t)) || {};
   check(titled("validation loss (mean").series === 2 && titled("validation loss (mean").points >= 8,
@@ -101,7 +101,7 @@ try {
   report.on("pageerror", (e) => reportErrors.push(e.message));
   await report.goto(pathToFileURL(reportHtml).href);
   await report.waitForFunction(() => window.xsaBoard && window.xsaBoard.charts().length >= 5, null,
-                               { timeout: 10000 });
+                               { timeout: 30000 });
   const reportCharts = await report.evaluate(() => window.xsaBoard.charts());
   check(reportCharts.length === charts.length &&
         reportCharts.every((c, k) => c.series === charts[k].series && c.points === charts[k].points),
@@ -118,7 +118,7 @@ try {
   sweep.on("pageerror", (e) => sweepErrors.push(e.message));
   await sweep.goto(pathToFileURL(sweepHtml).href);
   await sweep.waitForFunction(() => window.xsaBoard && window.xsaBoard.charts().length >= 1, null,
-                              { timeout: 10000 });
+                              { timeout: 30000 });
   const sweepCharts = await sweep.evaluate(() => window.xsaBoard.charts());
   check(sweepCharts[0].title.startsWith("Δ final validation loss vs SA by seq-len") &&
         sweepCharts[0].series === 1 && sweepCharts[0].points === 2,
@@ -128,7 +128,7 @@ try {
         "the sweep and its two comparisons listed", configs.join(", "));
   await sweep.click('#comparisons li[data-id="seq-len-64"]');
   await sweep.waitForFunction(() => window.xsaBoard.charts().some(
-      (c) => c.title.startsWith("validation loss (mean")), null, { timeout: 10000 });
+      (c) => c.title.startsWith("validation loss (mean")), null, { timeout: 30000 });
   const configCharts = await sweep.evaluate(() => window.xsaBoard.charts());
   check(configCharts.find((c) => c.title.startsWith("validation loss (mean")).points === 6,
         "a value's comparison: sa and xsa, 3 validation passes each");

@@ -159,9 +159,9 @@
 
   // ---- charts ---------------------------------------------------------------------------------
   function chartWidth() {
-    // The view's width less its padding; two charts a row (less the gap and each chart's own
-    // padding and border) when that leaves them 340 px or more.
-    const w = $("view").clientWidth - 32;
+    // The view's width less its padding and a scroll bar that the charts may bring; two charts a
+    // row (less the gap and each chart's own padding and border) when that leaves them 340 px.
+    const w = $("view").clientWidth - 32 - 20;
     const half = (w - 16) / 2 - 12;
     return Math.floor(Math.min(720, half >= 340 ? half : w - 12));
   }
