@@ -221,6 +221,37 @@ TEST(BoardPage, ReportHtmlCarriesItsDataAndCannotBeBrokenOutOf) {
   EXPECT_EQ(page.find("<link"), std::string::npos);
 }
 
+// The command's bad input: one line, a non-zero exit.
+TEST(BoardCommand, BadInputGetsOneLine) {
+  BoardFolder f;
+  const std::string xsa = XSA_BINARY;
+  test::CommandResult r = test::run_command(xsa + " board runs/a/run.json", f.base);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.err, "xsa: error: runs/a/run.json: not a folder\n");
+  r = test::run_command(xsa + " board runs --port 70000", f.base);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.err, "xsa: error: --port 70000: expected 0 (any free port) to 65535\n");
+  r = test::run_command(xsa + " board runs --threads 0", f.base);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.err, "xsa: error: --threads 0: expected 1 to 256\n");
+#ifdef XSA_WITH_BOARD_SERVER
+  r = test::run_command(xsa + " board runs --host 203.0.113.7", f.base);  // not this machine's
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.err,
+            "xsa: error: xsa board: cannot listen on 203.0.113.7:0 (in use, or not an address of "
+            "this machine)\n");
+  // Beyond loopback: the warning comes first; SIGTERM ends it cleanly.
+  r = test::run_command(
+      "sh -c '" + xsa + " board runs --host 0.0.0.0 & p=$!; sleep 1.5; kill -TERM $p; wait $p'",
+      f.base);
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.err.rfind("xsa board: warning: listening on 0.0.0.0: anyone who can reach", 0), 0u)
+      << r.err;
+  EXPECT_EQ(r.out.rfind("xsa board: runs (5 runs, 1 comparisons) at http://127.0.0.1:", 0), 0u)
+      << r.out;
+#endif
+}
+
 #ifdef XSA_WITH_BOARD_SERVER
 
 // One request on its own connection, as bytes; the answer up to the server's close (or 10 s).
