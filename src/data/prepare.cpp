@@ -45,15 +45,8 @@ std::string strip_brown_tags(const std::string& tagged) {
   return out;
 }
 
-namespace {
-
-struct Document {
-  std::string text;
-  bool val;
-};
-
 // Every file of the inputs, folders walked in sorted order, each with its format resolved.
-std::vector<PrepareInput> list_files(const std::vector<PrepareInput>& inputs) {
+std::vector<PrepareInput> list_input_files(const std::vector<PrepareInput>& inputs) {
   std::vector<PrepareInput> files;
   std::error_code ec;
   for (const PrepareInput& in : inputs) {
@@ -88,7 +81,7 @@ std::vector<PrepareInput> list_files(const std::vector<PrepareInput>& inputs) {
 }
 
 // Splits one file into documents, appending them to `docs`.
-void read_documents(const PrepareInput& file, std::vector<std::string>& docs) {
+void read_input_documents(const PrepareInput& file, std::vector<std::string>& docs) {
   std::string bytes = read_file(file.path);
   if (file.format == "text") {
     if (!bytes.empty()) docs.push_back(std::move(bytes));
@@ -124,6 +117,13 @@ void read_documents(const PrepareInput& file, std::vector<std::string>& docs) {
     }
   }
 }
+
+namespace {
+
+struct Document {
+  std::string text;
+  bool val;
+};
 
 // Buffers one split's tokens and writes a shard file each time shard_tokens are reached.
 class ShardWriter {
@@ -295,7 +295,7 @@ nlohmann::json tokenize_files(const std::vector<PrepareInput>& files, const Prep
   std::vector<std::string> docs;
   for (const PrepareInput& f : files) {
     docs.clear();
-    read_documents(f, docs);
+    read_input_documents(f, docs);
     size_t file_bytes = fs::file_size(f.path, ec);
     sources.push_back({{"path", f.path},
                        {"format", f.format},
@@ -371,7 +371,7 @@ PrepareResult prepare(const PrepareConfig& cfg) {
   const auto start = clock_type::now();
   check_config(cfg);
   const fs::path out = fs::path(cfg.out);
-  const std::vector<PrepareInput> files = list_files(cfg.inputs);
+  const std::vector<PrepareInput> files = list_input_files(cfg.inputs);
   auto tokenizer = make_tokenizer(cfg.tokenizer, cfg.vocab_dir);
   const int threads = set_thread_count(cfg.threads);
   const size_t total_bytes = total_size(files);

@@ -37,6 +37,12 @@ struct PrepareResult {
   double seconds = 0;
 };
 
+// Every file of the inputs, folders walked in sorted order, each with its format resolved; throws
+// Error naming an input that does not exist.
+std::vector<PrepareInput> list_input_files(const std::vector<PrepareInput>& inputs);
+// Splits one file into documents (by its format), appending them to `docs`.
+void read_input_documents(const PrepareInput& file, std::vector<std::string>& docs);
+
 // Writes into a temporary folder beside `out` and renames it into place when complete; on any
 // error the partial output is removed and an existing `out` is left as it was.
 PrepareResult prepare(const PrepareConfig& cfg);

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "xsa/tokenizer/byte_tokenizer.h"
+#include "xsa/tokenizer/spm_tokenizer.h"
 #include "xsa/util/error.h"
 #include "xsa/util/files.h"
 
@@ -270,6 +271,7 @@ std::filesystem::path find_vocab_dir(const std::string& explicit_dir) {
 
 std::unique_ptr<Tokenizer> make_tokenizer(TokenizerKind kind, const std::string& vocab_dir) {
   if (kind == TokenizerKind::byte) return std::make_unique<ByteTokenizer>();
+  if (kind == TokenizerKind::spm) return std::make_unique<SpmTokenizer>(vocab_dir);
   return std::make_unique<Gpt2Tokenizer>(find_vocab_dir(vocab_dir));
 }
 

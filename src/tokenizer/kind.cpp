@@ -5,17 +5,41 @@
 namespace xsa {
 
 int vocab_size_of(TokenizerKind kind) {
+  if (kind == TokenizerKind::spm)
+    fail("a SentencePiece vocabulary's size is its own (its folder's tokenizer.json)");
   return kind == TokenizerKind::byte ? 256 : 50257;
 }
 
 const char* to_string(TokenizerKind kind) {
-  return kind == TokenizerKind::byte ? "byte" : "gpt2";
+  switch (kind) {
+    case TokenizerKind::byte:
+      return "byte";
+    case TokenizerKind::gpt2:
+      return "gpt2";
+    case TokenizerKind::spm:
+      return "spm";
+  }
+  return "?";
 }
 
 TokenizerKind parse_tokenizer(const std::string& name) {
   if (name == "byte") return TokenizerKind::byte;
   if (name == "gpt2") return TokenizerKind::gpt2;
+  if (name == "spm" || name.rfind("spm:", 0) == 0)
+    fail(
+        "--tokenizer {}: this command does not take SentencePiece vocabularies yet (so far: xsa "
+        "tokenizer train and xsa tokenize)",
+        name);
   fail("--tokenizer '{}' is not known (expected byte or gpt2)", name);
+}
+
+TokenizerChoice parse_tokenizer_choice(const std::string& name) {
+  if (name.rfind("spm:", 0) == 0) {
+    if (name.size() == 4) fail("--tokenizer spm: needs the vocabulary's folder (spm:FOLDER)");
+    return {TokenizerKind::spm, name.substr(4)};
+  }
+  if (name == "byte" || name == "gpt2") return {parse_tokenizer(name), {}};
+  fail("--tokenizer '{}' is not known (expected byte, gpt2 or spm:FOLDER)", name);
 }
 
 }  // namespace xsa

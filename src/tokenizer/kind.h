@@ -7,10 +7,20 @@
 
 namespace xsa {
 
-enum class TokenizerKind : uint8_t { byte, gpt2 };
+// spm: a SentencePiece vocabulary of one's own (spm_tokenizer.h), named spm:FOLDER.
+enum class TokenizerKind : uint8_t { byte, gpt2, spm };
 
-int vocab_size_of(TokenizerKind kind);  // 256 or 50257
+int vocab_size_of(TokenizerKind kind);  // 256 or 50257; spm: throws (its size is its own)
 const char* to_string(TokenizerKind kind);
-TokenizerKind parse_tokenizer(const std::string& name);  // throws Error naming the bad name
+// byte or gpt2; throws Error naming the bad name, and for spm:FOLDER, that this command does not
+// take one yet.
+TokenizerKind parse_tokenizer(const std::string& name);
+
+// --tokenizer where SentencePiece vocabularies are taken too: byte, gpt2 or spm:FOLDER.
+struct TokenizerChoice {
+  TokenizerKind kind = TokenizerKind::byte;
+  std::string spm_dir;  // spm: the vocabulary's folder
+};
+TokenizerChoice parse_tokenizer_choice(const std::string& name);
 
 }  // namespace xsa

@@ -39,8 +39,9 @@ class Tokenizer {
 // $XSA_VOCAB_DIR, ./data/gpt2, and data/gpt2 beside the build folder of the running binary.
 std::filesystem::path find_vocab_dir(const std::string& explicit_dir);
 
-// The byte tokenizer, or GPT-2's loaded from find_vocab_dir(vocab_dir). Throws Error naming the
-// missing or malformed file, with a hint to run the set-up.
+// The byte tokenizer, GPT-2's loaded from find_vocab_dir(vocab_dir), or (spm) the SentencePiece
+// vocabulary in the folder vocab_dir. Throws Error naming the missing or malformed file, with a
+// hint to run the set-up.
 std::unique_ptr<Tokenizer> make_tokenizer(TokenizerKind kind, const std::string& vocab_dir = "");
 
 }  // namespace xsa

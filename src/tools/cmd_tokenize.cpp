@@ -18,14 +18,18 @@ void add_tokenize_command(CLI::App& root) {
     bool decode = false;
   };
   auto a = std::make_shared<Args>();
-  cmd->add_option("--tokenizer", a->tokenizer, "gpt2 or byte")->capture_default_str();
+  cmd->add_option("--tokenizer", a->tokenizer,
+                  "gpt2, byte or spm:FOLDER (a vocabulary of xsa tokenizer train)")
+      ->capture_default_str();
   cmd->add_option("--vocab-dir", a->vocab_dir,
                   "Folder with GPT-2's encoder.json and vocab.bpe (default: data/gpt2)");
   cmd->add_flag("--decode", a->decode, "Read token ids and print their text");
   cmd->add_option("input", a->words,
                   "Text to encode (read from standard input when absent), or ids with --decode");
   cmd->callback([a] {
-    auto tok = make_tokenizer(parse_tokenizer(a->tokenizer), a->vocab_dir);
+    const TokenizerChoice choice = parse_tokenizer_choice(a->tokenizer);
+    auto tok = make_tokenizer(choice.kind,
+                              choice.kind == TokenizerKind::spm ? choice.spm_dir : a->vocab_dir);
     if (a->decode) {
       std::vector<int32_t> ids;
       for (const std::string& w : a->words) {

@@ -51,5 +51,6 @@ void add_sample_command(CLI::App& root);
 void add_import_command(CLI::App& root);
 void add_export_command(CLI::App& root);
 void add_board_command(CLI::App& root);
+void add_tokenizer_command(CLI::App& root);
 
 }  // namespace xsa::cli

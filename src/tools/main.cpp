@@ -115,6 +115,7 @@ int main(int argc, char** argv) {
   xsa::cli::add_bench_command(app);
   xsa::cli::add_tokenize_command(app);
   xsa::cli::add_board_command(app);
+  xsa::cli::add_tokenizer_command(app);
   const xsa::Comm& comm = xsa::world_comm();
   try {
     std::vector<std::string> args =

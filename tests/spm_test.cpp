@@ -1,0 +1,210 @@
+// SentencePiece vocabularies (xsa tokenizer train, spm:FOLDER): trained on the golden corpus
+// (tests/data/gpt2_golden.jsonl: English of many genres, code, non-ASCII), they give the same ids
+// as SentencePiece's own command-line tool (spm_encode, Debian's sentencepiece), decode(encode(x))
+// == x for the corpus and for random bytes, training is deterministic, and bad options get one
+// line.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <random>
+#include <sstream>
+
+#include "test_util.h"
+#include "xsa/data/tokenizer_training.h"
+#include "xsa/tokenizer/spm_tokenizer.h"
+#include "xsa/util/files.h"
+
+namespace xsa {
+namespace {
+
+namespace fs = std::filesystem;
+
+const std::string kGolden = std::string(XSA_TEST_DATA_DIR) + "/gpt2_golden.jsonl";
+
+std::vector<std::string> golden_documents() {
+  std::vector<std::string> docs;
+  std::ifstream in(kGolden);
+  for (std::string line; std::getline(in, line);)
+    docs.push_back(nlohmann::json::parse(line)["text"].get<std::string>());
+  return docs;
+}
+
+class SpmTest : public ::testing::Test {
+ protected:
+  static void SetUpTestSuite() {
+    std::string why;
+    if (!sentencepiece_available(&why)) return;
+    dir_ = new fs::path(test::temp_dir("spm"));
+    for (const char* model : {"bpe", "unigram"}) {
+      SpmTrainConfig cfg;
+      cfg.inputs = {{kGolden, "jsonl"}};
+      cfg.vocab = 1024, cfg.model = model, cfg.quiet = true, cfg.threads = 2;
+      cfg.out = (*dir_ / model).string();
+      train_spm_tokenizer(cfg);
+    }
+  }
+  static void TearDownTestSuite() {
+    if (dir_) fs::remove_all(*dir_);
+    delete dir_;
+    dir_ = nullptr;
+  }
+  void SetUp() override {
+    std::string why;
+    if (!sentencepiece_available(&why)) GTEST_SKIP() << why;
+  }
+  static fs::path dir(const std::string& model) { return *dir_ / model; }
+  static fs::path* dir_;
+};
+fs::path* SpmTest::dir_ = nullptr;
+
+TEST_F(SpmTest, TheFolderDescribesTheVocabulary) {
+  const nlohmann::json j = nlohmann::json::parse(read_file(dir("bpe") / "tokenizer.json"));
+  SpmTokenizer tok(dir("bpe"));
+  EXPECT_EQ(j["kind"], "spm");
+  EXPECT_EQ(j["vocab_size"], 1024);
+  EXPECT_EQ(tok.vocab_size(), 1024);
+  EXPECT_EQ(j["vocabulary_checksum"], tok.checksum());
+  EXPECT_EQ(j["end_of_text"], tok.end_of_text());
+  const auto docs = golden_documents();  // the one empty document is no document
+  EXPECT_EQ(j["corpus"]["documents"], docs.size() - std::count(docs.begin(), docs.end(), ""));
+  EXPECT_EQ(j["byte_fallback"], true);
+}
+
+TEST_F(SpmTest, DecodeOfEncodeIsTheTextForTheCorpusAndForAnyBytes) {
+  for (const char* model : {"bpe", "unigram"}) {
+    SpmTokenizer tok(dir(model));
+    size_t tokens = 0, bytes = 0;
+    for (const std::string& doc : golden_documents()) {
+      const std::vector<int32_t> ids = tok.encode(doc);
+      ASSERT_EQ(tok.decode(ids), doc) << model;
+      tokens += ids.size(), bytes += doc.size();
+    }
+    // A vocabulary of the corpus's own pieces compresses it: fewer tokens than bytes.
+    EXPECT_LT(tokens, bytes / 2) << model;
+    // Bytes that are not UTF-8 (stray continuation bytes, overlong forms, surrogates, NUL), and
+    // random bytes: each comes back, through its byte piece.
+    std::mt19937 rng(7);
+    std::vector<std::string> odd = {std::string("\0a\0", 3), "\xC0\xAF", "\xED\xA0\x80",
+                                    "\xF4\x90\x80\x80",      "\xE2\x82", "caf\xC3\xA9 \x80\xFF"};
+    for (int n : {1, 2, 17, 1000, 5000}) {
+      std::string r((size_t)n, '\0');
+      for (char& c : r) c = (char)(rng() & 0xFF);
+      odd.push_back(r);
+    }
+    for (const std::string& s : odd) EXPECT_EQ(tok.decode(tok.encode(s)), s) << model;
+  }
+}
+
+// The ids of every line of the corpus, from xsa and from spm_encode (which encodes line by line).
+TEST_F(SpmTest, IdsEqualSentencePiecesOwnTool) {
+  if (std::system("command -v spm_encode >/dev/null 2>&1") != 0)
+    GTEST_SKIP() << "no spm_encode (apt install sentencepiece; scripts/test.sh installs it)";
+  const fs::path work = test::temp_dir("spm_encode");
+  std::vector<std::string> lines;
+  std::string text;
+  for (const std::string& doc : golden_documents()) {
+    std::istringstream in(doc);
+    for (std::string line; std::getline(in, line);)
+      if (!line.empty()) lines.push_back(line), text += line + "\n";
+  }
+  write_file_atomic(work / "lines.txt", text);
+  for (const char* model : {"bpe", "unigram"}) {
+    const test::CommandResult r =
+        test::run_command("spm_encode --model=" + (dir(model) / "tokenizer.model").string() +
+                              " --output_format=id lines.txt",
+                          work);
+    ASSERT_EQ(r.status, 0) << r.err;
+    ASSERT_EQ((size_t)std::count(r.out.begin(), r.out.end(), '\n'), lines.size())
+        << r.err.substr(0, 500);
+    SpmTokenizer tok(dir(model));
+    std::istringstream theirs(r.out);
+    size_t compared = 0;
+    for (const std::string& line : lines) {
+      std::string their_line;
+      ASSERT_TRUE(std::getline(theirs, their_line));
+      std::string mine;
+      for (int32_t id : tok.encode(line)) {
+        if (!mine.empty()) mine += ' ';
+        mine += std::to_string(id);
+      }
+      ASSERT_EQ(mine, their_line) << model << ": " << line.substr(0, 80);
+      compared++;
+    }
+    EXPECT_EQ(compared, lines.size());
+    EXPECT_GT(compared, 600u);
+  }
+  fs::remove_all(work);
+}
+
+TEST_F(SpmTest, TrainingIsDeterministic) {
+  SpmTrainConfig cfg;
+  cfg.inputs = {{kGolden, "jsonl"}};
+  cfg.vocab = 1024, cfg.quiet = true, cfg.threads = 2;
+  cfg.out = (*dir_ / "again").string();
+  const SpmTrainResult again = train_spm_tokenizer(cfg);
+  EXPECT_EQ(read_file(dir("bpe") / "tokenizer.model"), read_file(*dir_ / "again/tokenizer.model"));
+  // Another thread count: the same vocabulary (the file also records the count).
+  cfg.threads = 1, cfg.force = true;
+  const SpmTrainResult one = train_spm_tokenizer(cfg);
+  EXPECT_EQ(one.model_checksum, again.model_checksum);
+  EXPECT_EQ(SpmTokenizer(*dir_ / "again").checksum(), SpmTokenizer(dir("bpe")).checksum());
+}
+
+TEST_F(SpmTest, BadInputGetsOneLine) {
+  const fs::path work = test::temp_dir("spm_cli");
+  const std::string xsa = XSA_BINARY;
+  write_file_atomic(work / "text.txt", test::text_of(20000));
+  struct Case {
+    std::string args, err;
+  };
+  const fs::path bpe = dir("bpe");
+  for (
+      const Case& c : std::vector<Case>{
+          {"tokenizer train --input text.txt --vocab 70000 --out t",
+           "xsa: error: --vocab 70000: expected 512 to 65536 (xsa's shards hold ids as uint16; 259 "
+           "of the ids are SentencePiece's specials and byte pieces)\n"},
+          {"tokenizer train --input text.txt --model wordpiece --out t",
+           "xsa: error: --model wordpiece: expected bpe or unigram\n"},
+          {"tokenizer train --input missing.txt --out t",
+           "xsa: error: missing.txt: no such file or folder\n"},
+          {"tokenizer train --input text.txt --out " + bpe.string(),
+           "xsa: error: " + bpe.string() + ": already exists; pass --force to replace it\n"},
+          {"tokenize --tokenizer spm:nowhere hello",
+           "xsa: error: --tokenizer spm:nowhere: no such folder (xsa tokenizer train makes one)\n"},
+          {"tokenize --tokenizer spm: hello",
+           "xsa: error: --tokenizer spm: needs the vocabulary's folder (spm:FOLDER)\n"},
+          {"tokenize --tokenizer spm:" + bpe.string() + " --decode 1024",
+           "xsa: error: --decode: '1024' is not a token id of the spm:" + bpe.string() +
+               " vocabulary (0..1023)\n"},
+          {"train --data text.txt --tokenizer spm:" + bpe.string() + " --steps 1 --out r",
+           "xsa: error: --tokenizer spm:" + bpe.string() +
+               ": this command does not take SentencePiece vocabularies yet (so far: xsa "
+               "tokenizer train and xsa tokenize)\n"}}) {
+    const test::CommandResult r = test::run_command(xsa + " " + c.args, work);
+    EXPECT_EQ(r.status, 1) << c.args;
+    EXPECT_EQ(r.err, c.err) << c.args;
+  }
+  // SentencePiece's own refusal, in one line: more pieces than a tiny corpus has.
+  const test::CommandResult r =
+      test::run_command(xsa + " tokenizer train --input text.txt --vocab 8000 --out t2", work);
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.err.rfind("xsa: error: xsa tokenizer train: SentencePiece refused: ", 0), 0u)
+      << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_FALSE(fs::exists(work / "t2"));
+  // Through the command line, the ids of xsa tokenize are the tokenizer's.
+  const test::CommandResult ids = test::run_command(
+      xsa + " tokenize --tokenizer spm:" + bpe.string() + " 'The cat sat.'", work);
+  ASSERT_EQ(ids.status, 0) << ids.err;
+  std::string expected;
+  for (int32_t id : SpmTokenizer(bpe).encode("The cat sat.")) {
+    if (!expected.empty()) expected += ' ';
+    expected += std::to_string(id);
+  }
+  EXPECT_EQ(ids.out, expected + "\n");
+  fs::remove_all(work);
+}
+
+}  // namespace
+}  // namespace xsa
