@@ -180,7 +180,8 @@ TEST_F(SpmTest, BadInputGetsOneLine) {
           {"train --data text.txt --tokenizer spm:" + bpe.string() + " --steps 1 --out r",
            "xsa: error: --tokenizer spm:" + bpe.string() +
                ": this command does not take SentencePiece vocabularies yet (so far: xsa "
-               "tokenizer train and xsa tokenize)\n"}}) {
+               "tokenizer train, xsa tokenize and xsa prepare; xsa train takes the vocabulary "
+               "of spm shards from their folder, without --tokenizer)\n"}}) {
     const test::CommandResult r = test::run_command(xsa + " " + c.args, work);
     EXPECT_EQ(r.status, 1) << c.args;
     EXPECT_EQ(r.err, c.err) << c.args;
@@ -203,6 +204,63 @@ TEST_F(SpmTest, BadInputGetsOneLine) {
     expected += std::to_string(id);
   }
   EXPECT_EQ(ids.out, expected + "\n");
+  fs::remove_all(work);
+}
+
+// Through the commands: shards of an spm vocabulary, a run on them whose checkpoints carry the
+// vocabulary, sampling and evaluation (bits per byte) from the checkpoint alone, a comparison; and
+// data of another vocabulary refused for evaluation, resume, --init-from and analyze.
+TEST_F(SpmTest, PrepareTrainSampleEvaluateWithTheVocabulary) {
+  const fs::path work = test::temp_dir("spm_flow");
+  const std::string xsa = std::string(XSA_BINARY) + " ";
+  fs::create_directories(work / "corpus");
+  const auto docs = golden_documents();
+  for (size_t i = 0; i < docs.size(); i++)
+    write_file_atomic(work / "corpus" / ("doc" + std::to_string(i) + ".txt"), docs[i]);
+  auto run = [&](const std::string& args) {
+    const test::CommandResult r = test::run_command(xsa + args, work);
+    EXPECT_EQ(r.status, 0) << args << ": " << r.err;
+    return r;
+  };
+  run("prepare --input corpus --tokenizer spm:" + dir("bpe").string() +
+      " --val-fraction 0.2 --out data --quiet");
+  const nlohmann::json meta = nlohmann::json::parse(read_file(work / "data/meta.json"));
+  EXPECT_EQ(meta["tokenizer"], "spm");
+  EXPECT_EQ(meta["vocab_size"], 1024);
+  EXPECT_EQ(meta["end_of_text"], 2);
+  EXPECT_EQ(meta["vocabulary_checksum"], SpmTokenizer(dir("bpe")).checksum());
+  EXPECT_EQ(read_file(work / "data/tokenizer.model"), read_file(dir("bpe") / "tokenizer.model"));
+  const std::string tiny = " --layers 2 --heads 2 --embd 32 --seq-len 32 --batch 4 --threads 1";
+  run("train --data data" + tiny + " --steps 3 --val-every 0 --val-batches 1 --quiet --out r");
+  const nlohmann::json config =
+      nlohmann::json::parse(read_file(work / "r/ckpt_000003/config.json"));
+  EXPECT_EQ(config["tokenizer"], "spm");
+  EXPECT_EQ(config["vocab_size"], 1024);
+  EXPECT_EQ(SpmTokenizer(work / "r/ckpt_000003").checksum(), SpmTokenizer(dir("bpe")).checksum());
+  // The checkpoint alone: sampling decodes with its vocabulary; evaluation counts bytes with it.
+  const test::CommandResult sample =
+      run("sample --ckpt r --prompt 'The history of' --max-new-tokens 8 --seed 1");
+  EXPECT_EQ(sample.out.rfind("The history of", 0), 0u) << sample.out;
+  const test::CommandResult eval = run("eval --ckpt r --data data --json eval.json");
+  const nlohmann::json e = nlohmann::json::parse(read_file(work / "eval.json"));
+  const nlohmann::json v = e.is_array() ? e[0] : e;
+  EXPECT_GT(v.value("bpb", 0.0), 0.0) << v.dump();
+  run("compare --data data --preset tiny --steps 2 --val-every 1 --seeds 1 --quiet --out cmp");
+  EXPECT_TRUE(fs::exists(work / "cmp/arms/xsa-seed1/ckpt_000002/tokenizer.model"));
+  // Shards of another vocabulary (the unigram one): refused wherever a checkpoint meets them.
+  run("prepare --input corpus --tokenizer spm:" + dir("unigram").string() +
+      " --val-fraction 0.2 --out other --quiet");
+  const std::string mine = SpmTokenizer(dir("unigram")).checksum(),
+                    theirs = SpmTokenizer(dir("bpe")).checksum();
+  const std::string refusal = "xsa: error: other: its vocabulary (" + mine +
+                              ") is not the one r/ckpt_000003 was trained with (" + theirs + ")\n";
+  for (const std::string args :
+       {"eval --ckpt r --data other", "train --resume r --data other --steps 4",
+        "train --data other --init-from r --steps 1 --out r2", "analyze --ckpt r --data other"}) {
+    const test::CommandResult r = test::run_command(xsa + args, work);
+    EXPECT_EQ(r.status, 1) << args;
+    EXPECT_EQ(r.err, refusal) << args;
+  }
   fs::remove_all(work);
 }
 

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
+#include "xsa/tokenizer/spm_tokenizer.h"
 #include "xsa/tokenizer/tokenizer.h"
 #include "xsa/util/error.h"
 #include "xsa/util/files.h"
@@ -106,10 +107,23 @@ TokenizerKind tokenizer_of_meta(const std::string& meta_json, const std::string&
   if (!meta.contains("tokenizer")) return TokenizerKind::gpt2;
   if (!meta["tokenizer"].is_string()) fail("{}: 'tokenizer' is not a string", source);
   try {
-    return parse_tokenizer(meta["tokenizer"].get<std::string>());
+    return tokenizer_named(meta["tokenizer"].get<std::string>());
   } catch (const Error& e) {
     fail("{}: {}", source, e.what());
   }
+}
+
+void check_same_vocabulary(const Dataset& data, const fs::path& ckpt) {
+  if (data.tokenizer != TokenizerKind::spm) return;
+  std::error_code ec;
+  if (!fs::exists(ckpt / "tokenizer.model", ec))
+    fail("{}: has no tokenizer.model, but the data's vocabulary is SentencePiece's ({})",
+         ckpt.string(), data.vocab_dir);
+  const std::string mine = SpmTokenizer(data.vocab_dir).checksum();
+  const std::string theirs = SpmTokenizer(ckpt).checksum();
+  if (mine != theirs)
+    fail("{}: its vocabulary ({}) is not the one {} was trained with ({})", data.vocab_dir, mine,
+         ckpt.string(), theirs);
 }
 
 Dataset open_dataset(const std::string& path, std::optional<TokenizerKind> tokenizer,
@@ -125,6 +139,7 @@ Dataset open_dataset(const std::string& path, std::optional<TokenizerKind> token
   if (!is_glob && fs::is_regular_file(path, ec) && fs::path(path).extension() != ".bin") {
     // A text file, tokenized now; its tail is the validation split.
     d.tokenizer = tokenizer.value_or(TokenizerKind::byte);
+    d.vocab_size = vocab_size_of(d.tokenizer);
     std::string text = read_file(path);
     auto tok = make_tokenizer(d.tokenizer, vocab_dir);
     std::vector<int32_t> ids = tok->encode(text);
@@ -171,7 +186,19 @@ Dataset open_dataset(const std::string& path, std::optional<TokenizerKind> token
   d.tokenizer = tokenizer_of_shards(meta_dir.empty() ? fs::path(".") : meta_dir, tokenizer);
   add_shards(d.train, train_files);
   add_shards(d.val, val_files);
-  const int V = vocab_size_of(d.tokenizer);
+  int V = 0;
+  if (d.tokenizer == TokenizerKind::spm) {  // its size is its own: meta.json's
+    const fs::path meta = (meta_dir.empty() ? fs::path(".") : meta_dir) / "meta.json";
+    const auto j = nlohmann::json::parse(read_file(meta), nullptr, false);
+    if (!j.is_object() || !j.contains("vocab_size") || !j["vocab_size"].is_number_integer() ||
+        j["vocab_size"].get<int>() < 1 || j["vocab_size"].get<int>() > 65536)
+      fail("{}: an spm vocabulary needs its vocab_size (1 to 65536)", meta.string());
+    V = j["vocab_size"].get<int>();
+    d.vocab_dir = meta.parent_path().string();
+  } else {
+    V = vocab_size_of(d.tokenizer);
+  }
+  d.vocab_size = V;
   d.train.check_vocabulary(V, to_string(d.tokenizer));
   d.val.check_vocabulary(V, to_string(d.tokenizer));
   if (d.train.size() < need)

@@ -39,6 +39,8 @@ class TokenStream {
 struct Dataset {
   TokenStream train, val;
   TokenizerKind tokenizer = TokenizerKind::byte;
+  int vocab_size = 0;
+  std::string vocab_dir;    // spm: the shards' folder, which holds their tokenizer.model
   std::string description;  // what was loaded, for the progress header
 };
 
@@ -54,6 +56,10 @@ struct Dataset {
 // with a bad header or ids outside the vocabulary.
 Dataset open_dataset(const std::string& path, std::optional<TokenizerKind> tokenizer,
                      double val_fraction, int B, int T, const std::string& vocab_dir = "");
+
+// A checkpoint's SentencePiece vocabulary (the copy it carries) against the data's: refused in one
+// line when they differ (by their vocabulary checksums). Nothing to check for byte and GPT-2 data.
+void check_same_vocabulary(const Dataset& data, const std::filesystem::path& ckpt);
 
 // The tokenizer a shard folder's meta.json (its text) names, GPT-2 when it names none; errors name
 // `source`.

@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "xsa/data/shards.h"
+#include "xsa/tokenizer/spm_tokenizer.h"
 #include "xsa/tokenizer/tokenizer.h"
 #include "xsa/util/error.h"
 #include "xsa/util/files.h"
@@ -373,6 +374,9 @@ PrepareResult prepare(const PrepareConfig& cfg) {
   const fs::path out = fs::path(cfg.out);
   const std::vector<PrepareInput> files = list_input_files(cfg.inputs);
   auto tokenizer = make_tokenizer(cfg.tokenizer, cfg.vocab_dir);
+  if (tokenizer->vocab_size() > 65536)
+    fail("{}: {} pieces; shards hold token ids as uint16 (at most 65 536)", cfg.vocab_dir,
+         tokenizer->vocab_size());
   const int threads = set_thread_count(cfg.threads);
   const size_t total_bytes = total_size(files);
 
@@ -397,8 +401,14 @@ PrepareResult prepare(const PrepareConfig& cfg) {
   result.train_tokens = train.total(), result.val_tokens = val.total();
   result.shards = (int)(train.files().size() + val.files().size());
   check_splits(result, cfg.val_fraction);
-  write_file_atomic(tmp.path / "meta.json",
-                    meta_json(cfg, *tokenizer, result, train, val, sources).dump(2) + "\n");
+  nlohmann::json meta = meta_json(cfg, *tokenizer, result, train, val, sources);
+  if (const auto* spm = dynamic_cast<const SpmTokenizer*>(tokenizer.get())) {
+    // The vocabulary travels with its shards: training and sampling find it here.
+    meta["vocabulary_checksum"] = spm->checksum();
+    for (const char* file : {"tokenizer.model", "tokenizer.json"})
+      write_file_atomic(tmp.path / file, read_file(spm->dir() / file));
+  }
+  write_file_atomic(tmp.path / "meta.json", meta.dump(2) + "\n");
 
   move_into_place(tmp, cfg.out);
   result.seconds = seconds_since(start);
@@ -431,7 +441,10 @@ PrepareConfig default_corpus_config(TokenizerKind tokenizer) {
   }
   std::sort(brown_files.begin(), brown_files.end());
   for (const std::string& f : brown_files) cfg.inputs.push_back({f, "brown"});
-  cfg.out = (root / (tokenizer == TokenizerKind::gpt2 ? "default" : "default-byte")).string();
+  cfg.out = (root / (tokenizer == TokenizerKind::gpt2   ? "default"
+                     : tokenizer == TokenizerKind::byte ? "default-byte"
+                                                        : "default-spm"))
+                .string();
   return cfg;
 }
 

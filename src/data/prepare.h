@@ -21,7 +21,7 @@ struct PrepareInput {
 struct PrepareConfig {
   std::vector<PrepareInput> inputs;
   TokenizerKind tokenizer = TokenizerKind::gpt2;
-  std::string vocab_dir;
+  std::string vocab_dir;  // GPT-2's files; for spm, the vocabulary's folder (copied to the output)
   std::string out;
   double val_fraction = 0.02;  // share of documents held out
   uint64_t seed = 1;           // draws the validation documents

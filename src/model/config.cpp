@@ -253,7 +253,7 @@ ModelConfig model_config_from_json(const nlohmann::json& j, const std::string& s
   }
   if (!j.contains("tokenizer") || !j["tokenizer"].is_string())
     fail("{}: 'tokenizer' is missing", source);
-  cfg.tokenizer = parse_tokenizer(j["tokenizer"].get<std::string>());
+  cfg.tokenizer = tokenizer_named(j["tokenizer"].get<std::string>());
   cfg.vocab_size = get_int("vocab_size");
   cfg.padded_vocab = get_int("padded_vocab_size");
   cfg.n_layer = get_int("n_layer");

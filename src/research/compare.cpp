@@ -287,7 +287,9 @@ void prepare(const CompareConfig& cfg, Comm& comm, Setup& s) {
     s.evals.push_back(open_dataset(path, s.data.tokenizer, 0, B, T, run.vocab_dir));
   if (!cfg.eval_suite.empty()) {
     s.suite = find_suite_files(cfg.eval_suite, /*skip_bad_lines=*/true);
-    const auto tokenizer = make_tokenizer(s.model.tokenizer, run.vocab_dir);
+    const auto tokenizer =
+        make_tokenizer(s.model.tokenizer,
+                       s.model.tokenizer == TokenizerKind::spm ? s.data.vocab_dir : run.vocab_dir);
     for (TaskFile& f : s.suite.files) {
       s.suite_items.push_back(tokenize_task(s.model, *tokenizer, f, /*skip_bad_lines=*/true));
       if (f.skipped)
@@ -519,12 +521,14 @@ void finish_arms(const CompareConfig& cfg, const Setup& s, std::vector<Arm>& arm
     a.result.tokens_per_s = s.shape.tokens() / (a.result.ms_per_step / 1000);
     a.result.peak_mb = peak[k];
     // The final weights, as a checkpoint xsa analyze, eval and sample can read.
-    save_training_state(*s.comm, arm_folder(run.out, a.variant.name, a.result.seed), run.steps,
-                        a.model->config(), a.model->params(),
-                        json{{"step", run.steps},
-                             {"compare_variant", a.variant.name},
-                             {"data", {{"source", run.data}}}},
-                        true);
+    const fs::path saved =
+        save_training_state(*s.comm, arm_folder(run.out, a.variant.name, a.result.seed), run.steps,
+                            a.model->config(), a.model->params(),
+                            json{{"step", run.steps},
+                                 {"compare_variant", a.variant.name},
+                                 {"data", {{"source", run.data}}}},
+                            true);
+    copy_vocabulary(s.data, saved);
   }
 }
 

@@ -28,9 +28,14 @@ TokenizerKind parse_tokenizer(const std::string& name) {
   if (name == "spm" || name.rfind("spm:", 0) == 0)
     fail(
         "--tokenizer {}: this command does not take SentencePiece vocabularies yet (so far: xsa "
-        "tokenizer train and xsa tokenize)",
+        "tokenizer train, xsa tokenize and xsa prepare; xsa train takes the vocabulary of spm "
+        "shards from their folder, without --tokenizer)",
         name);
   fail("--tokenizer '{}' is not known (expected byte or gpt2)", name);
+}
+
+TokenizerKind tokenizer_named(const std::string& name) {
+  return name == "spm" ? TokenizerKind::spm : parse_tokenizer(name);
 }
 
 TokenizerChoice parse_tokenizer_choice(const std::string& name) {

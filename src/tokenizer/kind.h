@@ -22,5 +22,8 @@ struct TokenizerChoice {
   std::string spm_dir;  // spm: the vocabulary's folder
 };
 TokenizerChoice parse_tokenizer_choice(const std::string& name);
+// A tokenizer's name as files record it (meta.json, config.json, a resumed run's settings): byte,
+// gpt2 or spm (whose vocabulary the data's folder or the checkpoint holds).
+TokenizerKind tokenizer_named(const std::string& name);
 
 }  // namespace xsa

@@ -24,7 +24,9 @@ void add_prepare_command(CLI::App& root) {
   cmd->add_option("--format", a->format,
                   "auto, text, jsonl, json or brown (POS-tagged Brown corpus)")
       ->capture_default_str();
-  cmd->add_option("--tokenizer", a->tokenizer, "gpt2 or byte")->capture_default_str();
+  cmd->add_option("--tokenizer", a->tokenizer,
+                  "gpt2, byte or spm:FOLDER (a vocabulary of xsa tokenizer train)")
+      ->capture_default_str();
   cmd->add_option("--vocab-dir", c.vocab_dir,
                   "Folder with GPT-2's encoder.json and vocab.bpe (default: data/gpt2)");
   cmd->add_option("--out", c.out, "Output folder for train_*.bin, val_*.bin and meta.json");
@@ -43,13 +45,19 @@ void add_prepare_command(CLI::App& root) {
   cmd->callback([a, cmd] {
     catch_stop_signals();  // Ctrl-C: stop after the file being read, leaving nothing partial
     PrepareConfig cfg = a->cfg;
-    cfg.tokenizer = parse_tokenizer(a->tokenizer);
+    const TokenizerChoice choice = parse_tokenizer_choice(a->tokenizer);
+    cfg.tokenizer = choice.kind;
+    if (choice.kind == TokenizerKind::spm) cfg.vocab_dir = choice.spm_dir;
     if (a->use_default) {
       if (!a->inputs.empty())
         fail("--default takes no --input: it prepares the installed default corpus");
       PrepareConfig d = default_corpus_config(cfg.tokenizer);
       cfg.inputs = d.inputs;
-      if (cmd->count("--out") == 0) cfg.out = d.out;
+      if (cmd->count("--out") == 0)
+        cfg.out =
+            choice.kind == TokenizerKind::spm
+                ? d.out + "-" + fs::path(choice.spm_dir).lexically_normal().filename().string()
+                : d.out;
     } else {
       for (const std::string& path : a->inputs) cfg.inputs.push_back({path, a->format});
     }

@@ -81,7 +81,7 @@ void add_train_command(CLI::App& root) {
     ModelConfig model = a->model;
     RunConfig run = a->run;
     if (a->resume.empty()) {
-      if (!run.tokenizer.empty()) parse_tokenizer(run.tokenizer);  // reject a bad name first
+      if (!run.tokenizer.empty()) tokenizer_named(run.tokenizer);  // reject a bad name first
       set_layer_attn(model, a->attn);
       if (!run.init_from.empty()) model = init_from_model(*cmd, model, run);
       apply_smoke_test(run);
@@ -94,7 +94,7 @@ void add_train_command(CLI::App& root) {
     fs::path ckpt = resolve_checkpoint(a->resume);
     ModelConfig stored = load_checkpoint_config(ckpt);
     check_shape_agrees(*cmd, model, stored, ckpt, /*seq_len_too=*/true);
-    if (cmd->count("--tokenizer") && parse_tokenizer(run.tokenizer) != stored.tokenizer)
+    if (cmd->count("--tokenizer") && tokenizer_named(run.tokenizer) != stored.tokenizer)
       fail("--tokenizer {} contradicts the checkpoint {} ({})", run.tokenizer,
            (ckpt / "config.json").string(), to_string(stored.tokenizer));
     if (cmd->count("--attn")) {

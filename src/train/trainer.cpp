@@ -28,6 +28,12 @@
 
 namespace xsa {
 
+void copy_vocabulary(const Dataset& data, const fs::path& ckpt) {
+  if (data.tokenizer != TokenizerKind::spm || ckpt.empty()) return;
+  for (const char* file : {"tokenizer.model", "tokenizer.json"})
+    write_file_atomic(ckpt / file, read_file(fs::path(data.vocab_dir) / file));
+}
+
 OptimizerSettings optimizer_settings(const RunConfig& run) {
   return {run.beta1, run.beta2, run.adam_eps, run.weight_decay, run.grad_clip};
 }
@@ -90,6 +96,7 @@ RunStart open_run_folder(const RunConfig& run, const Dataset& data,
       fail("{}: resuming from {} would overwrite the later checkpoint {}; pass --force to do so",
            start.run_dir.string(), start.resume_ckpt.filename().string(),
            latest->filename().string());
+    check_same_vocabulary(data, start.resume_ckpt);
     auto tokens = start.state.value("/data/train_tokens"_json_pointer, (int64_t)-1);
     if (tokens != (int64_t)data.train.size())
       fail(
@@ -397,6 +404,7 @@ class TrainObserver : public RunObserver {
            newest ? newest->string() : std::string("none"));
     }
     if (root_) result_.last_checkpoint = saved.string();
+    copy_vocabulary(c_.in.data, saved);
     saved_at_ = at_step;
   }
 

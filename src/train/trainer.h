@@ -31,6 +31,11 @@ struct TrainResult {
 TrainResult train(const ModelConfig& model, const RunConfig& run,
                   const std::string& resume_from = "");
 
+// A checkpoint of a model with a SentencePiece vocabulary carries it (tokenizer.model and .json,
+// from the shards' folder), so that sample, eval and analyze need nothing else. Nothing for the
+// other tokenizers or an empty path (ranks other than 0).
+void copy_vocabulary(const Dataset& data, const fs::path& ckpt);
+
 // The backend a run's --device and --precision ask for (backend/device.h). Throws Error naming
 // what is missing: bf16 on a CPU that cannot, a GPU where there is none.
 BackendOptions backend_options(const RunConfig& run);

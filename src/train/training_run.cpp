@@ -6,6 +6,7 @@
 
 #include "xsa/dist/agree.h"
 #include "xsa/eval/evaluate.h"
+#include "xsa/io/checkpoint.h"
 #include "xsa/tokenizer/tokenizer.h"
 #include "xsa/train/schedule.h"
 #include "xsa/util/error.h"
@@ -22,15 +23,16 @@ RunInputs prepare_run(const ModelConfig& requested, const RunConfig& run, const 
   in.shape = step_shape(run, T, comm.size());
   in.threads = set_thread_count(run.threads, comm.local_size());
   std::optional<TokenizerKind> tokenizer;
-  if (!run.tokenizer.empty()) tokenizer = parse_tokenizer(run.tokenizer);
+  if (!run.tokenizer.empty()) tokenizer = tokenizer_named(run.tokenizer);
   in.data = open_dataset(run.data, tokenizer, run.val_fraction,
                          in.shape.rows_per_process() * comm.size(), T, run.vocab_dir);
   if (!run.init_from.empty() && in.data.tokenizer != requested.tokenizer)
     fail("--init-from {} was trained with the {} tokenizer, but the data is {}", run.init_from,
          to_string(requested.tokenizer), to_string(in.data.tokenizer));
+  if (!run.init_from.empty()) check_same_vocabulary(in.data, resolve_checkpoint(run.init_from));
   in.model = requested;
   in.model.tokenizer = in.data.tokenizer;  // the vocabulary is the data's
-  in.model.vocab_size = vocab_size_of(in.data.tokenizer);
+  in.model.vocab_size = in.data.vocab_size;
   in.model.padded_vocab = pad_vocab(in.model.vocab_size);
   // --val-batches counts batches of the step's size, however the step is split.
   if (run.val_batches > 0)
