@@ -53,10 +53,12 @@ void add_prepare_command(CLI::App& root) {
         fail("--default takes no --input: it prepares the installed default corpus");
       PrepareConfig d = default_corpus_config(cfg.tokenizer);
       cfg.inputs = d.inputs;
-      if (cmd->count("--out") == 0)
+      if (cmd->count("--out") == 0)  // data/default, default-byte, default-<vocabulary folder>
         cfg.out =
             choice.kind == TokenizerKind::spm
-                ? d.out + "-" + fs::path(choice.spm_dir).lexically_normal().filename().string()
+                ? (fs::path(d.out).parent_path() /
+                   ("default-" + fs::path(choice.spm_dir).lexically_normal().filename().string()))
+                      .string()
                 : d.out;
     } else {
       for (const std::string& path : a->inputs) cfg.inputs.push_back({path, a->format});
