@@ -12,7 +12,9 @@
 
 #include "test_util.h"
 #include "xsa/data/tokenizer_training.h"
+#include "xsa/eval/evaluate.h"
 #include "xsa/tokenizer/spm_tokenizer.h"
+#include "xsa/tokenizer/tokenizer.h"
 #include "xsa/util/files.h"
 
 namespace xsa {
@@ -177,11 +179,14 @@ TEST_F(SpmTest, BadInputGetsOneLine) {
           {"tokenize --tokenizer spm:" + bpe.string() + " --decode 1024",
            "xsa: error: --decode: '1024' is not a token id of the spm:" + bpe.string() +
                " vocabulary (0..1023)\n"},
-          {"train --data text.txt --tokenizer spm:" + bpe.string() + " --steps 1 --out r",
-           "xsa: error: --tokenizer spm:" + bpe.string() +
-               ": this command does not take SentencePiece vocabularies yet (so far: xsa "
-               "tokenizer train, xsa tokenize and xsa prepare; xsa train takes the vocabulary "
-               "of spm shards from their folder, without --tokenizer)\n"}}) {
+          {"train --data text.txt --tokenizer spm --steps 1 --out r",
+           "xsa: error: text.txt: a text file needs the vocabulary's folder (--tokenizer "
+           "spm:FOLDER)\n"},
+          {"train --data text.txt --tokenizer spm:nowhere --steps 1 --out r",
+           "xsa: error: --tokenizer spm:nowhere: no such folder (xsa tokenizer train makes one)\n"},
+          {"compare --data text.txt --tokenizer sentencepiece --preset tiny --out c",
+           "xsa: error: --tokenizer 'sentencepiece' is not known (expected byte, gpt2 or "
+           "spm:FOLDER)\n"}}) {
     const test::CommandResult r = test::run_command(xsa + " " + c.args, work);
     EXPECT_EQ(r.status, 1) << c.args;
     EXPECT_EQ(r.err, c.err) << c.args;
@@ -204,6 +209,105 @@ TEST_F(SpmTest, BadInputGetsOneLine) {
     expected += std::to_string(id);
   }
   EXPECT_EQ(ids.out, expected + "\n");
+  fs::remove_all(work);
+}
+
+// Bits per byte with a known distribution: a model whose weights are all zero gives every token of
+// its vocabulary the same probability, so its loss is ln V nats a token and its bits per byte are
+// log2(V) · tokens / bytes, with the bytes those of the text itself (not decoded from the ids).
+// This holds for every tokenizer only if each one's accounting (the bytes of each token, byte
+// pieces and end-of-text included) adds up to the text: a piece whose bytes were miscounted would
+// move bits per byte away from the formula. Bound: the loss is a float32 log-sum-exp of V equal
+// logits (relative error a few float epsilons), then exact double arithmetic.
+TEST_F(SpmTest, BitsPerByteOfAUniformModelCountTheTextsBytesForEveryTokenizer) {
+  std::string text;
+  for (const std::string& doc : golden_documents())
+    if (text.size() < 3000) text += doc;
+  text +=
+      " Ünïcödé € ✓ 日本語のテキスト 🙂🙂 and bytes that are not UTF-8: \xff\xfe\xc3 "
+      "end.";
+  const std::pair<TokenizerKind, std::string> tokenizers[] = {
+      {TokenizerKind::byte, ""},
+      {TokenizerKind::gpt2, XSA_VOCAB_DIR},
+      {TokenizerKind::spm, dir("bpe").string()},
+      {TokenizerKind::spm, dir("unigram").string()}};
+  for (const auto& [kind, folder] : tokenizers) {
+    const auto tok = make_tokenizer(kind, folder);
+    // The stream: end-of-text (never a target, 0 bytes), then the text's tokens, all targets. The
+    // byte tokenizer has no end-of-text: its first byte is the stream's first token instead.
+    std::vector<uint16_t> ids;
+    if (tok->end_of_text() >= 0) ids.push_back((uint16_t)tok->end_of_text());
+    for (int32_t t : tok->encode(text)) ids.push_back((uint16_t)t);
+    const int64_t targets = (int64_t)ids.size() - 1;
+    const int64_t bytes = (int64_t)text.size() - (tok->end_of_text() >= 0 ? 0 : 1);
+    TokenStream stream;
+    stream.add(ids, "text");
+    ModelConfig cfg;
+    cfg.tokenizer = kind, cfg.vocab_size = tok->vocab_size();
+    cfg.padded_vocab = pad_vocab(cfg.vocab_size);
+    cfg.n_layer = 1, cfg.n_head = 2, cfg.n_embd = 16, cfg.seq_len = (int)targets;
+    set_layer_attn(cfg, "xsa");
+    Gpt<float> model(cfg, 1, cfg.seq_len, GptMode::inference);
+    std::fill(model.params().params.data(),
+              model.params().params.data() + model.params().params.size(), 0.0f);
+    const ValResult v = evaluate_val(model, stream, 1, *tok);
+    ASSERT_EQ(v.tokens, targets) << to_string(kind) << " " << folder;
+    EXPECT_EQ(v.bytes, bytes) << to_string(kind) << " " << folder;
+    const double expected = std::log2((double)cfg.vocab_size) * (double)targets / (double)bytes;
+    EXPECT_NEAR(v.bpb, expected, 1e-6 * expected) << to_string(kind) << " " << folder;
+  }
+}
+
+// A text file with --tokenizer spm:FOLDER in train, compare and sweep: tokenized with that
+// vocabulary, which the checkpoints carry; a resume tokenizes it again with the checkpoint's copy,
+// evaluation needs nothing else; another vocabulary is refused for a resume and against shards.
+TEST_F(SpmTest, ATextFileTrainsWithTheVocabularyItNames) {
+  const fs::path work = test::temp_dir("spm_text");
+  const std::string xsa = std::string(XSA_BINARY) + " ";
+  std::string text;
+  for (const std::string& doc : golden_documents()) text += doc + "\n";
+  write_file_atomic(work / "text.txt", text);
+  auto run = [&](const std::string& args) {
+    const test::CommandResult r = test::run_command(xsa + args, work);
+    EXPECT_EQ(r.status, 0) << args << ": " << r.err;
+    return r;
+  };
+  const std::string bpe = dir("bpe").string(), unigram = dir("unigram").string();
+  const std::string tiny = " --layers 2 --heads 2 --embd 32 --seq-len 32 --batch 4 --threads 1";
+  run("train --data text.txt --tokenizer spm:" + bpe + tiny +
+      " --steps 2 --val-every 0 --val-batches 1 --quiet --out r");
+  const nlohmann::json config =
+      nlohmann::json::parse(read_file(work / "r/ckpt_000002/config.json"));
+  EXPECT_EQ(config["tokenizer"], "spm");
+  EXPECT_EQ(config["vocab_size"], 1024);
+  EXPECT_EQ(SpmTokenizer(work / "r/ckpt_000002").checksum(), SpmTokenizer(bpe).checksum());
+  run("train --resume r --steps 3 --quiet");
+  EXPECT_TRUE(fs::exists(work / "r/ckpt_000003/tokenizer.model"));
+  const test::CommandResult eval = run("eval --ckpt r --json eval.json");
+  const nlohmann::json e = nlohmann::json::parse(read_file(work / "eval.json"));
+  EXPECT_GT((e.is_array() ? e[0] : e).value("bpb", 0.0), 0.0) << e.dump();
+  const std::string mine = SpmTokenizer(unigram).checksum(), theirs = SpmTokenizer(bpe).checksum();
+  const test::CommandResult resume =
+      test::run_command(xsa + "train --resume r --tokenizer spm:" + unigram + " --steps 4", work);
+  EXPECT_EQ(resume.status, 1);
+  EXPECT_EQ(resume.err, "xsa: error: " + unigram + ": its vocabulary (" + mine +
+                            ") is not the one r/ckpt_000003 was trained with (" + theirs + ")\n");
+  run("compare --data text.txt --tokenizer spm:" + bpe +
+      " --preset tiny --steps 2 --val-every 1 --seeds 1 --quiet --out cmp");
+  EXPECT_TRUE(fs::exists(work / "cmp/arms/xsa-seed1/ckpt_000002/tokenizer.model"));
+  run("sweep --data text.txt --tokenizer spm:" + bpe +
+      " --param lr=0.001 --preset tiny --steps 2 --val-every 1 --seeds 1 --quiet --out sw");
+  // Shards of the BPE vocabulary, named with the unigram one: refused.
+  fs::create_directories(work / "corpus");
+  const auto docs = golden_documents();
+  for (size_t i = 0; i < docs.size(); i++)
+    write_file_atomic(work / "corpus" / ("doc" + std::to_string(i) + ".txt"), docs[i]);
+  run("prepare --input corpus --tokenizer spm:" + bpe + " --val-fraction 0.2 --out data --quiet");
+  const test::CommandResult shards = test::run_command(
+      xsa + "train --data data --tokenizer spm:" + unigram + " --steps 1 --out r3", work);
+  EXPECT_EQ(shards.status, 1);
+  EXPECT_EQ(shards.err, "xsa: error: data: its vocabulary (" + theirs + ") is not the one " +
+                            unigram + " holds (" + mine + ")\n");
   fs::remove_all(work);
 }
 

@@ -12,8 +12,9 @@
 namespace xsa {
 
 struct RunConfig {
-  std::string data;       // text file, shard folder or glob (see open_dataset)
-  std::string tokenizer;  // "byte" or "gpt2"; empty: from the data (text: byte, shards: meta.json)
+  std::string data;  // text file, shard folder or glob (see open_dataset)
+  std::string
+      tokenizer;  // byte, gpt2, spm:FOLDER; empty: the data's (text: byte, shards: meta.json)
   std::string vocab_dir;  // GPT-2 vocabulary folder; empty: the default places
   bool shuffle = true;    // visit windows in a seeded random order each epoch
   std::string out = "runs/run";
@@ -92,10 +93,13 @@ void data_and_batch(Run& r, Fn& fn) {
           "A text file, a folder of token shards (xsa prepare, llm.c), or a glob of shard files",
           all},
       r.data);
-  fn(RunOption{"tokenizer", "--tokenizer",
-               "byte or gpt2 (default: byte for a text file, the shards' meta.json, else gpt2)",
-               all},
-     r.tokenizer);
+  fn(
+      RunOption{
+          "tokenizer", "--tokenizer",
+          "byte, gpt2 or spm:FOLDER (default: byte for a text file, the shards' meta.json, else "
+          "gpt2)",
+          all},
+      r.tokenizer);
   fn(RunOption{"vocab_dir", "--vocab-dir",
                "Folder with GPT-2's encoder.json and vocab.bpe (default: data/gpt2)", kShared},
      r.vocab_dir);

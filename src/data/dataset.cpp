@@ -113,17 +113,18 @@ TokenizerKind tokenizer_of_meta(const std::string& meta_json, const std::string&
   }
 }
 
-void check_same_vocabulary(const Dataset& data, const fs::path& ckpt) {
+void check_same_vocabulary(const Dataset& data, const fs::path& folder) {
   if (data.tokenizer != TokenizerKind::spm) return;
   std::error_code ec;
-  if (!fs::exists(ckpt / "tokenizer.model", ec))
+  if (!fs::exists(folder / "tokenizer.model", ec))
     fail("{}: has no tokenizer.model, but the data's vocabulary is SentencePiece's ({})",
-         ckpt.string(), data.vocab_dir);
+         folder.string(), data.vocab_dir);
   const std::string mine = SpmTokenizer(data.vocab_dir).checksum();
-  const std::string theirs = SpmTokenizer(ckpt).checksum();
-  if (mine != theirs)
-    fail("{}: its vocabulary ({}) is not the one {} was trained with ({})", data.vocab_dir, mine,
-         ckpt.string(), theirs);
+  const std::string theirs = SpmTokenizer(folder).checksum();
+  if (mine == theirs) return;
+  const bool checkpoint = fs::exists(folder / "config.json", ec);
+  fail("{}: its vocabulary ({}) is not the one {} {} ({})", data.vocab_dir, mine, folder.string(),
+       checkpoint ? "was trained with" : "holds", theirs);
 }
 
 Dataset open_dataset(const std::string& path, std::optional<TokenizerKind> tokenizer,
@@ -139,9 +140,15 @@ Dataset open_dataset(const std::string& path, std::optional<TokenizerKind> token
   if (!is_glob && fs::is_regular_file(path, ec) && fs::path(path).extension() != ".bin") {
     // A text file, tokenized now; its tail is the validation split.
     d.tokenizer = tokenizer.value_or(TokenizerKind::byte);
-    d.vocab_size = vocab_size_of(d.tokenizer);
+    if (d.tokenizer == TokenizerKind::spm && vocab_dir.empty())
+      fail("{}: a text file needs the vocabulary's folder (--tokenizer spm:FOLDER)", path);
     std::string text = read_file(path);
     auto tok = make_tokenizer(d.tokenizer, vocab_dir);
+    d.vocab_size = tok->vocab_size();
+    if (d.vocab_size > 65536)
+      fail("{}: {} pieces; xsa holds token ids as uint16 (at most 65 536)", vocab_dir,
+           d.vocab_size);
+    if (d.tokenizer == TokenizerKind::spm) d.vocab_dir = vocab_dir;
     std::vector<int32_t> ids = tok->encode(text);
     size_t n = ids.size(), n_val = 0;
     if (val_fraction > 0)

@@ -45,21 +45,23 @@ struct Dataset {
 };
 
 // `path` is one of:
-//  - a text file: tokenized on load (byte tokenizer unless --tokenizer gpt2); its last
-//    val_fraction is held out for validation;
+//  - a text file: tokenized on load (byte tokenizer unless --tokenizer gpt2 or spm, whose folder
+//    is then vocab_dir); its last val_fraction is held out for validation;
 //  - a folder of shards: every *train*.bin for training, every *val*.bin for validation, and the
 //    tokenizer from meta.json (GPT-2 when there is none, as for llm.c's shards);
 //  - a glob of shard files (data/fineweb/*train*.bin); validation from the same glob with "train"
 //    replaced by "val".
-// `tokenizer` is the --tokenizer option when given; it must agree with meta.json.
+// `tokenizer` is the --tokenizer option when given; it must agree with meta.json. `vocab_dir` is
+// GPT-2's vocabulary folder, or a SentencePiece vocabulary's (a text file's tokenizer).
 // Errors name the path: missing, unreadable, fewer tokens than one batch of B×T (+1) needs, shards
 // with a bad header or ids outside the vocabulary.
 Dataset open_dataset(const std::string& path, std::optional<TokenizerKind> tokenizer,
                      double val_fraction, int B, int T, const std::string& vocab_dir = "");
 
-// A checkpoint's SentencePiece vocabulary (the copy it carries) against the data's: refused in one
-// line when they differ (by their vocabulary checksums). Nothing to check for byte and GPT-2 data.
-void check_same_vocabulary(const Dataset& data, const std::filesystem::path& ckpt);
+// The data's SentencePiece vocabulary against another copy of one (`folder`: a checkpoint's, or
+// the folder --tokenizer spm:FOLDER names): refused in one line when they differ (by their
+// vocabulary checksums). Nothing to check for byte and GPT-2 data.
+void check_same_vocabulary(const Dataset& data, const std::filesystem::path& folder);
 
 // The tokenizer a shard folder's meta.json (its text) names, GPT-2 when it names none; errors name
 // `source`.

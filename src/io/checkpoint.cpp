@@ -116,6 +116,11 @@ std::optional<fs::path> latest_checkpoint(const fs::path& run_dir) {
   return all.back();
 }
 
+std::string tokenizer_folder(const fs::path& ckpt_dir, const ModelConfig& cfg,
+                             const std::string& gpt2_vocab_dir) {
+  return cfg.tokenizer == TokenizerKind::spm ? ckpt_dir.string() : gpt2_vocab_dir;
+}
+
 fs::path resolve_checkpoint(const fs::path& path) {
   std::error_code ec;
   if (!fs::exists(path, ec)) fail("{}: no such run or checkpoint folder", path.string());

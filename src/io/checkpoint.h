@@ -43,6 +43,10 @@ std::optional<fs::path> latest_checkpoint(const fs::path& run_dir);
 std::vector<fs::path> list_checkpoints(const fs::path& run_dir);  // ascending by step
 
 ModelConfig load_checkpoint_config(const fs::path& ckpt_dir);
+// Where a checkpoint's tokenizer files are: the checkpoint's own folder for a SentencePiece
+// vocabulary (it carries a copy), else GPT-2's (gpt2_vocab_dir, empty: the default places).
+std::string tokenizer_folder(const fs::path& ckpt_dir, const ModelConfig& cfg,
+                             const std::string& gpt2_vocab_dir);
 // Loads parameters (and, with_optimizer, the AdamW moments) checking every name and shape.
 void load_checkpoint_weights(const fs::path& ckpt_dir, ParamArena<float>& arena,
                              bool with_optimizer);

@@ -283,13 +283,16 @@ void prepare(const CompareConfig& cfg, Comm& comm, Setup& s) {
           "choose another --out",
           out.string());
   }
-  for (const std::string& path : cfg.eval_data)
-    s.evals.push_back(open_dataset(path, s.data.tokenizer, 0, B, T, run.vocab_dir));
+  // The tokenizer of the training data tokenizes the evaluation data and the task files too.
+  const std::string vocab_dir =
+      s.data.tokenizer == TokenizerKind::spm ? s.data.vocab_dir : run.vocab_dir;
+  for (const std::string& path : cfg.eval_data) {
+    s.evals.push_back(open_dataset(path, s.data.tokenizer, 0, B, T, vocab_dir));
+    check_same_vocabulary(s.evals.back(), s.data.vocab_dir);
+  }
   if (!cfg.eval_suite.empty()) {
     s.suite = find_suite_files(cfg.eval_suite, /*skip_bad_lines=*/true);
-    const auto tokenizer =
-        make_tokenizer(s.model.tokenizer,
-                       s.model.tokenizer == TokenizerKind::spm ? s.data.vocab_dir : run.vocab_dir);
+    const auto tokenizer = make_tokenizer(s.model.tokenizer, vocab_dir);
     for (TaskFile& f : s.suite.files) {
       s.suite_items.push_back(tokenize_task(s.model, *tokenizer, f, /*skip_bad_lines=*/true));
       if (f.skipped)

@@ -22,20 +22,11 @@ const char* to_string(TokenizerKind kind) {
   return "?";
 }
 
-TokenizerKind parse_tokenizer(const std::string& name) {
+TokenizerKind tokenizer_named(const std::string& name) {
   if (name == "byte") return TokenizerKind::byte;
   if (name == "gpt2") return TokenizerKind::gpt2;
-  if (name == "spm" || name.rfind("spm:", 0) == 0)
-    fail(
-        "--tokenizer {}: this command does not take SentencePiece vocabularies yet (so far: xsa "
-        "tokenizer train, xsa tokenize and xsa prepare; xsa train takes the vocabulary of spm "
-        "shards from their folder, without --tokenizer)",
-        name);
-  fail("--tokenizer '{}' is not known (expected byte or gpt2)", name);
-}
-
-TokenizerKind tokenizer_named(const std::string& name) {
-  return name == "spm" ? TokenizerKind::spm : parse_tokenizer(name);
+  if (name == "spm") return TokenizerKind::spm;
+  fail("tokenizer '{}' is not known (expected byte, gpt2 or spm)", name);
 }
 
 TokenizerChoice parse_tokenizer_choice(const std::string& name) {
@@ -43,8 +34,13 @@ TokenizerChoice parse_tokenizer_choice(const std::string& name) {
     if (name.size() == 4) fail("--tokenizer spm: needs the vocabulary's folder (spm:FOLDER)");
     return {TokenizerKind::spm, name.substr(4)};
   }
-  if (name == "byte" || name == "gpt2") return {parse_tokenizer(name), {}};
+  if (name == "byte" || name == "gpt2") return {tokenizer_named(name), {}};
   fail("--tokenizer '{}' is not known (expected byte, gpt2 or spm:FOLDER)", name);
+}
+
+TokenizerChoice parse_run_tokenizer(const std::string& name) {
+  if (name == "spm") return {TokenizerKind::spm, {}};
+  return parse_tokenizer_choice(name);
 }
 
 }  // namespace xsa

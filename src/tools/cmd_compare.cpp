@@ -153,7 +153,8 @@ void add_analyze_command(CLI::App& root) {
       data_path = load_trainer_state(ckpt).value("/data/source"_json_pointer, std::string());
     if (data_path.empty())
       fail("{}: does not say what data it was trained on; pass --data", ckpt.string());
-    Dataset data = open_dataset(data_path, cfg.tokenizer, 0.1, 1, cfg.seq_len, a->vocab_dir);
+    Dataset data = open_dataset(data_path, cfg.tokenizer, 0.1, 1, cfg.seq_len,
+                                tokenizer_folder(ckpt, cfg, a->vocab_dir));
     check_same_vocabulary(data, ckpt);
     const TokenStream& stream = data.val.size() > (size_t)cfg.seq_len ? data.val : data.train;
     Gpt<float> model(cfg, a->batch, cfg.seq_len, GptMode::inference);

@@ -60,8 +60,7 @@ Prepared prepare(const std::string& path, const EvalArgs& a, const std::vector<T
   p.ckpt = resolve_checkpoint(path);
   p.cfg = load_checkpoint_config(p.ckpt);
   // A SentencePiece vocabulary travels in the checkpoint (copy_vocabulary).
-  p.tokenizer = make_tokenizer(
-      p.cfg.tokenizer, p.cfg.tokenizer == TokenizerKind::spm ? p.ckpt.string() : a.vocab_dir);
+  p.tokenizer = make_tokenizer(p.cfg.tokenizer, tokenizer_folder(p.ckpt, p.cfg, a.vocab_dir));
   for (size_t i = 0; i < kinds.size(); i++) {
     p.files.push_back(load_task_file(kinds[i], a.files[i], a.skip_bad_lines, a.limit));
     p.items.push_back(tokenize_task(p.cfg, *p.tokenizer, p.files.back(), a.skip_bad_lines));
@@ -79,8 +78,8 @@ Prepared prepare(const std::string& path, const EvalArgs& a, const std::vector<T
     fail("{}: does not say what data it was trained on; pass --data or --task/--file",
          p.ckpt.string());
   if (!p.data_path.empty())  // refuses data of another tokenizer than the checkpoint's
-    p.data =
-        open_dataset(p.data_path, p.cfg.tokenizer, val_fraction, 1, p.cfg.seq_len, a.vocab_dir);
+    p.data = open_dataset(p.data_path, p.cfg.tokenizer, val_fraction, 1, p.cfg.seq_len,
+                          tokenizer_folder(p.ckpt, p.cfg, a.vocab_dir));
   if (p.data) check_same_vocabulary(*p.data, p.ckpt);
   // Inference keeps every layer's activations (analyze reads them): with a long context and a
   // wide model, 8 sequences can take gigabytes, so the default batch shrinks to fit 1 GB.

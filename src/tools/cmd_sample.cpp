@@ -62,8 +62,7 @@ void add_sample_command(CLI::App& root) {
     if (a->samples <= 0) fail("--samples {} must be positive", a->samples);
     const fs::path ckpt = resolve_checkpoint(a->ckpt);
     const ModelConfig cfg = load_checkpoint_config(ckpt);
-    auto tokenizer = make_tokenizer(
-        cfg.tokenizer, cfg.tokenizer == TokenizerKind::spm ? ckpt.string() : a->vocab_dir);
+    auto tokenizer = make_tokenizer(cfg.tokenizer, tokenizer_folder(ckpt, cfg, a->vocab_dir));
     if (!a->prompt_file.empty()) {
       std::error_code ec;
       if (!fs::is_regular_file(a->prompt_file, ec))

@@ -42,6 +42,13 @@ void check_shape_agrees(const CLI::App& cmd, const ModelConfig& model, const Mod
          (ckpt / "config.json").string(), architecture_name(stored));
 }
 
+// The tokenizer a checkpoint was trained with, as --tokenizer names it: an spm vocabulary is the
+// copy the checkpoint carries.
+std::string recorded_tokenizer(const ModelConfig& stored, const fs::path& ckpt) {
+  if (stored.tokenizer != TokenizerKind::spm) return to_string(stored.tokenizer);
+  return "spm:" + ckpt.string();
+}
+
 }  // namespace
 
 ModelConfig init_from_model(const CLI::App& cmd, const ModelConfig& requested, RunConfig& run) {
@@ -50,7 +57,7 @@ ModelConfig init_from_model(const CLI::App& cmd, const ModelConfig& requested, R
   check_shape_agrees(cmd, requested, stored, ckpt, /*seq_len_too=*/false);
   ModelConfig wanted = requested;
   if (!cmd.count("--seq-len")) wanted.seq_len = stored.seq_len;
-  if (run.tokenizer.empty()) run.tokenizer = to_string(stored.tokenizer);
+  if (run.tokenizer.empty()) run.tokenizer = recorded_tokenizer(stored, ckpt);
   return init_from_config(ckpt, wanted);
 }
 
@@ -81,7 +88,7 @@ void add_train_command(CLI::App& root) {
     ModelConfig model = a->model;
     RunConfig run = a->run;
     if (a->resume.empty()) {
-      if (!run.tokenizer.empty()) tokenizer_named(run.tokenizer);  // reject a bad name first
+      if (!run.tokenizer.empty()) parse_run_tokenizer(run.tokenizer);  // reject a bad name first
       set_layer_attn(model, a->attn);
       if (!run.init_from.empty()) model = init_from_model(*cmd, model, run);
       apply_smoke_test(run);
@@ -94,7 +101,7 @@ void add_train_command(CLI::App& root) {
     fs::path ckpt = resolve_checkpoint(a->resume);
     ModelConfig stored = load_checkpoint_config(ckpt);
     check_shape_agrees(*cmd, model, stored, ckpt, /*seq_len_too=*/true);
-    if (cmd->count("--tokenizer") && tokenizer_named(run.tokenizer) != stored.tokenizer)
+    if (cmd->count("--tokenizer") && parse_run_tokenizer(run.tokenizer).kind != stored.tokenizer)
       fail("--tokenizer {} contradicts the checkpoint {} ({})", run.tokenizer,
            (ckpt / "config.json").string(), to_string(stored.tokenizer));
     if (cmd->count("--attn")) {
@@ -118,7 +125,10 @@ void add_train_command(CLI::App& root) {
     });
     RunConfig resumed;
     run_config_update_from_json(resumed, stored_run, state_path);
-    resumed.tokenizer = to_string(stored.tokenizer);  // a text file is tokenized as before
+    // A text file is tokenized as before: with the checkpoint's copy of an spm vocabulary, or the
+    // one --tokenizer names again (which must then be the same).
+    resumed.tokenizer =
+        cmd->count("--tokenizer") ? run.tokenizer : recorded_tokenizer(stored, ckpt);
     resumed.vocab_dir = run.vocab_dir;
     resumed.force = run.force;
     resumed.quiet = run.quiet;

@@ -23,9 +23,16 @@ RunInputs prepare_run(const ModelConfig& requested, const RunConfig& run, const 
   in.shape = step_shape(run, T, comm.size());
   in.threads = set_thread_count(run.threads, comm.local_size());
   std::optional<TokenizerKind> tokenizer;
-  if (!run.tokenizer.empty()) tokenizer = tokenizer_named(run.tokenizer);
-  in.data = open_dataset(run.data, tokenizer, run.val_fraction,
-                         in.shape.rows_per_process() * comm.size(), T, run.vocab_dir);
+  std::string spm_dir;  // --tokenizer spm:FOLDER: a text file's vocabulary, or the shards' again
+  if (!run.tokenizer.empty()) {
+    const TokenizerChoice choice = parse_run_tokenizer(run.tokenizer);
+    tokenizer = choice.kind;
+    spm_dir = choice.spm_dir;
+  }
+  in.data =
+      open_dataset(run.data, tokenizer, run.val_fraction, in.shape.rows_per_process() * comm.size(),
+                   T, spm_dir.empty() ? run.vocab_dir : spm_dir);
+  if (!spm_dir.empty()) check_same_vocabulary(in.data, spm_dir);
   if (!run.init_from.empty() && in.data.tokenizer != requested.tokenizer)
     fail("--init-from {} was trained with the {} tokenizer, but the data is {}", run.init_from,
          to_string(requested.tokenizer), to_string(in.data.tokenizer));
