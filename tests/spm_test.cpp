@@ -13,6 +13,7 @@
 #include "test_util.h"
 #include "xsa/data/tokenizer_training.h"
 #include "xsa/eval/evaluate.h"
+#include "xsa/eval/tasks.h"
 #include "xsa/tokenizer/spm_tokenizer.h"
 #include "xsa/tokenizer/tokenizer.h"
 #include "xsa/util/files.h"
@@ -224,7 +225,8 @@ TEST_F(SpmTest, BitsPerByteOfAUniformModelCountTheTextsBytesForEveryTokenizer) {
   for (const std::string& doc : golden_documents())
     if (text.size() < 3000) text += doc;
   text +=
-      " Ünïcödé € ✓ 日本語のテキスト 🙂🙂 and bytes that are not UTF-8: \xff\xfe\xc3 "
+      " Ünïcödé € ✓ 日本語のテキスト 🙂🙂 and bytes that are not UTF-8: "
+      "\xff\xfe\xc3 "
       "end.";
   const std::pair<TokenizerKind, std::string> tokenizers[] = {
       {TokenizerKind::byte, ""},
@@ -308,6 +310,67 @@ TEST_F(SpmTest, ATextFileTrainsWithTheVocabularyItNames) {
   EXPECT_EQ(shards.status, 1);
   EXPECT_EQ(shards.err, "xsa: error: data: its vocabulary (" + theirs + ") is not the one " +
                             unigram + " holds (" + mine + ")\n");
+  fs::remove_all(work);
+}
+
+// The paper's eight tasks with a SentencePiece model: each task's prompts tokenized with its
+// vocabulary as the harness builds them (the context as is, each choice as " " + choice), and the
+// whole suite through xsa eval from the checkpoint alone.
+TEST_F(SpmTest, ThePapersTasksScoreWithTheVocabulary) {
+  const fs::path work = test::temp_dir("spm_suite");
+  const std::string xsa = std::string(XSA_BINARY) + " ";
+  const std::pair<const char*, const char*> files[] = {
+      {"ARC-Easy-test.jsonl",
+       R"({"question": "Which is a mammal?", "choices": {"text": ["a shark", "a dog"], "label": ["A", "B"]}, "answerKey": "B"})"},
+      {"boolq/validation.jsonl",
+       R"({"question": "is ice hot", "passage": "Ice is frozen water.", "answer": false})"},
+      {"hellaswag_val.jsonl",
+       R"({"activity_label": "Cooking", "ctx_a": "A man cuts onions.", "ctx_b": "he", "endings": ["puts them in a pan.", "flies away.", "eats the knife.", "sings."], "label": "0"})"},
+      {"lambada_test.jsonl", R"({"text": "the cat sat on the mat and the dog sat on the mat"})"},
+      {"openbookqa/test.jsonl",
+       R"({"question_stem": "The sun is a", "choices": {"text": ["star", "planet"], "label": ["A", "B"]}, "answerKey": "A"})"},
+      {"piqa_validation.jsonl",
+       R"({"goal": "To open a jar", "sol1": "twist the lid", "sol2": "hit the jar", "label": 0})"},
+      {"siqa/dev.jsonl",
+       R"({"context": "Jan lost the game.", "question": "What will Jan do next?", "answerA": "cheer", "answerB": "dance", "answerC": "practice more", "label": "3"})"},
+      {"winogrande_dev.jsonl",
+       R"({"sentence": "The trophy does not fit in the case because the _ is too big.", "option1": "trophy", "option2": "case", "answer": "1"})"}};
+  for (const auto& [name, line] : files) {
+    fs::create_directories((work / "paper" / name).parent_path());
+    write_file_atomic(work / "paper" / name, std::string(line) + "\n");
+  }
+  // The prompts: PIQA's context and choices, encoded by the vocabulary itself.
+  const SpmTokenizer tok(dir("bpe"));
+  ModelConfig cfg;
+  cfg.tokenizer = TokenizerKind::spm, cfg.vocab_size = tok.vocab_size(), cfg.seq_len = 64;
+  TaskFile piqa = load_task_file((work / "paper/piqa_validation.jsonl").string(), false);
+  const std::vector<ScoringItem> items = tokenize_task(cfg, tok, piqa, false);
+  ASSERT_EQ(items.size(), 1u);
+  EXPECT_EQ(items[0].context, tok.encode("Question: To open a jar\nAnswer:"));
+  ASSERT_EQ(items[0].continuations.size(), 2u);
+  EXPECT_EQ(items[0].continuations[0], tok.encode(" twist the lid"));
+  EXPECT_EQ(items[0].continuations[1], tok.encode(" hit the jar"));
+  // The suite from the checkpoint alone: every task scored, none missing.
+  std::string text;
+  for (const std::string& doc : golden_documents()) text += doc + "\n";
+  write_file_atomic(work / "text.txt", text);
+  const test::CommandResult train = test::run_command(
+      xsa + "train --data text.txt --tokenizer spm:" + dir("bpe").string() +
+          " --layers 2 --heads 2 --embd 32 --seq-len 64 --batch 4 --threads 1 --steps 2 "
+          "--val-every 0 --quiet --out r",
+      work);
+  ASSERT_EQ(train.status, 0) << train.err;
+  const test::CommandResult r = test::run_command(
+      xsa + "eval --ckpt r --suite paper --dir paper --threads 1 --json suite.json", work);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.err.find("no file"), std::string::npos) << r.err;
+  std::vector<std::string> tasks;
+  for (const auto& rec : nlohmann::json::parse(read_file(work / "suite.json")))
+    tasks.push_back(rec["task"].get<std::string>());
+  std::sort(tasks.begin(), tasks.end());
+  EXPECT_EQ(tasks,
+            (std::vector<std::string>{"arc_easy", "boolq", "hellaswag", "lambada", "openbookqa",
+                                      "paper_average", "piqa", "social_iqa", "winogrande"}));
   fs::remove_all(work);
 }
 
