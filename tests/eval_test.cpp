@@ -422,6 +422,9 @@ TEST(Scoring, ValidationLossEqualsTrainingsAndBitsPerByteCountTheText) {
   EXPECT_EQ(v.bytes, (int64_t)text.size() - eot * (int64_t)std::string("<|endoftext|>").size());
   EXPECT_NEAR(v.bpb, v.loss * v.tokens / std::log(2.0) / v.bytes,
               8 * test::kDoubleRoundoff * v.bpb);
+  // Training's bits per byte divide by the same bytes per token.
+  EXPECT_EQ(validation_bytes_per_token(stream, batches, 3, cfg.seq_len, *gpt2, 50257),
+            (double)v.bytes / (double)v.tokens);
 }
 
 }  // namespace

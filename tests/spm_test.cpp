@@ -285,9 +285,19 @@ TEST_F(SpmTest, ATextFileTrainsWithTheVocabularyItNames) {
   EXPECT_EQ(SpmTokenizer(work / "r/ckpt_000002").checksum(), SpmTokenizer(bpe).checksum());
   run("train --resume r --steps 3 --quiet");
   EXPECT_TRUE(fs::exists(work / "r/ckpt_000003/tokenizer.model"));
-  const test::CommandResult eval = run("eval --ckpt r --json eval.json");
+  // Training's last validation (step 3, its first batch of 4 windows) in bits per byte equals
+  // xsa eval's on the same windows of the checkpoint, whose bytes are counted on its own.
+  nlohmann::json last_val;
+  std::istringstream metrics(read_file(work / "r/metrics.jsonl"));
+  for (std::string line; std::getline(metrics, line);)
+    if (const auto rec = nlohmann::json::parse(line); rec.value("split", "") == "val")
+      last_val = rec;
+  ASSERT_EQ(last_val.value("step", 0), 3) << last_val.dump();
+  run("eval --ckpt r --batch 4 --val-batches 1 --json eval.json");
   const nlohmann::json e = nlohmann::json::parse(read_file(work / "eval.json"));
-  EXPECT_GT((e.is_array() ? e[0] : e).value("bpb", 0.0), 0.0) << e.dump();
+  const nlohmann::json v = e.is_array() ? e[0] : e;
+  EXPECT_NEAR(v.value("val_loss", 0.0), last_val["loss"].get<double>(), 1e-6) << v.dump();
+  EXPECT_NEAR(v.value("bpb", 0.0), last_val["bpb"].get<double>(), 1e-6) << v.dump();
   const std::string mine = SpmTokenizer(unigram).checksum(), theirs = SpmTokenizer(bpe).checksum();
   const test::CommandResult resume =
       test::run_command(xsa + "train --resume r --tokenizer spm:" + unigram + " --steps 4", work);
@@ -297,6 +307,10 @@ TEST_F(SpmTest, ATextFileTrainsWithTheVocabularyItNames) {
   run("compare --data text.txt --tokenizer spm:" + bpe +
       " --preset tiny --steps 2 --val-every 1 --seeds 1 --quiet --out cmp");
   EXPECT_TRUE(fs::exists(work / "cmp/arms/xsa-seed1/ckpt_000002/tokenizer.model"));
+  EXPECT_NE(read_file(work / "cmp/report.md").find("| val loss | val bits per byte |"),
+            std::string::npos);
+  for (const auto& row : nlohmann::json::parse(read_file(work / "cmp/report.json"))["summary"])
+    EXPECT_GT(row.value("val_bpb_mean", 0.0), 0.0) << row.dump();
   run("sweep --data text.txt --tokenizer spm:" + bpe +
       " --param lr=0.001 --preset tiny --steps 2 --val-every 1 --seeds 1 --quiet --out sw");
   // Shards of the BPE vocabulary, named with the unigram one: refused.

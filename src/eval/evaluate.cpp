@@ -283,10 +283,7 @@ ValResult evaluate_val(Gpt<float>& model, const TokenStream& stream, int n_batch
                        const Tokenizer& tokenizer) {
   const auto t0 = std::chrono::steady_clock::now();
   const int B = model.batch_size(), T = model.seq_len(), V = model.config().vocab_size;
-  // Bytes of each token's text, once.
-  std::vector<int> token_bytes(V);
-  for (int32_t id = 0; id < V; id++)
-    token_bytes[id] = id == tokenizer.end_of_text() ? 0 : (int)tokenizer.decode(&id, 1).size();
+  const std::vector<int> token_bytes = token_byte_counts(tokenizer, V);
   ValResult r;
   r.loss = evaluate_loss(model, stream, n_batches, [&](const int32_t* targets) {
     for (size_t n = 0; n < (size_t)B * T; n++)
@@ -298,6 +295,26 @@ ValResult evaluate_val(Gpt<float>& model, const TokenStream& stream, int n_batch
   r.bpb = r.bytes ? r.loss * r.tokens / std::log(2.0) / r.bytes : NAN;
   r.seconds = seconds_since(t0);
   return r;
+}
+
+std::vector<int> token_byte_counts(const Tokenizer& tokenizer, int vocab_size) {
+  std::vector<int> bytes(vocab_size);
+  for (int32_t id = 0; id < vocab_size; id++)
+    bytes[id] = id == tokenizer.end_of_text() ? 0 : (int)tokenizer.decode(&id, 1).size();
+  return bytes;
+}
+
+double validation_bytes_per_token(const TokenStream& stream, int n_batches, int B, int T,
+                                  const Tokenizer& tokenizer, int vocab_size) {
+  const std::vector<int> token_bytes = token_byte_counts(tokenizer, vocab_size);
+  std::vector<int32_t> inputs((size_t)B * T), targets(inputs.size());
+  int64_t tokens = 0, bytes = 0;
+  for (int b = 0; b < n_batches; b++) {
+    val_batch(stream, b, B, T, inputs.data(), targets.data());
+    for (int32_t t : targets)
+      if (t >= 0) tokens++, bytes += token_bytes[t];
+  }
+  return tokens && bytes ? (double)bytes / tokens : NAN;
 }
 
 }  // namespace xsa

@@ -110,4 +110,11 @@ struct ValResult {
 ValResult evaluate_val(Gpt<float>& model, const TokenStream& stream, int n_batches,
                        const Tokenizer& tokenizer);
 
+// The bytes of each token's text (0 for end-of-text), for ids below vocab_size.
+std::vector<int> token_byte_counts(const Tokenizer& tokenizer, int vocab_size);
+// Bytes of text per scored token over the same windows (B rows of T): a mean validation loss in
+// nats over them is loss / ln 2 / this bits per byte, whatever the vocabulary.
+double validation_bytes_per_token(const TokenStream& stream, int n_batches, int B, int T,
+                                  const Tokenizer& tokenizer, int vocab_size);
+
 }  // namespace xsa

@@ -70,6 +70,11 @@ json nan_to_null(double v) {
   return std::isfinite(v) ? json(v) : json(nullptr);
 }
 
+// A mean validation loss (nats per token) in bits per byte; NaN when the bytes are not known.
+double val_bpb(const CompareReport& r, double val_loss) {
+  return val_loss / std::log(2.0) / r.val_bytes_per_token;
+}
+
 std::string fmt_or_dash(const char* f, double v) {
   return std::isfinite(v) ? fmt::vformat(f, fmt::make_format_args(v)) : "–";
 }
@@ -309,6 +314,7 @@ void write_report_json(const fs::path& out, const CompareReport& r, const Compar
          {"train_loss_mean", s.train_loss_mean},
          {"val_loss_mean", nan_to_null(s.val_loss_mean)},
          {"val_loss_sd", nan_to_null(s.val_loss_sd)},
+         {"val_bpb_mean", nan_to_null(val_bpb(r, s.val_loss_mean))},
          {"delta_vs_sa_mean", nan_to_null(s.delta_vs_sa_mean)},
          {"delta_vs_sa_sd", nan_to_null(s.delta_vs_sa_sd)},
          {"p_value", nan_to_null(s.p_value)},
@@ -402,19 +408,24 @@ std::string write_compare_report(const fs::path& out, const CompareReport& r,
       "interleaved, so the timing columns compare like with like.\n\n",
       fmt::join(r.variants, ", "), r.run.data, r.model.n_layer, r.model.n_head, r.model.n_embd,
       r.model.seq_len, r.run.batch, r.run.steps, r.run.lr, r.run.precision, r.seeds, r.run.seed);
-  md +=
-      "| variant | seeds | train loss | val loss | Δ val vs SA (mean ± sd) | p (paired t) | "
-      "verdict | ms/step | overhead vs SA | tokens/s | peak MB |\n";
-  md += "|---|---|---|---|---|---|---|---|---|---|---|\n";
+  // Bits per byte beside the loss when the validation set's bytes are known: runs of different
+  // vocabularies compare by it, not by the loss per token.
+  const bool bpb = std::isfinite(r.val_bytes_per_token);
+  md += fmt::format(
+      "| variant | seeds | train loss | val loss |{} Δ val vs SA (mean ± sd) | p (paired t) | "
+      "verdict | ms/step | overhead vs SA | tokens/s | peak MB |\n",
+      bpb ? " val bits per byte |" : "");
+  md += fmt::format("|---|---|---|---|{}---|---|---|---|---|---|---|\n", bpb ? "---|" : "");
   for (const VariantSummary& s : result.summary) {
     const auto mine = arms_of(s.variant);
     std::vector<double> ms, tok;
     for (auto* a : mine) ms.push_back(a->ms_per_step), tok.push_back(a->tokens_per_s);
     md += fmt::format(
-        "| {} | {} | {:.4f} | {} | {} | {} | {} | {:.1f} | {:+.1f}% | {:.0f} | {:.0f} |\n",
+        "| {} | {} | {:.4f} | {} |{} {} | {} | {} | {:.1f} | {:+.1f}% | {:.0f} | {:.0f} |\n",
         s.variant, s.n_seeds, s.train_loss_mean,
         fmt_or_dash("{:.4f}", s.val_loss_mean) +
             (s.n_seeds > 1 ? " ± " + fmt_or_dash("{:.4f}", s.val_loss_sd) : ""),
+        bpb ? fmt::format(" {} |", fmt_or_dash("{:.4f}", val_bpb(r, s.val_loss_mean))) : "",
         s.variant == "sa" ? "–"
                           : fmt::format("{:+.4f} ± {:.4f}", s.delta_vs_sa_mean, s.delta_vs_sa_sd),
         fmt_or_dash("{:.3f}", s.p_value), s.verdict, mean(ms), 100 * s.overhead_vs_sa, mean(tok),

@@ -82,6 +82,9 @@ struct CompareReport {
   std::string seeds_note;           // --seeds auto: how many seeds ran, and why it stopped there
   std::vector<int64_t> parameters;  // per variant (XSA's rivals add theirs: docs/SPEC.md §8)
   std::vector<AttentionRivals> rivals;  // per variant
+  // Of the validation set (RunInputs::val_bytes_per_token): val loss / ln 2 / this is the bits
+  // per byte that compare runs of different vocabularies. NaN: not known (no column).
+  double val_bytes_per_token = NAN;
 };
 
 // The paragraph on the variants' parameter counts and on twins that do not start as SA's function

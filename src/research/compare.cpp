@@ -427,7 +427,7 @@ class CompareObserver : public RunObserver {
     for (size_t k = 0; k < arms_.size(); k++) {
       arms_[k].result.val_curve.push_back({step, losses[k]});
       arms_[k].result.val_seconds.push_back(arms_[k].seconds);
-      if (!logs_.empty()) logs_[k]->write(val_record(step, losses[k]));
+      if (!logs_.empty()) logs_[k]->write(val_record(step, losses[k], s_.val_bytes_per_token));
     }
     validation_seconds_ += std::chrono::duration<double>(clock_type::now() - last_stepped_).count();
   }
@@ -821,6 +821,7 @@ CompareReport make_report(const CompareConfig& cfg, const Setup& s, CompareResul
                        peak,         validation_seconds / (validation_seconds + training_seconds),
                        seeds_note,   parameters,
                        rivals};
+  report.val_bytes_per_token = s.val_bytes_per_token;
   for (size_t k = 0; k < report.bias.size() && k < result.summary.size(); k++)
     result.summary[k].cos_yv_mean = mean_cos_yv(report.bias[k]);
   return report;

@@ -48,8 +48,11 @@ nlohmann::json step_record(const ArmStep& s, int64_t tokens_per_step) {
   return record;
 }
 
-nlohmann::json val_record(int64_t step, double loss) {
-  return {{"split", "val"}, {"step", step}, {"loss", json_number(loss)}};
+nlohmann::json val_record(int64_t step, double loss, double bytes_per_token) {
+  nlohmann::json record = {{"split", "val"}, {"step", step}, {"loss", json_number(loss)}};
+  if (std::isfinite(bytes_per_token))
+    record["bpb"] = json_number(loss / std::log(2.0) / bytes_per_token);
+  return record;
 }
 
 void write_run_description(const std::filesystem::path& run_dir, nlohmann::json description,

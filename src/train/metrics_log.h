@@ -34,8 +34,9 @@ nlohmann::json json_number(double v);
 // A step's record: step, loss, lr, grad_norm, ms, tokens_per_s, rss_mb (and `skipped` with why,
 // for an update --skip-bad-steps left out).
 nlohmann::json step_record(const ArmStep& step, int64_t tokens_per_step);
-// A validation pass's record: {"split": "val", "step", "loss"}.
-nlohmann::json val_record(int64_t step, double loss);
+// A validation pass's record: {"split": "val", "step", "loss", "bpb"}: bits per byte from the
+// validation set's bytes per token (bpb left out when that is NaN).
+nlohmann::json val_record(int64_t step, double loss, double bytes_per_token);
 
 // Writes run.json into the run folder (atomically): `description` with "steps" (the run's
 // target) and "started" (seconds since the epoch) added.

@@ -369,10 +369,14 @@ class TrainObserver : public RunObserver {
     if (c_.in.val_batches == 0) return;
     result_.final_val_loss = losses[0];
     if (!root_) return;
-    c_.metrics->write(val_record(step, losses[0]));
-    if (speak_)
-      std::printf("%sstep %lld | val loss %.4f\n", tty_ ? "\r\033[K" : "", (long long)step,
-                  losses[0]);
+    const double bpt = c_.in.val_bytes_per_token;
+    c_.metrics->write(val_record(step, losses[0], bpt));
+    if (!speak_) return;
+    std::string bpb;
+    if (std::isfinite(bpt))
+      bpb = fmt::format(" | {:.4f} bits per byte", losses[0] / std::log(2.0) / bpt);
+    std::printf("%sstep %lld | val loss %.4f%s\n", tty_ ? "\r\033[K" : "", (long long)step,
+                losses[0], bpb.c_str());
   }
 
   void step_finished(int64_t done, bool) override {

@@ -15,6 +15,24 @@
 
 namespace xsa {
 
+namespace {
+
+double val_bytes_per_token(const RunInputs& in, const std::string& gpt2_vocab_dir) {
+  const bool spm = in.data.tokenizer == TokenizerKind::spm;
+  std::unique_ptr<Tokenizer> tokenizer;
+  try {
+    tokenizer = make_tokenizer(in.data.tokenizer, spm ? in.data.vocab_dir : gpt2_vocab_dir);
+  } catch (const Error&) {
+    // llm.c's GPT-2 shards train without GPT-2's vocabulary files; only bits per byte need them.
+    if (spm) throw;
+    return NAN;
+  }
+  return validation_bytes_per_token(in.data.val, in.val_batches, in.shape.batch, in.model.seq_len,
+                                    *tokenizer, in.model.vocab_size);
+}
+
+}  // namespace
+
 RunInputs prepare_run(const ModelConfig& requested, const RunConfig& run, const Comm& comm) {
   requested.validate();
   run.validate();
@@ -45,6 +63,7 @@ RunInputs prepare_run(const ModelConfig& requested, const RunConfig& run, const 
   if (run.val_batches > 0)
     in.val_batches = val_batch_count(in.data.val, in.shape.batch, T,
                                      run.val_batches * in.shape.accumulation * in.shape.world);
+  if (in.val_batches > 0) in.val_bytes_per_token = val_bytes_per_token(in, run.vocab_dir);
   return in;
 }
 

@@ -6,6 +6,7 @@
 // does as an observer of the loop's events.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <memory>
 #include <span>
@@ -29,6 +30,9 @@ struct RunInputs {
   Dataset data;
   ModelConfig model;    // the requested shape with the data's tokenizer and vocabulary
   int val_batches = 0;  // batches of --batch rows: --val-batches batches of the step's size
+  // Bytes of text per validation token (validation_bytes_per_token): loss / ln 2 / this is bits
+  // per byte. NaN without validation, or when GPT-2's vocabulary files are not at hand.
+  double val_bytes_per_token = NAN;
 };
 
 // Checks the model and run settings, shapes the step over comm's processes, sets the thread
