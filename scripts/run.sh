@@ -6,7 +6,10 @@
 # and prints the comparison table; the report (report.md, report.json, plots) is in runs/demo.
 # Then a sample from each arm of seed 1 (xsa sample, the same prompt and seed). Watch it train in a
 # browser: ./build/xsa board runs (docs/board.md).
-# Idempotent: a finished report is shown again, not recomputed. Extra arguments go to
+# --tokenizer picks the demo's vocabulary: byte (the default, runs/demo), gpt2 (runs/demo-gpt2),
+# spm (a 4 096-piece SentencePiece BPE trained on the default corpus into data/spm-4096,
+# runs/demo-spm-4096) or spm:FOLDER (a vocabulary of one's own, runs/demo-<its folder's name>).
+# Idempotent: a finished report is shown again, not recomputed. Other arguments go to
 # `xsa compare` (for example --variants sa,xsa,xsa-last2 --out runs/other).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -16,29 +19,58 @@ for tok in gpt2 byte; do
   out=data/default; [ $tok = byte ] && out=data/default-byte
   [ -f $out/meta.json ] || ./build/xsa prepare --default --tokenizer $tok
 done
+tokenizer=byte
+args=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --tokenizer) tokenizer=${2:-}; shift; [ $# -gt 0 ] && shift ;;
+    --tokenizer=*) tokenizer=${1#*=}; shift ;;
+    *) args+=("$1"); shift ;;
+  esac
+done
+vocab=
+case "$tokenizer" in
+  byte) data=data/default-byte demo=runs/demo ;;
+  gpt2) data=data/default demo=runs/demo-gpt2 ;;
+  spm) vocab=data/spm-4096 ;;
+  spm:?*) vocab=${tokenizer#spm:} ;;
+  *)
+    echo "run.sh: --tokenizer '$tokenizer': expected byte, gpt2, spm (4 096 pieces of the" \
+      "default corpus) or spm:FOLDER" >&2
+    exit 1
+    ;;
+esac
+if [ -n "$vocab" ]; then
+  if [ "$tokenizer" = spm ] && [ ! -f "$vocab/tokenizer.json" ]; then
+    ./build/xsa tokenizer train --default --vocab 4096 --model bpe --out "$vocab"
+  fi
+  name=$(basename "$vocab")
+  data=data/default-$name demo=runs/demo-$name
+  [ -f "$data/meta.json" ] || ./build/xsa prepare --default --tokenizer "spm:$vocab"
+fi
 # What the SA and XSA arms of seed 1 write after the same prompt, with the same sampling seed;
 # kept in runs/demo/samples.txt too (xsa board shows it with the comparison).
 show_samples() {
-  [ -d runs/demo/arms/sa-seed1 ] && [ -d runs/demo/arms/xsa-seed1 ] || return 0
+  [ -d "$demo/arms/sa-seed1" ] && [ -d "$demo/arms/xsa-seed1" ] || return 0
   for arm in sa xsa; do
     printf '\n%s (seed 1), xsa sample --prompt "The history of" --seed 1:\n' "$arm"
-    ./build/xsa sample --ckpt "runs/demo/arms/$arm-seed1" --prompt "The history of" \
+    ./build/xsa sample --ckpt "$demo/arms/$arm-seed1" --prompt "The history of" \
       --max-new-tokens 160 --seed 1 2>/dev/null
     echo
-  done >runs/demo/samples.txt.tmp
-  mv runs/demo/samples.txt.tmp runs/demo/samples.txt
-  cat runs/demo/samples.txt
+  done >"$demo/samples.txt.tmp"
+  mv "$demo/samples.txt.tmp" "$demo/samples.txt"
+  cat "$demo/samples.txt"
 }
-if [ $# -eq 0 ] && [ -f runs/demo/report.md ]; then
-  echo "runs/demo holds a finished comparison (remove it, or pass options, to run again):"
+if [ ${#args[@]} -eq 0 ] && [ -f "$demo/report.md" ]; then
+  echo "$demo holds a finished comparison (remove it, or pass options, to run again):"
   echo
-  cat runs/demo/report.md
+  cat "$demo/report.md"
   show_samples
   exit 0
 fi
-# runs/demo unless the arguments name a folder of their own.
-out=(--out runs/demo)
-for arg in "$@"; do case "$arg" in --out | --out=*) out=() ;; esac; done
+# $demo unless the arguments name a folder of their own.
+out=(--out "$demo")
+for arg in "${args[@]}"; do case "$arg" in --out | --out=*) out=() ;; esac; done
 echo "run.sh: to watch it train in a browser, run ./build/xsa board runs in another terminal"
-./build/xsa compare --data data/default-byte --preset demo "${out[@]}" "$@"
-if [ $# -eq 0 ]; then show_samples; fi
+./build/xsa compare --data "$data" --preset demo "${out[@]}" "${args[@]}"
+if [ ${#args[@]} -eq 0 ]; then show_samples; fi
