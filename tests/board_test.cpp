@@ -189,6 +189,15 @@ TEST(BoardIndex, MetricsChunksWaitForATornLineAndSkipGarbage) {
   c = read_metrics_chunk(file, whole.size() + 40, 1 << 20);
   EXPECT_TRUE(c.reset);
   EXPECT_EQ(c.records.size(), 2u);
+  // Started over and grown past the reader already: `from` is inside a line, so from the start.
+  const std::string anew =
+      "{\"split\": \"val\", \"step\": 0, \"loss\": 6.25}\n" + metrics_lines(40);
+  ASSERT_GT(anew.size(), whole.size() + 1);
+  ASSERT_NE(anew[whole.size() - 1], '\n');
+  write(file, anew);
+  c = read_metrics_chunk(file, whole.size(), 1 << 20);
+  EXPECT_TRUE(c.reset);
+  EXPECT_EQ(c.records.size(), read_metrics_chunk(file, 0, 1 << 20).records.size());
   // Read in chunks: the same records as at once.
   const fs::path big = f.root / "big" / "metrics.jsonl";
   size_t chunked = 0;
@@ -208,14 +217,18 @@ TEST(BoardIndex, MetricsChunksWaitForATornLineAndSkipGarbage) {
 
 TEST(BoardPage, ReportHtmlCarriesItsDataAndCannotBeBrokenOutOf) {
   BoardFolder f;
-  write(f.root / "cmp" / "samples.txt", "</script><script>alert(1)</script>");
+  // A sample that would end the script, or hold the page's own markers: data, not page.
+  write(f.root / "cmp" / "samples.txt",
+        "</script><script>alert(1)</script> <!-- /*BOARD_JS*/ /*DATA*/");
   const json data = comparison_page_data(f.root / "cmp");
   std::string why;
   if (!board_charts_embedded(&why)) GTEST_SKIP() << why;
   const std::string page = board_page(&data);
   EXPECT_NE(page.find("window.XSA_STATIC = "), std::string::npos);
   EXPECT_EQ(page.find("</script><script>alert(1)"), std::string::npos);
-  EXPECT_NE(page.find("<\\/script><script>alert(1)<\\/script>"), std::string::npos);
+  EXPECT_NE(page.find("\\u003c/script>\\u003cscript>alert(1)\\u003c/script> \\u003c!-- "
+                      "/*BOARD_JS*/ /*DATA*/"),
+            std::string::npos);
   // Nothing to load: no script or style from elsewhere (the browser test watches the requests).
   EXPECT_EQ(page.find("<script src"), std::string::npos);
   EXPECT_EQ(page.find("<link"), std::string::npos);

@@ -18,14 +18,17 @@ void put(std::string& page, std::string_view marker, std::string_view text) {
   if (at != std::string::npos) page.replace(at, marker.size(), text);
 }
 
-// JSON inside <script>: "</" would end the element early; "<\/" is the same string to JSON.
+// JSON inside <script>: "</" would end the element early and "<!--" change how it is read; every
+// '<' written as \u003c is the same string to JSON.
 std::string script_safe_json(const json& data) {
   std::string text = data.dump();
   std::string out;
   out.reserve(text.size());
-  for (size_t i = 0; i < text.size(); i++) {
-    out += text[i];
-    if (text[i] == '<' && i + 1 < text.size() && text[i + 1] == '/') out += '\\';
+  for (char c : text) {  // '<' occurs only inside JSON strings, where \u003c is the same text
+    if (c == '<')
+      out += "\\u003c";
+    else
+      out += c;
   }
   return out;
 }
@@ -46,8 +49,9 @@ std::string board_page(const json* data) {
   put(page, "/*UPLOT_CSS*/", board_asset("uPlot.css"));
   put(page, "/*BOARD_CSS*/", board_asset("board.css"));
   put(page, "/*UPLOT_JS*/", board_asset("uPlot.js"));
-  put(page, "/*DATA*/", data ? "window.XSA_STATIC = " + script_safe_json(*data) + ";" : "");
+  // The data last: its text (a sample, a path) may hold a marker of its own.
   put(page, "/*BOARD_JS*/", board_asset("board.js"));
+  put(page, "/*DATA*/", data ? "window.XSA_STATIC = " + script_safe_json(*data) + ";" : "");
   return page;
 }
 
