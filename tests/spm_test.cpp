@@ -89,7 +89,10 @@ TEST_F(SpmTest, DecodeOfEncodeIsTheTextForTheCorpusAndForAnyBytes) {
     // random bytes: each comes back, through its byte piece.
     std::mt19937 rng(7);
     std::vector<std::string> odd = {std::string("\0a\0", 3), "\xC0\xAF", "\xED\xA0\x80",
-                                    "\xF4\x90\x80\x80",      "\xE2\x82", "caf\xC3\xA9 \x80\xFF"};
+                                    "\xF4\x90\x80\x80", "\xE2\x82", "caf\xC3\xA9 \x80\xFF",
+                                    // SentencePiece's own mark for a space, written in the text.
+                                    "a \xE2\x96\x81"
+                                    "b\xE2\x96\x81\xE2\x96\x81 c"};
     for (int n : {1, 2, 17, 1000, 5000}) {
       std::string r((size_t)n, '\0');
       for (char& c : r) c = (char)(rng() & 0xFF);
@@ -158,6 +161,8 @@ TEST_F(SpmTest, BadInputGetsOneLine) {
   const fs::path work = test::temp_dir("spm_cli");
   const std::string xsa = XSA_BINARY;
   write_file_atomic(work / "text.txt", test::text_of(20000));
+  fs::create_directories(work / "notvocab");  // a folder that is no command's output
+  write_file_atomic(work / "notvocab/keep.txt", "mine");
   struct Case {
     std::string args, err;
   };
@@ -167,6 +172,14 @@ TEST_F(SpmTest, BadInputGetsOneLine) {
           {"tokenizer train --input text.txt --vocab 70000 --out t",
            "xsa: error: --vocab 70000: expected 512 to 65536 (xsa's shards hold ids as uint16; 259 "
            "of the ids are SentencePiece's specials and byte pieces)\n"},
+          {"tokenizer train --input text.txt --out notvocab --force",
+           "xsa: error: notvocab: already exists and holds no tokenizer.json: not an output of "
+           "this command, so not replaced\n"},
+          {"prepare --input text.txt --out notvocab --force",
+           "xsa: error: notvocab: already exists and holds no meta.json: not an output of this "
+           "command, so not replaced\n"},
+          {"tokenizer train --default --format jsonl --out t",
+           "xsa: error: --default takes no --format: it reads the installed default corpus\n"},
           {"tokenizer train --input text.txt --model wordpiece --out t",
            "xsa: error: --model wordpiece: expected bpe or unigram\n"},
           {"tokenizer train --input missing.txt --out t",
@@ -210,6 +223,7 @@ TEST_F(SpmTest, BadInputGetsOneLine) {
     expected += std::to_string(id);
   }
   EXPECT_EQ(ids.out, expected + "\n");
+  EXPECT_EQ(read_file(work / "notvocab/keep.txt"), "mine");  // the refused --force kept it
   fs::remove_all(work);
 }
 
@@ -283,6 +297,10 @@ TEST_F(SpmTest, ATextFileTrainsWithTheVocabularyItNames) {
   EXPECT_EQ(config["tokenizer"], "spm");
   EXPECT_EQ(config["vocab_size"], 1024);
   EXPECT_EQ(SpmTokenizer(work / "r/ckpt_000002").checksum(), SpmTokenizer(bpe).checksum());
+  const nlohmann::json described = nlohmann::json::parse(read_file(work / "r/run.json"));
+  EXPECT_EQ(described["tokenizer"], "spm");
+  EXPECT_EQ(described["vocab_size"], 1024);
+  EXPECT_EQ(described["vocabulary_checksum"], SpmTokenizer(bpe).checksum());
   run("train --resume r --steps 3 --quiet");
   EXPECT_TRUE(fs::exists(work / "r/ckpt_000003/tokenizer.model"));
   // Training's last validation (step 3, its first batch of 4 windows) in bits per byte equals
@@ -313,6 +331,14 @@ TEST_F(SpmTest, ATextFileTrainsWithTheVocabularyItNames) {
     EXPECT_GT(row.value("val_bpb_mean", 0.0), 0.0) << row.dump();
   run("sweep --data text.txt --tokenizer spm:" + bpe +
       " --param lr=0.001 --preset tiny --steps 2 --val-every 1 --seeds 1 --quiet --out sw");
+  // A model trained elsewhere: tokenizer.model alone, no tokenizer.json.
+  fs::create_directories(work / "foreign");
+  fs::copy_file(dir("bpe") / "tokenizer.model", work / "foreign/tokenizer.model");
+  run("train --data text.txt --tokenizer spm:foreign" + tiny +
+      " --steps 1 --val-every 0 --val-batches 1 --quiet --out rf");
+  EXPECT_EQ(read_file(work / "rf/ckpt_000001/tokenizer.model"),
+            read_file(dir("bpe") / "tokenizer.model"));
+  EXPECT_FALSE(fs::exists(work / "rf/ckpt_000001/tokenizer.json"));
   // Shards of the BPE vocabulary, named with the unigram one: refused.
   fs::create_directories(work / "corpus");
   const auto docs = golden_documents();
@@ -442,6 +468,14 @@ TEST_F(SpmTest, PrepareTrainSampleEvaluateWithTheVocabulary) {
     EXPECT_EQ(r.status, 1) << args;
     EXPECT_EQ(r.err, refusal) << args;
   }
+  // Exporting to programs that tokenize with GPT-2's vocabulary: refused.
+  const test::CommandResult exported = test::run_command(xsa + "export hf r hf", work);
+  EXPECT_EQ(exported.status, 1);
+  EXPECT_EQ(exported.err,
+            "xsa: error: r/ckpt_000003: its vocabulary is a SentencePiece one of its own; export "
+            "writes models of GPT-2's vocabulary or of bytes, which the other programs read with "
+            "their own tokenizer\n");
+  EXPECT_FALSE(fs::exists(work / "hf"));
   fs::remove_all(work);
 }
 

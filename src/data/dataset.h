@@ -40,7 +40,8 @@ struct Dataset {
   TokenStream train, val;
   TokenizerKind tokenizer = TokenizerKind::byte;
   int vocab_size = 0;
-  std::string vocab_dir;    // spm: the shards' folder, which holds their tokenizer.model
+  std::string vocab_dir;    // spm: the folder of its tokenizer.model (the shards', or a text
+                            // file's --tokenizer spm:FOLDER)
   std::string description;  // what was loaded, for the progress header
 };
 

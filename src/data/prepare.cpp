@@ -159,16 +159,6 @@ class ShardWriter {
   size_t total_ = 0;
 };
 
-// Removes the temporary output folder unless the work completed.
-struct TempDirGuard {
-  fs::path path;
-  bool keep = false;
-  ~TempDirGuard() {
-    std::error_code ec;
-    if (!keep) fs::remove_all(path, ec);
-  }
-};
-
 std::string format_bytes(double b) {
   if (b >= 1e9) return fmt::format("{:.2f} GB", b / 1e9);
   if (b >= 1e6) return fmt::format("{:.1f} MB", b / 1e6);
@@ -189,9 +179,7 @@ void check_config(const PrepareConfig& cfg) {
     fail("--val-fraction {} must be in [0, 1)", cfg.val_fraction);
   if (cfg.shard_tokens < 1024)
     fail("--shard-tokens {} is too small (at least 1024)", cfg.shard_tokens);
-  std::error_code ec;
-  if (fs::exists(fs::path(cfg.out), ec) && !cfg.force)
-    fail("{}: already exists; pass --force to replace it", cfg.out);
+  check_output_folder(cfg.out, cfg.force, "meta.json");
 }
 
 size_t total_size(const std::vector<PrepareInput>& files) {
@@ -256,11 +244,12 @@ class BatchTokenizer {
     ids_.assign(batch_.size(), {});
 #pragma omp parallel for schedule(dynamic, 16)
     for (size_t i = 0; i < batch_.size(); i++) {
-      // GPT-2: the end-of-text token opens every document (as llm.c's scripts write it). The byte
-      // tokenizer has none: documents end with a newline.
+      // GPT-2 and SentencePiece: the end-of-text token (<|endoftext|>, </s>) opens every document
+      // (as llm.c's scripts write it). A tokenizer with none (bytes, a SentencePiece model without
+      // eos): documents end with a newline, encoded by the tokenizer.
       if (eot_ >= 0) ids_[i].push_back(eot_);
       tokenizer_.encode(batch_[i].text, ids_[i]);
-      if (eot_ < 0 && batch_[i].text.back() != '\n') ids_[i].push_back('\n');
+      if (eot_ < 0 && batch_[i].text.back() != '\n') tokenizer_.encode("\n", ids_[i]);
     }
     for (size_t i = 0; i < batch_.size(); i++) {
       (batch_[i].val ? val_ : train_).append(ids_[i]);
@@ -306,7 +295,7 @@ nlohmann::json tokenize_files(const std::vector<PrepareInput>& files, const Prep
     result.bytes += file_bytes;
     if (batches.full()) batches.flush();
     progress.report(result, false);
-    if (const int signal = stop_signal())  // the partial output goes with TempDirGuard
+    if (const int signal = stop_signal())  // the partial output goes with FolderOutput
       throw Interrupted(signal, fmt::format("stopped after {}; nothing written to {}; run the "
                                             "command again to prepare it",
                                             f.path, cfg.out));
@@ -346,17 +335,6 @@ nlohmann::json meta_json(const PrepareConfig& cfg, const Tokenizer& tokenizer,
           {"sources", sources}};
 }
 
-// Into place: an existing output (with --force) moves aside first, and goes once the new is in.
-void move_into_place(TempDirGuard& tmp, const std::string& out) {
-  std::error_code ec;
-  const fs::path old = out + ".old-" + std::to_string(::getpid());
-  if (fs::exists(out, ec)) fs::rename(out, old);
-  fs::rename(tmp.path, out, ec);
-  if (ec) fail("{}: cannot move the prepared shards into place: {}", out, ec.message());
-  tmp.keep = true;
-  fs::remove_all(old, ec);
-}
-
 void print_summary(const PrepareConfig& cfg, const PrepareResult& result, int threads) {
   std::printf(
       "prepared %s: %zu train tokens (%zu documents), %zu val tokens (%zu documents), %d shards, "
@@ -371,7 +349,7 @@ void print_summary(const PrepareConfig& cfg, const PrepareResult& result, int th
 PrepareResult prepare(const PrepareConfig& cfg) {
   const auto start = clock_type::now();
   check_config(cfg);
-  const fs::path out = fs::path(cfg.out);
+  const fs::path out = folder_path(cfg.out);
   const std::vector<PrepareInput> files = list_input_files(cfg.inputs);
   auto tokenizer = make_tokenizer(cfg.tokenizer, cfg.vocab_dir);
   if (tokenizer->vocab_size() > 65536)
@@ -386,12 +364,10 @@ PrepareResult prepare(const PrepareConfig& cfg) {
   // end), and the output's absence is checked again under it.
   const FolderLock lock(out.string() + ".lock", out);
   check_config(cfg);
-  TempDirGuard tmp{out.string() + ".partial-" + std::to_string(::getpid())};
-  fs::remove_all(tmp.path, ec);
-  if (!fs::create_directory(tmp.path, ec))
-    fail("{}: cannot create: {}", tmp.path.string(), ec.message());
+  FolderOutput output(out, cfg.force, "meta.json");
+  const fs::path& tmp = output.tmp();
 
-  ShardWriter train(tmp.path, "train", cfg.shard_tokens), val(tmp.path, "val", cfg.shard_tokens);
+  ShardWriter train(tmp, "train", cfg.shard_tokens), val(tmp, "val", cfg.shard_tokens);
   PrepareResult result;
   ProgressLine progress(cfg.quiet, total_bytes, start);
   BatchTokenizer batches(*tokenizer, train, val, result);
@@ -405,19 +381,19 @@ PrepareResult prepare(const PrepareConfig& cfg) {
   if (const auto* spm = dynamic_cast<const SpmTokenizer*>(tokenizer.get())) {
     // The vocabulary travels with its shards: training and sampling find it here.
     meta["vocabulary_checksum"] = spm->checksum();
-    for (const char* file : {"tokenizer.model", "tokenizer.json"})
-      write_file_atomic(tmp.path / file, read_file(spm->dir() / file));
+    for (const fs::path& file : spm_vocabulary_files(spm->dir()))
+      write_file_atomic(tmp / file.filename(), read_file(file));
   }
-  write_file_atomic(tmp.path / "meta.json", meta.dump(2) + "\n");
+  write_file_atomic(tmp / "meta.json", meta.dump(2) + "\n");
 
-  move_into_place(tmp, cfg.out);
+  output.commit();
   result.seconds = seconds_since(start);
   progress.report(result, true);
   if (!cfg.quiet) print_summary(cfg, result, threads);
   return result;
 }
 
-PrepareConfig default_corpus_config(TokenizerKind tokenizer) {
+PrepareConfig default_corpus_config(TokenizerKind tokenizer, const std::string& spm_dir) {
   std::error_code ec;
   fs::path root = "data";
   if (!fs::exists(root / "npm", ec)) {
@@ -441,9 +417,10 @@ PrepareConfig default_corpus_config(TokenizerKind tokenizer) {
   }
   std::sort(brown_files.begin(), brown_files.end());
   for (const std::string& f : brown_files) cfg.inputs.push_back({f, "brown"});
-  cfg.out = (root / (tokenizer == TokenizerKind::gpt2   ? "default"
-                     : tokenizer == TokenizerKind::byte ? "default-byte"
-                                                        : "default-spm"))
+  cfg.out = (root / (tokenizer == TokenizerKind::gpt2 ? "default"
+                     : tokenizer == TokenizerKind::byte
+                         ? "default-byte"
+                         : "default-" + folder_path(spm_dir).filename().string()))
                 .string();
   return cfg;
 }

@@ -47,8 +47,9 @@ void read_input_documents(const PrepareInput& file, std::vector<std::string>& do
 // error the partial output is removed and an existing `out` is left as it was.
 PrepareResult prepare(const PrepareConfig& cfg);
 
-// Inputs and output of `xsa prepare --default`: the npm corpora fetched by scripts/get_data.sh.
-PrepareConfig default_corpus_config(TokenizerKind tokenizer);
+// Inputs and output of `xsa prepare --default`: the npm corpora fetched by scripts/get_data.sh,
+// into data/default (GPT-2), data/default-byte, or data/default-<the vocabulary folder's name>.
+PrepareConfig default_corpus_config(TokenizerKind tokenizer, const std::string& spm_dir = "");
 
 // The Brown corpus's "word/tag word/tag" lines back to plain text.
 std::string strip_brown_tags(const std::string& tagged);

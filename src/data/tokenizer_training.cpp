@@ -34,9 +34,7 @@ void check_config(const SpmTrainConfig& cfg) {
         "--vocab {}: expected 512 to {} (xsa's shards hold ids as uint16; 259 of the ids are "
         "SentencePiece's specials and byte pieces)",
         cfg.vocab, kMaxSpmVocab);
-  std::error_code ec;
-  if (fs::exists(cfg.out, ec) && !cfg.force)
-    fail("{}: already exists; pass --force to replace it", cfg.out);
+  check_output_folder(cfg.out, cfg.force, "tokenizer.json");
 }
 
 // The documents as SentencePiece's training sentences: their lines, without empty ones (a
@@ -159,18 +157,13 @@ SpmTrainResult train_spm_tokenizer(const SpmTrainConfig& cfg) {
                                         {"checksum", corpus.checksum}}},
                                       {"trainer", trainer}};
   // Complete or not at all: a temporary folder renamed into place.
-  fs::path out = fs::path(cfg.out).lexically_normal();  // tok/ is tok
-  if (out.filename().empty()) out = out.parent_path();
-  const fs::path tmp = out.parent_path() / (".tmp_" + out.filename().string());
+  const fs::path out = folder_path(cfg.out);
   std::error_code ec;
-  fs::remove_all(tmp, ec);
-  fs::create_directories(tmp, ec);
-  if (ec) fail("{}: cannot create: {}", tmp.string(), ec.message());
-  write_file_atomic(tmp / "tokenizer.model", model);
-  write_file_atomic(tmp / "tokenizer.json", description.dump(2) + "\n");
-  if (fs::exists(out, ec)) fs::remove_all(out, ec);
-  fs::rename(tmp, out, ec);
-  if (ec) fail("{}: cannot move the vocabulary into place: {}", out.string(), ec.message());
+  if (out.has_parent_path()) fs::create_directories(out.parent_path(), ec);
+  FolderOutput output(out, cfg.force, "tokenizer.json");
+  write_file_atomic(output.tmp() / "tokenizer.model", model);
+  write_file_atomic(output.tmp() / "tokenizer.json", description.dump(2) + "\n");
+  output.commit();
 #endif
   result.documents = corpus.documents, result.lines = corpus.lines.size();
   result.bytes = corpus.bytes, result.vocab = cfg.vocab;

@@ -1,7 +1,8 @@
 // xsa tokenizer train: a SentencePiece vocabulary (BPE or unigram) trained on the inputs xsa
 // prepare reads, by Debian's libsentencepiece (not a trainer of ours), into a folder with
-// tokenizer.model and tokenizer.json (spm_tokenizer.h). Deterministic: the same inputs and options
-// give the same file, byte for byte (tests/spm_test.cpp).
+// tokenizer.model and tokenizer.json (spm_tokenizer.h). Deterministic: the same inputs, options and
+// thread count give the same file, byte for byte; another thread count the same vocabulary (the
+// file records the count) (tests/spm_test.cpp).
 #pragma once
 
 #include <string>

@@ -292,7 +292,7 @@ ValResult evaluate_val(Gpt<float>& model, const TokenStream& stream, int n_batch
   });
   if (r.tokens == 0) fail("the validation data holds no complete window of {} tokens", T + 1);
   r.ppl = std::exp(r.loss);
-  r.bpb = r.bytes ? r.loss * r.tokens / std::log(2.0) / r.bytes : NAN;
+  r.bpb = r.bytes ? bits_per_byte(r.loss, (double)r.bytes / (double)r.tokens) : NAN;
   r.seconds = seconds_since(t0);
   return r;
 }

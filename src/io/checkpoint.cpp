@@ -46,17 +46,17 @@ void read_tensors(const SafetensorsFile& file, const std::vector<TensorInfo>& la
 
 fs::path save_checkpoint(const fs::path& run_dir, int64_t step, const ModelConfig& cfg,
                          const ParamArena<float>& arena, const nlohmann::json& trainer_state,
-                         bool replace) {
+                         bool replace, const std::vector<fs::path>& extra_files) {
   XSA_CHECK(arena.adam_m.size() == arena.params.size(), "saving sharded moments");
   const HostView<float> params(arena.params), adam_m(arena.adam_m), adam_v(arena.adam_v);
   return save_checkpoint(run_dir, step, cfg,
                          {arena.layout, params.data(), adam_m.data(), adam_v.data()}, trainer_state,
-                         replace);
+                         replace, extra_files);
 }
 
 fs::path save_checkpoint(const fs::path& run_dir, int64_t step, const ModelConfig& cfg,
                          const CheckpointTensors& tensors, const nlohmann::json& trainer_state,
-                         bool replace) {
+                         bool replace, const std::vector<fs::path>& extra_files) {
   const std::vector<TensorInfo>& layout = tensors.layout;
   const float *params = tensors.params, *adam_m = tensors.adam_m, *adam_v = tensors.adam_v;
   std::error_code ec;
@@ -83,6 +83,8 @@ fs::path save_checkpoint(const fs::path& run_dir, int64_t step, const ModelConfi
     }
     if (!trainer_state.is_null())
       write_file_atomic(tmp_dir / "trainer.json", trainer_state.dump(2) + "\n");
+    for (const fs::path& file : extra_files)
+      write_file_atomic(tmp_dir / file.filename(), read_file(file));
   } catch (const Error& e) {  // a full disk or a size limit: the half-written folder goes
     fs::remove_all(tmp_dir, ec);
     fail("checkpoint {} not written: {}", final_dir.string(), e.what());

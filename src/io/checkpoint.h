@@ -19,10 +19,12 @@ namespace xsa {
 
 namespace fs = std::filesystem;
 
-// Writes run_dir/ckpt_<step> atomically; fails if it already exists unless replace is set.
+// Writes run_dir/ckpt_<step> atomically, with a copy of each of `extra_files` (what the model
+// needs besides its weights: a SentencePiece vocabulary); fails if it already exists unless
+// replace is set.
 fs::path save_checkpoint(const fs::path& run_dir, int64_t step, const ModelConfig& cfg,
                          const ParamArena<float>& arena, const nlohmann::json& trainer_state,
-                         bool replace);
+                         bool replace, const std::vector<fs::path>& extra_files = {});
 
 // The same from host memory laid out by `layout`: the parameters and both full moments. Without
 // moments (adam_m null) and trainer state (null) it is a weights-only checkpoint (an imported
@@ -35,7 +37,7 @@ struct CheckpointTensors {
 };
 fs::path save_checkpoint(const fs::path& run_dir, int64_t step, const ModelConfig& cfg,
                          const CheckpointTensors& tensors, const nlohmann::json& trainer_state,
-                         bool replace);
+                         bool replace, const std::vector<fs::path>& extra_files = {});
 
 // A run folder (its latest ckpt_*) or a checkpoint folder itself. Throws Error when neither.
 fs::path resolve_checkpoint(const fs::path& path);

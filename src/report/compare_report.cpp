@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "xsa/report/svg.h"
+#include "xsa/tokenizer/tokenizer.h"
 #include "xsa/util/files.h"
 #include "xsa/util/fmt.h"
 #include "xsa/util/stats.h"
@@ -72,7 +73,7 @@ json nan_to_null(double v) {
 
 // A mean validation loss (nats per token) in bits per byte; NaN when the bytes are not known.
 double val_bpb(const CompareReport& r, double val_loss) {
-  return val_loss / std::log(2.0) / r.val_bytes_per_token;
+  return bits_per_byte(val_loss, r.val_bytes_per_token);
 }
 
 std::string fmt_or_dash(const char* f, double v) {

@@ -17,6 +17,7 @@
 #include "xsa/eval/evaluate.h"
 #include "xsa/eval/suite.h"
 #include "xsa/io/checkpoint.h"
+#include "xsa/tokenizer/spm_tokenizer.h"
 #include "xsa/tokenizer/tokenizer.h"
 #include "xsa/train/metrics_log.h"
 #include "xsa/train/training_run.h"
@@ -271,6 +272,9 @@ void prepare(const CompareConfig& cfg, Comm& comm, Setup& s) {
                 {"run", result_options},
                 {"variants", cfg.variants},
                 {"eval_data", cfg.eval_data}};
+  // A vocabulary retrained under the same folder name makes another comparison.
+  if (s.data.tokenizer == TokenizerKind::spm)
+    s.identity["vocabulary_checksum"] = SpmTokenizer(s.data.vocab_dir).checksum();
   // A report is replaced only by the same comparison: its first seed's file must carry this
   // identity (more seeds extend it, an interrupted sweep re-reports it), else --force.
   if (comm.is_root() && fs::exists(out / "report.json", ec) && !run.force) {
@@ -461,7 +465,7 @@ class CompareObserver : public RunObserver {
     if (ec) fail("{}: cannot create the arm's folder: {}", dir.string(), ec.message());
     write_file_atomic(dir / "metrics.jsonl", "");
     write_run_description(dir, {{"command", "compare"}, {"variant", variant}, {"seed", seed_}},
-                          cfg_.run.steps);
+                          cfg_.run.steps, s_.data);
     return std::make_unique<MetricsLog>(dir / "metrics.jsonl");
   }
 
@@ -524,14 +528,12 @@ void finish_arms(const CompareConfig& cfg, const Setup& s, std::vector<Arm>& arm
     a.result.tokens_per_s = s.shape.tokens() / (a.result.ms_per_step / 1000);
     a.result.peak_mb = peak[k];
     // The final weights, as a checkpoint xsa analyze, eval and sample can read.
-    const fs::path saved =
-        save_training_state(*s.comm, arm_folder(run.out, a.variant.name, a.result.seed), run.steps,
-                            a.model->config(), a.model->params(),
-                            json{{"step", run.steps},
-                                 {"compare_variant", a.variant.name},
-                                 {"data", {{"source", run.data}}}},
-                            true);
-    copy_vocabulary(s.data, saved);
+    save_training_state(*s.comm, arm_folder(run.out, a.variant.name, a.result.seed), run.steps,
+                        a.model->config(), a.model->params(),
+                        json{{"step", run.steps},
+                             {"compare_variant", a.variant.name},
+                             {"data", {{"source", run.data}}}},
+                        true, vocabulary_files(s.data));
   }
 }
 

@@ -6,7 +6,7 @@ namespace xsa {
 
 int vocab_size_of(TokenizerKind kind) {
   if (kind == TokenizerKind::spm)
-    fail("a SentencePiece vocabulary's size is its own (its folder's tokenizer.json)");
+    fail("a SentencePiece vocabulary's size is its own (the pieces of its tokenizer.model)");
   return kind == TokenizerKind::byte ? 256 : 50257;
 }
 

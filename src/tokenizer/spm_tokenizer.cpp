@@ -17,6 +17,13 @@ std::string fnv1a_hex(std::string_view bytes) {
   return fmt::format("{:016x}", h);
 }
 
+std::vector<fs::path> spm_vocabulary_files(const fs::path& dir) {
+  std::vector<fs::path> files = {dir / "tokenizer.model"};
+  std::error_code ec;
+  if (fs::exists(dir / "tokenizer.json", ec)) files.push_back(dir / "tokenizer.json");
+  return files;
+}
+
 bool sentencepiece_available(std::string* why) {
 #ifdef XSA_WITH_SENTENCEPIECE
   return true;
@@ -110,6 +117,8 @@ SpmTokenizer::SpmTokenizer(const fs::path& dir)
 // SentencePiece reads its input as UTF-8 and replaces what is not with U+FFFD, so each byte outside
 // valid UTF-8 goes out here as its byte piece, and the valid runs between through SentencePiece:
 // valid text gets SentencePiece's own ids (spm_encode's), and any bytes come back from decode.
+// So does U+2581 (▁) written in the text, SentencePiece's own mark for a space, which it would
+// give back as a space.
 void SpmTokenizer::encode(std::string_view text, std::vector<int32_t>& out) const {
   std::vector<int> ids;
   auto encode_run = [&](size_t begin, size_t end) {
@@ -121,13 +130,14 @@ void SpmTokenizer::encode(std::string_view text, std::vector<int32_t>& out) cons
   size_t run = 0;
   for (size_t i = 0; i < text.size();) {
     const size_t n = utf8_length(text, i);
-    if (n > 0) {
+    const size_t as_bytes = n == 0 ? 1 : text.compare(i, 3, "\xE2\x96\x81") == 0 ? 3 : 0;
+    if (as_bytes == 0) {
       i += n;
       continue;
     }
     encode_run(run, i);
-    out.push_back(byte_piece_[(unsigned char)text[i]]);
-    run = ++i;
+    for (size_t k = 0; k < as_bytes; k++) out.push_back(byte_piece_[(unsigned char)text[i + k]]);
+    run = i += as_bytes;
   }
   encode_run(run, text.size());
 }
@@ -146,6 +156,12 @@ std::string SpmTokenizer::decode(const int32_t* ids, size_t n) const {
 }
 
 #else
+
+}  // namespace xsa
+namespace sentencepiece {
+class SentencePieceProcessor {};  // never made: the destructor of sp_ needs a complete type
+}  // namespace sentencepiece
+namespace xsa {
 
 SpmTokenizer::SpmTokenizer(const fs::path& dir) : dir_(dir) {
   std::string why;

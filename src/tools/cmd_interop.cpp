@@ -87,6 +87,11 @@ void add_export_command(CLI::App& root) {
     if (taken && !a->force) fail("{}: already exists; pass --force to replace it", dest.string());
     const fs::path ckpt = resolve_checkpoint(a->run);
     const ModelConfig cfg = load_checkpoint_config(ckpt);
+    if (cfg.tokenizer == TokenizerKind::spm)
+      fail(
+          "{}: its vocabulary is a SentencePiece one of its own; export writes models of GPT-2's "
+          "vocabulary or of bytes, which the other programs read with their own tokenizer",
+          ckpt.string());
     const std::vector<TensorInfo> layout = param_layout(cfg);
     std::vector<float> params(param_arena_size(layout));
     load_checkpoint_tensors(ckpt, layout, params.data(), nullptr, nullptr);

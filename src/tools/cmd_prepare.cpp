@@ -40,8 +40,8 @@ void add_prepare_command(CLI::App& root) {
   cmd->add_flag("--quiet", c.quiet, "No progress output");
   cmd->add_flag("--default", a->use_default,
                 "Prepare the default corpus (nlp-corpus and the Brown corpus, installed by "
-                "scripts/get_data.sh) "
-                "into data/default (gpt2) or data/default-byte");
+                "scripts/get_data.sh) into data/default (gpt2), data/default-byte or "
+                "data/default-<the spm:FOLDER's name>");
   cmd->callback([a, cmd] {
     catch_stop_signals();  // Ctrl-C: stop after the file being read, leaving nothing partial
     PrepareConfig cfg = a->cfg;
@@ -51,15 +51,9 @@ void add_prepare_command(CLI::App& root) {
     if (a->use_default) {
       if (!a->inputs.empty())
         fail("--default takes no --input: it prepares the installed default corpus");
-      PrepareConfig d = default_corpus_config(cfg.tokenizer);
+      PrepareConfig d = default_corpus_config(cfg.tokenizer, choice.spm_dir);
       cfg.inputs = d.inputs;
-      if (cmd->count("--out") == 0)  // data/default, default-byte, default-<vocabulary folder>
-        cfg.out =
-            choice.kind == TokenizerKind::spm
-                ? (fs::path(d.out).parent_path() /
-                   ("default-" + fs::path(choice.spm_dir).lexically_normal().filename().string()))
-                      .string()
-                : d.out;
+      if (cmd->count("--out") == 0) cfg.out = d.out;
     } else {
       for (const std::string& path : a->inputs) cfg.inputs.push_back({path, a->format});
     }

@@ -35,7 +35,9 @@ void add_tokenizer_command(CLI::App& root) {
       ->capture_default_str();
   cmd->add_flag("--force", a->cfg.force, "Replace an existing folder");
   cmd->add_flag("--quiet", a->cfg.quiet, "No progress output");
-  cmd->callback([a] {
+  cmd->callback([a, cmd] {
+    if (a->default_corpus && cmd->count("--format"))
+      fail("--default takes no --format: it reads the installed default corpus");
     if (a->default_corpus)
       a->cfg.inputs = default_corpus_config(TokenizerKind::byte).inputs;
     else if (a->inputs.empty())

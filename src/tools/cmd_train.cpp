@@ -127,8 +127,9 @@ void add_train_command(CLI::App& root) {
     run_config_update_from_json(resumed, stored_run, state_path);
     // A text file is tokenized as before: with the checkpoint's copy of an spm vocabulary, or the
     // one --tokenizer names again (which must then be the same).
-    resumed.tokenizer =
-        cmd->count("--tokenizer") ? run.tokenizer : recorded_tokenizer(stored, ckpt);
+    resumed.tokenizer = cmd->count("--tokenizer") && run.tokenizer != "spm"
+                            ? run.tokenizer
+                            : recorded_tokenizer(stored, ckpt);
     resumed.vocab_dir = run.vocab_dir;
     resumed.force = run.force;
     resumed.quiet = run.quiet;

@@ -8,6 +8,8 @@
 #include <cstring>
 #include <ctime>
 
+#include "xsa/tokenizer/spm_tokenizer.h"
+#include "xsa/tokenizer/tokenizer.h"
 #include "xsa/util/error.h"
 #include "xsa/util/files.h"
 #include "xsa/util/memory.h"
@@ -51,14 +53,18 @@ nlohmann::json step_record(const ArmStep& s, int64_t tokens_per_step) {
 nlohmann::json val_record(int64_t step, double loss, double bytes_per_token) {
   nlohmann::json record = {{"split", "val"}, {"step", step}, {"loss", json_number(loss)}};
   if (std::isfinite(bytes_per_token))
-    record["bpb"] = json_number(loss / std::log(2.0) / bytes_per_token);
+    record["bpb"] = json_number(bits_per_byte(loss, bytes_per_token));
   return record;
 }
 
 void write_run_description(const std::filesystem::path& run_dir, nlohmann::json description,
-                           int64_t steps) {
+                           int64_t steps, const Dataset& data) {
   description["steps"] = steps;
   description["started"] = (int64_t)std::time(nullptr);
+  description["tokenizer"] = to_string(data.tokenizer);
+  description["vocab_size"] = data.vocab_size;
+  if (data.tokenizer == TokenizerKind::spm)
+    description["vocabulary_checksum"] = SpmTokenizer(data.vocab_dir).checksum();
   write_file_atomic(run_dir / "run.json", description.dump(2) + "\n");
 }
 

@@ -39,8 +39,9 @@ nlohmann::json step_record(const ArmStep& step, int64_t tokens_per_step);
 nlohmann::json val_record(int64_t step, double loss, double bytes_per_token);
 
 // Writes run.json into the run folder (atomically): `description` with "steps" (the run's
-// target) and "started" (seconds since the epoch) added.
+// target), "started" (seconds since the epoch) and the data's vocabulary added: "tokenizer",
+// "vocab_size" and, for a SentencePiece vocabulary, its "vocabulary_checksum".
 void write_run_description(const std::filesystem::path& run_dir, nlohmann::json description,
-                           int64_t steps);
+                           int64_t steps, const Dataset& data);
 
 }  // namespace xsa

@@ -15,6 +15,7 @@
 #include "xsa/eval/evaluate.h"
 #include "xsa/io/checkpoint.h"
 #include "xsa/model/gpt.h"
+#include "xsa/tokenizer/spm_tokenizer.h"
 #include "xsa/train/device_comm.h"
 #include "xsa/train/metrics_log.h"
 #include "xsa/train/training_run.h"
@@ -28,10 +29,9 @@
 
 namespace xsa {
 
-void copy_vocabulary(const Dataset& data, const fs::path& ckpt) {
-  if (data.tokenizer != TokenizerKind::spm || ckpt.empty()) return;
-  for (const char* file : {"tokenizer.model", "tokenizer.json"})
-    write_file_atomic(ckpt / file, read_file(fs::path(data.vocab_dir) / file));
+std::vector<fs::path> vocabulary_files(const Dataset& data) {
+  if (data.tokenizer != TokenizerKind::spm) return {};
+  return spm_vocabulary_files(data.vocab_dir);
 }
 
 OptimizerSettings optimizer_settings(const RunConfig& run) {
@@ -293,10 +293,12 @@ void load_training_state(Comm& comm, const fs::path& ckpt, ParamArena<float>& ar
 // (rank 0 then holds them whole for the moment of writing). Every rank must call it.
 fs::path save_training_state(Comm& comm, const fs::path& run_dir, int64_t step,
                              const ModelConfig& cfg, const ParamArena<float>& arena,
-                             const nlohmann::json& state, bool replace) {
+                             const nlohmann::json& state, bool replace,
+                             const std::vector<fs::path>& extra_files) {
   const size_t n = arena.params.size();
   if (arena.adam_m.size() == n)
-    return comm.is_root() ? save_checkpoint(run_dir, step, cfg, arena, state, replace) : fs::path();
+    return comm.is_root() ? save_checkpoint(run_dir, step, cfg, arena, state, replace, extra_files)
+                          : fs::path();
   std::vector<float> full_m(comm.is_root() ? n : 0), full_v(comm.is_root() ? n : 0);
   Backend<float>& be = *arena.params.backend();
   DeviceComm staged(comm, be);  // (the root's host memory: through host memory)
@@ -307,7 +309,7 @@ fs::path save_training_state(Comm& comm, const fs::path& run_dir, int64_t step,
   const HostView<float> params(arena.params);
   return save_checkpoint(run_dir, step, cfg,
                          {arena.layout, params.data(), full_m.data(), full_v.data()}, state,
-                         replace);
+                         replace, extra_files);
 }
 
 namespace {
@@ -374,7 +376,7 @@ class TrainObserver : public RunObserver {
     if (!speak_) return;
     std::string bpb;
     if (std::isfinite(bpt))
-      bpb = fmt::format(" | {:.4f} bits per byte", losses[0] / std::log(2.0) / bpt);
+      bpb = fmt::format(" | {:.4f} bits per byte", bits_per_byte(losses[0], bpt));
     std::printf("%sstep %lld | val loss %.4f%s\n", tty_ ? "\r\033[K" : "", (long long)step,
                 losses[0], bpb.c_str());
   }
@@ -401,14 +403,13 @@ class TrainObserver : public RunObserver {
     fs::path saved;
     try {
       saved = save_training_state(c_.comm, c_.run_dir, at_step, c_.model_cfg, c_.model.params(), st,
-                                  c_.run.force);
+                                  c_.run.force, vocabulary_files(c_.in.data));
     } catch (const Error& e) {
       const auto newest = latest_checkpoint(c_.run_dir);
       fail("{}; the newest complete checkpoint is {}", e.what(),
            newest ? newest->string() : std::string("none"));
     }
     if (root_) result_.last_checkpoint = saved.string();
-    copy_vocabulary(c_.in.data, saved);
     saved_at_ = at_step;
   }
 
@@ -543,7 +544,7 @@ TrainResult train(const ModelConfig& requested_model, const RunConfig& requested
                            {"attention", layer_attn_string(in.model)},
                            {"seq_len", in.model.seq_len},
                            {"tokens_per_step", in.shape.tokens()}},
-                          run.steps);
+                          run.steps, in.data);
   });
 
   const bool speak = root && !run.quiet;

@@ -31,10 +31,10 @@ struct TrainResult {
 TrainResult train(const ModelConfig& model, const RunConfig& run,
                   const std::string& resume_from = "");
 
-// A checkpoint of a model with a SentencePiece vocabulary carries it (tokenizer.model and .json,
-// from the shards' folder), so that sample, eval and analyze need nothing else. Nothing for the
-// other tokenizers or an empty path (ranks other than 0).
-void copy_vocabulary(const Dataset& data, const fs::path& ckpt);
+// What a checkpoint of a model with a SentencePiece vocabulary carries besides its weights (the
+// data's tokenizer.model and tokenizer.json), so that sample, eval and analyze need nothing else.
+// Nothing for the other tokenizers.
+std::vector<fs::path> vocabulary_files(const Dataset& data);
 
 // The backend a run's --device and --precision ask for (backend/device.h). Throws Error naming
 // what is missing: bf16 on a CPU that cannot, a GPU where there is none.
@@ -69,6 +69,7 @@ void load_training_state(Comm& comm, const fs::path& ckpt, ParamArena<float>& ar
 // checkpoint's folder on rank 0, an empty path elsewhere.
 fs::path save_training_state(Comm& comm, const fs::path& run_dir, int64_t step,
                              const ModelConfig& cfg, const ParamArena<float>& arena,
-                             const nlohmann::json& state, bool replace);
+                             const nlohmann::json& state, bool replace,
+                             const std::vector<fs::path>& extra_files = {});
 
 }  // namespace xsa

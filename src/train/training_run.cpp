@@ -24,7 +24,8 @@ double val_bytes_per_token(const RunInputs& in, const std::string& gpt2_vocab_di
     tokenizer = make_tokenizer(in.data.tokenizer, spm ? in.data.vocab_dir : gpt2_vocab_dir);
   } catch (const Error&) {
     // llm.c's GPT-2 shards train without GPT-2's vocabulary files; only bits per byte need them.
-    if (spm) throw;
+    // A folder named with --vocab-dir must hold them.
+    if (spm || !gpt2_vocab_dir.empty()) throw;
     return NAN;
   }
   return validation_bytes_per_token(in.data.val, in.val_batches, in.shape.batch, in.model.seq_len,

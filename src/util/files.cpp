@@ -92,6 +92,48 @@ MappedFile::~MappedFile() {
   if (data_) ::munmap(const_cast<unsigned char*>(data_), size_);
 }
 
+std::filesystem::path folder_path(const std::filesystem::path& path) {
+  std::filesystem::path p = path.lexically_normal();
+  return p.filename().empty() && p.has_parent_path() ? p.parent_path() : p;
+}
+
+void check_output_folder(const std::filesystem::path& out, bool force, const char* marker) {
+  std::error_code ec;
+  if (!std::filesystem::exists(out, ec)) return;
+  if (!force) fail("{}: already exists; pass --force to replace it", out.string());
+  if (!std::filesystem::exists(out / marker, ec))
+    fail("{}: already exists and holds no {}: not an output of this command, so not replaced",
+         out.string(), marker);
+}
+
+FolderOutput::FolderOutput(std::filesystem::path out, bool force, const char* marker)
+    : out_(folder_path(out)) {
+  check_output_folder(out_, force, marker);
+  tmp_ = out_.parent_path() / (out_.filename().string() + ".partial-" + std::to_string(::getpid()));
+  std::error_code ec;
+  std::filesystem::remove_all(tmp_, ec);
+  if (!std::filesystem::create_directory(tmp_, ec))
+    fail("{}: cannot create: {}", tmp_.string(), ec.message());
+}
+
+FolderOutput::~FolderOutput() {
+  std::error_code ec;
+  if (!committed_) std::filesystem::remove_all(tmp_, ec);
+}
+
+void FolderOutput::commit() {
+  std::error_code ec;
+  const std::filesystem::path old =
+      out_.parent_path() / (out_.filename().string() + ".old-" + std::to_string(::getpid()));
+  if (std::filesystem::exists(out_, ec)) std::filesystem::rename(out_, old, ec);
+  if (ec) fail("{}: cannot move the old folder aside: {}", out_.string(), ec.message());
+  std::filesystem::rename(tmp_, out_, ec);
+  if (ec) fail("{}: cannot move the new folder into place: {}", out_.string(), ec.message());
+  committed_ = true;
+  sync_directory(out_.parent_path().empty() ? std::filesystem::path(".") : out_.parent_path());
+  std::filesystem::remove_all(old, ec);
+}
+
 bool path_is_inside(const std::filesystem::path& path, const std::filesystem::path& folder) {
   std::error_code ec;
   const auto inner = std::filesystem::weakly_canonical(path, ec);

@@ -18,6 +18,30 @@ void sync_directory(const std::filesystem::path& dir);
 // exist).
 bool path_is_inside(const std::filesystem::path& path, const std::filesystem::path& folder);
 
+// A folder's path as given, without a trailing slash (tok/ is tok: its name is tok, its parent .).
+std::filesystem::path folder_path(const std::filesystem::path& path);
+
+// An output folder a command writes whole (token shards, a vocabulary). An existing `out` is
+// replaced only with `force`, and only when it holds `marker` (a folder the command wrote before:
+// never data/ or whatever else a mistyped --out names); one line says which and why.
+void check_output_folder(const std::filesystem::path& out, bool force, const char* marker);
+// It is built in a temporary folder beside `out` and renamed into place by commit(), so it is there
+// complete or not at all; the temporary folder goes when the work fails first. An old `out` moves
+// aside first and goes once the new one is in.
+class FolderOutput {
+ public:
+  FolderOutput(std::filesystem::path out, bool force, const char* marker);
+  ~FolderOutput();
+  FolderOutput(const FolderOutput&) = delete;
+  FolderOutput& operator=(const FolderOutput&) = delete;
+  const std::filesystem::path& tmp() const { return tmp_; }
+  void commit();
+
+ private:
+  std::filesystem::path out_, tmp_;
+  bool committed_ = false;
+};
+
 // One live process per folder. The lock file (created if missing) is held with flock(2) for the
 // lock's lifetime and holds who holds it; the kernel drops the lock when the process ends, however
 // it ends, so a lock left behind by a dead process blocks nothing. When another live process holds
