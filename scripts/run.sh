@@ -3,7 +3,8 @@
 # the Brown corpus), prepares it into token shards (GPT-2 and byte-level, each with a validation
 # share of documents drawn at random), then runs `xsa compare --preset demo`: SA and XSA twins
 # (same initial weights, same batches) trained side by side over 3 seeds on the byte-level shards,
-# and prints the comparison table; the report (report.md, report.json, plots) is in runs/demo.
+# and prints the comparison table; the report (report.md, report.html, report.json, plots) is in
+# runs/demo.
 # Then a sample from each arm of seed 1 (xsa sample, the same prompt and seed). Watch it train in a
 # browser: ./build/xsa board runs (docs/board.md).
 # --tokenizer picks the demo's vocabulary: byte (the default, runs/demo), gpt2 (runs/demo-gpt2),
@@ -13,12 +14,6 @@
 # `xsa compare` (for example --variants sa,xsa,xsa-last2 --out runs/other).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/build.sh
-bash scripts/get_data.sh
-for tok in gpt2 byte; do
-  out=data/default; [ $tok = byte ] && out=data/default-byte
-  [ -f $out/meta.json ] || ./build/xsa prepare --default --tokenizer $tok
-done
 tokenizer=byte
 args=()
 while [ $# -gt 0 ]; do
@@ -28,6 +23,7 @@ while [ $# -gt 0 ]; do
     *) args+=("$1"); shift ;;
   esac
 done
+extra=${#args[@]}  # arguments for xsa compare: none shows a finished demo again
 vocab=
 case "$tokenizer" in
   byte) data=data/default-byte demo=runs/demo ;;
@@ -40,6 +36,12 @@ case "$tokenizer" in
     exit 1
     ;;
 esac
+bash scripts/build.sh
+bash scripts/get_data.sh
+for tok in gpt2 byte; do
+  out=data/default; [ $tok = byte ] && out=data/default-byte
+  [ -f $out/meta.json ] || ./build/xsa prepare --default --tokenizer $tok
+done
 if [ -n "$vocab" ]; then
   if [ "$tokenizer" = spm ] && [ ! -f "$vocab/tokenizer.json" ]; then
     ./build/xsa tokenizer train --default --vocab 4096 --model bpe --out "$vocab"
@@ -47,9 +49,11 @@ if [ -n "$vocab" ]; then
   name=$(basename "$vocab")
   data=data/default-$name demo=runs/demo-$name
   [ -f "$data/meta.json" ] || ./build/xsa prepare --default --tokenizer "spm:$vocab"
+  # The shards must be of this vocabulary (another folder of the same name made them otherwise).
+  args=(--tokenizer "spm:$vocab" "${args[@]}")
 fi
 # What the SA and XSA arms of seed 1 write after the same prompt, with the same sampling seed;
-# kept in runs/demo/samples.txt too (xsa board shows it with the comparison).
+# kept in $demo/samples.txt too (xsa board shows it with the comparison).
 show_samples() {
   [ -d "$demo/arms/sa-seed1" ] && [ -d "$demo/arms/xsa-seed1" ] || return 0
   for arm in sa xsa; do
@@ -61,7 +65,7 @@ show_samples() {
   mv "$demo/samples.txt.tmp" "$demo/samples.txt"
   cat "$demo/samples.txt"
 }
-if [ ${#args[@]} -eq 0 ] && [ -f "$demo/report.md" ]; then
+if [ "$extra" -eq 0 ] && [ -f "$demo/report.md" ]; then
   echo "$demo holds a finished comparison (remove it, or pass options, to run again):"
   echo
   cat "$demo/report.md"
@@ -73,4 +77,4 @@ out=(--out "$demo")
 for arg in "${args[@]}"; do case "$arg" in --out | --out=*) out=() ;; esac; done
 echo "run.sh: to watch it train in a browser, run ./build/xsa board runs in another terminal"
 ./build/xsa compare --data "$data" --preset demo "${out[@]}" "${args[@]}"
-if [ ${#args[@]} -eq 0 ]; then show_samples; fi
+if [ "$extra" -eq 0 ]; then show_samples; fi
