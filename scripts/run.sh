@@ -59,7 +59,8 @@ show_samples() {
   for arm in sa xsa; do
     printf '\n%s (seed 1), xsa sample --prompt "The history of" --seed 1:\n' "$arm"
     ./build/xsa sample --ckpt "$demo/arms/$arm-seed1" --prompt "The history of" \
-      --max-new-tokens 160 --seed 1 2>/dev/null
+      --max-new-tokens 160 --seed 1 2>/dev/null ||
+      echo "(xsa sample failed; run it by hand to see why)"
     echo
   done >"$demo/samples.txt.tmp"
   mv "$demo/samples.txt.tmp" "$demo/samples.txt"

@@ -40,17 +40,17 @@ try {
   const comparisons = await page.$$eval("#comparisons li", (lis) => lis.map((li) => li.dataset.id));
   check(comparisons.includes("compare"), "the comparison listed", comparisons.join(", "));
 
-  // Two runs picked: six charts, two series each, with points.
+  // Two runs picked: seven charts, two series each, with points.
   await page.click('#runs tr[data-id="finished"]');
   await page.click('#runs tr[data-id="training"]');
-  await page.waitForFunction(() => window.xsaBoard.charts().length === 6 &&
+  await page.waitForFunction(() => window.xsaBoard.charts().length === 7 &&
                              window.xsaBoard.charts()[0].series === 2, null, { timeout: 30000 });
   let charts = await page.evaluate(() => window.xsaBoard.charts());
   check(charts.every((c) => c.series === 2), "every chart overlays the two runs",
         charts.map((c) => `${c.title}: ${c.series}`).join("; "));
   check(charts.every((c) => c.points > 0), "every chart has points",
         charts.map((c) => `${c.title}: ${c.points}`).join("; "));
-  check(await page.$$eval(".chart canvas", (cs) => cs.length) === 6, "six canvases drawn");
+  check(await page.$$eval(".chart canvas", (cs) => cs.length) === 7, "seven canvases drawn");
 
   // Live: the training run's step and its loss chart grow with no reload.
   await page.evaluate(() => { window.notReloaded = true; });
@@ -74,7 +74,7 @@ try {
   await page.selectOption("#x-axis", "tokens");
   await page.check("#log-y");
   charts = await page.evaluate(() => window.xsaBoard.charts());
-  check(charts.length === 6 && charts[0].points > 0, "against tokens with a log y axis");
+  check(charts.length === 7 && charts[0].points > 0, "against tokens with a log y axis");
   await page.screenshot({ path: `${outDir}/board.png` });
 
   // The comparison: validation curves with seed bands, Δ vs SA, similarity bias per layer.

@@ -58,7 +58,7 @@
     return {
       next: 0, tokens: 0, seconds: 0, bad_lines: 0,
       s: { step: [], loss: [], lr: [], grad_norm: [], tokens_per_s: [], rss_mb: [], tokens: [], time: [] },
-      v: { step: [], loss: [], tokens: [], time: [] },
+      v: { step: [], loss: [], bpb: [], tokens: [], time: [] },
     };
   }
 
@@ -69,6 +69,7 @@
       if (!isNum(r.step)) continue;
       if (r.split === "val") {
         run.v.step.push(r.step); run.v.loss.push(isNum(r.loss) ? r.loss : null);
+        run.v.bpb.push(isNum(r.bpb) ? r.bpb : null);
         run.v.tokens.push(run.tokens); run.v.time.push(run.seconds);
         continue;
       }
@@ -242,6 +243,8 @@
   const RUN_CHARTS = [
     { title: "training loss", cols: (r) => ({ ...r.s, y: r.s.loss }), smooth: true, logY: true },
     { title: "validation loss", cols: (r) => ({ ...r.v, y: r.v.loss }), logY: true, points: true },
+    // Per byte of text: runs of different vocabularies on one scale.
+    { title: "validation bits per byte", cols: (r) => ({ ...r.v, y: r.v.bpb }), logY: true, points: true },
     { title: "learning rate", cols: (r) => ({ ...r.s, y: r.s.lr }) },
     { title: "gradient norm", cols: (r) => ({ ...r.s, y: r.s.grad_norm }), smooth: true, logY: true },
     { title: "tokens / s", cols: (r) => ({ ...r.s, y: r.s.tokens_per_s }), smooth: true },
