@@ -327,10 +327,15 @@ TEST_F(SpmTest, ATextFileTrainsWithTheVocabularyItNames) {
   EXPECT_TRUE(fs::exists(work / "cmp/arms/xsa-seed1/ckpt_000002/tokenizer.model"));
   EXPECT_NE(read_file(work / "cmp/report.md").find("| val loss | val bits per byte |"),
             std::string::npos);
-  for (const auto& row : nlohmann::json::parse(read_file(work / "cmp/report.json"))["summary"])
+  const nlohmann::json report = nlohmann::json::parse(read_file(work / "cmp/report.json"));
+  for (const auto& row : report["summary"])
     EXPECT_GT(row.value("val_bpb_mean", 0.0), 0.0) << row.dump();
   run("sweep --data text.txt --tokenizer spm:" + bpe +
       " --param lr=0.001 --preset tiny --steps 2 --val-every 1 --seeds 1 --quiet --out sw");
+  // --init-from a checkpoint of the vocabulary: the text file is tokenized with its copy.
+  run("train --data text.txt --init-from r --steps 1 --val-every 0 --val-batches 1 --threads 1 "
+      "--quiet --out ri");
+  EXPECT_EQ(SpmTokenizer(work / "ri/ckpt_000001").checksum(), SpmTokenizer(bpe).checksum());
   // A model trained elsewhere: tokenizer.model alone, no tokenizer.json.
   fs::create_directories(work / "foreign");
   fs::copy_file(dir("bpe") / "tokenizer.model", work / "foreign/tokenizer.model");

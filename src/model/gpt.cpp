@@ -193,7 +193,8 @@ double Gpt<Real>::run_forward(const int32_t* inputs, const int32_t* targets, Rea
     ClassifierArgs<Real> head;
     head.logits = a.logits, head.losses = a.losses + r0, head.targets = targets + r0;
     head.inp = a.lnf + (size_t)r0 * C, head.wte = w.wte;
-    head.dinp = a.d_buf + (size_t)r0 * C, head.dwte = params_.dw.wte;
+    // Inference has no gradient buffers: null, not null plus an offset.
+    head.dinp = a.d_buf ? a.d_buf + (size_t)r0 * C : nullptr, head.dwte = params_.dw.wte;
     head.rows = rows, head.C = C, head.V = V, head.Vp = Vp;
     head.dloss = dloss, head.accumulate = accumulate || r0 > 0;
     be.classifier_forward_backward(head);
