@@ -189,15 +189,6 @@ TEST(BoardIndex, MetricsChunksWaitForATornLineAndSkipGarbage) {
   c = read_metrics_chunk(file, whole.size() + 40, 1 << 20);
   EXPECT_TRUE(c.reset);
   EXPECT_EQ(c.records.size(), 2u);
-  // Started over and grown past the reader already: `from` is inside a line, so from the start.
-  const std::string anew =
-      "{\"split\": \"val\", \"step\": 0, \"loss\": 6.25}\n" + metrics_lines(40);
-  ASSERT_GT(anew.size(), whole.size() + 1);
-  ASSERT_NE(anew[whole.size() - 1], '\n');
-  write(file, anew);
-  c = read_metrics_chunk(file, whole.size(), 1 << 20);
-  EXPECT_TRUE(c.reset);
-  EXPECT_EQ(c.records.size(), read_metrics_chunk(file, 0, 1 << 20).records.size());
   // Read in chunks: the same records as at once.
   const fs::path big = f.root / "big" / "metrics.jsonl";
   size_t chunked = 0;

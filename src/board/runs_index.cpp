@@ -146,12 +146,7 @@ MetricsChunk read_metrics_chunk(const fs::path& file, uint64_t from, size_t max_
     return chunk;
   }
   chunk.size = (uint64_t)st.st_size;
-  // Written anew (a resumed run's file, a comparison's next seed): shorter than where the reader
-  // was, or grown past it already, when the byte before `from` ends no line.
-  char before = '\n';
-  if (from > chunk.size ||
-      (from > 0 && (::pread(fd, &before, 1, (off_t)from - 1) != 1 || before != '\n')))
-    chunk.reset = true, from = 0;
+  if (from > chunk.size) chunk.reset = true, from = 0;
   std::string bytes(std::min<uint64_t>(chunk.size - from, max_bytes), '\0');
   const ssize_t n = ::pread(fd, bytes.data(), bytes.size(), (off_t)from);
   ::close(fd);
