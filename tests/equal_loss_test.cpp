@@ -1,7 +1,7 @@
 // The equal-loss view (report/equal_loss.h) on constructed curves, against values worked out by
 // hand or in closed form here: a straight crossing, a curve that never reaches the target, one
 // that crosses twice, noisy curves (the point found lies on the curve's own segment, at the
-// target), the loss at a given time, and the summary over seeds.
+// target), the loss at a given time, and the summary over seeds, censored seeds included.
 #include "xsa/report/equal_loss.h"
 
 #include <gtest/gtest.h>
@@ -40,13 +40,17 @@ TEST(EqualLoss, NotReached) {
   EXPECT_FALSE(first_reaching({}, 2.5));
   const std::vector<CurvePoint> nan_curve = {{0, 0, NAN}, {10, 1, NAN}};
   EXPECT_FALSE(first_reaching(nan_curve, 2.5));
-  // In the summary: reached by no seed, so steps, tokens and seconds are NaN ("not reached").
-  const EqualLoss e = equal_loss({line(4, 0.02, 0.1, 10, 100)}, {c}, 64);
+  // In the summary: reached by no seed, so there is no median and no speed-up ("not reached"),
+  // and the seed is censored at the end of its run.
+  const EqualLoss e = equal_loss({line(4, 0.02, 0.1, 10, 100)}, {c});
   EXPECT_EQ(e.seeds, 1);
   EXPECT_EQ(e.reached, 0);
-  EXPECT_TRUE(std::isnan(e.steps_mean));
-  EXPECT_TRUE(std::isnan(e.seconds_mean));
-  EXPECT_TRUE(std::isnan(e.time_speedup_mean));
+  EXPECT_TRUE(std::isnan(e.median_steps));
+  EXPECT_TRUE(std::isnan(e.median_seconds));
+  EXPECT_TRUE(std::isnan(e.time_speedup));
+  ASSERT_EQ(e.per_seed.size(), 1u);
+  EXPECT_FALSE(e.per_seed[0].reached);
+  EXPECT_EQ(e.per_seed[0].end_step, 20);
 }
 
 TEST(EqualLoss, CrossingTwiceTakesTheFirst) {
@@ -108,25 +112,72 @@ TEST(EqualLoss, SummaryOverSeedsInClosedForm) {
   const std::vector<std::vector<CurvePoint>> sa = {line(4, 0.02, 0.1, 10, 100),
                                                    line(4.2, 0.02, 0.1, 10, 100)};
   const std::vector<CurvePoint> variant = line(4, 0.025, 0.11, 4, 100);
-  const EqualLoss e = equal_loss(sa, {variant, variant}, 1000);
+  const EqualLoss e = equal_loss(sa, {variant, variant});
   EXPECT_EQ(e.seeds, 2);
   EXPECT_EQ(e.reached, 2);
-  EXPECT_NEAR(e.steps_mean, 76, 1e-9);
-  EXPECT_NEAR(e.steps_sd, std::sqrt(32.0), 1e-9);
-  EXPECT_NEAR(e.tokens_mean, 76000, 1e-6);
-  EXPECT_NEAR(e.seconds_mean, (8.8 + 7.92) / 2, 1e-9);
-  EXPECT_NEAR(e.step_speedup_mean, (100 / 80.0 + 100 / 72.0) / 2, 1e-9);
-  EXPECT_NEAR(e.time_speedup_mean, (10 / 8.8 + 10 / 7.92) / 2, 1e-9);
-  EXPECT_NEAR(e.time_speedup_sd, sample_sd({10 / 8.8, 10 / 7.92}), 1e-9);
+  ASSERT_EQ(e.per_seed.size(), 2u);
+  EXPECT_NEAR(e.per_seed[0].step, 80, 1e-9);
+  EXPECT_NEAR(e.per_seed[1].step, 72, 1e-9);
+  EXPECT_NEAR(e.per_seed[0].seconds, 8.8, 1e-9);
+  // Kaplan–Meier's median of two seeds that both got there: the lower one (3/4 and then 1/2).
+  EXPECT_NEAR(e.median_steps, 72, 1e-9);
+  EXPECT_NEAR(e.median_seconds, 7.92, 1e-9);
+  EXPECT_NEAR(e.step_speedup, 100 / 72.0, 1e-9);
+  EXPECT_NEAR(e.time_speedup, 10 / 7.92, 1e-9);
+  // The mean curves: SA's final losses average 2.1, which the variant reaches at step 76.
+  EXPECT_NEAR(e.mean_curve_steps, 76, 1e-9);
+  EXPECT_NEAR(e.mean_curve_step_speedup, 100 / 76.0, 1e-9);
+  EXPECT_NEAR(e.mean_curve_time_speedup, 10 / (76 * 0.11), 1e-9);
   const double at_10s = 4 - 0.025 * (10 / 0.11);
   EXPECT_NEAR(e.loss_at_sa_time_mean, at_10s, 1e-9);
   EXPECT_NEAR(e.loss_at_sa_time_sd, 0, 1e-12);
   EXPECT_NEAR(e.delta_at_sa_time_mean, at_10s - 2.1, 1e-9);
+  // Its interval: the two differences are 0.2 apart, sd 0.1414, t(0.975, 1) = 12.7062.
+  EXPECT_NEAR(e.delta_at_sa_time_ci_high - e.delta_at_sa_time_mean,
+              12.7062047 * std::sqrt(0.02) / std::sqrt(2.0), 1e-6);
   EXPECT_FALSE(e.beyond_own_run);
   // A variant that stops sooner (step 60, 6.6 s) is taken at its final loss, and says so.
-  const EqualLoss shorter = equal_loss(sa, {line(4, 0.025, 0.11, 4, 60)}, 1000);
+  const EqualLoss shorter = equal_loss(sa, {line(4, 0.025, 0.11, 4, 60)});
   EXPECT_TRUE(shorter.beyond_own_run);
   EXPECT_NEAR(shorter.loss_at_sa_time_mean, 4 - 0.025 * 60, 1e-9);
+}
+
+// Four seeds, two of which never reach SA's loss: they are counted as "not by the end of the run",
+// not dropped. SA ends every seed at step 100 after 10 s at loss 2.0; the variant's losses fall
+// by 0.04, 0.025, 0.015 and 0.015 per step at 0.1 s per step, so seeds 1 and 2 get there at steps
+// 50 and 80 and seeds 3 and 4 stop at 2.5. Averaging the two that got there would say step 65 (a
+// speed-up of 1.54); Kaplan–Meier's share still waiting is 3/4 after 50 and 1/2 after 80, so the
+// median is 80 (1.25). The mean curve falls by 0.02375 per step and reaches 2.0 at step 84.2.
+TEST(EqualLoss, CensoredSeedsCountAgainstTheSpeedUp) {
+  const std::vector<CurvePoint> sa = line(4, 0.02, 0.1, 10, 100);
+  const std::vector<std::vector<CurvePoint>> variant = {
+      line(4, 0.04, 0.1, 10, 100), line(4, 0.025, 0.1, 10, 100), line(4, 0.015, 0.1, 10, 100),
+      line(4, 0.015, 0.1, 10, 100)};
+  const EqualLoss e = equal_loss({sa, sa, sa, sa}, variant);
+  EXPECT_EQ(e.seeds, 4);
+  EXPECT_EQ(e.reached, 2);
+  EXPECT_TRUE(e.per_seed[0].reached && e.per_seed[1].reached);
+  EXPECT_FALSE(e.per_seed[2].reached || e.per_seed[3].reached);
+  EXPECT_NEAR(e.per_seed[0].step, 50, 1e-9);
+  EXPECT_NEAR(e.per_seed[1].step, 80, 1e-9);
+  EXPECT_EQ(e.per_seed[2].end_step, 100);
+  EXPECT_NEAR(e.median_steps, 80, 1e-9);
+  EXPECT_NEAR(e.step_speedup, 1.25, 1e-9);
+  EXPECT_NEAR(e.median_seconds, 8, 1e-9);
+  EXPECT_NEAR(e.time_speedup, 1.25, 1e-9);
+  EXPECT_NEAR(e.mean_curve_steps, 2.0 / 0.02375, 1e-9);
+  EXPECT_NEAR(e.mean_curve_step_speedup, 100 * 0.02375 / 2.0, 1e-9);
+  // At SA's 10 s every seed is at step 100: losses 0, 1.5, 2.5, 2.5 against 2.0.
+  EXPECT_NEAR(e.delta_at_sa_time_mean, (0 + 1.5 + 2.5 + 2.5) / 4 - 2.0, 1e-9);
+  // A third seed short of it: half or more never got there, so no median and no speed-up.
+  const EqualLoss worse =
+      equal_loss({sa, sa, sa, sa}, {variant[0], variant[2], variant[2], variant[3]});
+  EXPECT_EQ(worse.reached, 1);
+  EXPECT_TRUE(std::isnan(worse.median_steps));
+  EXPECT_TRUE(std::isnan(worse.step_speedup));
+  // The mean curve falls by 0.02125 per step: it still gets there, at step 94.1, although three
+  // of the four seeds never do. The median says what most seeds did.
+  EXPECT_NEAR(worse.mean_curve_steps, 2.0 / 0.02125, 1e-9);
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 
 #include <cmath>
 #include <fstream>
+#include <set>
 
 #include "bigram_reference.h"
 #include "bounds.h"
@@ -425,6 +426,103 @@ TEST(Scoring, ValidationLossEqualsTrainingsAndBitsPerByteCountTheText) {
   // Training's bits per byte divide by the same bytes per token.
   EXPECT_EQ(validation_bytes_per_token(stream, batches, 3, cfg.seq_len, *gpt2, 50257),
             (double)v.bytes / (double)v.tokens);
+}
+
+// Validation windows are drawn evenly across the whole split: a split that starts with a long run
+// of one byte (which the bigram model predicts almost surely) and goes on with text gives a pass
+// of a few windows the loss of windows from both parts, not of the run alone (as the split's first
+// windows would). Held to the bigram model's losses written out in double over the windows row r
+// of a pass of n rows should read, ⌊r·W/n⌋; the same windows every time.
+TEST(Validation, WindowsAreDrawnEvenlyAcrossTheSplit) {
+  BigramModel bigram("sa");
+  const int T = bigram.cfg.seq_len;
+  std::string text(20000, 'a');
+  Rng rng(4);
+  const char* words[] = {"the ",   "history ", "of ",       "a ",  "long ", "text, ",
+                         "where ", "context ", "matters. ", "We ", "read ", "on. "};
+  while (text.size() < 40000) text += words[rng.next_u64() % 12];
+  TokenStream stream;
+  stream.add(std::vector<uint16_t>(text.begin(), text.end()), "run then text");
+  const int64_t windows = (int64_t)((stream.size() - 1) / T);
+  const int batches = 8;  // of one row each: 8 of the split's 624 windows
+  // The reference: each chosen window's targets scored by the bigram's log-probabilities.
+  double expected = 0, bound = 0;
+  int64_t scored = 0;
+  std::set<int64_t> seen;
+  for (int r = 0; r < batches; r++) {
+    const int64_t w = r * windows / batches;
+    EXPECT_EQ(val_window_of_row(stream, r, batches, 1, T), w) << r;
+    seen.insert(w);
+    for (int t = 0; t < T; t++) {
+      const unsigned char a = text[w * T + t], b = text[w * T + t + 1];
+      expected -= bigram.logp[a][b], bound += bigram.loss_error[a][b], scored++;
+    }
+  }
+  expected /= scored;
+  // Each token's float error (BigramModel), and a window's sum of T float losses.
+  bound = bound / scored + T * test::kFloatRoundoff * expected;
+  EXPECT_EQ(seen.size(), (size_t)batches);
+  EXPECT_GE(*seen.rbegin() * T, (int64_t)20000) << "the pass reaches past the run";
+  const double loss = evaluate_loss(*bigram.model, stream, batches);
+  EXPECT_NEAR(loss, expected, bound);
+  EXPECT_GT(loss, 20 * -bigram.logp['a']['a']) << "well above the run's own loss";
+  EXPECT_EQ(evaluate_loss(*bigram.model, stream, batches), loss) << "the same windows again";
+  // A pass of more rows than windows reads every window once, in order; the rest are padding.
+  for (int64_t r = 0; r < windows + 3; r++)
+    EXPECT_EQ(val_window_of_row(stream, r, (int)windows + 3, 1, T), r < windows ? r : -1);
+}
+
+// Loss by position: the all-zero model gives every one of V tokens probability 1/V, so every
+// bucket's loss is log V; and a model whose per-position losses are known in double (the bigram
+// model) gives each bucket the mean of its positions' losses.
+TEST(Validation, LossByPositionOfKnownModels) {
+  ModelConfig cfg;
+  cfg.vocab_size = 256, cfg.padded_vocab = 256;
+  cfg.n_layer = 1, cfg.n_head = 2, cfg.n_embd = 16, cfg.seq_len = 100;
+  set_layer_attn(cfg, "xsa");
+  Gpt<float> zero(cfg, 3, cfg.seq_len, GptMode::inference);
+  std::fill(zero.params().params.data(), zero.params().params.data() + zero.params().params.size(),
+            0.0f);
+  std::vector<uint16_t> tokens(3000);
+  Rng rng(9);
+  for (uint16_t& t : tokens) t = (uint16_t)(rng.next_u64() % 256);
+  TokenStream stream;
+  stream.add(tokens, "random bytes");
+  const std::vector<PositionBucket> buckets = position_buckets(cfg.seq_len);
+  ASSERT_EQ(buckets.size(), 3u);
+  const int edges[3][2] = {{1, 16}, {17, 64}, {65, 100}};
+  for (int b = 0; b < 3; b++) {
+    EXPECT_EQ(buckets[b].first, edges[b][0]);
+    EXPECT_EQ(buckets[b].last, edges[b][1]);
+  }
+  const LossSum sum = sum_loss(zero, stream, 4, 0, 1, nullptr, /*by_position=*/true);
+  for (double l : bucket_losses(sum, cfg.seq_len))
+    // Equal logits: log-sum-exp of 256 zeros in float, a few roundings of log 256.
+    EXPECT_NEAR(l, std::log(256.0), 16 * test::kFloatRoundoff * std::log(256.0));
+  // The bigram model: position t + 1 of a window scores −log p(target | input at t).
+  BigramModel bigram("xsa");
+  const int T = bigram.cfg.seq_len, n = 5;
+  const LossSum by_position = sum_loss(*bigram.model, stream, n, 0, 1, nullptr, true);
+  std::vector<double> total(T, 0), count(T, 0), error(T, 0);
+  for (int r = 0; r < n; r++) {
+    const int64_t w = val_window_of_row(stream, r, n, 1, T);
+    for (int t = 0; t < T; t++) {
+      const uint16_t a = tokens[w * T + t], b = tokens[w * T + t + 1];
+      total[t] -= bigram.logp[a][b], error[t] += bigram.loss_error[a][b], count[t] += 1;
+    }
+  }
+  const std::vector<double> got = bucket_losses(by_position, T);
+  const std::vector<PositionBucket> bigram_buckets = position_buckets(T);
+  ASSERT_EQ(got.size(), bigram_buckets.size());
+  for (size_t b = 0; b < got.size(); b++) {
+    double t = 0, c = 0, e = 0;
+    for (int p = bigram_buckets[b].first; p <= bigram_buckets[b].last; p++)
+      t += total[p - 1], c += count[p - 1], e += error[p - 1];
+    EXPECT_NEAR(got[b], t / c, e / c) << b;  // each loss's own bound: they are read one by one
+  }
+  // Their weighted mean is the pass's loss.
+  const double pass = evaluate_loss(*bigram.model, stream, n);
+  EXPECT_NEAR(by_position.total / by_position.tokens, pass, T * test::kFloatRoundoff * pass);
 }
 
 }  // namespace

@@ -32,7 +32,7 @@ std::vector<HeadBias> attention_similarity_bias(Gpt<float>& model, const TokenSt
     return na > 0 && nb > 0 ? ab / (na * nb) : 0.0;
   };
   for (int batch = 0; batch < n_batches; batch++) {
-    val_batch(data, batch, B, T, inputs.data(), targets.data());
+    val_batch(data, batch, n_batches, B, T, inputs.data(), targets.data());
     model.forward(inputs.data(), targets.data());
     const Activations<float>& a = model.activations();
     for (int l = 0; l < L; l++) {

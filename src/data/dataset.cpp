@@ -128,7 +128,8 @@ void check_same_vocabulary(const Dataset& data, const fs::path& folder) {
 }
 
 Dataset open_dataset(const std::string& path, std::optional<TokenizerKind> tokenizer,
-                     double val_fraction, int B, int T, const std::string& vocab_dir) {
+                     double val_fraction, int B, int T, const std::string& vocab_dir,
+                     bool evaluation) {
   if (!(val_fraction >= 0 && val_fraction < 1))
     fail("--val-fraction {} must be in [0, 1)", val_fraction);
   Dataset d;
@@ -177,7 +178,7 @@ Dataset open_dataset(const std::string& path, std::optional<TokenizerKind> token
   } else if (fs::is_directory(path, ec)) {
     train_files = glob_files((fs::path(path) / "*train*.bin").string());
     val_files = glob_files((fs::path(path) / "*val*.bin").string());
-    if (train_files.empty())
+    if (train_files.empty() && !(evaluation && !val_files.empty()))
       fail(
           "{}: holds no token shards (*train*.bin); make them with xsa prepare, or give a text "
           "file",
@@ -208,7 +209,10 @@ Dataset open_dataset(const std::string& path, std::optional<TokenizerKind> token
   d.vocab_size = V;
   d.train.check_vocabulary(V, to_string(d.tokenizer));
   d.val.check_vocabulary(V, to_string(d.tokenizer));
-  if (d.train.size() < need)
+  if (evaluation && std::max(d.train.size(), d.val.size()) < (size_t)T + 1)
+    fail("{}: {} tokens; one window needs --seq-len {} + 1 = {}", path,
+         std::max(d.train.size(), d.val.size()), T, T + 1);
+  if (!evaluation && d.train.size() < need)
     fail("{}: {} training tokens; one batch needs --batch {} x --seq-len {} + 1 = {}", path,
          d.train.size(), B, T, need);
   d.description = fmt::format("{} ({} train / {} val shards, {} tokenizer)", path,
@@ -285,20 +289,36 @@ int val_batch_count(const TokenStream& val, int B, int T, int max_batches) {
   return (int)std::min<size_t>((windows + B - 1) / B, (size_t)max_batches);
 }
 
-void val_batch(const TokenStream& val, int index, int B, int T, int32_t* inputs, int32_t* targets) {
-  size_t windows = (val.size() - 1) / T;
+int64_t val_window_of_row(const TokenStream& val, int64_t row, int n_batches, int B, int T) {
+  if (val.size() < (size_t)T + 1) return -1;
+  const int64_t windows = (int64_t)((val.size() - 1) / T);
+  const int64_t rows = (int64_t)n_batches * B;
+  if (rows >= windows) return row < windows ? row : -1;
+  // ⌊r · W / rows⌋ in 128 bits: W · rows can pass 2^63 on a split of billions of tokens.
+  return (int64_t)((__int128)row * windows / rows);
+}
+
+void val_batch(const TokenStream& val, int index, int n_batches, int B, int T, int32_t* inputs,
+               int32_t* targets) {
   for (int b = 0; b < B; b++) {
-    size_t w = (size_t)index * B + b;
+    const int64_t w = val_window_of_row(val, (int64_t)index * B + b, n_batches, B, T);
     int32_t* in = inputs + (size_t)b * T;
     int32_t* tg = targets + (size_t)b * T;
-    if (w >= windows) {
+    if (w < 0) {
       std::fill(in, in + T, 0);
       std::fill(tg, tg + T, -1);
       continue;
     }
-    val.copy(w * T, T, in);
-    val.copy(w * T + 1, T, tg);
+    val.copy((size_t)w * T, T, in);
+    val.copy((size_t)w * T + 1, T, tg);
   }
+}
+
+std::vector<PositionBucket> position_buckets(int T) {
+  std::vector<PositionBucket> buckets;
+  for (int first = 1, last = 16; first <= T; first = last + 1, last *= 4)
+    buckets.push_back({first, std::min(last, T)});
+  return buckets;
 }
 
 }  // namespace xsa

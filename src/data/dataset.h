@@ -56,8 +56,11 @@ struct Dataset {
 // GPT-2's vocabulary folder, or a SentencePiece vocabulary's (a text file's tokenizer).
 // Errors name the path: missing, unreadable, fewer tokens than one batch of B×T (+1) needs, shards
 // with a bad header or ids outside the vocabulary.
+// For evaluation only (`evaluation`: compare's --eval-data, eval, analyze), a folder may hold
+// validation shards alone (prepare's long/ set), and one window of T + 1 tokens is enough.
 Dataset open_dataset(const std::string& path, std::optional<TokenizerKind> tokenizer,
-                     double val_fraction, int B, int T, const std::string& vocab_dir = "");
+                     double val_fraction, int B, int T, const std::string& vocab_dir = "",
+                     bool evaluation = false);
 
 // The data's SentencePiece vocabulary against another copy of one (`folder`: a checkpoint's, or
 // the folder --tokenizer spm:FOLDER names): refused in one line when they differ (by their
@@ -99,9 +102,27 @@ class BatchLoader {
   LoaderPosition pos_;
 };
 
-// Validation: the first windows of the stream in order, B per batch, always the same; rows past
-// the last window get target −1 and do not count.
+// Validation: windows of T + 1 tokens at stride T cut from the whole split (W of them), read in
+// passes of n batches of B rows. A pass reads n·B windows drawn evenly across the split: row r of
+// the pass (r = batch · B + row in the batch) takes window ⌊r · W / (n·B)⌋, so that a pass of a
+// few batches reaches the split's end, not only its first documents. When n·B ≥ W the pass reads
+// every window in order, and rows past the last window get target −1 and do not count. The
+// windows depend only on the split, T and n·B: the same for every arm, run, resume and process
+// count of one comparison (n·B is the same --val-batches of the step's size however the step is
+// split).
 int val_batch_count(const TokenStream& val, int B, int T, int max_batches);
-void val_batch(const TokenStream& val, int index, int B, int T, int32_t* inputs, int32_t* targets);
+// Batch `index` of a pass of n_batches batches.
+void val_batch(const TokenStream& val, int index, int n_batches, int B, int T, int32_t* inputs,
+               int32_t* targets);
+// The window row r of such a pass reads (its first token is at window · T); −1 past the last.
+int64_t val_window_of_row(const TokenStream& val, int64_t row, int n_batches, int B, int T);
+
+// Positions in a window, counted as the tokens a prediction sees (1 … T: the prediction at index t
+// of the window sees t + 1), grouped into buckets 1–16, 17–64, 65–256, … (each 4 times the last)
+// up to T; the last bucket ends at T. Loss by position (xsa compare's report) averages each.
+struct PositionBucket {
+  int first = 1, last = 1;  // inclusive
+};
+std::vector<PositionBucket> position_buckets(int T);
 
 }  // namespace xsa

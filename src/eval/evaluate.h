@@ -83,20 +83,27 @@ TaskResult evaluate_task(const ModelConfig& cfg, const Weights<float>& weights,
                          const Tokenizer& tokenizer, const TaskFile& file,
                          const EvalProgress& progress = nullptr, int rows_per_pass = 1024);
 
-// Mean loss over the first n_batches fixed windows of `stream` (see val_batch), the figure training
+// Mean loss over a pass of n_batches windows of `stream` (see val_batch), the figure training
 // reports as its validation loss. After each batch's forward, on_batch (when given) sees its
 // targets [B·T] (−1: not scored).
 double evaluate_loss(Gpt<float>& model, const TokenStream& stream, int n_batches,
                      const std::function<void(const int32_t* targets)>& on_batch = nullptr);
 // Its parts over the batches first, first + stride, … below n_batches (one process's share of a
-// data-parallel validation): Σ token losses and the tokens scored.
+// data-parallel validation): Σ token losses and the tokens scored; with by_position, the same per
+// position in the window (index t: the prediction that sees t + 1 tokens).
 struct LossSum {
   double total = 0;
   int64_t tokens = 0;
+  std::vector<double> position_total;   // [T] with by_position, else empty
+  std::vector<double> position_tokens;  // [T]
 };
 LossSum sum_loss(Gpt<float>& model, const TokenStream& stream, int n_batches, int first = 0,
                  int stride = 1,
-                 const std::function<void(const int32_t* targets)>& on_batch = nullptr);
+                 const std::function<void(const int32_t* targets)>& on_batch = nullptr,
+                 bool by_position = false);
+// The mean loss of each bucket of positions (position_buckets(T)) from a sum by position; NaN for
+// a bucket with no token scored.
+std::vector<double> bucket_losses(const LossSum& sum, int T);
 
 struct ValResult {
   double loss = 0, ppl = 0, bpb = 0;  // mean token loss (nats), exp(loss), bits per UTF-8 byte
@@ -105,7 +112,7 @@ struct ValResult {
   double seconds = 0;
 };
 
-// Over the first n_batches validation windows (val_batch), the same windows training reports.
+// Over a pass of n_batches validation batches (val_batch), the same windows training reports.
 // Bytes are those of each scored token's text; the end-of-text token is scored but has no bytes.
 ValResult evaluate_val(Gpt<float>& model, const TokenStream& stream, int n_batches,
                        const Tokenizer& tokenizer);

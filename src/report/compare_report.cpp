@@ -2,6 +2,7 @@
 
 #include <cmath>
 
+#include "xsa/data/dataset.h"
 #include "xsa/report/svg.h"
 #include "xsa/tokenizer/tokenizer.h"
 #include "xsa/util/files.h"
@@ -13,6 +14,26 @@ namespace xsa {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
+namespace {
+
+json nan_to_null(double v) {
+  return std::isfinite(v) ? json(v) : json(nullptr);
+}
+
+json nan_to_null(const std::vector<double>& v) {
+  json out = json::array();
+  for (double x : v) out.push_back(nan_to_null(x));
+  return out;
+}
+
+json nan_to_null(const std::vector<std::vector<double>>& v) {
+  json out = json::array();
+  for (const auto& x : v) out.push_back(nan_to_null(x));
+  return out;
+}
+
+}  // namespace
+
 json arm_to_json(const ArmResult& a) {
   json curve = json::array(), evals = json::array();
   for (auto& [st, v] : a.val_curve)
@@ -20,16 +41,19 @@ json arm_to_json(const ArmResult& a) {
   for (double v : a.eval_losses) evals.push_back(std::isfinite(v) ? json(v) : json(nullptr));
   return {{"variant", a.variant},
           {"seed", a.seed},
-          {"train_loss", a.train_loss},
+          {"train_loss", nan_to_null(a.train_loss)},
           {"val_loss", std::isfinite(a.val_loss) ? json(a.val_loss) : json(nullptr)},
           {"eval_losses", evals},
-          {"ms_per_step", a.ms_per_step},
-          {"tokens_per_s", a.tokens_per_s},
-          {"peak_mb", a.peak_mb},
+          {"ms_per_step", nan_to_null(a.ms_per_step)},
+          {"tokens_per_s", nan_to_null(a.tokens_per_s)},
+          {"peak_mb", nan_to_null(a.peak_mb)},
           {"val_curve", curve},
           {"val_seconds", a.val_seconds},
           {"init_hash", fmt::format("{:016x}", a.init_hash)},
-          {"batches_hash", fmt::format("{:016x}", a.batches_hash)}};
+          {"batches_hash", fmt::format("{:016x}", a.batches_hash)},
+          {"lr", a.lr},
+          {"diverged_at", a.diverged_at},
+          {"position_loss", nan_to_null(a.position_loss)}};
 }
 
 ArmResult arm_from_json(const json& j) {
@@ -38,12 +62,19 @@ ArmResult arm_from_json(const json& j) {
   a.variant = j.at("variant"), a.seed = j.at("seed");
   a.train_loss = num(j.at("train_loss")), a.val_loss = num(j.at("val_loss"));
   for (const auto& v : j.at("eval_losses")) a.eval_losses.push_back(num(v));
-  a.ms_per_step = j.at("ms_per_step"), a.tokens_per_s = j.at("tokens_per_s"),
-  a.peak_mb = j.at("peak_mb");
+  a.ms_per_step = num(j.at("ms_per_step")), a.tokens_per_s = num(j.at("tokens_per_s")),
+  a.peak_mb = num(j.at("peak_mb"));
   for (const auto& p : j.at("val_curve")) a.val_curve.push_back({p[0].get<int64_t>(), num(p[1])});
   if (j.contains("val_seconds")) a.val_seconds = j.at("val_seconds").get<std::vector<double>>();
   a.init_hash = std::stoull(j.at("init_hash").get<std::string>(), nullptr, 16);
   a.batches_hash = std::stoull(j.at("batches_hash").get<std::string>(), nullptr, 16);
+  a.lr = j.value("lr", 0.0);
+  a.diverged_at = j.value("diverged_at", (int64_t)0);
+  if (j.contains("position_loss"))
+    for (const auto& set : j.at("position_loss")) {
+      a.position_loss.emplace_back();
+      for (const auto& v : set) a.position_loss.back().push_back(num(v));
+    }
   return a;
 }
 
@@ -67,10 +98,6 @@ std::vector<const ArmResult*> arms_of(const CompareResult& result, const std::st
 
 namespace {
 
-json nan_to_null(double v) {
-  return std::isfinite(v) ? json(v) : json(nullptr);
-}
-
 // A mean validation loss (nats per token) in bits per byte; NaN when the bytes are not known.
 double val_bpb(const CompareReport& r, double val_loss) {
   return bits_per_byte(val_loss, r.val_bytes_per_token);
@@ -78,6 +105,22 @@ double val_bpb(const CompareReport& r, double val_loss) {
 
 std::string fmt_or_dash(const char* f, double v) {
   return std::isfinite(v) ? fmt::vformat(f, fmt::make_format_args(v)) : "–";
+}
+
+// "+0.0123 [−0.0040, +0.0286]": a mean difference and its 95 % interval.
+std::string with_interval(const PairedDifferences& d, const char* f = "{:+.4f}") {
+  if (!std::isfinite(d.mean)) return "–";
+  std::string s = fmt::vformat(f, fmt::make_format_args(d.mean));
+  if (std::isfinite(d.ci_low))
+    s += " [" + fmt::vformat(f, fmt::make_format_args(d.ci_low)) + ", " +
+         fmt::vformat(f, fmt::make_format_args(d.ci_high)) + "]";
+  return s;
+}
+
+// The same in bits per byte (a difference of losses scales like the losses).
+PairedDifferences in_bits_per_byte(const CompareReport& r, PairedDifferences d) {
+  for (double* x : {&d.mean, &d.sd, &d.ci_low, &d.ci_high}) *x = val_bpb(r, *x);
+  return d;
 }
 
 json paired_to_json(const PairedDelta& d) {
@@ -90,28 +133,54 @@ json paired_to_json(const PairedDelta& d) {
           {"time_ratio", nan_to_null(d.time_ratio)}};
 }
 
+json differences_to_json(const PairedDifferences& d) {
+  return {{"n", d.n},
+          {"mean", nan_to_null(d.mean)},
+          {"sd", nan_to_null(d.sd)},
+          {"ci95", {nan_to_null(d.ci_low), nan_to_null(d.ci_high)}},
+          {"d_z", nan_to_null(d.d_z)},
+          {"p_t", nan_to_null(d.p_t)},
+          {"p_wilcoxon", nan_to_null(d.p_wilcoxon)},
+          {"p_sign", nan_to_null(d.p_sign)}};
+}
+
 json equal_loss_to_json(const EqualLoss& e) {
+  json seeds = json::array();
+  for (const SeedCrossing& s : e.per_seed)
+    seeds.push_back({{"target", nan_to_null(s.target)},
+                     {"reached", s.reached},
+                     {"step", nan_to_null(s.step)},
+                     {"seconds", nan_to_null(s.seconds)},
+                     {"end_step", s.end_step},
+                     {"end_seconds", s.end_seconds},
+                     {"sa_step", s.sa_step},
+                     {"sa_seconds", s.sa_seconds}});
   return {{"seeds", e.seeds},
           {"seeds_reached", e.reached},
           {"target", "each seed's SA final validation loss"},
-          {"steps_mean", nan_to_null(e.steps_mean)},
-          {"steps_sd", nan_to_null(e.steps_sd)},
-          {"tokens_mean", nan_to_null(e.tokens_mean)},
-          {"tokens_sd", nan_to_null(e.tokens_sd)},
-          {"seconds_mean", nan_to_null(e.seconds_mean)},
-          {"seconds_sd", nan_to_null(e.seconds_sd)},
-          {"step_speedup_mean", nan_to_null(e.step_speedup_mean)},
-          {"time_speedup_mean", nan_to_null(e.time_speedup_mean)},
-          {"time_speedup_sd", nan_to_null(e.time_speedup_sd)},
+          {"per_seed", seeds},
+          {"median_steps", nan_to_null(e.median_steps)},
+          {"median_seconds", nan_to_null(e.median_seconds)},
+          {"step_speedup", nan_to_null(e.step_speedup)},
+          {"time_speedup", nan_to_null(e.time_speedup)},
+          {"median",
+           "Kaplan-Meier over every seed, a seed that did not reach it censored at the "
+           "end of its run"},
+          {"mean_curve_steps", nan_to_null(e.mean_curve_steps)},
+          {"mean_curve_seconds", nan_to_null(e.mean_curve_seconds)},
+          {"mean_curve_step_speedup", nan_to_null(e.mean_curve_step_speedup)},
+          {"mean_curve_time_speedup", nan_to_null(e.mean_curve_time_speedup)},
           {"val_loss_at_sa_time_mean", nan_to_null(e.loss_at_sa_time_mean)},
           {"val_loss_at_sa_time_sd", nan_to_null(e.loss_at_sa_time_sd)},
           {"delta_at_sa_time_mean", nan_to_null(e.delta_at_sa_time_mean)},
           {"delta_at_sa_time_sd", nan_to_null(e.delta_at_sa_time_sd)},
+          {"delta_at_sa_time_ci95",
+           {nan_to_null(e.delta_at_sa_time_ci_low), nan_to_null(e.delta_at_sa_time_ci_high)}},
           {"finished_before_sa_time", e.beyond_own_run}};
 }
 
 // The equal-loss view (equal_loss.h): how soon each variant reaches SA's final loss, counting its
-// own cost per step, and where it stands when it has trained as long as SA.
+// own cost per step, every seed counted; and where it stands when it has trained as long as SA.
 std::string equal_loss_section(const CompareResult& result, const CompareReport& r) {
   std::vector<double> sa_steps, sa_seconds;
   for (const ArmResult* a : arms_of(result, "sa")) {
@@ -122,60 +191,225 @@ std::string equal_loss_section(const CompareResult& result, const CompareReport&
   std::string md = fmt::format(
       "\n## Equal loss\n\nHow soon each variant reaches SA's final validation loss (each seed's "
       "own SA arm's; SA ends at step {:.0f} after {:.1f} s of its own training time, mean over "
-      "seeds), counting each arm's own time per step: the steps, tokens and seconds it needs "
-      "(linear between validation points, every {} steps; mean ± sd over the seeds that reach "
-      "it), SA's steps and seconds over those (above 1: sooner than SA), and its validation loss "
-      "once it has trained as long as SA did. Validating took {:.1f} % of the comparison's "
-      "wall-clock.\n\n| variant | reached | steps | tokens | seconds | speed-up, steps | speed-up, "
-      "wall-clock | val loss at SA's time | Δ vs SA there "
-      "|\n|---|---|---|---|---|---|---|---|---|\n",
+      "seeds), counting each arm's own time per step, linear between validation points (every "
+      "{} steps). Every seed counts: one that never gets there is censored at the end of its run, "
+      "not dropped. *median*: Kaplan–Meier's median over the seeds of the steps and seconds to get "
+      "there (– when half or more never do); *speed-up*: SA's steps or seconds over that median "
+      "(above 1: sooner than SA); *mean curves*: where the variant's validation curve averaged "
+      "over seeds reaches SA's final loss averaged over seeds, as a speed-up. *Δ at SA's time*: "
+      "the variant's validation loss once it has trained as long as SA did, minus SA's final "
+      "loss, with its 95 % interval over seeds. Validating took {:.1f} % of the comparison's "
+      "wall-clock.\n\n| variant | reached | median steps | median seconds | speed-up, steps | "
+      "speed-up, wall-clock | mean curves: speed-up, steps / wall-clock | Δ at SA's time [95 % "
+      "CI] |\n|---|---|---|---|---|---|---|---|\n",
       mean(sa_steps), mean(sa_seconds), r.run.val_every, 100 * r.validation_share);
-  // "mean ± sd" in format f (the sd unsigned), or "not reached".
-  const auto pm = [](double m, double sd, const char* f) {
-    if (!std::isfinite(m)) return std::string("not reached");
-    std::string sd_format = f;
-    if (const size_t plus = sd_format.find('+'); plus != std::string::npos)
-      sd_format.erase(plus, 1);
-    return fmt::vformat(f, fmt::make_format_args(m)) +
-           (sd > 0 ? " ± " + fmt::vformat(sd_format, fmt::make_format_args(sd)) : "");
-  };
   for (const VariantSummary& s : result.summary) {
     if (s.variant == "sa") continue;
     const EqualLoss& e = s.equal_loss;
-    md += fmt::format(
-        "| {} | {} of {} | {} | {} | {} | {} | {} | {}{} | {} |\n", s.variant, e.reached, e.seeds,
-        pm(e.steps_mean, e.steps_sd, "{:.0f}"), pm(e.tokens_mean, e.tokens_sd, "{:.0f}"),
-        pm(e.seconds_mean, e.seconds_sd, "{:.1f}"), fmt_or_dash("{:.3f}", e.step_speedup_mean),
-        e.reached ? pm(e.time_speedup_mean, e.time_speedup_sd, "{:.3f}") : "–",
-        pm(e.loss_at_sa_time_mean, e.loss_at_sa_time_sd, "{:.4f}"),
-        e.beyond_own_run ? " (finished sooner: its final loss)" : "",
-        pm(e.delta_at_sa_time_mean, e.delta_at_sa_time_sd, "{:+.4f}"));
+    PairedDifferences at_time;
+    at_time.mean = e.delta_at_sa_time_mean;
+    at_time.ci_low = e.delta_at_sa_time_ci_low, at_time.ci_high = e.delta_at_sa_time_ci_high;
+    md += fmt::format("| {} | {} of {} | {} | {} | {} | {} | {} / {} | {}{} |\n", s.variant,
+                      e.reached, e.seeds, fmt_or_dash("{:.0f}", e.median_steps),
+                      fmt_or_dash("{:.1f}", e.median_seconds),
+                      fmt_or_dash("{:.3f}", e.step_speedup), fmt_or_dash("{:.3f}", e.time_speedup),
+                      fmt_or_dash("{:.3f}", e.mean_curve_step_speedup),
+                      fmt_or_dash("{:.3f}", e.mean_curve_time_speedup), with_interval(at_time),
+                      e.beyond_own_run ? " (finished sooner: its final loss)" : "");
+  }
+  md += "\nPer seed (steps to SA's final loss, or where the run ended without it):\n\n| variant |";
+  const size_t n = result.summary.size() > 1 ? result.summary[1].equal_loss.per_seed.size() : 0;
+  const auto sa_arms = arms_of(result, "sa");
+  for (size_t i = 0; i < n && i < sa_arms.size(); i++)
+    md += fmt::format(" seed {} |", sa_arms[i]->seed);
+  md += "\n|---|";
+  for (size_t i = 0; i < n && i < sa_arms.size(); i++) md += "---|";
+  md += "\n";
+  for (const VariantSummary& s : result.summary) {
+    if (s.variant == "sa") continue;
+    md += "| " + s.variant + " |";
+    for (const SeedCrossing& x : s.equal_loss.per_seed)
+      md += x.reached ? fmt::format(" {:.0f} ({:.1f} s) |", x.step, x.seconds)
+                      : fmt::format(" not by {:.0f} |", x.end_step);
+    md += "\n";
   }
   return md;
 }
 
-// How many seeds each difference takes: the observed difference and spread, and the seeds a
-// paired t-test needs to find it at p < 0.05 with 80 % power; --seeds auto's stop.
+// How many seeds each difference takes, and --seeds auto's sequential test.
 std::string seeds_section(const CompareResult& result, const CompareReport& r) {
   if (result.summary.size() < 2) return "";
-  std::string md = fmt::format(
-      "\n## Seeds\n\nHow many seeds it takes to see each difference: the difference to SA "
-      "observed here (paired by seed) and the seeds a paired t-test needs to find a difference of "
-      "that size and spread at p < 0.05 with 80 % power, were it the true one (noncentral t). "
-      "Fewer seeds than that can miss a real difference; the observed spread of a few seeds is "
-      "itself uncertain.{}\n\n| variant | Δ vs SA (mean) | sd of Δ over seeds | seeds run | seeds "
-      "for 80 % power |{}\n|---|---|---|---|---|{}\n",
-      r.seeds_note.empty() ? "" : "\n\n" + r.seeds_note + ".",
-      r.seeds_note.empty() ? "" : " answer |", r.seeds_note.empty() ? "" : "---|");
+  std::string md =
+      "\n## Seeds\n\nHow many seeds it takes to see each difference: the difference to SA observed "
+      "here (paired by seed) and the seeds a paired t-test needs to find a difference of that size "
+      "and spread at p < 0.05 with 80 % power, were it the true one (noncentral t). Fewer seeds "
+      "than that can miss a real difference; the observed spread of a few seeds is itself "
+      "uncertain.";
+  if (r.design)
+    md += fmt::format(
+        "\n\n--seeds auto: {}. Its α is {:.3g} per variant (Bonferroni over {} variant(s) against "
+        "SA), so the chance of any false finding among them is at most 0.05.{}",
+        describe_design(*r.design), r.design->alpha, result.summary.size() - 1,
+        r.seeds_note.empty() ? "" : " " + r.seeds_note + ".");
+  md += fmt::format(
+      "\n\n| variant | Δ vs SA (mean) | sd of Δ over seeds | seeds run | seeds for 80 % power |{}\n"
+      "|---|---|---|---|---|{}\n",
+      r.design ? " sequential test: answer (look, p, level) |" : "", r.design ? "---|" : "");
   for (const VariantSummary& s : result.summary) {
     if (s.variant == "sa") continue;
     const std::string needed = s.seeds_for_power == 0     ? "–"
                                : s.seeds_for_power > 1000 ? "more than 1000"
                                                           : std::to_string(s.seeds_for_power);
+    std::string answer;
+    if (r.design)
+      answer = fmt::format(" {} (after {} seeds, p {}, level {:.3g}) |", s.seeds_answer,
+                           r.design->looks[s.sequential.look],
+                           fmt_or_dash("{:.3g}", s.sequential.p), s.sequential.nominal_p);
     md += fmt::format("| {} | {:+.4f} | {} | {} | {} |{}\n", s.variant, s.delta_vs_sa_mean,
                       s.n_seeds > 1 ? fmt::format("{:.4f}", s.delta_vs_sa_sd) : "–", s.n_seeds,
-                      needed, r.seeds_note.empty() ? "" : " " + s.seeds_answer + " |");
+                      needed, answer);
   }
+  return md;
+}
+
+// Every difference to SA with its interval, effect size and tests; then each seed's values.
+std::string differences_section(const CompareResult& result, const CompareReport& r) {
+  if (result.summary.size() < 2) return "";
+  const bool bpb = std::isfinite(r.val_bytes_per_token);
+  const int n = result.summary[0].n_seeds;
+  std::string md = fmt::format(
+      "\n## Differences to SA\n\nEach variant's validation loss minus its own seed's SA arm's "
+      "(below 0: better than SA), over {} seed(s): mean ± sd, the 95 % t-interval of the mean{}, "
+      "Cohen's d_z (the mean over the differences' own sd), and two-sided p-values of the paired "
+      "t-test, of the same Holm-corrected across the {} variant(s) tested against SA (the "
+      "verdict's), and of two exact rank tests that assume no normality: Wilcoxon's signed ranks "
+      "and the sign test{}.\n\n| variant | Δ (mean ± sd) | 95 % CI |{} d_z | p (t) | p (Holm) | p "
+      "(Wilcoxon) | p (sign) |\n|---|---|---|{}---|---|---|---|---|\n",
+      n, bpb ? ", the same in bits per byte" : "", result.summary.size() - 1,
+      n >= 1
+          ? fmt::format(" (with {} seeds neither can fall below {:.3g})", n, std::pow(0.5, n - 1))
+          : "",
+      bpb ? " Δ bits per byte [95 % CI] |" : "", bpb ? "---|" : "");
+  for (const VariantSummary& s : result.summary) {
+    if (s.variant == "sa") continue;
+    const PairedDifferences& d = s.delta;
+    md += fmt::format(
+        "| {} | {} | {} |{} {} | {} | {} | {} | {} |\n", s.variant,
+        std::isfinite(d.sd) ? fmt::format("{:+.4f} ± {:.4f}", d.mean, d.sd)
+                            : fmt_or_dash("{:+.4f}", d.mean),
+        std::isfinite(d.ci_low) ? fmt::format("[{:+.4f}, {:+.4f}]", d.ci_low, d.ci_high) : "–",
+        bpb ? fmt::format(" {} |", with_interval(in_bits_per_byte(r, d))) : "",
+        fmt_or_dash("{:+.2f}", d.d_z), fmt_or_dash("{:.3g}", d.p_t),
+        fmt_or_dash("{:.3g}", s.p_holm), fmt_or_dash("{:.3g}", d.p_wilcoxon),
+        fmt_or_dash("{:.3g}", d.p_sign));
+  }
+  // Per seed: every arm's validation loss, the difference to SA beside it.
+  md += "\nPer seed: each arm's final validation loss (Δ vs SA).\n\n| seed |";
+  for (const VariantSummary& s : result.summary) md += " " + s.variant + " |";
+  md += "\n|---|";
+  for (size_t k = 0; k < result.summary.size(); k++) md += "---|";
+  md += "\n";
+  const auto sa_arms = arms_of(result, "sa");
+  for (size_t i = 0; i < sa_arms.size(); i++) {
+    md += fmt::format("| {} |", sa_arms[i]->seed);
+    for (const VariantSummary& s : result.summary) {
+      const auto mine = arms_of(result, s.variant);
+      if (i >= mine.size()) {
+        md += " – |";
+        continue;
+      }
+      const double v = mine[i]->val_loss;
+      md += s.variant == "sa" ? fmt::format(" {} |", fmt_or_dash("{:.4f}", v))
+                              : fmt::format(" {} ({}) |", fmt_or_dash("{:.4f}", v),
+                                            fmt_or_dash("{:+.4f}", v - sa_arms[i]->val_loss));
+    }
+    md += "\n";
+  }
+  return md;
+}
+
+// The names of the evaluation sets of loss by position: the validation split, then --eval-data's.
+std::vector<std::string> position_set_names(const CompareReport& r) {
+  std::vector<std::string> names = {"validation"};
+  for (const std::string& e : r.eval_data) names.push_back(e);
+  return names;
+}
+
+std::string bucket_name(const PositionBucket& b) {
+  return fmt::format("{}–{}", b.first, b.last);
+}
+
+// Loss by position: per set, each bucket of positions in the window, SA's mean loss there and each
+// variant's difference to it with its interval. The direct test of "uses its context better".
+std::string position_section(const CompareResult& result, const CompareReport& r) {
+  if (result.summary.empty() || result.summary[0].position_loss_mean.empty()) return "";
+  const std::vector<PositionBucket> buckets = position_buckets(r.model.seq_len);
+  const std::vector<std::string> sets = position_set_names(r);
+  std::string md = fmt::format(
+      "\n## Loss by position\n\nThe final weights' mean loss at each position in the window "
+      "(the tokens a prediction sees, 1 to {}), in buckets, on each evaluation set: SA's, and "
+      "each variant's difference to it paired by seed, mean [95 % t-interval]. Where a variant "
+      "uses long context better, its difference grows with the position.\n",
+      r.model.seq_len);
+  for (size_t set = 0; set < sets.size(); set++) {
+    if (result.summary[0].position_loss_mean.size() <= set) break;
+    md += fmt::format("\n{}:\n\n| positions | sa |",
+                      set == 0 ? "Validation set" : "`" + sets[set] + "`");
+    for (size_t k = 1; k < result.summary.size(); k++)
+      md += " " + result.summary[k].variant + " Δ [95 % CI] |";
+    md += "\n|---|---|";
+    for (size_t k = 1; k < result.summary.size(); k++) md += "---|";
+    md += "\n";
+    for (size_t b = 0; b < buckets.size(); b++) {
+      md += fmt::format("| {} | {} |", bucket_name(buckets[b]),
+                        fmt_or_dash("{:.4f}", result.summary[0].position_loss_mean[set][b]));
+      for (size_t k = 1; k < result.summary.size(); k++) {
+        const VariantSummary& s = result.summary[k];
+        md += fmt::format(" {} |", set < s.position_delta.size()
+                                       ? with_interval(s.position_delta[set][b])
+                                       : std::string("–"));
+      }
+      md += "\n";
+    }
+  }
+  return md;
+}
+
+// --tune-lr: each variant's validation loss at each candidate rate, and the one chosen.
+std::string tuning_section(const CompareReport& r) {
+  const LrTuning& t = r.tuning;
+  if (t.empty()) return "";
+  std::string md = fmt::format(
+      "\n## Learning rates\n\nEach variant was first trained at each peak learning rate below "
+      "on the tuning seed(s) {} (the same schedule, steps and batches as the confirmation; "
+      "`{}/lr-<rate>/`), and the rate with the lowest mean validation loss was chosen for it "
+      "(bold; a rate that diverged in any tuning seed is never chosen). The comparison above "
+      "then trained every variant at its own rate on fresh seeds, so each difference to SA is "
+      "best against best, tested once per variant.\n\n| variant |",
+      fmt::join(t.seeds, ", "), t.folder);
+  for (double lr : t.lrs) md += fmt::format(" {:g} |", lr);
+  md += " chosen |\n|---|";
+  for (size_t i = 0; i <= t.lrs.size(); i++) md += "---|";
+  md += "\n";
+  std::vector<std::string> edge;
+  for (size_t k = 0; k < r.variants.size() && k < t.val_loss.size(); k++) {
+    md += "| " + r.variants[k] + " |";
+    for (size_t i = 0; i < t.lrs.size(); i++) {
+      const double v = t.val_loss[k][i];
+      const bool chosen = t.lrs[i] == t.chosen[k];
+      std::string cell = !t.diverged[k][i] ? fmt_or_dash("{:.4f}", v)
+                                           : fmt::format("diverged ({} of {} seeds)",
+                                                         t.diverged[k][i], t.seeds.size());
+      md += fmt::format(fmt::runtime(chosen ? " **{}** |" : " {} |"), cell);
+    }
+    md += fmt::format(" {:g} |\n", t.chosen[k]);
+    if (t.lrs.size() > 1 && (t.chosen[k] == t.lrs.front() || t.chosen[k] == t.lrs.back()))
+      edge.push_back(r.variants[k]);
+  }
+  if (!edge.empty())
+    md += fmt::format(
+        "\n{}: the chosen rate is at the edge of the grid; a rate beyond it might be better.\n",
+        fmt::join(edge, ", "));
   return md;
 }
 
@@ -274,6 +508,51 @@ std::vector<std::string> write_plots(const fs::path& out, const CompareReport& r
       add(write_plot((out / "delta_vs_sa").string(),
                      svg_line_chart("Validation loss minus SA's (below 0: better than SA)", "step",
                                     "Δ validation loss", deltas, true)));
+    // Loss by position: each variant's difference to SA per bucket, one chart per set.
+    const std::vector<PositionBucket> buckets = position_buckets(r.model.seq_len);
+    std::vector<std::string> bucket_names;
+    for (const PositionBucket& b : buckets) bucket_names.push_back(bucket_name(b));
+    const std::vector<std::string> sets = position_set_names(r);
+    for (size_t set = 0; set < sets.size(); set++) {
+      std::vector<Series> by_position;
+      for (size_t k = 1; k < result.summary.size(); k++) {
+        const VariantSummary& s = result.summary[k];
+        if (set >= s.position_delta.size()) continue;
+        Series se{s.variant, {}, {}, {}, {}};
+        for (size_t b = 0; b < buckets.size(); b++) {
+          const PairedDifferences& d = s.position_delta[set][b];
+          se.x.push_back((double)b), se.y.push_back(d.mean);
+          if (std::isfinite(d.ci_low)) se.y_low.push_back(d.ci_low), se.y_high.push_back(d.ci_high);
+        }
+        if (se.y_low.size() != se.y.size()) se.y_low.clear(), se.y_high.clear();
+        by_position.push_back(se);
+      }
+      if (by_position.empty()) continue;
+      add(write_plot(
+          (out / (set == 0 ? "loss_by_position" : fmt::format("loss_by_position-eval{}", set)))
+              .string(),
+          svg_line_chart(fmt::format("Loss by position minus SA's, {} (band: 95 % interval)",
+                                     set == 0 ? "validation set" : sets[set]),
+                         "positions in the window", "Δ loss vs SA", by_position, true, 1,
+                         bucket_names)));
+    }
+    // --tune-lr: validation loss against the learning rate, per variant.
+    if (!r.tuning.empty()) {
+      std::vector<Series> lr_curves;
+      std::vector<std::string> lr_names;
+      for (double lr : r.tuning.lrs) lr_names.push_back(fmt::format("{:g}", lr));
+      for (size_t k = 0; k < r.variants.size() && k < r.tuning.val_loss.size(); k++) {
+        Series se{r.variants[k], {}, {}, {}, {}};
+        for (size_t i = 0; i < r.tuning.lrs.size(); i++)
+          se.x.push_back((double)i), se.y.push_back(r.tuning.val_loss[k][i]);
+        lr_curves.push_back(se);
+      }
+      add(write_plot(
+          (out / "lr_tuning").string(),
+          svg_line_chart("Validation loss against the peak learning rate (tuning "
+                         "seeds; gaps: diverged)",
+                         "peak learning rate", "validation loss", lr_curves, false, 0, lr_names)));
+    }
     if (!r.bias[0].empty()) {
       std::vector<Series> per_layer;
       for (size_t k = 0; k < r.variants.size(); k++) {
@@ -308,28 +587,55 @@ nlohmann::json parameters_json(const CompareReport& r) {
 void write_report_json(const fs::path& out, const CompareReport& r, const CompareResult& result) {
   json j_arms = json::array(), j_summary = json::array();
   for (const ArmResult& a : result.arms) j_arms.push_back(arm_to_json(a));
-  for (const VariantSummary& s : result.summary)
+  for (const VariantSummary& s : result.summary) {
+    const bool sa = s.variant == "sa";
+    json evals = json::array(), by_position = json::array();
+    for (const PairedDifferences& d : s.eval_delta) evals.push_back(differences_to_json(d));
+    for (size_t set = 0; set < s.position_loss_mean.size(); set++) {
+      json deltas = json::array();
+      if (!sa)
+        for (const PairedDifferences& d : s.position_delta[set])
+          deltas.push_back(differences_to_json(d));
+      by_position.push_back(
+          {{"loss_mean", nan_to_null(s.position_loss_mean[set])}, {"delta_vs_sa", deltas}});
+    }
+    json sequential = nullptr;
+    if (r.design && !sa)
+      sequential = {{"answer", s.seeds_answer},
+                    {"seeds", r.design->looks[s.sequential.look]},
+                    {"p", nan_to_null(s.sequential.p)},
+                    {"level", s.sequential.nominal_p},
+                    {"conditional_power", nan_to_null(s.sequential.conditional_power)}};
     j_summary.push_back(
         {{"variant", s.variant},
          {"n_seeds", s.n_seeds},
-         {"train_loss_mean", s.train_loss_mean},
+         {"lr", s.lr},
+         {"train_loss_mean", nan_to_null(s.train_loss_mean)},
          {"val_loss_mean", nan_to_null(s.val_loss_mean)},
          {"val_loss_sd", nan_to_null(s.val_loss_sd)},
          {"val_bpb_mean", nan_to_null(val_bpb(r, s.val_loss_mean))},
          {"delta_vs_sa_mean", nan_to_null(s.delta_vs_sa_mean)},
          {"delta_vs_sa_sd", nan_to_null(s.delta_vs_sa_sd)},
+         {"delta_vs_sa", sa ? json(nullptr) : differences_to_json(s.delta)},
+         {"delta_bpb_vs_sa",
+          sa ? json(nullptr) : differences_to_json(in_bits_per_byte(r, s.delta))},
          {"p_value", nan_to_null(s.p_value)},
-         {"overhead_vs_sa", s.overhead_vs_sa},
+         {"p_holm", nan_to_null(s.p_holm)},
+         {"overhead_vs_sa", nan_to_null(s.overhead_vs_sa)},
          {"cos_yv_mean", nan_to_null(s.cos_yv_mean)},
-         {"equal_loss", s.variant == "sa" ? json(nullptr) : equal_loss_to_json(s.equal_loss)},
+         {"equal_loss", sa ? json(nullptr) : equal_loss_to_json(s.equal_loss)},
          {"seeds_for_80pct_power",
-          s.variant == "sa" || s.seeds_for_power == 0 ? json(nullptr) : json(s.seeds_for_power)},
-         {"seeds_answer", s.variant == "sa" ? json(nullptr) : json(s.seeds_answer)},
-         {"eval_loss_mean", s.eval_loss_mean},
-         {"eval_delta_vs_sa_mean", s.eval_delta_vs_sa_mean},
+          sa || s.seeds_for_power == 0 ? json(nullptr) : json(s.seeds_for_power)},
+         {"seeds_answer", sa || s.seeds_answer.empty() ? json(nullptr) : json(s.seeds_answer)},
+         {"sequential", sequential},
+         {"eval_loss_mean", nan_to_null(s.eval_loss_mean)},
+         {"eval_delta_vs_sa_mean", nan_to_null(s.eval_delta_vs_sa_mean)},
+         {"eval_delta_vs_sa", sa ? json(nullptr) : evals},
+         {"loss_by_position", by_position},
          {"verdict", s.verdict},
          {"vs_twin", paired_to_json(s.vs_twin)},
          {"vs_precision_sa", paired_to_json(s.vs_precision_sa)}});
+  }
   json j_bias = json::array();
   for (size_t k = 0; k < r.variants.size(); k++)
     for (const HeadBias& h : r.bias[k])
@@ -340,6 +646,28 @@ void write_report_json(const fs::path& out, const CompareReport& r, const Compar
                         {"cos_zv", nan_to_null(h.cos_zv)},
                         {"self_weight", h.self_weight},
                         {"cos_vv", h.cos_vv}});
+  json buckets = json::array();
+  for (const PositionBucket& b : position_buckets(r.model.seq_len))
+    buckets.push_back({b.first, b.last});
+  json tuning = nullptr;
+  if (!r.tuning.empty()) {
+    tuning = {{"lrs", r.tuning.lrs},
+              {"seeds", r.tuning.seeds},
+              {"val_loss", nan_to_null(r.tuning.val_loss)},
+              {"diverged_seeds", r.tuning.diverged},
+              {"chosen", r.tuning.chosen},
+              {"folder", r.tuning.folder}};
+  }
+  json design = nullptr;
+  if (r.design)
+    design = {{"looks", r.design->looks},
+              {"alpha", r.design->alpha},
+              {"spent_alpha", r.design->spent_alpha},
+              {"simulated_alpha", r.design->simulated_alpha},
+              {"nominal_p", r.design->nominal_p},
+              {"z_bound", r.design->z_bound},
+              {"futility_power", r.design->futility_power},
+              {"spending", "O'Brien-Fleming-type (Lan-DeMets)"}};
   nlohmann::json model_json = r.model;
   json report = {{"data", r.run.data},
                  {"eval_data", r.eval_data},
@@ -351,10 +679,16 @@ void write_report_json(const fs::path& out, const CompareReport& r, const Compar
                  {"summary", j_summary},
                  {"similarity_bias", j_bias},
                  {"seeds_note", r.seeds_note},
+                 {"sequential_design", design},
+                 {"lr_tuning", tuning},
                  {"parameters", parameters_json(r)},
+                 {"loss_by_position", {{"buckets", buckets}, {"sets", position_set_names(r)}}},
+                 {"multiple_comparisons", "Holm across the variants tested against SA"},
                  {"validation",
                   {{"every_steps", r.run.val_every},
                    {"batches", r.run.val_batches},
+                   {"eval_batches", r.eval_batches},
+                   {"windows", "drawn evenly across the whole validation split"},
                    {"share_of_wall_clock", r.validation_share}}}};
   write_file_atomic(out / "report.json", report.dump(2) + "\n");
 }
@@ -400,60 +734,76 @@ std::string write_compare_report(const fs::path& out, const CompareReport& r,
                                  const CompareResult& result) {
   const std::vector<std::string> plots = write_plots(out, r, result);
   auto arms_of = [&](const std::string& v) { return xsa::arms_of(result, v); };
+  bool own_rates = false;
+  for (const VariantSummary& s : result.summary) own_rates |= s.lr != result.summary[0].lr;
 
   std::string md = fmt::format(
       "# xsa compare\n\n{} on `{}`: {} layers, {} heads, width {}, context {}, batch {}, {} steps, "
       "peak lr {}, {}, "
       "{} seed(s) ({}…).\nEvery arm of a seed starts from the same weights and sees the same "
       "batches; steps run "
-      "interleaved, so the timing columns compare like with like.\n\n",
+      "interleaved, so the timing columns compare like with like. Validation reads {} batch(es) "
+      "of windows drawn evenly across the whole validation split, the same for every arm.\n\n",
       fmt::join(r.variants, ", "), r.run.data, r.model.n_layer, r.model.n_head, r.model.n_embd,
-      r.model.seq_len, r.run.batch, r.run.steps, r.run.lr, r.run.precision, r.seeds, r.run.seed);
+      r.model.seq_len, r.run.batch, r.run.steps,
+      own_rates ? "each variant's own (--tune-lr, below)" : fmt::format("{}", r.run.lr),
+      r.run.precision, r.seeds, r.run.seed, r.run.val_batches);
   // Bits per byte beside the loss when the validation set's bytes are known: runs of different
   // vocabularies compare by it, not by the loss per token.
   const bool bpb = std::isfinite(r.val_bytes_per_token);
   md += fmt::format(
-      "| variant | seeds | train loss | val loss |{} Δ val vs SA (mean ± sd) | p (paired t) | "
+      "| variant | seeds |{} train loss | val loss |{} Δ val vs SA [95 % CI] | p (t; Holm) | "
       "verdict | ms/step | overhead vs SA | tokens/s | peak MB |\n",
-      bpb ? " val bits per byte |" : "");
-  md += fmt::format("|---|---|---|---|{}---|---|---|---|---|---|---|\n", bpb ? "---|" : "");
+      own_rates ? " lr |" : "", bpb ? " val bits per byte |" : "");
+  md += fmt::format("|---|---|{}---|---|{}---|---|---|---|---|---|---|\n", own_rates ? "---|" : "",
+                    bpb ? "---|" : "");
   for (const VariantSummary& s : result.summary) {
     const auto mine = arms_of(s.variant);
     std::vector<double> ms, tok;
     for (auto* a : mine) ms.push_back(a->ms_per_step), tok.push_back(a->tokens_per_s);
     md += fmt::format(
-        "| {} | {} | {:.4f} | {} |{} {} | {} | {} | {:.1f} | {:+.1f}% | {:.0f} | {:.0f} |\n",
-        s.variant, s.n_seeds, s.train_loss_mean,
+        "| {} | {} |{} {} | {} |{} {} | {} | {} | {:.1f} | {:+.1f}% | {:.0f} | {:.0f} |\n",
+        s.variant, s.n_seeds, own_rates ? fmt::format(" {:g} |", s.lr) : "",
+        fmt_or_dash("{:.4f}", s.train_loss_mean),
         fmt_or_dash("{:.4f}", s.val_loss_mean) +
             (s.n_seeds > 1 ? " ± " + fmt_or_dash("{:.4f}", s.val_loss_sd) : ""),
         bpb ? fmt::format(" {} |", fmt_or_dash("{:.4f}", val_bpb(r, s.val_loss_mean))) : "",
-        s.variant == "sa" ? "–"
-                          : fmt::format("{:+.4f} ± {:.4f}", s.delta_vs_sa_mean, s.delta_vs_sa_sd),
-        fmt_or_dash("{:.3f}", s.p_value), s.verdict, mean(ms), 100 * s.overhead_vs_sa, mean(tok),
-        r.peak_mb[&s - &result.summary[0]]);
+        s.variant == "sa" ? "–" : with_interval(s.delta),
+        s.variant == "sa"
+            ? "–"
+            : fmt_or_dash("{:.3g}", s.p_value) +
+                  (result.summary.size() > 2 ? "; " + fmt_or_dash("{:.3g}", s.p_holm) : ""),
+        s.verdict, mean(ms), 100 * s.overhead_vs_sa, mean(tok), r.peak_mb[&s - &result.summary[0]]);
   }
   md += kTimingNote;
   md += parameters_note(r);
   if (!r.eval_data.empty()) {
-    md +=
-        "\nFurther evaluation sets (mean loss over seeds; Δ to SA). The sign of an effect can "
-        "differ between "
-        "in-domain and shifted text.\n\n| variant |";
-    for (const std::string& e : r.eval_data) md += fmt::format(" {} | Δ |", e);
+    md += fmt::format(
+        "\nFurther evaluation sets ({} batch(es) of windows drawn evenly across each; mean loss "
+        "over seeds; Δ to SA paired by seed with its 95 % interval). The sign of an effect can "
+        "differ between in-domain and shifted text, and between short and long documents.\n\n"
+        "| variant |",
+        r.eval_batches);
+    for (const std::string& e : r.eval_data) md += fmt::format(" {} | Δ [95 % CI] | p (t) |", e);
     md += "\n|---|";
-    for (size_t e = 0; e < r.eval_data.size(); e++) md += "---|---|";
+    for (size_t e = 0; e < r.eval_data.size(); e++) md += "---|---|---|";
     md += "\n";
     for (const VariantSummary& s : result.summary) {
       md += "| " + s.variant + " |";
-      for (size_t e = 0; e < r.eval_data.size(); e++)
-        md += fmt::format(
-            " {} | {} |", fmt_or_dash("{:.4f}", s.eval_loss_mean[e]),
-            s.variant == "sa" ? "–" : fmt_or_dash("{:+.4f}", s.eval_delta_vs_sa_mean[e]));
+      for (size_t e = 0; e < r.eval_data.size(); e++) {
+        const bool has = s.variant != "sa" && e < s.eval_delta.size();
+        md += fmt::format(" {} | {} | {} |", fmt_or_dash("{:.4f}", s.eval_loss_mean[e]),
+                          has ? with_interval(s.eval_delta[e]) : "–",
+                          has ? fmt_or_dash("{:.3g}", s.eval_delta[e].p_t) : "–");
+      }
       md += "\n";
     }
   }
+  md += differences_section(result, r);
+  md += position_section(result, r);
   md += equal_loss_section(result, r);
   md += seeds_section(result, r);
+  md += tuning_section(r);
   md += precision_section(result, r);
   md += "\n";
   for (const std::string& p : plots)

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <filesystem>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -15,6 +16,8 @@
 #include "xsa/config/run_config.h"
 #include "xsa/model/config.h"
 #include "xsa/report/equal_loss.h"
+#include "xsa/util/sequential.h"
+#include "xsa/util/stats.h"
 
 namespace xsa {
 
@@ -31,6 +34,13 @@ struct ArmResult {
   std::vector<double> val_seconds;
   // Fingerprints proving the twins are twins: of the initial weights and of every batch seen.
   uint64_t init_hash = 0, batches_hash = 0;
+  double lr = 0;  // the arm's peak learning rate
+  // A tuning arm whose loss or gradient became NaN or infinite stops there (its validation loss
+  // is then NaN): the step it happened at, 0 if it never did.
+  int64_t diverged_at = 0;
+  // Loss by position: per set (the validation set, then each --eval-data set), the mean loss of
+  // each bucket of positions in the window (position_buckets(T)) with the final weights.
+  std::vector<std::vector<double>> position_loss;
 };
 
 // One arm against another of the same seeds: the difference of their validation losses, paired
@@ -45,15 +55,27 @@ struct PairedDelta {
 struct VariantSummary {
   std::string variant;
   int n_seeds = 0;
+  double lr = 0;  // its peak learning rate (its own, after --tune-lr)
   double train_loss_mean = 0, val_loss_mean = 0, val_loss_sd = 0;
   double delta_vs_sa_mean = 0, delta_vs_sa_sd = 0, p_value = 0;  // NaN where undefined
+  // The same differences to SA, paired by seed: the 95 % t-interval, d_z, and the t, Wilcoxon and
+  // sign tests' p; p_value Holm-corrected across the comparison's variants.
+  PairedDifferences delta;
+  double p_holm = NAN;
   std::vector<double> eval_loss_mean, eval_delta_vs_sa_mean;
+  std::vector<PairedDifferences> eval_delta;  // per --eval-data set, vs SA
+  // Loss by position, per set (validation, then each --eval-data set) and bucket: the mean over
+  // seeds, and the difference to SA paired by seed.
+  std::vector<std::vector<double>> position_loss_mean;
+  std::vector<std::vector<PairedDifferences>> position_delta;
+  // --seeds auto: the group-sequential test's last look at this variant (answer, p, level).
+  SequentialLook sequential;
   double overhead_vs_sa = 0;  // median over interleaved steps of ms / ms(SA) − 1
   EqualLoss equal_loss;       // to SA's final loss, and at SA's wall-clock (not for SA itself)
   // The seeds a paired t-test needs to find the observed difference to SA at p < 0.05 with 80 %
   // power, were it the true one (seeds_for_power); 0 with fewer than 2 seeds or no spread.
   int seeds_for_power = 0;
-  std::string seeds_answer;  // --seeds auto: "differs", "too small for the cap" or "unclear"
+  std::string seeds_answer;  // --seeds auto: the sequential test's answer (to_string)
   std::string verdict;
   // For an arm in another precision (xsa@bf16): against its twin in the run's precision (xsa),
   // and against SA in its own precision (sa@bf16) where both are in the comparison.
@@ -63,10 +85,26 @@ struct VariantSummary {
   double cos_yv_mean = NAN;
 };
 
+// --tune-lr: each variant trained at each candidate learning rate on the tuning seeds, and the rate
+// chosen for it (the lowest mean validation loss over the tuning seeds; a rate that diverged in any
+// seed is never chosen).
+struct LrTuning {
+  std::vector<double> lrs;
+  std::vector<uint64_t> seeds;
+  std::vector<std::vector<double>>
+      val_loss;  // [variant][lr]: mean over the tuning seeds (NaN: diverged)
+  std::vector<std::vector<int>> diverged;  // [variant][lr]: tuning seeds that diverged
+  std::vector<double> chosen;              // per variant
+  std::string folder;                      // the tuning comparisons: <folder>/lr-<lr>/
+  bool empty() const { return lrs.empty(); }
+};
+
 struct CompareResult {
   std::vector<ArmResult> arms;
   std::vector<VariantSummary> summary;
   std::string report_dir;
+  double val_bytes_per_token = NAN;  // of the validation windows (CompareReport's)
+  LrTuning tuning;                   // --tune-lr's, when it ran
 };
 
 // What a report shows besides the results.
@@ -85,6 +123,9 @@ struct CompareReport {
   // Of the validation set (RunInputs::val_bytes_per_token): val loss / ln 2 / this is the bits
   // per byte that compare runs of different vocabularies. NaN: not known (no column).
   double val_bytes_per_token = NAN;
+  std::optional<SequentialDesign> design;  // --seeds auto's
+  LrTuning tuning;                         // --tune-lr's (empty: one rate for every arm)
+  int eval_batches = 0;                    // batches read of each --eval-data set
 };
 
 // The paragraph on the variants' parameter counts and on twins that do not start as SA's function

@@ -37,35 +37,70 @@ double loss_at_seconds(const std::vector<CurvePoint>& curve, double seconds, boo
   return curve.back().loss;
 }
 
+namespace {
+
+// The curves' mean at each validation point they all have: steps, seconds and loss averaged.
+std::vector<CurvePoint> mean_curve(const std::vector<std::vector<CurvePoint>>& curves) {
+  std::vector<CurvePoint> m;
+  if (curves.empty()) return m;
+  size_t points = curves[0].size();
+  for (const auto& c : curves) points = std::min(points, c.size());
+  for (size_t p = 0; p < points; p++) {
+    CurvePoint sum{0, 0, 0};
+    for (const auto& c : curves)
+      sum.step += c[p].step, sum.seconds += c[p].seconds, sum.loss += c[p].loss;
+    const double n = (double)curves.size();
+    m.push_back({sum.step / n, sum.seconds / n, sum.loss / n});
+  }
+  return m;
+}
+
+}  // namespace
+
 EqualLoss equal_loss(const std::vector<std::vector<CurvePoint>>& sa,
-                     const std::vector<std::vector<CurvePoint>>& variant, int64_t tokens_per_step) {
+                     const std::vector<std::vector<CurvePoint>>& variant) {
   EqualLoss e;
-  std::vector<double> steps, tokens, seconds, step_speedup, time_speedup, at_time, delta_at_time;
+  std::vector<CensoredTime> steps, seconds;
+  std::vector<double> sa_steps, sa_seconds, sa_losses, at_time, delta_at_time;
+  std::vector<std::vector<CurvePoint>> sa_used, variant_used;
   for (size_t i = 0; i < sa.size() && i < variant.size(); i++) {
     if (sa[i].empty() || variant[i].empty()) continue;
     e.seeds++;
+    sa_used.push_back(sa[i]), variant_used.push_back(variant[i]);
     const CurvePoint& sa_end = sa[i].back();
+    SeedCrossing s;
+    s.target = sa_end.loss;
+    s.end_step = variant[i].back().step, s.end_seconds = variant[i].back().seconds;
+    s.sa_step = sa_end.step, s.sa_seconds = sa_end.seconds;
     if (const auto hit = first_reaching(variant[i], sa_end.loss)) {
+      s.reached = true, s.step = hit->step, s.seconds = hit->seconds;
       e.reached++;
-      steps.push_back(hit->step), tokens.push_back(hit->step * (double)tokens_per_step);
-      seconds.push_back(hit->seconds);
-      step_speedup.push_back(hit->step > 0 ? sa_end.step / hit->step : NAN);
-      time_speedup.push_back(hit->seconds > 0 ? sa_end.seconds / hit->seconds : NAN);
     }
+    steps.push_back({s.reached ? s.step : s.end_step, s.reached});
+    seconds.push_back({s.reached ? s.seconds : s.end_seconds, s.reached});
+    sa_steps.push_back(sa_end.step), sa_seconds.push_back(sa_end.seconds);
+    sa_losses.push_back(sa_end.loss);
+    e.per_seed.push_back(s);
     bool beyond = false;
     at_time.push_back(loss_at_seconds(variant[i], sa_end.seconds, &beyond));
     delta_at_time.push_back(at_time.back() - sa_end.loss);
     e.beyond_own_run = e.beyond_own_run || beyond;
   }
-  const auto mean_or_nan = [](const std::vector<double>& v) { return v.empty() ? NAN : mean(v); };
-  e.steps_mean = mean_or_nan(steps), e.steps_sd = sample_sd(steps);
-  e.tokens_mean = mean_or_nan(tokens), e.tokens_sd = sample_sd(tokens);
-  e.seconds_mean = mean_or_nan(seconds), e.seconds_sd = sample_sd(seconds);
-  e.step_speedup_mean = mean_or_nan(step_speedup);
-  e.time_speedup_mean = mean_or_nan(time_speedup), e.time_speedup_sd = sample_sd(time_speedup);
-  e.loss_at_sa_time_mean = mean_or_nan(at_time), e.loss_at_sa_time_sd = sample_sd(at_time);
-  e.delta_at_sa_time_mean = mean_or_nan(delta_at_time);
-  e.delta_at_sa_time_sd = sample_sd(delta_at_time);
+  if (e.seeds == 0) return e;
+  e.median_steps = kaplan_meier_median(steps);
+  e.median_seconds = kaplan_meier_median(seconds);
+  e.step_speedup = e.median_steps > 0 ? mean(sa_steps) / e.median_steps : NAN;
+  e.time_speedup = e.median_seconds > 0 ? mean(sa_seconds) / e.median_seconds : NAN;
+  const std::vector<CurvePoint> sa_mean = mean_curve(sa_used), mine = mean_curve(variant_used);
+  if (const auto hit = first_reaching(mine, mean(sa_losses))) {
+    e.mean_curve_steps = hit->step, e.mean_curve_seconds = hit->seconds;
+    e.mean_curve_step_speedup = hit->step > 0 ? sa_mean.back().step / hit->step : NAN;
+    e.mean_curve_time_speedup = hit->seconds > 0 ? sa_mean.back().seconds / hit->seconds : NAN;
+  }
+  e.loss_at_sa_time_mean = mean(at_time), e.loss_at_sa_time_sd = sample_sd(at_time);
+  const PairedDifferences d = describe_paired(delta_at_time);
+  e.delta_at_sa_time_mean = d.mean, e.delta_at_sa_time_sd = e.seeds > 1 ? d.sd : NAN;
+  e.delta_at_sa_time_ci_low = d.ci_low, e.delta_at_sa_time_ci_high = d.ci_high;
   return e;
 }
 

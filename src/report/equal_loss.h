@@ -6,6 +6,7 @@
 // is linear in steps and in seconds.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <optional>
 #include <utility>
@@ -27,21 +28,40 @@ std::optional<CurvePoint> first_reaching(const std::vector<CurvePoint>& curve, d
 // the last point, the last point's, with *beyond set (the arm finished sooner than `seconds`).
 double loss_at_seconds(const std::vector<CurvePoint>& curve, double seconds, bool* beyond);
 
-// One variant against SA, seed by seed (curves paired by seed, SA's first).
+// One seed's race to its SA twin's final loss: where the arm first reached it (linear between
+// validation points), or not reached ("censored" at the end of its run).
+struct SeedCrossing {
+  double target = 0;  // the SA twin's final validation loss
+  bool reached = false;
+  double step = NAN, seconds = NAN;      // where it got there (NaN: not reached)
+  double end_step = 0, end_seconds = 0;  // its run's end: the censoring point
+  double sa_step = 0, sa_seconds = 0;    // the SA twin's end
+};
+
+// One variant against SA, seed by seed (curves paired by seed, SA's first). A seed that never
+// reaches its SA twin's loss is not dropped (averaging only those that got there would report
+// the lucky ones): it counts as "not yet at the end of the run", a censored time.
 struct EqualLoss {
   int seeds = 0, reached = 0;  // seeds in all, and those whose curve reached SA's final loss
-  // To reach SA's final validation loss (over the seeds that reached it; NaN where none did):
-  // steps, tokens and seconds, mean and sd; SA's steps (seconds) over the variant's.
-  double steps_mean = 0, steps_sd = 0, tokens_mean = 0, tokens_sd = 0;
-  double seconds_mean = 0, seconds_sd = 0;
-  double step_speedup_mean = 0, time_speedup_mean = 0, time_speedup_sd = 0;
-  // The variant's validation loss at SA's total training time, and minus SA's final loss; some
-  // seed's arm finished before that time (its final loss stands in): beyond_own_run.
-  double loss_at_sa_time_mean = 0, loss_at_sa_time_sd = 0, delta_at_sa_time_mean = 0;
-  double delta_at_sa_time_sd = 0;
+  std::vector<SeedCrossing> per_seed;
+  // Kaplan–Meier's median over every seed of the steps and seconds to reach the SA twin's final
+  // loss (censored seeds count as "later than the end of their run"); NaN when half or more of the
+  // seeds did not reach it. The speed-ups are SA's mean steps (seconds) over those medians.
+  double median_steps = NAN, median_seconds = NAN;
+  double step_speedup = NAN, time_speedup = NAN;
+  // The curves averaged over seeds (the loss and the seconds at each validation point): where the
+  // variant's mean curve first reaches the mean of SA's final losses, and SA's mean end over that.
+  double mean_curve_steps = NAN, mean_curve_seconds = NAN;
+  double mean_curve_step_speedup = NAN, mean_curve_time_speedup = NAN;
+  // The variant's validation loss at SA's total training time, and minus SA's final loss, every
+  // seed (paired, with its t-interval); some seed's arm finished before that time (its final loss
+  // stands in): beyond_own_run.
+  double loss_at_sa_time_mean = NAN, loss_at_sa_time_sd = NAN;
+  double delta_at_sa_time_mean = NAN, delta_at_sa_time_sd = NAN;
+  double delta_at_sa_time_ci_low = NAN, delta_at_sa_time_ci_high = NAN;
   bool beyond_own_run = false;
 };
 EqualLoss equal_loss(const std::vector<std::vector<CurvePoint>>& sa,
-                     const std::vector<std::vector<CurvePoint>>& variant, int64_t tokens_per_step);
+                     const std::vector<std::vector<CurvePoint>>& variant);
 
 }  // namespace xsa

@@ -160,15 +160,10 @@ struct Arm {
   std::unique_ptr<TrainStep> step;
   std::unique_ptr<BatchLoader> loader;
   std::vector<double> ms, losses;
-  double seconds = 0;  // training time so far (its steps' wall-clock)
+  double seconds = 0;    // training time so far (its steps' wall-clock)
+  bool stopped = false;  // diverged in a tuning comparison: no more steps
   ArmResult result;
 };
-
-double median(std::vector<double> v) {
-  if (v.empty()) return NAN;
-  std::sort(v.begin(), v.end());
-  return v.size() % 2 ? v[v.size() / 2] : 0.5 * (v[v.size() / 2 - 1] + v[v.size() / 2]);
-}
 
 constexpr uint64_t kFnvBasis = 1469598103934665603ull;
 
@@ -268,10 +263,16 @@ void prepare(const CompareConfig& cfg, Comm& comm, Setup& s) {
   resolved.total_batch_tokens = s.shape.tokens();
   json result_options = run_config_to_json(resolved, kSaved | kResult);
   result_options.erase("batch");
+  // The validation windows are drawn evenly across the split since they stopped being its first
+  // ones: seeds validated the old way belong to another comparison.
   s.identity = {{"model", json(s.model)},
                 {"run", result_options},
                 {"variants", cfg.variants},
-                {"eval_data", cfg.eval_data}};
+                {"eval_data", cfg.eval_data},
+                {"validation", "windows drawn evenly across the split"}};
+  if (!cfg.eval_data.empty()) s.identity["eval_batches"] = cfg.eval_batches;
+  if (!cfg.variant_lrs.empty()) s.identity["variant_lrs"] = cfg.variant_lrs;
+  if (cfg.tuning) s.identity["tuning"] = true;
   // A vocabulary retrained under the same folder name makes another comparison.
   if (s.data.tokenizer == TokenizerKind::spm)
     s.identity["vocabulary_checksum"] = SpmTokenizer(s.data.vocab_dir).checksum();
@@ -291,7 +292,8 @@ void prepare(const CompareConfig& cfg, Comm& comm, Setup& s) {
   const std::string vocab_dir =
       s.data.tokenizer == TokenizerKind::spm ? s.data.vocab_dir : run.vocab_dir;
   for (const std::string& path : cfg.eval_data) {
-    s.evals.push_back(open_dataset(path, s.data.tokenizer, 0, B, T, vocab_dir));
+    s.evals.push_back(
+        open_dataset(path, s.data.tokenizer, 0, B, T, vocab_dir, /*evaluation=*/true));
     check_same_vocabulary(s.evals.back(), s.data.vocab_dir);
   }
   if (!cfg.eval_suite.empty()) {
@@ -355,6 +357,7 @@ std::vector<Arm> make_arms(const CompareConfig& cfg, const Setup& s, uint64_t se
     a.loader = std::make_unique<BatchLoader>(s.data.train, s.shape.rows_per_process(), T,
                                              cfg.run.shuffle, seed, s.comm->rank(), s.comm->size());
     a.result.variant = s.variants[k].name, a.result.seed = seed;
+    a.result.lr = cfg.variant_lrs.empty() ? cfg.run.lr : cfg.variant_lrs[k];
     // Over the tensors every variant has (a gated variant's extra gates start at zero, as SA;
     // the rivals' W_g and λ are theirs alone).
     a.result.init_hash = kFnvBasis;
@@ -409,6 +412,14 @@ class CompareObserver : public RunObserver {
   void arm_stepped(const ArmStep& st) override {
     Arm& a = arms_[st.arm];
     const StepResult& r = *st.result;
+    if (!r.finite && cfg_.tuning) {  // this rate is too high for this variant: it stops here
+      a.stopped = true, a.result.diverged_at = st.done;
+      if (!cfg_.run.quiet)
+        std::printf("%s%s (seed %llu) diverged at step %lld (lr %.3g); the other arms go on\n",
+                    tty_ ? "\r\033[K" : "", a.variant.name.c_str(), (unsigned long long)seed_,
+                    (long long)st.done, st.lr);
+      return;
+    }
     if (!r.finite)
       throw AgreedError(fmt::format(
           "{} (seed {}): loss or gradient norm became {} at step {} (lr {:.3g})", a.variant.name,
@@ -423,7 +434,8 @@ class CompareObserver : public RunObserver {
   }
 
   void stepped(int64_t, double) override {
-    for (size_t k = 1; k < arms_.size(); k++) overhead_[k].push_back(ms_this_[k] / ms_this_[0]);
+    for (size_t k = 1; k < arms_.size(); k++)
+      if (!arms_[k].stopped && !arms_[0].stopped) overhead_[k].push_back(ms_this_[k] / ms_this_[0]);
     last_stepped_ = clock_type::now();
   }
 
@@ -447,6 +459,10 @@ class CompareObserver : public RunObserver {
                  so_far = (double)seed_index_ * run.steps + done;
     std::string line = fmt::format("seed {} step {}/{}", seed_, done, run.steps);
     for (const Arm& a : arms_) {
+      if (a.stopped) {
+        line += fmt::format(" | {} diverged", a.variant.name);
+        continue;
+      }
       line += fmt::format(" | {} {:.4f}", a.variant.name, a.losses.back());
       if (val_now && std::isfinite(a.result.val_curve.back().second))
         line += fmt::format(" (val {:.4f})", a.result.val_curve.back().second);
@@ -498,7 +514,8 @@ double train_arms(const CompareConfig& cfg, const Setup& s, std::vector<Arm>& ar
                   int seed_index, std::vector<std::vector<double>>& overhead,
                   clock_type::time_point start) {
   TrainingRun training(cfg.run, s.shape, *s.comm, s.data.val, s.val_batches);
-  for (Arm& a : arms) training.add_arm({a.step.get(), a.loader.get()});
+  for (Arm& a : arms)
+    training.add_arm({a.step.get(), a.loader.get(), a.result.lr / cfg.run.lr, &a.stopped});
   CompareObserver observer(cfg, s, arms, seed, seed_index, overhead, start);
   training.add_observer(&observer);
   training.run({0, /*validate_first=*/true, /*rotate=*/true});
@@ -513,20 +530,35 @@ void finish_arms(const CompareConfig& cfg, const Setup& s, std::vector<Arm>& arm
   for (size_t k = 0; k < arms.size(); k++) {
     Arm& a = arms[k];
     const size_t tail = std::max<size_t>(1, a.losses.size() / 10);
-    a.result.train_loss = mean(std::vector<double>(a.losses.end() - tail, a.losses.end()));
+    a.result.train_loss =
+        a.losses.empty() ? NAN : mean(std::vector<double>(a.losses.end() - tail, a.losses.end()));
     a.result.val_loss = a.result.val_curve.back().second;
+    a.result.ms_per_step = median(a.ms);
+    a.result.tokens_per_s = s.shape.tokens() / (a.result.ms_per_step / 1000);
+    a.result.peak_mb = peak[k];
+    if (a.stopped) {  // diverged while tuning: no figures of its weights, no checkpoint
+      a.result.eval_losses.assign(s.evals.size(), NAN);
+      continue;
+    }
+    // Loss by position with the final weights: on the validation windows of its last validation,
+    // then on each --eval-data set (whose mean loss comes with it).
+    const size_t buckets = position_buckets(T).size();
+    a.result.position_loss.push_back(
+        s.val_batches > 0
+            ? shared_loss_by_position(*s.comm, *a.model, s.data.val, s.val_batches).buckets
+            : std::vector<double>(buckets, NAN));
     for (const Dataset& e : s.evals) {
       const TokenStream& st = e.val.size() > (size_t)T ? e.val : e.train;
-      a.result.eval_losses.push_back(
-          shared_loss(*s.comm, *a.model, st, validation_batches(s, st, run.val_batches)));
+      const LossByPosition l = shared_loss_by_position(
+          *s.comm, *a.model, st,
+          validation_batches(s, st, cfg.eval_batches > 0 ? cfg.eval_batches : run.val_batches));
+      a.result.eval_losses.push_back(l.loss);
+      a.result.position_loss.push_back(l.buckets);
     }
     if (s.comm->is_root())
       for (size_t t = 0; t < s.suite.files.size(); t++)
         a.suite.push_back(evaluate_task(a.model->config(), a.model->params().w, s.suite.files[t],
                                         s.suite_items[t], nullptr, 1024, a.model->backend()));
-    a.result.ms_per_step = median(a.ms);
-    a.result.tokens_per_s = s.shape.tokens() / (a.result.ms_per_step / 1000);
-    a.result.peak_mb = peak[k];
     // The final weights, as a checkpoint xsa analyze, eval and sample can read.
     save_training_state(*s.comm, arm_folder(run.out, a.variant.name, a.result.seed), run.steps,
                         a.model->config(), a.model->params(),
@@ -607,36 +639,35 @@ std::vector<double> deltas_vs_sa(const CompareResult& result, const std::string&
   return d;
 }
 
-// --seeds auto, after a seed: the note for the report when every variant's answer is clear or
-// the cap is reached; empty while seeds are still to run.
-std::string auto_seeds_verdict(const CompareConfig& cfg, const CompareResult& result, int done) {
+// --seeds auto after `done` seeds: the note for the report once it stops (seeds_stop_here), else
+// empty.
+std::string auto_seeds_verdict(const CompareConfig& cfg, const SequentialDesign& design,
+                               const CompareResult& result, int done,
+                               std::vector<SequentialLook>& looks) {
+  std::vector<std::vector<double>> deltas(cfg.variants.size());
+  for (size_t k = 1; k < cfg.variants.size(); k++)
+    deltas[k] = deltas_vs_sa(result, cfg.variants[k]);
+  if (!seeds_stop_here(design, deltas, done, looks)) return "";
   std::string answers;
-  bool clear = true;
-  for (size_t k = 1; k < cfg.variants.size(); k++) {
-    const SeedAnswer a = seed_answer(deltas_vs_sa(result, cfg.variants[k]), cfg.seeds);
-    clear = clear && a != SeedAnswer::unclear;
-    answers += fmt::format("{}{}: {}", k > 1 ? ", " : "", cfg.variants[k], to_string(a));
-  }
-  if (clear)
-    return fmt::format("--seeds auto (at most {}): stopped after {} seeds, every answer clear ({})",
-                       cfg.seeds, done, answers);
-  if (done >= cfg.seeds)
-    return fmt::format(
-        "--seeds auto (at most {}): the cap was reached with an answer still "
-        "unclear ({})",
-        cfg.seeds, answers);
-  return "";
+  for (size_t k = 1; k < cfg.variants.size(); k++)
+    answers +=
+        fmt::format("{}{}: {}", k > 1 ? ", " : "", cfg.variants[k], to_string(looks[k].answer));
+  return fmt::format("--seeds auto (at most {}): stopped after {} seeds ({})", cfg.seeds, done,
+                     answers);
 }
 
-// Differences to SA paired by seed, with a verdict that never calls a single seed a win.
+// Differences to SA paired by seed: intervals, effect sizes and tests, Holm across the variants;
+// a verdict that never calls a single seed a win.
 std::vector<VariantSummary> summarize(const CompareResult& result, const Setup& s,
+                                      const CompareConfig& cfg,
                                       const std::vector<std::vector<double>>& overhead,
-                                      int cfg_seeds) {
+                                      const std::vector<SequentialLook>& looks) {
   std::vector<VariantSummary> out;
   const auto sa_arms = arms_of(result, "sa");
   for (size_t k = 0; k < s.variants.size(); k++) {
     VariantSummary sm;
     sm.variant = s.variants[k].name;
+    sm.lr = cfg.variant_lrs.empty() ? cfg.run.lr : cfg.variant_lrs[k];
     const auto mine = arms_of(result, sm.variant);
     std::vector<double> val, train, delta;
     for (size_t i = 0; i < mine.size(); i++) {
@@ -651,6 +682,25 @@ std::vector<VariantSummary> summarize(const CompareResult& result, const Setup& 
         el.push_back(mine[i]->eval_losses[e]),
             ed.push_back(mine[i]->eval_losses[e] - sa_arms[i]->eval_losses[e]);
       sm.eval_loss_mean.push_back(mean(el)), sm.eval_delta_vs_sa_mean.push_back(mean(ed));
+      sm.eval_delta.push_back(describe_paired(ed));
+    }
+    // Loss by position: per set and bucket, over the seeds whose arms have it.
+    const size_t sets = mine.empty() ? 0 : mine[0]->position_loss.size();
+    for (size_t set = 0; set < sets; set++) {
+      const size_t buckets = mine[0]->position_loss[set].size();
+      std::vector<double> means;
+      std::vector<PairedDifferences> deltas;
+      for (size_t b = 0; b < buckets; b++) {
+        std::vector<double> loss, d;
+        for (size_t i = 0; i < mine.size(); i++) {
+          const auto &mp = mine[i]->position_loss, &sp = sa_arms[i]->position_loss;
+          if (set >= mp.size() || set >= sp.size() || b >= mp[set].size() || b >= sp[set].size())
+            continue;
+          loss.push_back(mp[set][b]), d.push_back(mp[set][b] - sp[set][b]);
+        }
+        means.push_back(mean(loss)), deltas.push_back(describe_paired(d));
+      }
+      sm.position_loss_mean.push_back(means), sm.position_delta.push_back(deltas);
     }
     const Variant& v = s.variants[k];
     if (!v.precision.empty()) {
@@ -662,25 +712,45 @@ std::vector<VariantSummary> summarize(const CompareResult& result, const Setup& 
     if (k == 0) {
       sm.p_value = NAN, sm.verdict = "baseline";
     } else {
-      sm.delta_vs_sa_mean = mean(delta), sm.delta_vs_sa_sd = sample_sd(delta),
+      sm.delta = describe_paired(delta);
+      sm.delta_vs_sa_mean = sm.delta.mean, sm.delta_vs_sa_sd = sample_sd(delta),
       sm.p_value = paired_t_test_p(delta);
       sm.overhead_vs_sa = median(overhead[k]) - 1;
       std::vector<std::vector<CurvePoint>> sa_curves, curves;
       for (size_t i = 0; i < mine.size(); i++)
         sa_curves.push_back(curve_of(*sa_arms[i])), curves.push_back(curve_of(*mine[i]));
-      sm.equal_loss = equal_loss(sa_curves, curves, s.shape.tokens());
+      sm.equal_loss = equal_loss(sa_curves, curves);
       const int needed = seeds_for_power(mean(delta), sample_sd(delta));
       sm.seeds_for_power = delta.size() >= 2 && sample_sd(delta) > 0 ? needed : 0;
-      sm.seeds_answer = to_string(seed_answer(delta, cfg_seeds));
-      if (sm.n_seeds < 2)
-        sm.verdict = "one seed: no spread to judge a difference";
-      else if (sm.p_value < 0.05)
-        sm.verdict = sm.delta_vs_sa_mean < 0 ? "lower val loss than SA (p < 0.05)"
-                                             : "higher val loss than SA (p < 0.05)";
-      else
-        sm.verdict = "no difference beyond the seed-to-seed spread";
+      if (cfg.seeds_auto && k < looks.size()) {
+        sm.sequential = looks[k];
+        sm.seeds_answer = to_string(looks[k].answer);
+      }
     }
     out.push_back(sm);
+  }
+  // Holm across the variants tested against SA; the verdict is the corrected test's, or with
+  // --seeds auto the sequential test's.
+  std::vector<double> raw;
+  for (size_t k = 1; k < out.size(); k++) raw.push_back(out[k].p_value);
+  const std::vector<double> holm = holm_adjusted(raw);
+  for (size_t k = 1; k < out.size(); k++) {
+    VariantSummary& sm = out[k];
+    sm.p_holm = holm[k - 1];
+    const char* direction = sm.delta_vs_sa_mean < 0 ? "lower" : "higher";
+    if (sm.n_seeds < 2)
+      sm.verdict = "one seed: no spread to judge a difference";
+    else if (!std::isfinite(sm.delta_vs_sa_mean))
+      sm.verdict = "no figure: an arm diverged";
+    else if (cfg.seeds_auto)
+      sm.verdict = sm.sequential.answer == SequentialAnswer::differs
+                       ? fmt::format("{} val loss than SA (sequential test)", direction)
+                       : "no difference found by the sequential test";
+    else if (sm.p_holm < 0.05)
+      sm.verdict =
+          fmt::format("{} val loss than SA ({}p < 0.05)", direction, out.size() > 2 ? "Holm " : "");
+    else
+      sm.verdict = "no difference beyond the seed-to-seed spread";
   }
   return out;
 }
@@ -762,28 +832,29 @@ void check_compare_variants(const CompareConfig& cfg) {
   parse_variants(cfg);
 }
 
-SeedAnswer seed_answer(const std::vector<double>& deltas, int cap) {
-  if (deltas.size() < 3) return SeedAnswer::unclear;
-  if (paired_t_test_p(deltas) < 0.05) return SeedAnswer::differs;
-  if (seeds_for_power(mean(deltas), sample_sd(deltas)) > cap) return SeedAnswer::too_small;
-  return SeedAnswer::unclear;
+SequentialDesign auto_seeds_design(int variants, int cap) {
+  return group_sequential_design(looks_from(kFirstLook, cap), 0.05 / std::max(1, variants - 1));
 }
 
-const char* to_string(SeedAnswer answer) {
-  switch (answer) {
-    case SeedAnswer::differs:
-      return "differs (p < 0.05)";
-    case SeedAnswer::too_small:
-      return "needs more seeds than the cap";
-    case SeedAnswer::unclear:
-      break;
+bool seeds_stop_here(const SequentialDesign& design, const std::vector<std::vector<double>>& deltas,
+                     int done, std::vector<SequentialLook>& looks) {
+  looks.resize(deltas.size());
+  if (std::find(design.looks.begin(), design.looks.end(), done) == design.looks.end()) return false;
+  bool all_decided = true;  // every variant found to differ, or stopped for futility
+  for (size_t k = 1; k < deltas.size(); k++) {
+    if (looks[k].answer != SequentialAnswer::differs) looks[k] = sequential_look(design, deltas[k]);
+    all_decided = all_decided && (looks[k].answer == SequentialAnswer::differs ||
+                                  looks[k].answer == SequentialAnswer::futile);
   }
-  return "unclear";
+  return all_decided || done == design.looks.back();
 }
 
 void parse_seeds(const std::string& text, int cap, CompareConfig& cfg) {
   if (cap < 1) fail("--max-seeds {} must be positive", cap);
   if (text == "auto") {
+    if (cap < kFirstLook)
+      fail("--max-seeds {}: --seeds auto looks after {} seeds first; give at least {}", cap,
+           kFirstLook, kFirstLook);
     cfg.seeds_auto = true, cfg.seeds = cap;
     return;
   }
@@ -809,7 +880,8 @@ namespace {
 // variant's summary cos_yv_mean from the bias.
 CompareReport make_report(const CompareConfig& cfg, const Setup& s, CompareResult& result,
                           int seeds_run, const std::vector<double>& peak, double validation_seconds,
-                          const std::string& seeds_note) {
+                          const std::string& seeds_note,
+                          const std::optional<SequentialDesign>& design) {
   double training_seconds = 0;
   for (const ArmResult& a : result.arms)
     training_seconds += a.val_seconds.empty() ? 0 : a.val_seconds.back();
@@ -817,13 +889,16 @@ CompareReport make_report(const CompareConfig& cfg, const Setup& s, CompareResul
   std::vector<AttentionRivals> rivals;
   for (const Variant& v : s.variants)
     parameters.push_back(parameter_count(variant_model(s.model, v))), rivals.push_back(v.rivals);
-  CompareReport report{cfg.variants, cfg.eval_data,
-                       s.model,      cfg.run,
-                       seeds_run,    analyze_arms(cfg, s),
-                       peak,         validation_seconds / (validation_seconds + training_seconds),
-                       seeds_note,   parameters,
-                       rivals};
+  CompareReport report;
+  report.variants = cfg.variants, report.eval_data = cfg.eval_data;
+  report.model = s.model, report.run = cfg.run, report.seeds = seeds_run;
+  report.bias = analyze_arms(cfg, s), report.peak_mb = peak;
+  report.validation_share = validation_seconds / (validation_seconds + training_seconds);
+  report.seeds_note = seeds_note, report.parameters = parameters, report.rivals = rivals;
   report.val_bytes_per_token = s.val_bytes_per_token;
+  report.design = design;
+  report.tuning = cfg.tuned;
+  report.eval_batches = cfg.eval_batches > 0 ? cfg.eval_batches : cfg.run.val_batches;
   for (size_t k = 0; k < report.bias.size() && k < result.summary.size(); k++)
     result.summary[k].cos_yv_mean = mean_cos_yv(report.bias[k]);
   return report;
@@ -845,7 +920,10 @@ void print_report_summary(const std::string& md, const fs::path& out) {
 
 }  // namespace
 
-CompareResult compare(const CompareConfig& requested) {
+namespace {
+
+// One comparison: every variant at its rate (cfg.variant_lrs, else run.lr) over the seeds.
+CompareResult run_comparison(const CompareConfig& requested) {
   Comm& comm = world_comm();
   const bool root = comm.is_root();
   check_ranks_agree(comm, {{"model", requested.model},
@@ -854,6 +932,8 @@ CompareResult compare(const CompareConfig& requested) {
                            {"seeds", requested.seeds},
                            {"eval_data", requested.eval_data},
                            {"eval_suite", requested.eval_suite},
+                           {"eval_batches", requested.eval_batches},
+                           {"variant_lrs", requested.variant_lrs},
                            {"analyze_batches", requested.analyze_batches}});
   CompareConfig cfg = requested;
   cfg.run.quiet = cfg.run.quiet || !root;  // rank 0 speaks for the job
@@ -890,9 +970,12 @@ CompareResult compare(const CompareConfig& requested) {
   const auto start = clock_type::now();
   double validation_seconds = 0;  // every seed's, this run's and those taken from seed files
   std::string seeds_note;
+  std::optional<SequentialDesign> design;  // --seeds auto's, fixed before the first seed
+  std::vector<SequentialLook> looks;       // its answers so far, per variant
+  if (cfg.seeds_auto) design = auto_seeds_design((int)s.variants.size(), cfg.seeds);
   for (int k = 0; k < cfg.seeds && seeds_note.empty(); k++) {
-    if (k > 0 && cfg.seeds_auto) {  // after the seeds so far: is every answer clear?
-      seeds_note = auto_seeds_verdict(cfg, result, k);
+    if (k > 0 && design) {  // a look after the seeds so far: is every answer final?
+      seeds_note = auto_seeds_verdict(cfg, *design, result, k, looks);
       if (!seeds_note.empty()) break;
     }
     const uint64_t seed = run.seed + k;
@@ -919,13 +1002,15 @@ CompareResult compare(const CompareConfig& requested) {
     if (root) save_finished_seed(seed_file, s, arms, overhead, first_overhead, validated);
   }
   const int seeds_run = (int)arms_of(result, "sa").size();
-  if (cfg.seeds_auto && seeds_note.empty()) seeds_note = auto_seeds_verdict(cfg, result, seeds_run);
-  result.summary = summarize(result, s, overhead, cfg.seeds);
+  if (design && seeds_note.empty())
+    seeds_note = auto_seeds_verdict(cfg, *design, result, seeds_run, looks);
+  result.summary = summarize(result, s, cfg, overhead, looks);
   if (!root) return result;  // the report is rank 0's
 
   if (!run.quiet && !seeds_note.empty()) std::printf("%s\n", seeds_note.c_str());
   const CompareReport report =
-      make_report(cfg, s, result, seeds_run, peak, validation_seconds, seeds_note);
+      make_report(cfg, s, result, seeds_run, peak, validation_seconds, seeds_note, design);
+  result.val_bytes_per_token = s.val_bytes_per_token, result.tuning = cfg.tuned;
   std::string md = write_compare_report(out, report, result);
   if (!s.suite.files.empty()) append_suite_report(out, s, suite_names, suite_results, run.quiet);
   std::string why;
@@ -933,6 +1018,99 @@ CompareResult compare(const CompareConfig& requested) {
     std::printf("report.html not written: %s\n", why.c_str());
   if (!run.quiet) print_report_summary(md, out);
   return result;
+}
+
+std::string rate_folder_name(double lr) {
+  return fmt::format("lr-{:g}", lr);
+}
+
+// --tune-lr: every variant at every rate on the tuning seeds, each rate a comparison of its own
+// (resumable like any), and each variant's rate with the lowest mean validation loss.
+LrTuning tune_rates(const CompareConfig& cfg) {
+  LrTuning t;
+  t.lrs = cfg.tune_lrs;
+  t.folder = (fs::path(cfg.run.out) / "tune").string();
+  for (int i = 0; i < cfg.tune_seeds; i++) t.seeds.push_back(cfg.run.seed + kTuningSeedOffset + i);
+  const size_t V = cfg.variants.size();
+  t.val_loss.assign(V, std::vector<double>(t.lrs.size(), NAN));
+  t.diverged.assign(V, std::vector<int>(t.lrs.size(), 0));
+  const bool root = world_comm().is_root();
+  for (size_t i = 0; i < t.lrs.size(); i++) {
+    CompareConfig sub = cfg;
+    sub.tune_lrs.clear(), sub.variant_lrs.clear();
+    sub.run.lr = t.lrs[i];
+    sub.run.seed = t.seeds[0];
+    sub.seeds = cfg.tune_seeds, sub.seeds_auto = false;
+    sub.tuning = true;
+    sub.analyze_batches = 0, sub.eval_suite.clear(), sub.eval_data.clear();
+    sub.run.out = (fs::path(t.folder) / rate_folder_name(t.lrs[i])).string();
+    if (!cfg.run.quiet && root)
+      std::printf("\n== tuning: peak lr %g (%zu of %zu), tuning seed(s) %s\n", t.lrs[i], i + 1,
+                  t.lrs.size(), fmt::format("{}", fmt::join(t.seeds, ", ")).c_str());
+    const CompareResult r = run_comparison(sub);
+    for (size_t k = 0; k < V; k++) {
+      std::vector<double> losses;
+      for (const ArmResult* a : arms_of(r, cfg.variants[k])) {
+        losses.push_back(a->val_loss);
+        t.diverged[k][i] += a->diverged_at > 0 || !std::isfinite(a->val_loss);
+      }
+      t.val_loss[k][i] = t.diverged[k][i] ? NAN : mean(losses);
+    }
+  }
+  for (size_t k = 0; k < V; k++) {
+    size_t best = t.lrs.size();  // ties: the lower rate (listed first)
+    for (size_t i = 0; i < t.lrs.size(); i++)
+      if (std::isfinite(t.val_loss[k][i]) &&
+          (best == t.lrs.size() || t.val_loss[k][i] < t.val_loss[k][best]))
+        best = i;
+    if (best == t.lrs.size())
+      fail("--tune-lr: {} diverged at every rate ({}); try lower rates", cfg.variants[k],
+           fmt::join(t.lrs, ", "));
+    t.chosen.push_back(t.lrs[best]);
+  }
+  if (!cfg.run.quiet && root) {
+    std::string chosen;
+    for (size_t k = 0; k < V; k++)
+      chosen += fmt::format("{}{} {:g}", k ? ", " : "", cfg.variants[k], t.chosen[k]);
+    std::printf("\n== tuned: %s; the comparison runs on fresh seeds at these rates\n",
+                chosen.c_str());
+  }
+  return t;
+}
+
+}  // namespace
+
+std::vector<double> parse_tune_lrs(const std::string& text) {
+  std::vector<double> lrs;
+  for (const std::string& item : split_list(text)) {
+    double v = 0;
+    size_t used = 0;
+    try {
+      v = std::stod(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    if (used == 0 || used != item.size() || !(v > 0) || !std::isfinite(v))
+      fail("--tune-lr {}: '{}' is not a positive learning rate", text, item);
+    if (!lrs.empty() && !(v > lrs.back()))
+      fail("--tune-lr {}: list the rates once each, rising", text);
+    lrs.push_back(v);
+  }
+  if (lrs.size() < 2) fail("--tune-lr {}: give at least two rates to choose between", text);
+  return lrs;
+}
+
+CompareResult compare(const CompareConfig& requested) {
+  if (requested.tune_lrs.empty()) return run_comparison(requested);
+  if (requested.tune_seeds < 1) fail("--tune-seeds {} must be at least 1", requested.tune_seeds);
+  if (!requested.variant_lrs.empty())
+    fail("--tune-lr chooses each variant's rate; it does not combine with rates given per variant");
+  check_compare_variants(requested);
+  CompareConfig confirm = requested;
+  confirm.tuned = tune_rates(requested);
+  confirm.variant_lrs = confirm.tuned.chosen;
+  confirm.run.lr = confirm.tuned.chosen[0];  // SA's: the run's schedule is SA's own
+  return run_comparison(confirm);
 }
 
 }  // namespace xsa

@@ -10,6 +10,7 @@
 #include "xsa/model/config.h"
 #include "xsa/report/compare_report.h"
 #include "xsa/train/trainer.h"
+#include "xsa/util/sequential.h"
 
 namespace xsa {
 
@@ -43,19 +44,45 @@ struct CompareConfig {
   // answer is clear (seed_answer).
   bool seeds_auto = false;
   std::vector<std::string> eval_data;  // further evaluation sets, reported separately
+  // Batches of the step's size read of each --eval-data set at the end, evenly across it (0: as
+  // many as --val-batches); more than the set holds reads every window.
+  int eval_batches = 0;
   std::string eval_suite;   // a folder of the paper's task files: each arm scored at the end
   int analyze_batches = 2;  // batches for the similarity-bias chart (0: none)
+  // --tune-lr: each variant is first trained at each of these peak learning rates on tune_seeds
+  // tuning seeds (run.seed + kTuningSeedOffset, ...) into <out>/tune/lr-<rate>/, then compared
+  // at the rate with its lowest validation loss on fresh seeds.
+  std::vector<double> tune_lrs;
+  int tune_seeds = 1;
+  // Each variant's peak learning rate (empty: run.lr for every one); --tune-lr sets it.
+  std::vector<double> variant_lrs;
+  // A tuning comparison: an arm whose loss or gradient becomes NaN or infinite stops there and is
+  // recorded as diverged, while the others go on (elsewhere that stops the comparison).
+  bool tuning = false;
+  LrTuning tuned;  // what the tuning found, for the report
 };
+
+// The tuning seeds of --tune-lr are run.seed + kTuningSeedOffset, ...: never a confirmation seed.
+inline constexpr uint64_t kTuningSeedOffset = 1000;
+// Parses --tune-lr's list: at least two distinct positive rates, in rising order.
+std::vector<double> parse_tune_lrs(const std::string& comma_separated);
 
 CompareResult compare(const CompareConfig& cfg);
 
-// --seeds auto: what a variant's paired differences to SA (one per seed) answer so far. `differs`:
-// p < 0.05 (paired t); `too_small`: the observed difference would need more than `cap` seeds at 80
-// % power to be found, were it the true one; else, or with fewer than 3 seeds, `unclear`.
-enum class SeedAnswer : uint8_t { unclear, differs, too_small };
-SeedAnswer seed_answer(const std::vector<double>& deltas, int cap);
-const char* to_string(SeedAnswer answer);
-// Parses --seeds: a count, or "auto" (then `cap` seeds at most).
+// --seeds auto's design for a comparison of `variants` (SA among them) with at most `cap` seeds:
+// a group-sequential paired t-test (util/sequential.h) with looks after 3, 4, ..., cap seeds, at
+// α = 0.05 / (variants − 1) per variant (Bonferroni), so that the chance of any false finding is
+// at most 0.05.
+inline constexpr int kFirstLook = 3;
+SequentialDesign auto_seeds_design(int variants, int cap);
+// The decision after `done` seeds, with deltas[k] variant k's differences to SA so far (k ≥ 1;
+// deltas[0], SA's, is ignored): at a look of the design, each variant not yet found to differ is
+// looked at again (a futility stop is non-binding: a later look may still find a difference), and
+// looks[k] keeps its answer. True when the comparison stops here: every variant found to differ
+// or stopped for futility, or the last look. xsa compare runs exactly this after each seed.
+bool seeds_stop_here(const SequentialDesign& design, const std::vector<std::vector<double>>& deltas,
+                     int done, std::vector<SequentialLook>& looks);
+// Parses --seeds: a count, or "auto" (then `cap` seeds at most, at least kFirstLook).
 void parse_seeds(const std::string& text, int cap, CompareConfig& cfg);
 // The checks compare makes of cfg.variants (names, sa first, no repeats, precisions), alone.
 void check_compare_variants(const CompareConfig& cfg);

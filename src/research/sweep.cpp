@@ -9,9 +9,11 @@
 #include "xsa/dist/comm.h"
 #include "xsa/io/checkpoint.h"
 #include "xsa/report/svg.h"
+#include "xsa/tokenizer/tokenizer.h"
 #include "xsa/util/error.h"
 #include "xsa/util/files.h"
 #include "xsa/util/fmt.h"
+#include "xsa/util/stats.h"
 
 namespace xsa {
 
@@ -70,21 +72,29 @@ std::string cost_and_bias_tables(const std::string& param, const std::vector<std
   std::string md = fmt::format(
       "\n## Equal loss and wall-clock\n\nPer value and variant: the seeds whose validation "
       "curve reached SA's final loss, the speed-up to reach it in steps and in the arm's own "
-      "wall-clock (its overhead counted), the validation loss minus SA's final loss at SA's total "
-      "training time, and the step's overhead vs SA (each report's Equal loss section).\n\n"
-      "| {} | variant | reached | speed-up, steps | speed-up, wall-clock | Δ at SA's wall-clock | "
-      "overhead vs SA |\n|---|---|---|---|---|---|---|\n",
+      "wall-clock (its overhead counted; SA's over the Kaplan–Meier median of every seed, a seed "
+      "that never got there censored at its run's end, – when half or more never did), the same "
+      "from the seed-mean curves, the validation loss minus SA's final loss at SA's total "
+      "training time with its 95 % interval, and the step's overhead vs SA (each report's Equal "
+      "loss section).\n\n"
+      "| {} | variant | reached | speed-up, steps | speed-up, wall-clock | mean curves: steps / "
+      "wall-clock | Δ at SA's wall-clock [95 % CI] | overhead vs SA |\n"
+      "|---|---|---|---|---|---|---|---|\n",
       param);
   for (size_t i = 0; i < results.size(); i++)
     for (size_t k = 1; k < results[i].summary.size(); k++) {
       const VariantSummary& s = results[i].summary[k];
       const EqualLoss& e = s.equal_loss;
-      md += fmt::format("| {} | {} | {} of {} | {} | {} | {} | {:+.1f}% |\n", values[i], s.variant,
-                        e.reached, e.seeds, figure(e.step_speedup_mean, "{:.3f}"),
-                        figure(e.time_speedup_mean, "{:.3f}"),
-                        figure(e.delta_at_sa_time_mean, "{:+.4f}") +
-                            (e.beyond_own_run ? " (finished sooner: its final loss)" : ""),
-                        100 * s.overhead_vs_sa);
+      md += fmt::format(
+          "| {} | {} | {} of {} | {} | {} | {} / {} | {}{} | {:+.1f}% |\n", values[i], s.variant,
+          e.reached, e.seeds, figure(e.step_speedup, "{:.3f}"), figure(e.time_speedup, "{:.3f}"),
+          figure(e.mean_curve_step_speedup, "{:.3f}"), figure(e.mean_curve_time_speedup, "{:.3f}"),
+          figure(e.delta_at_sa_time_mean, "{:+.4f}") +
+              (std::isfinite(e.delta_at_sa_time_ci_low)
+                   ? fmt::format(" [{:+.4f}, {:+.4f}]", e.delta_at_sa_time_ci_low,
+                                 e.delta_at_sa_time_ci_high)
+                   : ""),
+          e.beyond_own_run ? " (finished sooner: its final loss)" : "", 100 * s.overhead_vs_sa);
     }
   md += fmt::format(
       "\n## Similarity bias\n\nMean cos(y_i, v_i) over every layer and head (the first seed's "
@@ -184,17 +194,29 @@ bool plot_evenly(const std::string& param, const std::vector<std::string>& value
 
 // One variant at one value, as a row of sweep.json.
 json sweep_row(const std::string& param, const json& value, const CompareResult& result,
-               const VariantSummary& s, const CompareConfig& cfg) {
+               const VariantSummary& s, const CompareConfig& cfg, double p_holm_sweep) {
+  const double bpt = result.val_bytes_per_token;
   return {{param, value},
           {"variant", s.variant},
-          {"delta_vs_sa_mean", s.delta_vs_sa_mean},
-          {"delta_vs_sa_sd", s.delta_vs_sa_sd},
+          {"lr", s.lr},
+          {"delta_vs_sa_mean", finite_or_null(s.delta_vs_sa_mean)},
+          {"delta_vs_sa_sd", finite_or_null(s.delta_vs_sa_sd)},
+          {"delta_ci95", {finite_or_null(s.delta.ci_low), finite_or_null(s.delta.ci_high)}},
+          {"delta_bpb_mean", finite_or_null(bits_per_byte(s.delta.mean, bpt))},
+          {"delta_bpb_ci95",
+           {finite_or_null(bits_per_byte(s.delta.ci_low, bpt)),
+            finite_or_null(bits_per_byte(s.delta.ci_high, bpt))}},
+          {"d_z", finite_or_null(s.delta.d_z)},
           {"p_value", finite_or_null(s.p_value)},
+          {"p_holm_sweep", finite_or_null(p_holm_sweep)},
+          {"p_wilcoxon", finite_or_null(s.delta.p_wilcoxon)},
           {"report", result.report_dir},
           {"overhead_vs_sa", s.overhead_vs_sa},
           {"equal_loss_reached", s.equal_loss.reached},
-          {"step_speedup_mean", finite_or_null(s.equal_loss.step_speedup_mean)},
-          {"time_speedup_mean", finite_or_null(s.equal_loss.time_speedup_mean)},
+          {"step_speedup", finite_or_null(s.equal_loss.step_speedup)},
+          {"time_speedup", finite_or_null(s.equal_loss.time_speedup)},
+          {"mean_curve_step_speedup", finite_or_null(s.equal_loss.mean_curve_step_speedup)},
+          {"mean_curve_time_speedup", finite_or_null(s.equal_loss.mean_curve_time_speedup)},
           {"delta_at_sa_time_mean", finite_or_null(s.equal_loss.delta_at_sa_time_mean)},
           {"cos_yv_mean", finite_or_null(s.cos_yv_mean)},
           {"sa_cos_yv_mean", finite_or_null(result.summary[0].cos_yv_mean)},
@@ -213,33 +235,51 @@ void write_sweep_report(const CompareConfig& base, const std::string& param,
   const bool evenly = plot_evenly(param, values);
   std::vector<Series> series;
   json rows = nlohmann::json::array();
+  // Holm across every test of the sweep (each variant at each value against SA).
+  std::vector<double> raw;
+  for (const CompareResult& r : results)
+    for (size_t k = 1; k < r.summary.size(); k++) raw.push_back(r.summary[k].p_value);
+  const std::vector<double> holm = holm_adjusted(raw);
   std::string md = fmt::format(
       "# xsa sweep over {}\n\nΔ = validation loss minus SA's (below 0: the variant is better), "
-      "mean ± sd over {} seed(s); p from a paired t-test over seeds.{}\n\n| {} |",
-      param, base.seeds, steps_note(configs, values, tokens_per_step), param);
-  for (size_t k = 1; k < base.variants.size(); k++)
-    md += fmt::format(" {} Δ | p |", base.variants[k]);
-  md += "\n|---|";
-  for (size_t k = 1; k < base.variants.size(); k++) md += "---|---|";
-  md += "\n";
+      "paired by seed over {} seed(s): mean [95 % t-interval], the same in bits per byte, Cohen's "
+      "d_z, and two-sided p-values: the paired t-test's, the same Holm-corrected across all {} "
+      "tests of this sweep (every variant at every value; each value's own report corrects only "
+      "across its variants, so read this column when picking the best of many), and the exact "
+      "Wilcoxon signed-rank test's.{}\n\n| {} | variant | lr | Δ [95 % CI] | Δ bits per byte "
+      "[95 % CI] | d_z | p (t) | p (Holm, sweep) | p (Wilcoxon) |\n"
+      "|---|---|---|---|---|---|---|---|---|\n",
+      param, base.seeds, raw.size(), steps_note(configs, values, tokens_per_step), param);
   for (size_t k = 1; k < base.variants.size(); k++)
     series.push_back({base.variants[k], {}, {}, {}, {}});
+  size_t test = 0;
   for (size_t i = 0; i < results.size(); i++) {
-    md += "| " + values[i] + " |";
     const double x = evenly ? (double)i : std::stod(values[i]);
     const json x_value = categorical ? json(values[i]) : json(std::stod(values[i]));
-    for (size_t k = 1; k < results[i].summary.size(); k++) {
+    const double bpt = results[i].val_bytes_per_token;
+    for (size_t k = 1; k < results[i].summary.size(); k++, test++) {
       const VariantSummary& s = results[i].summary[k];
+      const PairedDifferences& d = s.delta;
       Series& se = series[k - 1];
       se.x.push_back(x), se.y.push_back(s.delta_vs_sa_mean);
       if (base.seeds > 1)
         se.y_low.push_back(s.delta_vs_sa_mean - s.delta_vs_sa_sd),
             se.y_high.push_back(s.delta_vs_sa_mean + s.delta_vs_sa_sd);
-      md += fmt::format(" {:+.4f} ± {:.4f} | {} |", s.delta_vs_sa_mean, s.delta_vs_sa_sd,
-                        std::isfinite(s.p_value) ? fmt::format("{:.3f}", s.p_value) : "–");
-      rows.push_back(sweep_row(param, x_value, results[i], s, configs[i]));
+      const auto interval = [&](double scale_bpt, const char* f) {
+        const auto conv = [&](double v) { return scale_bpt > 0 ? bits_per_byte(v, scale_bpt) : v; };
+        if (!std::isfinite(conv(d.mean))) return std::string("–");
+        std::string out = fmt::format(fmt::runtime(f), conv(d.mean));
+        if (std::isfinite(d.ci_low))
+          out += fmt::format(" [{}, {}]", fmt::format(fmt::runtime(f), conv(d.ci_low)),
+                             fmt::format(fmt::runtime(f), conv(d.ci_high)));
+        return out;
+      };
+      md += fmt::format("| {} | {} | {:g} | {} | {} | {} | {} | {} | {} |\n", values[i], s.variant,
+                        s.lr, interval(0, "{:+.4f}"), interval(bpt, "{:+.4f}"),
+                        figure(d.d_z, "{:+.2f}"), figure(s.p_value, "{:.3g}"),
+                        figure(holm[test], "{:.3g}"), figure(d.p_wilcoxon, "{:.3g}"));
+      rows.push_back(sweep_row(param, x_value, results[i], s, configs[i], holm[test]));
     }
-    md += "\n";
   }
   const fs::path out = base.run.out;
   auto files = write_plot(
@@ -268,6 +308,8 @@ void sweep(const CompareConfig& base, const std::string& param,
   if (tokens_per_step > 0 && param == "batch")
     fail("--param batch and --tokens-per-step do not combine: the batch follows from the tokens");
   if (tokens_per_step < 0) fail("--tokens-per-step {} must be positive", tokens_per_step);
+  if (param == "lr" && !base.tune_lrs.empty())
+    fail("--param lr and --tune-lr do not combine: --tune-lr picks each variant's rate itself");
   const std::vector<CompareConfig> configs = sweep_configs(base, param, values, tokens_per_step);
   // Under mpirun each value's comparison is data-parallel; rank 0 writes the reports.
   const bool root = world_comm().is_root();

@@ -24,7 +24,7 @@ namespace {
 
 struct CompareArgs {
   CompareConfig cfg;
-  std::string variants = "sa,xsa", preset, seeds = "1";
+  std::string variants = "sa,xsa", preset, seeds = "1", tune_lr;
   int max_seeds = 10;
 };
 
@@ -45,16 +45,26 @@ void add_compare_options(CLI::App* cmd, CompareArgs& a) {
                   "@bf16 or @fp32")
       ->capture_default_str();
   cmd->add_option("--seeds", a.seeds,
-                  "Repeats with seeds --seed, --seed+1, ...; auto: until every variant's "
-                  "difference to SA is clear (p < 0.05, or too small to find within --max-seeds "
-                  "at 80 % power), from 3 seeds on")
+                  "Repeats with seeds --seed, --seed+1, ...; auto: a group-sequential test that "
+                  "looks after 3, 4, ... --max-seeds seeds and stops once every variant differs "
+                  "from SA or cannot (O'Brien-Fleming spending, 5 % false positives in all)")
       ->capture_default_str();
   cmd->add_option("--max-seeds", a.max_seeds, "The cap of --seeds auto")->capture_default_str();
+  cmd->add_option("--tune-lr", a.tune_lr,
+                  "LR1,LR2,...: train every variant at each peak lr on tuning seeds first, then "
+                  "compare each at its best on fresh seeds (tuning in OUT/tune/)");
+  cmd->add_option("--tune-seeds", a.cfg.tune_seeds, "Seeds per rate of --tune-lr")
+      ->capture_default_str();
   cmd->add_option("--eval-suite", a.cfg.eval_suite,
                   "A folder of the paper's eight task files (as xsa eval --suite paper --dir): "
                   "every arm is scored at the end and the table joins the report");
   cmd->add_option("--eval-data", a.cfg.eval_data,
-                  "Further evaluation sets (their validation split, else all)");
+                  "Further evaluation sets, each reported with its loss by position (their "
+                  "validation split, else all; prepare's OUT/long: long documents)");
+  cmd->add_option("--eval-batches", a.cfg.eval_batches,
+                  "Batches of the step's size read of each --eval-data set, evenly across it "
+                  "(0: as --val-batches)")
+      ->capture_default_str();
   add_run_option(cmd, r, "out", "Report folder");
   add_run_option(cmd, r, "force", "Replace a report in --out");
 }
@@ -76,6 +86,8 @@ CompareConfig compare_config_of(const CLI::App* cmd, const CompareArgs& a) {
     parse_seeds(option_given(*cmd, "--seeds") ? a.seeds : std::to_string(cfg.seeds), a.max_seeds,
                 cfg);
   cfg.variants = split_list(a.variants);
+  if (!a.tune_lr.empty()) cfg.tune_lrs = parse_tune_lrs(a.tune_lr);
+  if (cfg.eval_batches < 0) fail("--eval-batches {} must be 0 or more", cfg.eval_batches);
   apply_smoke_test(cfg.run);
   if (smoke_test()) cfg.seeds = std::min(cfg.seeds, 2);
   // The arms' shape is the checkpoint's; each variant sets its attention.
@@ -154,7 +166,7 @@ void add_analyze_command(CLI::App& root) {
     if (data_path.empty())
       fail("{}: does not say what data it was trained on; pass --data", ckpt.string());
     Dataset data = open_dataset(data_path, cfg.tokenizer, 0.1, 1, cfg.seq_len,
-                                tokenizer_folder(ckpt, cfg, a->vocab_dir));
+                                tokenizer_folder(ckpt, cfg, a->vocab_dir), /*evaluation=*/true);
     check_same_vocabulary(data, ckpt);
     const TokenStream& stream = data.val.size() > (size_t)cfg.seq_len ? data.val : data.train;
     Gpt<float> model(cfg, a->batch, cfg.seq_len, GptMode::inference);

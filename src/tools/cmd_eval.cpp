@@ -79,7 +79,7 @@ Prepared prepare(const std::string& path, const EvalArgs& a, const std::vector<T
          p.ckpt.string());
   if (!p.data_path.empty())  // refuses data of another tokenizer than the checkpoint's
     p.data = open_dataset(p.data_path, p.cfg.tokenizer, val_fraction, 1, p.cfg.seq_len,
-                          tokenizer_folder(p.ckpt, p.cfg, a.vocab_dir));
+                          tokenizer_folder(p.ckpt, p.cfg, a.vocab_dir), /*evaluation=*/true);
   if (p.data) check_same_vocabulary(*p.data, p.ckpt);
   // Inference keeps every layer's activations (analyze reads them): with a long context and a
   // wide model, 8 sequences can take gigabytes, so the default batch shrinks to fit 1 GB.

@@ -35,13 +35,19 @@ void add_prepare_command(CLI::App& root) {
   cmd->add_option("--seed", c.seed, "Seed that draws the validation documents")
       ->capture_default_str();
   cmd->add_option("--shard-tokens", c.shard_tokens, "Tokens per shard file")->capture_default_str();
+  cmd->add_option("--long-min-tokens", c.long_min_tokens,
+                  "Hold out a long-document evaluation set in OUT/long: documents of at least "
+                  "this many tokens (0: none; --default: 3 windows of 4096 bytes or 1024 tokens)");
+  cmd->add_option("--long-fraction", c.long_fraction,
+                  "Share of those long documents held out (drawn by --seed; in neither split)")
+      ->capture_default_str();
   cmd->add_option("--threads", c.threads, "Threads (0: every core)")->capture_default_str();
   cmd->add_flag("--force", c.force, "Replace an existing output folder");
   cmd->add_flag("--quiet", c.quiet, "No progress output");
   cmd->add_flag("--default", a->use_default,
-                "Prepare the default corpus (nlp-corpus and the Brown corpus, installed by "
-                "scripts/get_data.sh) into data/default (gpt2), data/default-byte or "
-                "data/default-<the spm:FOLDER's name>");
+                "Prepare the default corpus (nlp-corpus, the Brown corpus and the State of the "
+                "Union addresses, installed by scripts/get_data.sh) into data/default (gpt2), "
+                "data/default-byte or data/default-<the spm:FOLDER's name>, with its long/ set");
   cmd->callback([a, cmd] {
     catch_stop_signals();  // Ctrl-C: stop after the file being read, leaving nothing partial
     PrepareConfig cfg = a->cfg;
@@ -54,6 +60,7 @@ void add_prepare_command(CLI::App& root) {
       PrepareConfig d = default_corpus_config(cfg.tokenizer, choice.spm_dir);
       cfg.inputs = d.inputs;
       if (cmd->count("--out") == 0) cfg.out = d.out;
+      if (cmd->count("--long-min-tokens") == 0) cfg.long_min_tokens = d.long_min_tokens;
     } else {
       for (const std::string& path : a->inputs) cfg.inputs.push_back({path, a->format});
     }

@@ -76,6 +76,24 @@ double shared_loss(Comm& comm, Gpt<float>& model, const TokenStream& stream, int
   return sums[1] > 0 ? sums[0] / sums[1] : NAN;
 }
 
+LossByPosition shared_loss_by_position(Comm& comm, Gpt<float>& model, const TokenStream& stream,
+                                       int n) {
+  LossByPosition r;
+  if (n == 0) return r;
+  const int T = model.seq_len();
+  LossSum part = sum_loss(model, stream, n, comm.rank(), comm.size(), nullptr, true);
+  // One sum over the processes: the totals, then every position's loss and count.
+  std::vector<double> sums = {part.total, (double)part.tokens};
+  sums.insert(sums.end(), part.position_total.begin(), part.position_total.end());
+  sums.insert(sums.end(), part.position_tokens.begin(), part.position_tokens.end());
+  comm.all_reduce(sums.data(), sums.size());
+  r.loss = sums[1] > 0 ? sums[0] / sums[1] : NAN;
+  std::copy(sums.begin() + 2, sums.begin() + 2 + T, part.position_total.begin());
+  std::copy(sums.begin() + 2 + T, sums.end(), part.position_tokens.begin());
+  r.buckets = bucket_losses(part, T);
+  return r;
+}
+
 TrainingRun::TrainingRun(const RunConfig& run, const StepShape& shape, Comm& comm,
                          const TokenStream& val, int val_batches)
     : run_(run),
@@ -89,7 +107,9 @@ TrainingRun::TrainingRun(const RunConfig& run, const StepShape& shape, Comm& com
 void TrainingRun::validate(int64_t step) {
   std::vector<double> losses;
   for (TrainingArm& arm : arms_)
-    losses.push_back(shared_loss(comm_, arm.step->model(), val_, val_batches_));
+    losses.push_back(arm.stopped && *arm.stopped
+                         ? NAN
+                         : shared_loss(comm_, arm.step->model(), val_, val_batches_));
   for (RunObserver* o : observers_) o->validated(step, losses);
 }
 
@@ -103,13 +123,15 @@ void TrainingRun::run(const LoopSettings& settings) {
     for (size_t i = 0; i < arms_.size(); i++) {
       const size_t k = settings.rotate ? (i + step) % arms_.size() : i;
       TrainingArm& arm = arms_[k];
+      if (arm.stopped && *arm.stopped) continue;
+      const double arm_lr = lr * arm.lr_scale;
       const auto t0 = clock::now();
       arm.loader->next(inputs_.data(), targets_.data());
       for (RunObserver* o : observers_) o->batch_read(k, inputs_);
-      const StepResult r = arm.step->run(inputs_.data(), targets_.data(), lr, done,
+      const StepResult r = arm.step->run(inputs_.data(), targets_.data(), arm_lr, done,
                                          shape_.accumulation, shape_.tokens());
       const double ms = std::chrono::duration<double, std::milli>(clock::now() - t0).count();
-      for (RunObserver* o : observers_) o->arm_stepped({k, done, lr, ms, &r});
+      for (RunObserver* o : observers_) o->arm_stepped({k, done, arm_lr, ms, &r});
     }
     for (RunObserver* o : observers_) o->stepped(done, lr);
     const bool validate_now =

@@ -43,11 +43,22 @@ RunInputs prepare_run(const ModelConfig& requested, const RunConfig& run, const 
 // The mean loss over n batches of `stream`, dealt round-robin over comm's processes and summed;
 // NaN when n is 0.
 double shared_loss(Comm& comm, Gpt<float>& model, const TokenStream& stream, int n);
+// The same, and the mean loss of each bucket of positions in the window (position_buckets).
+struct LossByPosition {
+  double loss = NAN;
+  std::vector<double> buckets;
+};
+LossByPosition shared_loss_by_position(Comm& comm, Gpt<float>& model, const TokenStream& stream,
+                                       int n);
 
-// One model in training: its optimizer step and its batches.
+// One model in training: its optimizer step and its batches; its peak learning rate as a multiple
+// of the run's (compare's arms at their own tuned rates), and a flag that, once set, stops it
+// (a tuning arm that diverged: the others go on; its validation loss is then NaN).
 struct TrainingArm {
   TrainStep* step = nullptr;
   BatchLoader* loader = nullptr;
+  double lr_scale = 1;
+  const bool* stopped = nullptr;
 };
 
 // One arm's step, as its observers see it.

@@ -1,12 +1,17 @@
 #include "xsa/util/stats.h"
 
 #include <algorithm>
+#include <boost/math/distributions/binomial.hpp>
+#include <boost/math/distributions/non_central_t.hpp>
+#include <boost/math/distributions/students_t.hpp>
 #include <cmath>
 #include <limits>
 
 #include "xsa/util/rng.h"
 
 namespace xsa {
+
+namespace bm = boost::math;
 
 double mean(const std::vector<double>& x) {
   if (x.empty()) return NAN;
@@ -23,43 +28,17 @@ double sample_sd(const std::vector<double>& x) {
   return std::sqrt(s / (x.size() - 1));
 }
 
-namespace {
-// Continued fraction of the regularized incomplete beta function (Numerical Recipes' betacf).
-double beta_continued_fraction(double a, double b, double x) {
-  const double tiny = 1e-300;
-  double c = 1, d = 1 - (a + b) * x / (a + 1);
-  d = 1 / (std::fabs(d) < tiny ? tiny : d);
-  double h = d;
-  for (int m = 1; m <= 300; m++) {
-    const int m2 = 2 * m;
-    double aa = m * (b - m) * x / ((a + m2 - 1) * (a + m2));
-    d = 1 + aa * d, c = 1 + aa / c;
-    d = 1 / (std::fabs(d) < tiny ? tiny : d), c = std::fabs(c) < tiny ? tiny : c;
-    h *= d * c;
-    aa = -(a + m) * (a + b + m) * x / ((a + m2) * (a + m2 + 1));
-    d = 1 + aa * d, c = 1 + aa / c;
-    d = 1 / (std::fabs(d) < tiny ? tiny : d), c = std::fabs(c) < tiny ? tiny : c;
-    const double delta = d * c;
-    h *= delta;
-    if (std::fabs(delta - 1) < 1e-15) break;
-  }
-  return h;
+double median(std::vector<double> x) {
+  if (x.empty()) return NAN;
+  std::sort(x.begin(), x.end());
+  const size_t h = x.size() / 2;
+  return x.size() % 2 ? x[h] : 0.5 * (x[h - 1] + x[h]);
 }
-
-double regularized_incomplete_beta(double a, double b, double x) {
-  if (x <= 0) return 0;
-  if (x >= 1) return 1;
-  const double front = std::exp(std::lgamma(a + b) - std::lgamma(a) - std::lgamma(b) +
-                                a * std::log(x) + b * std::log1p(-x));
-  if (x < (a + 1) / (a + b + 2)) return front * beta_continued_fraction(a, b, x) / a;
-  return 1 - front * beta_continued_fraction(b, a, 1 - x) / b;
-}
-}  // namespace
 
 double student_t_two_sided_p(double t, double dof) {
-  if (std::isnan(t) || dof <= 0) return NAN;
+  if (std::isnan(t) || !(dof > 0)) return NAN;
   if (std::isinf(t)) return 0;
-  return regularized_incomplete_beta(dof / 2, 0.5, dof / (dof + t * t));
+  return 2 * bm::cdf(bm::complement(bm::students_t(dof), std::fabs(t)));
 }
 
 double paired_t_test_p(const std::vector<double>& d) {
@@ -70,39 +49,95 @@ double paired_t_test_p(const std::vector<double>& d) {
 }
 
 double student_t_two_sided_critical(double alpha, double dof) {
-  // p(t) falls from 1 at t = 0: bisection on t.
-  double lo = 0, hi = 1;
-  while (student_t_two_sided_p(hi, dof) > alpha) hi *= 2;
-  for (int i = 0; i < 200 && hi - lo > 1e-13 * hi; i++) {
-    const double mid = 0.5 * (lo + hi);
-    (student_t_two_sided_p(mid, dof) > alpha ? lo : hi) = mid;
+  return bm::quantile(bm::complement(bm::students_t(dof), alpha / 2));
+}
+
+PairedDifferences describe_paired(const std::vector<double>& d, double level) {
+  PairedDifferences r;
+  r.n = (int)d.size();
+  if (d.empty()) return r;
+  r.mean = mean(d);
+  if (d.size() < 2) return r;
+  r.sd = sample_sd(d);
+  const double half = student_t_two_sided_critical(1 - level, r.n - 1) * r.sd / std::sqrt(r.n);
+  r.ci_low = r.mean - half, r.ci_high = r.mean + half;
+  r.d_z = r.sd > 0 ? r.mean / r.sd : NAN;
+  r.p_t = paired_t_test_p(d);
+  r.p_wilcoxon = wilcoxon_signed_rank_p(d);
+  r.p_sign = sign_test_p(d);
+  return r;
+}
+
+double wilcoxon_signed_rank_p(const std::vector<double>& d) {
+  std::vector<double> nonzero;
+  for (double x : d)
+    if (x != 0 && !std::isnan(x)) nonzero.push_back(x);
+  const size_t m = nonzero.size();
+  if (m == 0) return 1.0;
+  // Mean ranks of |d|, doubled so that ties' halves stay whole numbers.
+  std::vector<size_t> order(m);
+  for (size_t i = 0; i < m; i++) order[i] = i;
+  std::sort(order.begin(), order.end(),
+            [&](size_t a, size_t b) { return std::fabs(nonzero[a]) < std::fabs(nonzero[b]); });
+  std::vector<int64_t> rank2(m);
+  for (size_t i = 0; i < m;) {
+    size_t j = i;
+    while (j + 1 < m && std::fabs(nonzero[order[j + 1]]) == std::fabs(nonzero[order[i]])) j++;
+    for (size_t k = i; k <= j; k++) rank2[order[k]] = (int64_t)(i + j + 2);  // 2 · mean rank
+    i = j + 1;
   }
-  return 0.5 * (lo + hi);
+  int64_t total = 0, observed = 0;
+  for (size_t i = 0; i < m; i++) {
+    total += rank2[i];
+    if (nonzero[i] > 0) observed += rank2[i];
+  }
+  // The distribution of the positive ranks' sum over the 2^m sign patterns, as probabilities.
+  std::vector<double> dist(total + 1, 0.0);
+  dist[0] = 1;
+  int64_t reach = 0;
+  for (size_t i = 0; i < m; i++) {
+    for (int64_t s = reach; s >= 0; s--)
+      if (dist[s] != 0) dist[s + rank2[i]] += 0.5 * dist[s], dist[s] *= 0.5;
+    reach += rank2[i];
+  }
+  // Two-sided: sums at least as far from the centre total / 2 (in doubled units: |2s − total|).
+  const int64_t far = std::llabs(2 * observed - total);
+  double p = 0;
+  for (int64_t s = 0; s <= total; s++)
+    if (std::llabs(2 * s - total) >= far) p += dist[s];
+  return std::min(1.0, p);
+}
+
+double sign_test_p(const std::vector<double>& d) {
+  int positive = 0, negative = 0;
+  for (double x : d) positive += x > 0, negative += x < 0;
+  const int m = positive + negative;
+  if (m == 0) return 1.0;
+  return std::min(1.0, 2 * bm::cdf(bm::binomial(m, 0.5), std::min(positive, negative)));
+}
+
+std::vector<double> holm_adjusted(const std::vector<double>& p) {
+  std::vector<size_t> order;
+  for (size_t i = 0; i < p.size(); i++)
+    if (!std::isnan(p[i])) order.push_back(i);
+  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return p[a] < p[b]; });
+  std::vector<double> out(p.size(), NAN);
+  const size_t m = order.size();
+  double running = 0;
+  for (size_t j = 0; j < m; j++) {
+    running = std::max(running, std::min(1.0, (double)(m - j) * p[order[j]]));
+    out[order[j]] = running;
+  }
+  return out;
 }
 
 double paired_t_power(double effect, double sd, int n, double alpha) {
   if (n < 2 || !(sd > 0) || !std::isfinite(effect)) return NAN;
-  const double nu = n - 1.0, t = student_t_two_sided_critical(alpha, nu);
+  const double dof = n - 1.0, t = student_t_two_sided_critical(alpha, dof);
   const double lambda = std::fabs(effect) * std::sqrt((double)n) / sd;
-  // T = (Z + λ) / U with U = √(V/ν), V ~ χ²(ν): P(|T| > t) = ∫ g(u) [Φc(t·u − λ) + Φ(−t·u − λ)] du,
-  // g the density of U, by Simpson's rule over its mass (mean 1, sd about 1/√(2ν)).
-  const double log_norm =
-      (nu / 2) * std::log(nu) - (nu / 2 - 1) * std::log(2.0) - std::lgamma(nu / 2);
-  const auto g = [&](double u) {
-    return u <= 0 ? (nu == 1 ? std::exp(log_norm) : 0.0)
-                  : std::exp(log_norm + (nu - 1) * std::log(u) - nu * u * u / 2);
-  };
-  const auto upper = [](double x) { return 0.5 * std::erfc(x / std::sqrt(2.0)); };  // Φc
-  const double u_max = 1 + 12 / std::sqrt(2 * nu) + 2;
-  const int steps = 4000;  // even
-  const double h = u_max / steps;
-  double sum = 0;
-  for (int i = 0; i <= steps; i++) {
-    const double u = i * h;
-    const double f = g(u) * (upper(t * u - lambda) + upper(t * u + lambda));
-    sum += f * (i == 0 || i == steps ? 1 : i % 2 ? 4 : 2);
-  }
-  return std::min(1.0, sum * h / 3);
+  if (lambda == 0) return alpha;
+  const bm::non_central_t nct(dof, lambda);
+  return bm::cdf(bm::complement(nct, t)) + bm::cdf(nct, -t);
 }
 
 int seeds_for_power(double effect, double sd, double power, double alpha, int max_n) {
@@ -112,17 +147,29 @@ int seeds_for_power(double effect, double sd, double power, double alpha, int ma
   return max_n + 1;
 }
 
+double kaplan_meier_median(std::vector<CensoredTime> times) {
+  // At equal times the events come before the censorings (the usual convention).
+  std::sort(times.begin(), times.end(), [](const CensoredTime& a, const CensoredTime& b) {
+    return a.time < b.time || (a.time == b.time && a.reached && !b.reached);
+  });
+  double waiting = 1;
+  size_t at_risk = times.size();
+  for (size_t i = 0; i < times.size();) {
+    size_t events = 0, j = i;
+    for (; j < times.size() && times[j].time == times[i].time; j++) events += times[j].reached;
+    if (events > 0) {
+      waiting *= 1 - (double)events / at_risk;
+      if (waiting <= 0.5 + 1e-12) return times[i].time;
+    }
+    at_risk -= j - i;
+    i = j;
+  }
+  return NAN;
+}
+
 double mcnemar_exact_p(int b, int c) {
-  const int n = b + c, k = std::min(b, c);
-  if (n == 0) return 1.0;
-  // Σ_{i ≤ k} C(n, i) / 2^n in log space, so that thousands of examples neither overflow nor
-  // underflow.
-  const double log_half_n = n * std::log(0.5);
-  double tail = 0;
-  for (int i = 0; i <= k; i++)
-    tail += std::exp(std::lgamma(n + 1.0) - std::lgamma(i + 1.0) - std::lgamma(n - i + 1.0) +
-                     log_half_n);
-  return std::min(1.0, 2 * tail);
+  if (b + c == 0) return 1.0;
+  return std::min(1.0, 2 * bm::cdf(bm::binomial(b + c, 0.5), std::min(b, c)));
 }
 
 BootstrapResult paired_bootstrap_group_mean(const std::vector<std::vector<double>>& groups,

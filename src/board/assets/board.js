@@ -300,14 +300,16 @@
     return { xs, mean: m, lo: m.map((v, i) => v - d[i]), hi: m.map((v, i) => v + d[i]) };
   }
 
-  function bandSpec(title, xLabel, groups, o) {
+  // band: what the band's edges are (± sd over seeds, or an interval).
+  function bandSpec(title, xLabel, groups, o, band) {
     const tables = [], series = [], bands = [];
+    const [upper, lower] = band ? [" " + band + " high", " " + band + " low"] : [" +sd", " −sd"];
     groups.forEach((g, k) => {
       const color = COLORS[k % COLORS.length];
       tables.push([g.xs, g.mean], [g.xs, g.hi], [g.xs, g.lo]);
       const base = series.length + 1;
-      series.push({ label: g.label, color }, { label: g.label + " +sd", color, band: true },
-                  { label: g.label + " −sd", color, band: true });
+      series.push({ label: g.label, color }, { label: g.label + upper, color, band: true },
+                  { label: g.label + lower, color, band: true });
       bands.push([base + 1, base + 2, color]);
     });
     return { title, xLabel, logX: o.logX, logY: false, series, bands,
@@ -348,6 +350,27 @@
       });
       if (deltas.length) specs.push(bandSpec("Δ validation loss vs SA, paired by seed (mean ± sd)", "step", deltas, o));
     }
+    // Loss by position: each variant's difference to SA per bucket of positions in the window
+    // (x: the bucket's last position), with its 95 % interval over seeds; a chart per set.
+    const lbp = c.report && c.report.loss_by_position;
+    if (lbp && lbp.buckets && lbp.buckets.length && c.report.summary) {
+      const xs = lbp.buckets.map((b) => b[1]);
+      (lbp.sets || []).forEach((name, set) => {
+        const g = c.report.summary
+          .filter((s) => s.variant !== "sa" && s.loss_by_position && s.loss_by_position[set])
+          .map((s) => {
+            const d = s.loss_by_position[set].delta_vs_sa || [];
+            const at = (i, k) => (d[i] && d[i].ci95 && isNum(d[i].ci95[k]) ? d[i].ci95[k] : null);
+            return { label: s.variant + " − sa", xs, mean: xs.map((x, i) => (d[i] ? d[i].mean : null)),
+                     hi: xs.map((x, i) => at(i, 1)), lo: xs.map((x, i) => at(i, 0)) };
+          });
+        if (!g.length) return;
+        const spec = bandSpec("Δ loss vs SA by position in the window, " + name + " (band: 95 % interval)",
+                              "position (last of its bucket)", g, { logX: xs.length > 1 }, "95 %");
+        spec.series.forEach((s) => (s.points = !s.band));
+        specs.push(spec);
+      });
+    }
     const bias = c.report && c.report.similarity_bias;
     if (bias && bias.length) {
       const variants = [...new Set(bias.map((b) => b.variant))];
@@ -369,9 +392,13 @@
   }
 
   // The swept parameter's column of sweep.json: the one key that is not a result.
-  const SWEEP_RESULTS = new Set(["batch", "cos_yv_mean", "delta_at_sa_time_mean", "delta_vs_sa_mean",
-    "delta_vs_sa_sd", "equal_loss_reached", "overhead_vs_sa", "p_value", "report", "sa_cos_yv_mean",
-    "step_speedup_mean", "time_speedup_mean", "tokens_per_step", "variant"]);
+  const SWEEP_RESULTS = new Set(["batch", "cos_yv_mean", "d_z", "delta_at_sa_time_mean", "delta_bpb_ci95",
+    "delta_bpb_mean", "delta_ci95", "delta_vs_sa_mean", "delta_vs_sa_sd", "equal_loss_reached", "lr",
+    "mean_curve_step_speedup", "mean_curve_time_speedup", "overhead_vs_sa", "p_holm_sweep", "p_value",
+    "p_wilcoxon", "report", "sa_cos_yv_mean", "step_speedup", "step_speedup_mean", "time_speedup",
+    "time_speedup_mean", "tokens_per_step", "variant"]);
+  // "−0.0123 [−0.0200, −0.0046]": a difference with its interval.
+  const withInterval = (m, ci) => fmt(m) + (ci && isNum(ci[0]) ? " [" + fmt(ci[0]) + ", " + fmt(ci[1]) + "]" : "");
 
   function sweepSpec(rows, param) {
     param = param || Object.keys(rows[0] || {}).find((k) => !SWEEP_RESULTS.has(k));
@@ -400,15 +427,19 @@
       t.className = "summary";
       const param = (STATIC && STATIC.param) || Object.keys(c.sweep[0]).find((k) => !SWEEP_RESULTS.has(k));
       const tr = t.createTHead().insertRow();
-      for (const x of [param, "variant", "Δ vs SA", "p", "speed-up steps / wall-clock", "step cost vs SA"]) {
+      for (const x of [param, "variant", "Δ vs SA [95 % CI]", "p (t; Holm over the sweep)",
+                       "speed-up steps / wall-clock", "step cost vs SA"]) {
         const th = document.createElement("th"); th.textContent = x; tr.append(th);
       }
       const body = t.createTBody();
       for (const s of c.sweep) {
         const row = body.insertRow();
-        for (const x of [s[param], s.variant, fmt(s.delta_vs_sa_mean) + " ± " + fmt(s.delta_vs_sa_sd),
-                         isNum(s.p_value) ? s.p_value.toPrecision(2) : "–",
-                         fmt(s.step_speedup_mean, 3) + " / " + fmt(s.time_speedup_mean, 3),
+        const speedup = isNum(s.step_speedup) ? s.step_speedup : s.step_speedup_mean;  // older files: _mean
+        const timeSpeedup = isNum(s.time_speedup) ? s.time_speedup : s.time_speedup_mean;
+        for (const x of [s[param], s.variant, withInterval(s.delta_vs_sa_mean, s.delta_ci95),
+                         (isNum(s.p_value) ? s.p_value.toPrecision(2) : "–") +
+                           (isNum(s.p_holm_sweep) ? "; " + s.p_holm_sweep.toPrecision(2) : ""),
+                         fmt(speedup, 3) + " / " + fmt(timeSpeedup, 3),
                          isNum(s.overhead_vs_sa) ? (100 * s.overhead_vs_sa).toFixed(1) + " %" : "–"])
           cell(row, String(x));
       }
@@ -416,19 +447,24 @@
     } else if (r && r.summary) {
       const t = document.createElement("table");
       t.className = "summary";
-      const head = ["variant", "seeds", "val loss", "Δ vs SA", "p", "SA's loss at step", "speed-up steps / wall-clock",
-                    "step cost vs SA", "verdict"];
+      const head = ["variant", "seeds", "val loss", "Δ vs SA [95 % CI]", "p (t; Holm)", "median steps to SA's loss",
+                    "speed-up steps / wall-clock", "step cost vs SA", "verdict"];
       const tr = t.createTHead().insertRow();
       for (const x of head) { const th = document.createElement("th"); th.textContent = x; tr.append(th); }
       const body = t.createTBody();
       for (const s of r.summary) {
         const row = body.insertRow();
         const el = s.equal_loss || {};
+        const ci = s.delta_vs_sa && s.delta_vs_sa.ci95;
+        const median = isNum(el.median_steps) ? el.median_steps : el.steps_mean;  // older reports: a mean
+        const speedup = isNum(el.step_speedup) ? el.step_speedup : el.step_speedup_mean;
+        const timeSpeedup = isNum(el.time_speedup) ? el.time_speedup : el.time_speedup_mean;
         for (const x of [s.variant, s.n_seeds, fmt(s.val_loss_mean) + " ± " + fmt(s.val_loss_sd),
-                         s.variant === "sa" ? "–" : fmt(s.delta_vs_sa_mean) + " ± " + fmt(s.delta_vs_sa_sd),
-                         isNum(s.p_value) ? s.p_value.toPrecision(2) : "–",
-                         isNum(el.steps_mean) ? el.steps_mean.toFixed(0) : "–",
-                         isNum(el.step_speedup_mean) ? el.step_speedup_mean.toFixed(3) + " / " + fmt(el.time_speedup_mean, 3) : "–",
+                         s.variant === "sa" ? "–" : withInterval(s.delta_vs_sa_mean, ci),
+                         (isNum(s.p_value) ? s.p_value.toPrecision(2) : "–") +
+                           (isNum(s.p_holm) && r.summary.length > 2 ? "; " + s.p_holm.toPrecision(2) : ""),
+                         isNum(median) ? median.toFixed(0) + (el.seeds ? " (" + el.seeds_reached + " of " + el.seeds + " reached)" : "") : "–",
+                         isNum(speedup) ? speedup.toFixed(3) + " / " + fmt(timeSpeedup, 3) : "–",
                          s.variant === "sa" ? "–" : (100 * s.overhead_vs_sa).toFixed(1) + " %", s.verdict || ""])
           cell(row, String(x));
       }
