@@ -3,8 +3,9 @@
 # the Brown corpus), prepares it into token shards (GPT-2 and byte-level, each with a validation
 # share of documents drawn at random), then runs `xsa compare --preset demo`: SA and XSA twins
 # (same initial weights, same batches) trained side by side over 3 seeds on the byte-level shards,
-# and prints the comparison table; the report (report.md, report.html, report.json, plots) is in
-# runs/demo.
+# validated on windows drawn across the validation split and scored at the end on the held-out long
+# documents (data/default-byte/long), and prints the comparison table; the report (report.md,
+# report.html, report.json, plots, loss by position) is in runs/demo.
 # Then a sample from each arm of seed 1 (xsa sample, the same prompt and seed). Watch it train in a
 # browser: ./build/xsa board runs (docs/board.md).
 # --tokenizer picks the demo's vocabulary: byte (the default, runs/demo), gpt2 (runs/demo-gpt2),
@@ -38,9 +39,12 @@ case "$tokenizer" in
 esac
 bash scripts/build.sh
 bash scripts/get_data.sh
+# Shards of the default corpus; ones made before it held the State of the Union addresses and its
+# long-document set (long/) are made again.
+prepared() { [ -f "$1/meta.json" ] && [ -f "$1/long/meta.json" ]; }
 for tok in gpt2 byte; do
   out=data/default; [ $tok = byte ] && out=data/default-byte
-  [ -f $out/meta.json ] || ./build/xsa prepare --default --tokenizer $tok
+  prepared $out || ./build/xsa prepare --default --tokenizer $tok --force
 done
 if [ -n "$vocab" ]; then
   if [ "$tokenizer" = spm ] && [ ! -f "$vocab/tokenizer.json" ]; then
@@ -48,7 +52,7 @@ if [ -n "$vocab" ]; then
   fi
   name=$(basename "$vocab")
   data=data/default-$name demo=runs/demo-$name
-  [ -f "$data/meta.json" ] || ./build/xsa prepare --default --tokenizer "spm:$vocab"
+  prepared "$data" || ./build/xsa prepare --default --tokenizer "spm:$vocab" --force
   # The shards must be of this vocabulary (another folder of the same name made them otherwise).
   args=(--tokenizer "spm:$vocab" "${args[@]}")
 fi
@@ -77,5 +81,7 @@ fi
 out=(--out "$demo")
 for arg in "${args[@]}"; do case "$arg" in --out | --out=*) out=() ;; esac; done
 echo "run.sh: to watch it train in a browser, run ./build/xsa board runs in another terminal"
-./build/xsa compare --data "$data" --preset demo "${out[@]}" "${args[@]}"
+# Beside the validation split, the held-out long documents: the loss by position there says
+# whether a variant uses the context better.
+./build/xsa compare --data "$data" --preset demo --eval-data "$data/long" "${out[@]}" "${args[@]}"
 if [ "$extra" -eq 0 ]; then show_samples; fi

@@ -1,30 +1,45 @@
 #!/usr/bin/env bash
 # The study of docs/study.md: SA, XSA and XSA's rivals at context 256, 1024 and 4096 with the same
-# tokens in every step, 5 seeds each, on the byte-level default corpus. Installs and builds what is
-# missing (as the main job), then runs `xsa sweep` into runs/study and two longer SA/XSA
-# comparisons into runs/study-long-1024 and runs/study-long-4096. Resumable: run it again after an
-# interruption and every finished seed (its seed-*.json) is taken, not retrained.
-# About 100 minutes on this project's 2-core machine; extra arguments go to `xsa sweep` alone (for
-# example --seeds 10 to extend it, or --steps 480 --out runs/study-long for a longer one) and skip
-# the follow-ups.
+# tokens in every step (4 096), each variant at its own tuned learning rate, on the byte-level
+# default corpus (sentences, the Brown texts and the State of the Union addresses), validated on
+# windows drawn across the whole validation split and scored at the end on the held-out long
+# documents (data/default-byte/long), loss by position included; then the same at context 256 on
+# the 4 096-piece SentencePiece vocabulary of the default corpus.
+#
+# Installs and builds what is missing (as the main job), then runs `xsa sweep` into runs/study and
+# `xsa compare` into runs/study-spm-256. Resumable: run it again after an interruption and every
+# finished seed of the tuning and of the comparisons (their seed-*.json) is taken, not retrained.
+# About 7 hours on this project's 2-core machine (docs/study.md: what each part costs). Extra
+# arguments go to both commands (for example --seeds 10 to extend the comparisons with 5 more
+# seeds; the tuning is kept).
+#   bash scripts/study.sh              # the whole study
+#   bash scripts/study.sh byte|spm     # one part
 set -euo pipefail
 cd "$(dirname "$0")/.."
+part=all
+case "${1:-}" in byte | spm) part=$1; shift ;; esac
 bash scripts/build.sh
 bash scripts/get_data.sh
-[ -f data/default-byte/meta.json ] || ./build/xsa prepare --default --tokenizer byte
+prepared() { [ -f "$1/meta.json" ] && [ -f "$1/long/meta.json" ]; }
+prepared data/default-byte || ./build/xsa prepare --default --tokenizer byte --force
 # A user's machine pins no BLAS kernels; a pinned environment would make the wall-clock views slow.
 run() { env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE ./build/xsa "$@"; }
-run sweep \
-  --data data/default-byte --param seq-len=256,1024,4096 --tokens-per-step 4096 --batch 16 \
-  --layers 4 --heads 4 --embd 128 --steps 120 --lr 2e-3 --val-every 10 --val-batches 4 \
-  --variants sa,xsa,gated-attn,value-residual,no-self,xsa+gated-attn --seeds 5 \
-  --out runs/study "$@"
-# The follow-ups: SA and XSA at T = 1024 and 4096 trained four times as long, to see whether SA's
-# lead at the end of the 120-step runs at these lengths lasts (about 15 and 22 minutes).
-[ $# -eq 0 ] || exit 0
-for t in 1024 4096; do
-  run compare \
-    --data data/default-byte --seq-len $t --batch $((4096 / t)) \
-    --layers 4 --heads 4 --embd 128 --steps 480 --lr 2e-3 --val-every 20 --val-batches 4 \
-    --variants sa,xsa --seeds $([ $t = 1024 ] && echo 5 || echo 3) --out runs/study-long-$t
-done
+# What every arm shares: 4 layers × 128 (4 heads of 32), 480 steps of 4 096 tokens, AdamW with
+# 24 warm-up steps (the default 5 %) and cosine decay; validation every 40 steps on 8 steps' worth
+# of windows; the long documents read 16 steps' worth at the end; the learning rate tuned per
+# variant over four rates on tuning seed 1001, then 5 fresh seeds (1-5) at the chosen rates.
+common=(--layers 4 --heads 4 --embd 128 --steps 480 --val-every 40 --val-batches 8
+        --eval-batches 16 --tune-lr 1e-3,2e-3,4e-3,8e-3 --tune-seeds 1 --seeds 5
+        --variants sa,xsa,gated-attn,value-residual,no-self,xsa+gated-attn)
+if [ "$part" != spm ]; then
+  run sweep --data data/default-byte --param seq-len=256,1024,4096 --tokens-per-step 4096 \
+    --batch 16 --eval-data data/default-byte/long "${common[@]}" --out runs/study "$@"
+fi
+if [ "$part" != byte ]; then
+  [ -f data/spm-4096/tokenizer.json ] ||
+    ./build/xsa tokenizer train --default --vocab 4096 --model bpe --out data/spm-4096
+  prepared data/default-spm-4096 ||
+    ./build/xsa prepare --default --tokenizer spm:data/spm-4096 --force
+  run compare --data data/default-spm-4096 --seq-len 256 --batch 16 \
+    --eval-data data/default-spm-4096/long "${common[@]}" --out runs/study-spm-256 "$@"
+fi

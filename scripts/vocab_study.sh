@@ -12,7 +12,7 @@ seconds=${1:-180}
 seeds=${2:-1}
 xsa=./build/xsa
 [ -d data/spm-4096 ] || $xsa tokenizer train --default --vocab 4096 --out data/spm-4096 --quiet
-[ -d data/default-spm-4096 ] || $xsa prepare --default --tokenizer spm:data/spm-4096 --quiet
+[ -f data/default-spm-4096/long/meta.json ] || $xsa prepare --default --tokenizer spm:data/spm-4096 --quiet --force
 model=(--layers 4 --heads 4 --embd 128 --seq-len 256 --batch 16 --lr 2e-3 --attn xsa)
 # One tokenizer, one seed: ms per step from 10 steps, then as many steps as fit in the time; prints
 # "steps ms loss bpb".

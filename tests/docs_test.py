@@ -5,7 +5,7 @@ Each page runs in a scratch folder of its own, its ```sh and ```bash blocks in o
 as written (continuation lines joined), with XSA_SMOKE_TEST=1 so that each command runs whole at
 the smallest size (docs/testing.md). The folder holds what the pages take as given, made small:
 `./build` (this build), GPT-2's vocabulary in data/gpt2, token shards in data/default and
-data/default-byte, a text file FILE.txt, corpus/ and more.jsonl, prompt.txt, the paper's task files
+data/default-byte (each with a long-document set in long/), a text file FILE.txt, corpus/ and more.jsonl, prompt.txt, the paper's task files
 in tasks/ and copies of three of them where the pages name them.
 
 A comment right before a block tells the test more (`<!-- doc-test: ... -->`):
@@ -89,10 +89,12 @@ def make_fixtures(root, source, build, env):
             f.write(lines)
     for name in ("ARC-Easy-test.jsonl", "hellaswag_val.jsonl", "lambada_test.jsonl"):
         shutil.copy(os.path.join(root, "tasks", name), os.path.join(root, name))
-    for out, tokenizer in (("default-byte", "byte"), ("default", "gpt2"),
-                           ("other-domain", "byte")):
+    # With a long-document set (long/) of the longer paragraphs, as prepare --default writes one.
+    for out, tokenizer, long_tokens in (("default-byte", "byte", 300), ("default", "gpt2", 80),
+                                        ("other-domain", "byte", 0)):
         r = run(f"./build/xsa prepare --input corpus --tokenizer {tokenizer} --val-fraction 0.3 "
-                f"--out data/{out} --quiet", root, env)
+                f"--long-min-tokens {long_tokens} --long-fraction 0.3 --out data/{out} --quiet",
+                root, env)
         if r.returncode:
             raise SystemExit(f"docs_test: fixture data/{out}: {r.stderr.strip()}")
 

@@ -904,14 +904,15 @@ CompareReport make_report(const CompareConfig& cfg, const Setup& s, CompareResul
   return report;
 }
 
-// The terminal's view of report.md: the main table with its timing note, then the equal-loss,
-// seeds and precision sections, each up to what follows it.
+// The terminal's view of report.md: the main table with its timing note, then the loss by
+// position, equal-loss, seeds, learning-rate and precision sections, each up to what follows it.
 void print_report_summary(const std::string& md, const fs::path& out) {
   const size_t table = md.find("| variant");
   const size_t note = md.find(kTimingNote, table);
   const size_t shown_end = note + std::string_view(kTimingNote).size() - 1;
   std::string shown = md.substr(table, shown_end - table);
-  for (const char* section : {"## Equal loss", "## Seeds", "## Precision"})
+  for (const char* section :
+       {"## Loss by position", "## Equal loss", "## Seeds", "## Learning rates", "## Precision"})
     if (const size_t at = md.find(section); at != std::string::npos)
       shown += "\n\n" + md.substr(at, std::min(md.find("\n\n## ", at), md.find("\n\n![", at)) - at);
   std::printf("\n%s\nreport: %s (report.md, report.html, report.json, plot files)\n", shown.c_str(),

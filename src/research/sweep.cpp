@@ -224,8 +224,8 @@ json sweep_row(const std::string& param, const json& value, const CompareResult&
           {"tokens_per_step", cfg.run.step_tokens(cfg.model.seq_len, world_comm().size())}};
 }
 
-// sweep.md, sweep.json and the Δ plot: Δ validation loss vs SA (mean ± sd over seeds) per variant
-// against the swept value, then the equal-loss and similarity-bias tables.
+// sweep.md, sweep.json and the Δ plot: Δ validation loss vs SA (mean and its 95 % interval over
+// seeds) per variant against the swept value, then the equal-loss and similarity-bias tables.
 void write_sweep_report(const CompareConfig& base, const std::string& param,
                         const std::vector<std::string>& values, int64_t tokens_per_step,
                         const std::vector<CompareConfig>& configs,
@@ -262,9 +262,7 @@ void write_sweep_report(const CompareConfig& base, const std::string& param,
       const PairedDifferences& d = s.delta;
       Series& se = series[k - 1];
       se.x.push_back(x), se.y.push_back(s.delta_vs_sa_mean);
-      if (base.seeds > 1)
-        se.y_low.push_back(s.delta_vs_sa_mean - s.delta_vs_sa_sd),
-            se.y_high.push_back(s.delta_vs_sa_mean + s.delta_vs_sa_sd);
+      if (base.seeds > 1) se.y_low.push_back(d.ci_low), se.y_high.push_back(d.ci_high);
       const auto interval = [&](double scale_bpt, const char* f) {
         const auto conv = [&](double v) { return scale_bpt > 0 ? bits_per_byte(v, scale_bpt) : v; };
         if (!std::isfinite(conv(d.mean))) return std::string("–");
@@ -284,9 +282,10 @@ void write_sweep_report(const CompareConfig& base, const std::string& param,
   const fs::path out = base.run.out;
   auto files = write_plot(
       (out / ("delta_vs_" + param)).string(),
-      svg_line_chart(fmt::format("Each variant vs SA across {} (band: ± sd over seeds)", param),
-                     param, "Δ validation loss vs SA", series, true, 1,
-                     evenly ? values : std::vector<std::string>()));
+      svg_line_chart(
+          fmt::format("Each variant vs SA across {} (band: 95 % interval over seeds)", param),
+          param, "Δ validation loss vs SA", series, true, 1,
+          evenly ? values : std::vector<std::string>()));
   md += fmt::format("\n![{0}]({0})\n", fs::path(files[0]).filename().string());
   md += cost_and_bias_tables(param, values, results, base.variants);
   md += fmt::format("\nEach value's full report: `{}-<value>/report.md`.\n", param);

@@ -88,6 +88,11 @@ try {
   check(titled("Δ validation loss").series === 1, "Δ vs SA", JSON.stringify(titled("Δ validation loss")));
   check(titled("similarity bias").series === 2 && titled("similarity bias").points === 4,
         "similarity bias per layer (2 variants × 2 layers)", JSON.stringify(titled("similarity bias")));
+  // Loss by position: xsa's difference to SA in each bucket of positions (1–16, 17–64 at the tiny
+  // preset's context 64), with its interval band.
+  const byPosition = titled("Δ loss vs SA by position in the window, validation");
+  check(byPosition.series >= 1 && byPosition.points === 2,
+        "loss by position: xsa − sa in 2 buckets", JSON.stringify(byPosition));
   const summary = await page.$$eval("#comparison table.summary tbody tr", (trs) => trs.length);
   check(summary === 2, "the summary table: a row per variant (Δ and p)", String(summary));
   await page.screenshot({ path: `${outDir}/board-comparison.png`, fullPage: true });

@@ -406,12 +406,17 @@
     const groups = variants.map((v) => {
       const mine = rows.filter((r) => r.variant === v && isNum(r[param])).sort((a, b) => a[param] - b[param]);
       const xs = mine.map((r) => r[param]), m = mine.map((r) => r.delta_vs_sa_mean);
+      // The 95 % interval where the sweep has it (older sweeps: ± sd).
+      const ci = (r, k) => (r.delta_ci95 && isNum(r.delta_ci95[k]) ? r.delta_ci95[k] : null);
       const d = mine.map((r) => (isNum(r.delta_vs_sa_sd) ? r.delta_vs_sa_sd : 0));
-      return { label: v + " − sa", xs, mean: m, hi: m.map((y, i) => y + d[i]), lo: m.map((y, i) => y - d[i]) };
+      const withCi = mine.some((r) => r.delta_ci95);
+      return { label: v + " − sa", xs, mean: m,
+               hi: mine.map((r, i) => (withCi ? ci(r, 1) : m[i] + d[i])),
+               lo: mine.map((r, i) => (withCi ? ci(r, 0) : m[i] - d[i])) };
     });
     const xs = rows.map((r) => r[param]).filter((x) => isNum(x) && x > 0);
-    const spec = bandSpec("Δ final validation loss vs SA by " + param + " (mean ± sd over seeds)", param, groups,
-                          { logX: xs.length > 1 && Math.max(...xs) / Math.min(...xs) >= 8 });
+    const spec = bandSpec("Δ final validation loss vs SA by " + param + " (mean and its band over seeds)", param,
+                          groups, { logX: xs.length > 1 && Math.max(...xs) / Math.min(...xs) >= 8 });
     spec.series.forEach((s) => (s.points = !s.band));
     return spec;
   }
