@@ -182,7 +182,7 @@ TEST(Compare, TwinsAreTwinsAndTheReportHoldsItsFields) {
     text += "sentence " + std::to_string(i * 7919 % 1000) + " of the corpus.\n";
   std::ofstream(dir / "data.txt") << text;
   CompareConfig cfg;
-  cfg.model.n_layer = 2, cfg.model.n_head = 2, cfg.model.n_embd = 16, cfg.model.seq_len = 16;
+  cfg.model.n_layer = 2, cfg.model.n_head = 2, cfg.model.n_embd = 16, cfg.model.seq_len = 20;
   cfg.run.data = (dir / "data.txt").string();
   cfg.run.out = (dir / "report").string();
   cfg.run.batch = 4, cfg.run.steps = 12, cfg.run.val_every = 6, cfg.run.val_batches = 2,
@@ -276,18 +276,25 @@ TEST(Compare, TwinsAreTwinsAndTheReportHoldsItsFields) {
     EXPECT_DOUBLE_EQ(s["delta_vs_sa"]["p_wilcoxon"].get<double>(), expected.p_wilcoxon);
     EXPECT_DOUBLE_EQ(s["p_holm"].get<double>(), holm[k - 1]);
   }
-  // Loss by position: for the validation set and the evaluation set, a loss per bucket of the
-  // 16 positions (one bucket, 1–16), SA's and every variant's, with Δ per bucket.
-  ASSERT_EQ(report["loss_by_position"]["buckets"].size(), 1u);
+  // Loss by position: for the validation set and both evaluation sets, a loss per bucket of the
+  // 20 positions (1–16 and 17–20), SA's and every variant's, with Δ per bucket.
+  ASSERT_EQ(report["loss_by_position"]["buckets"].size(), 2u);
   EXPECT_EQ(report["loss_by_position"]["buckets"][0], nlohmann::json({1, 16}));
+  EXPECT_EQ(report["loss_by_position"]["buckets"][1], nlohmann::json({17, 20}));
   for (const ArmResult& a : r.arms) {
     ASSERT_EQ(a.position_loss.size(), 3u) << a.variant;  // validation and both sets
     ASSERT_EQ(a.eval_losses.size(), 2u) << a.variant;
     EXPECT_NE(a.eval_losses[0], a.eval_losses[1]) << a.variant;
-    // One bucket holds every position: its mean is the set's loss (the last validation's, and the
-    // evaluation set's), summed in another order.
-    EXPECT_NEAR(a.position_loss[0][0], a.val_loss, 1e-5 * a.val_loss) << a.variant;
-    EXPECT_NEAR(a.position_loss[1][0], a.eval_losses[0], 1e-5 * a.val_loss) << a.variant;
+    // Every window scores each of its 20 positions once: the buckets weighted 16 : 4 give the
+    // set's loss (the last validation's, the evaluation sets'), summed in another order (float
+    // losses, double sums: well within 1e-5 of them).
+    const std::vector<double> set_loss = {a.val_loss, a.eval_losses[0], a.eval_losses[1]};
+    for (size_t set = 0; set < 3; set++) {
+      ASSERT_EQ(a.position_loss[set].size(), 2u);
+      EXPECT_NEAR((16 * a.position_loss[set][0] + 4 * a.position_loss[set][1]) / 20, set_loss[set],
+                  1e-5 * set_loss[set])
+          << a.variant << " set " << set;
+    }
   }
   EXPECT_EQ(report["summary"][1]["loss_by_position"].size(), 3u);
   EXPECT_EQ(report["summary"][1]["eval_delta_vs_sa"].size(), 2u);
@@ -395,6 +402,40 @@ TEST(Compare, TuningPicksEachVariantsRateAndResumes) {
     for (size_t i = 0; i < 2; i++) EXPECT_EQ(again.tuning.val_loss[k][i], r.tuning.val_loss[k][i]);
   ASSERT_EQ(again.arms.size(), r.arms.size());
   for (size_t i = 0; i < r.arms.size(); i++) EXPECT_EQ(again.arms[i].val_loss, r.arms[i].val_loss);
+  // Another tuning into the same folder is another comparison: refused before it tunes anything.
+  CompareConfig other = cfg;
+  other.tune_lrs = {1e-3, 1e-2};
+  EXPECT_THROW(compare(other), Error);
+  EXPECT_FALSE(fs::exists(dir / "report/tune/lr-0.001"));
+  // One arm diverging while the other goes on (XSA at 1e30, SA at 1e-2, each its own rate): SA's
+  // figures are whole, XSA's seeds stop at once with no final loss, the report says so, and no
+  // difference is made up for it.
+  CompareConfig diverging = cfg;
+  diverging.tune_lrs.clear();
+  diverging.variant_lrs = {1e-2, 1e30};
+  diverging.run.lr = 1e-2;
+  diverging.run.out = (dir / "diverging").string();
+  const CompareResult d = compare(diverging);
+  ASSERT_EQ(d.arms.size(), 4u);
+  for (const ArmResult& a : d.arms) {
+    if (a.variant == "sa") {
+      EXPECT_EQ(a.diverged_at, 0);
+      EXPECT_TRUE(std::isfinite(a.val_loss));
+      EXPECT_EQ(a.position_loss.size(), 1u);
+    } else {  // the first step's weights come out at 1e29 or so: the next forward overflows
+      EXPECT_GE(a.diverged_at, 1);
+      EXPECT_LE(a.diverged_at, 2);
+      EXPECT_TRUE(std::isnan(a.val_loss));
+      EXPECT_TRUE(a.position_loss.empty());
+    }
+  }
+  EXPECT_TRUE(std::isfinite(d.summary[0].val_loss_mean));
+  EXPECT_TRUE(std::isnan(d.summary[1].delta_vs_sa_mean));
+  EXPECT_TRUE(std::isnan(d.summary[1].delta.p_wilcoxon));
+  EXPECT_EQ(d.summary[1].verdict, "no figure: an arm diverged");
+  const std::string diverged_md = read_file(dir / "diverging/report.md");
+  EXPECT_NE(diverged_md.find("Diverged (loss or gradient"), std::string::npos);
+  EXPECT_NE(diverged_md.find("xsa seed 2 at step "), std::string::npos) << diverged_md;
   fs::remove_all(dir);
 }
 

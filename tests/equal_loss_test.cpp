@@ -119,11 +119,12 @@ TEST(EqualLoss, SummaryOverSeedsInClosedForm) {
   EXPECT_NEAR(e.per_seed[0].step, 80, 1e-9);
   EXPECT_NEAR(e.per_seed[1].step, 72, 1e-9);
   EXPECT_NEAR(e.per_seed[0].seconds, 8.8, 1e-9);
-  // Kaplan–Meier's median of two seeds that both got there: the lower one (3/4 and then 1/2).
-  EXPECT_NEAR(e.median_steps, 72, 1e-9);
-  EXPECT_NEAR(e.median_seconds, 7.92, 1e-9);
-  EXPECT_NEAR(e.step_speedup, 100 / 72.0, 1e-9);
-  EXPECT_NEAR(e.time_speedup, 10 / 7.92, 1e-9);
+  // Kaplan–Meier's median of two seeds that both got there: their midpoint (the share still short
+  // is 1/2 from step 72 to step 80), the ordinary median.
+  EXPECT_NEAR(e.median_steps, 76, 1e-9);
+  EXPECT_NEAR(e.median_seconds, (7.92 + 8.8) / 2, 1e-9);
+  EXPECT_NEAR(e.step_speedup, 100 / 76.0, 1e-9);
+  EXPECT_NEAR(e.time_speedup, 10 / 8.36, 1e-9);
   // The mean curves: SA's final losses average 2.1, which the variant reaches at step 76.
   EXPECT_NEAR(e.mean_curve_steps, 76, 1e-9);
   EXPECT_NEAR(e.mean_curve_step_speedup, 100 / 76.0, 1e-9);
@@ -142,42 +143,47 @@ TEST(EqualLoss, SummaryOverSeedsInClosedForm) {
   EXPECT_NEAR(shorter.loss_at_sa_time_mean, 4 - 0.025 * 60, 1e-9);
 }
 
-// Four seeds, two of which never reach SA's loss: they are counted as "not by the end of the run",
+// Five seeds, two of which never reach SA's loss: they are counted as "not by the end of the run",
 // not dropped. SA ends every seed at step 100 after 10 s at loss 2.0; the variant's losses fall
-// by 0.04, 0.025, 0.015 and 0.015 per step at 0.1 s per step, so seeds 1 and 2 get there at steps
-// 50 and 80 and seeds 3 and 4 stop at 2.5. Averaging the two that got there would say step 65 (a
-// speed-up of 1.54); Kaplan–Meier's share still waiting is 3/4 after 50 and 1/2 after 80, so the
-// median is 80 (1.25). The mean curve falls by 0.02375 per step and reaches 2.0 at step 84.2.
+// by 0.04, 0.025, 2/90, 0.015 and 0.015 per step at 0.1 s per step, so seeds 1, 2 and 3 get there
+// at steps 50, 80 and 90 and seeds 4 and 5 stop at 2.5. Averaging the three that got there would
+// say step 73.3 (a speed-up of 1.36); Kaplan–Meier's share still short is 4/5 after 50, 3/5 after
+// 80 and 2/5 after 90, so the median is 90 (1.11). The mean curve falls by 0.117/5 per step.
 TEST(EqualLoss, CensoredSeedsCountAgainstTheSpeedUp) {
   const std::vector<CurvePoint> sa = line(4, 0.02, 0.1, 10, 100);
-  const std::vector<std::vector<CurvePoint>> variant = {
-      line(4, 0.04, 0.1, 10, 100), line(4, 0.025, 0.1, 10, 100), line(4, 0.015, 0.1, 10, 100),
-      line(4, 0.015, 0.1, 10, 100)};
-  const EqualLoss e = equal_loss({sa, sa, sa, sa}, variant);
-  EXPECT_EQ(e.seeds, 4);
-  EXPECT_EQ(e.reached, 2);
-  EXPECT_TRUE(e.per_seed[0].reached && e.per_seed[1].reached);
-  EXPECT_FALSE(e.per_seed[2].reached || e.per_seed[3].reached);
+  const double slopes[5] = {0.04, 0.025, 2.0 / 90, 0.015, 0.015};
+  std::vector<std::vector<CurvePoint>> variant;
+  for (double b : slopes) variant.push_back(line(4, b, 0.1, 10, 100));
+  const EqualLoss e = equal_loss({sa, sa, sa, sa, sa}, variant);
+  EXPECT_EQ(e.seeds, 5);
+  EXPECT_EQ(e.reached, 3);
+  EXPECT_TRUE(e.per_seed[0].reached && e.per_seed[1].reached && e.per_seed[2].reached);
+  EXPECT_FALSE(e.per_seed[3].reached || e.per_seed[4].reached);
   EXPECT_NEAR(e.per_seed[0].step, 50, 1e-9);
   EXPECT_NEAR(e.per_seed[1].step, 80, 1e-9);
-  EXPECT_EQ(e.per_seed[2].end_step, 100);
-  EXPECT_NEAR(e.median_steps, 80, 1e-9);
-  EXPECT_NEAR(e.step_speedup, 1.25, 1e-9);
-  EXPECT_NEAR(e.median_seconds, 8, 1e-9);
-  EXPECT_NEAR(e.time_speedup, 1.25, 1e-9);
-  EXPECT_NEAR(e.mean_curve_steps, 2.0 / 0.02375, 1e-9);
-  EXPECT_NEAR(e.mean_curve_step_speedup, 100 * 0.02375 / 2.0, 1e-9);
-  // At SA's 10 s every seed is at step 100: losses 0, 1.5, 2.5, 2.5 against 2.0.
-  EXPECT_NEAR(e.delta_at_sa_time_mean, (0 + 1.5 + 2.5 + 2.5) / 4 - 2.0, 1e-9);
-  // A third seed short of it: half or more never got there, so no median and no speed-up.
-  const EqualLoss worse =
-      equal_loss({sa, sa, sa, sa}, {variant[0], variant[2], variant[2], variant[3]});
-  EXPECT_EQ(worse.reached, 1);
-  EXPECT_TRUE(std::isnan(worse.median_steps));
-  EXPECT_TRUE(std::isnan(worse.step_speedup));
-  // The mean curve falls by 0.02125 per step: it still gets there, at step 94.1, although three
-  // of the four seeds never do. The median says what most seeds did.
-  EXPECT_NEAR(worse.mean_curve_steps, 2.0 / 0.02125, 1e-9);
+  EXPECT_NEAR(e.per_seed[2].step, 90, 1e-9);
+  EXPECT_EQ(e.per_seed[3].end_step, 100);
+  EXPECT_NEAR(e.median_steps, 90, 1e-9);
+  EXPECT_NEAR(e.step_speedup, 100 / 90.0, 1e-9);
+  EXPECT_NEAR(e.median_seconds, 9, 1e-9);
+  EXPECT_NEAR(e.time_speedup, 10 / 9.0, 1e-9);
+  double mean_slope = 0;
+  for (double b : slopes) mean_slope += b / 5;
+  EXPECT_NEAR(e.mean_curve_steps, 2.0 / mean_slope, 1e-9);
+  EXPECT_NEAR(e.mean_curve_step_speedup, 100 * mean_slope / 2.0, 1e-9);
+  // At SA's 10 s every seed is at step 100: losses 0, 1.5, 1.778, 2.5, 2.5 against 2.0.
+  double at_end = 0;
+  for (double b : slopes) at_end += (4 - 100 * b) / 5;
+  EXPECT_NEAR(e.delta_at_sa_time_mean, at_end - 2.0, 1e-9);
+  // Two of four getting there: the share still short sits at 1/2 to the end of the runs, so the
+  // median lies beyond them: no median, no speed-up. (The mean curve, falling by 0.02375 per step,
+  // still reaches 2.0 at step 84.2: the median says what most seeds did.)
+  const EqualLoss half =
+      equal_loss({sa, sa, sa, sa}, {variant[0], variant[1], variant[3], variant[4]});
+  EXPECT_EQ(half.reached, 2);
+  EXPECT_TRUE(std::isnan(half.median_steps));
+  EXPECT_TRUE(std::isnan(half.step_speedup));
+  EXPECT_NEAR(half.mean_curve_steps, 2.0 / 0.02375, 1e-9);
 }
 
 }  // namespace

@@ -104,6 +104,8 @@ TEST(Stats, WilcoxonSignedRankIsExact) {
   EXPECT_NEAR(wilcoxon_signed_rank_p({-0.1, -0.2, -0.3, -0.4, -0.5, -0.6, -0.7, -0.8}), 2 / 256.0,
               1e-15);
   EXPECT_EQ(wilcoxon_signed_rank_p({0, 0, 0}), 1.0);
+  EXPECT_TRUE(std::isnan(wilcoxon_signed_rank_p({1, NAN, 2})));  // a seed without a figure
+  EXPECT_TRUE(std::isnan(sign_test_p({1, NAN, 2})));
   // Random samples with ties and zeros (values rounded to a coarse grid), up to 14 differences.
   Rng rng(11);
   for (int trial = 0; trial < 300; trial++) {
@@ -149,13 +151,17 @@ TEST(Stats, KaplanMeierMedianByHand) {
   // Reached at 3, censored at 5, reached at 6 and 8, censored at 10: the share still waiting is
   // 4/5 after 3, 4/5 · 2/3 = 0.533 after 6 (3 at risk), 0.267 after 8: the median is 8.
   EXPECT_EQ(kaplan_meier_median({{3, true}, {5, false}, {6, true}, {8, true}, {10, false}}), 8);
-  // Nothing censored: the lower median.
-  EXPECT_EQ(kaplan_meier_median({{4, true}, {1, true}, {3, true}, {2, true}}), 2);
+  // Nothing censored: the ordinary median (the share sits at exactly 1/2 from 2 to 3).
+  EXPECT_EQ(kaplan_meier_median({{4, true}, {1, true}, {3, true}, {2, true}}), 2.5);
   EXPECT_EQ(kaplan_meier_median({{4, true}, {1, true}, {3, true}}), 3);
-  // Half or more never reached: no median, however early the others were.
+  // Half or more never reached: no median, however early the others were. 3/4 after 1 and 1/2
+  // after 2, then only censored times: the median lies somewhere beyond the runs.
   EXPECT_TRUE(std::isnan(kaplan_meier_median({{1, true}, {9, false}, {9, false}})));
-  // 3/4 after 1, 3/4 · 2/3 = 1/2 after 2: the median is 2.
-  EXPECT_EQ(kaplan_meier_median({{1, true}, {2, true}, {9, false}, {9, false}}), 2);
+  EXPECT_TRUE(std::isnan(kaplan_meier_median({{1, true}, {2, true}, {9, false}, {9, false}})));
+  EXPECT_TRUE(std::isnan(kaplan_meier_median({{1, true}, {9, false}})));
+  // 1/2 after 2; the censoring at 5 leaves one at risk, whose event at 7 takes the share to 0:
+  // midway between 2 and 7.
+  EXPECT_EQ(kaplan_meier_median({{1, true}, {2, true}, {5, false}, {7, true}}), 4.5);
   EXPECT_TRUE(std::isnan(kaplan_meier_median({})));
 }
 

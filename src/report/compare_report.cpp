@@ -281,11 +281,15 @@ std::string differences_section(const CompareResult& result, const CompareReport
       "\n## Differences to SA\n\nEach variant's validation loss minus its own seed's SA arm's "
       "(below 0: better than SA), over {} seed(s): mean ± sd, the 95 % t-interval of the mean{}, "
       "Cohen's d_z (the mean over the differences' own sd), and two-sided p-values of the paired "
-      "t-test, of the same Holm-corrected across the {} variant(s) tested against SA (the "
-      "verdict's), and of two exact rank tests that assume no normality: Wilcoxon's signed ranks "
-      "and the sign test{}.\n\n| variant | Δ (mean ± sd) | 95 % CI |{} d_z | p (t) | p (Holm) | p "
+      "t-test, of the same Holm-corrected across the {} variant(s) tested against SA ({}), and "
+      "of two exact rank tests that assume no normality: Wilcoxon's signed ranks and the sign "
+      "test{}.\n\n| variant | Δ (mean ± sd) | 95 % CI |{} d_z | p (t) | p (Holm) | p "
       "(Wilcoxon) | p (sign) |\n|---|---|---|{}---|---|---|---|---|\n",
       n, bpb ? ", the same in bits per byte" : "", result.summary.size() - 1,
+      r.design ? "with --seeds auto the verdict is the sequential test's (Seeds, below): these "
+                 "fixed-n intervals and p-values ignore its looks and do not hold their level "
+                 "once it stopped early"
+               : "the verdict's",
       n >= 1
           ? fmt::format(" (with {} seeds neither can fall below {:.3g})", n, std::pow(0.5, n - 1))
           : "",
@@ -361,13 +365,14 @@ std::string position_section(const CompareResult& result, const CompareReport& r
     for (size_t k = 1; k < result.summary.size(); k++) md += "---|";
     md += "\n";
     for (size_t b = 0; b < buckets.size(); b++) {
+      const std::vector<double>& sa_loss = result.summary[0].position_loss_mean[set];
       md += fmt::format("| {} | {} |", bucket_name(buckets[b]),
-                        fmt_or_dash("{:.4f}", result.summary[0].position_loss_mean[set][b]));
+                        fmt_or_dash("{:.4f}", b < sa_loss.size() ? sa_loss[b] : NAN));
       for (size_t k = 1; k < result.summary.size(); k++) {
         const VariantSummary& s = result.summary[k];
-        md += fmt::format(" {} |", set < s.position_delta.size()
-                                       ? with_interval(s.position_delta[set][b])
-                                       : std::string("–"));
+        const bool has = set < s.position_delta.size() && b < s.position_delta[set].size();
+        md +=
+            fmt::format(" {} |", has ? with_interval(s.position_delta[set][b]) : std::string("–"));
       }
       md += "\n";
     }
@@ -381,8 +386,9 @@ std::string tuning_section(const CompareReport& r) {
   if (t.empty()) return "";
   std::string md = fmt::format(
       "\n## Learning rates\n\nEach variant was first trained at each peak learning rate below "
-      "on the tuning seed(s) {} (the same schedule, steps and batches as the confirmation; "
-      "`{}/lr-<rate>/`), and the rate with the lowest mean validation loss was chosen for it "
+      "on the tuning seed(s) {} (the same model, schedule, steps and batch size as the "
+      "confirmation, other initial weights and batches; `{}/lr-<rate>/`), and the rate with the "
+      "lowest mean validation loss was chosen for it "
       "(bold; a rate that diverged in any tuning seed is never chosen). The comparison above "
       "then trained every variant at its own rate on fresh seeds, so each difference to SA is "
       "best against best, tested once per variant.\n\n| variant |",
@@ -519,7 +525,7 @@ std::vector<std::string> write_plots(const fs::path& out, const CompareReport& r
         const VariantSummary& s = result.summary[k];
         if (set >= s.position_delta.size()) continue;
         Series se{s.variant, {}, {}, {}, {}};
-        for (size_t b = 0; b < buckets.size(); b++) {
+        for (size_t b = 0; b < buckets.size() && b < s.position_delta[set].size(); b++) {
           const PairedDifferences& d = s.position_delta[set][b];
           se.x.push_back((double)b), se.y.push_back(d.mean);
           if (std::isfinite(d.ci_low)) se.y_low.push_back(d.ci_low), se.y_high.push_back(d.ci_high);
@@ -556,6 +562,7 @@ std::vector<std::string> write_plots(const fs::path& out, const CompareReport& r
     if (!r.bias[0].empty()) {
       std::vector<Series> per_layer;
       for (size_t k = 0; k < r.variants.size(); k++) {
+        if (r.bias[k].empty()) continue;  // diverged: no final weights
         Series s{r.variants[k] + " cos(y,v)", {}, {}, {}, {}};
         for (int l = 0; l < r.model.n_layer; l++) {
           double sum = 0;
@@ -777,6 +784,17 @@ std::string write_compare_report(const fs::path& out, const CompareReport& r,
   }
   md += kTimingNote;
   md += parameters_note(r);
+  // Arms whose loss or gradient became NaN or infinite: they stopped there (no final figures).
+  std::string diverged;
+  for (const ArmResult& a : result.arms)
+    if (a.diverged_at > 0)
+      diverged += fmt::format("{}{} seed {} at step {} (lr {:g})", diverged.empty() ? "" : "; ",
+                              a.variant, a.seed, a.diverged_at, a.lr);
+  if (!diverged.empty())
+    md +=
+        "\nDiverged (loss or gradient NaN or infinite; the arm stopped there, so its seed has "
+        "no final loss and the variant's differences to SA are undefined): " +
+        diverged + ".\n";
   if (!r.eval_data.empty()) {
     md += fmt::format(
         "\nFurther evaluation sets ({} batch(es) of windows drawn evenly across each; mean loss "

@@ -412,19 +412,17 @@ class CompareObserver : public RunObserver {
   void arm_stepped(const ArmStep& st) override {
     Arm& a = arms_[st.arm];
     const StepResult& r = *st.result;
-    if (!r.finite && cfg_.tuning) {  // this rate is too high for this variant: it stops here
+    if (!r.finite) {  // this rate is too high for this arm: it stops here, the others go on
       a.stopped = true, a.result.diverged_at = st.done;
       if (!cfg_.run.quiet)
-        std::printf("%s%s (seed %llu) diverged at step %lld (lr %.3g); the other arms go on\n",
-                    tty_ ? "\r\033[K" : "", a.variant.name.c_str(), (unsigned long long)seed_,
-                    (long long)st.done, st.lr);
+        std::printf(
+            "%s%s (seed %llu): loss or gradient norm became %s at step %lld (lr %.3g); "
+            "it stops there, the other arms go on\n",
+            tty_ ? "\r\033[K" : "", a.variant.name.c_str(), (unsigned long long)seed_,
+            std::isnan(r.loss) || std::isnan(r.grad_norm) ? "NaN" : "infinite", (long long)st.done,
+            st.lr);
       return;
     }
-    if (!r.finite)
-      throw AgreedError(fmt::format(
-          "{} (seed {}): loss or gradient norm became {} at step {} (lr {:.3g})", a.variant.name,
-          seed_, std::isnan(r.loss) || std::isnan(r.grad_norm) ? "NaN" : "infinite", st.done,
-          st.lr));
     ms_this_[st.arm] = st.ms;
     a.ms.push_back(st.ms);
     a.seconds += st.ms / 1000;
@@ -760,8 +758,12 @@ std::vector<std::vector<HeadBias>> analyze_arms(const CompareConfig& cfg, const 
   std::vector<std::vector<HeadBias>> bias(s.variants.size());
   if (cfg.analyze_batches <= 0 || s.val_batches <= 0) return bias;
   for (size_t k = 0; k < s.variants.size(); k++) {
-    const fs::path ckpt =
-        resolve_checkpoint(arm_folder(cfg.run.out, s.variants[k].name, cfg.run.seed));
+    // An arm that diverged left no final weights to analyze.
+    const fs::path arm = arm_folder(cfg.run.out, s.variants[k].name, cfg.run.seed);
+    std::error_code ec;
+    const bool weights = fs::exists(arm / "model.safetensors", ec) || latest_checkpoint(arm);
+    if (!weights) continue;
+    const fs::path ckpt = resolve_checkpoint(arm);
     ModelConfig m = load_checkpoint_config(ckpt);
     Gpt<float> model(m, cfg.run.batch, s.model.seq_len, GptMode::inference);
     load_checkpoint_weights(ckpt, model.params(), false);
@@ -850,7 +852,8 @@ bool seeds_stop_here(const SequentialDesign& design, const std::vector<std::vect
 }
 
 void parse_seeds(const std::string& text, int cap, CompareConfig& cfg) {
-  if (cap < 1) fail("--max-seeds {} must be positive", cap);
+  if (cap < 1 || cap > kMaxSeedsCap)
+    fail("--max-seeds {} must be between 1 and {}", cap, kMaxSeedsCap);
   if (text == "auto") {
     if (cap < kFirstLook)
       fail("--max-seeds {}: --seeds auto looks after {} seeds first; give at least {}", cap,
@@ -1021,8 +1024,9 @@ CompareResult run_comparison(const CompareConfig& requested) {
   return result;
 }
 
+// The shortest text that reads back as the same rate: two rates never share a folder.
 std::string rate_folder_name(double lr) {
-  return fmt::format("lr-{:g}", lr);
+  return fmt::format("lr-{}", lr);
 }
 
 // --tune-lr: every variant at every rate on the tuning seeds, each rate a comparison of its own
@@ -1101,12 +1105,30 @@ std::vector<double> parse_tune_lrs(const std::string& text) {
   return lrs;
 }
 
+// Before hours of tuning: a finished report in the output folder must come from this very tuning
+// (the same rates and tuning seeds), else it is another comparison and --force is needed.
+void check_tuned_report(const CompareConfig& cfg) {
+  const fs::path report = fs::path(cfg.run.out) / "report.json";
+  std::error_code ec;
+  if (cfg.run.force || !world_comm().is_root() || !fs::exists(report, ec)) return;
+  const json done = json::parse(read_file(report), nullptr, false);
+  const json tuning = done.is_object() ? done.value("lr_tuning", json()) : json();
+  const bool same = tuning.is_object() && tuning.value("lrs", json()) == json(cfg.tune_lrs) &&
+                    tuning.value("seeds", json()).size() == (size_t)cfg.tune_seeds;
+  if (!same)
+    fail(
+        "{}: already holds a report of another comparison (not of this --tune-lr); pass --force "
+        "to replace it, or choose another --out",
+        cfg.run.out);
+}
+
 CompareResult compare(const CompareConfig& requested) {
   if (requested.tune_lrs.empty()) return run_comparison(requested);
   if (requested.tune_seeds < 1) fail("--tune-seeds {} must be at least 1", requested.tune_seeds);
   if (!requested.variant_lrs.empty())
     fail("--tune-lr chooses each variant's rate; it does not combine with rates given per variant");
   check_compare_variants(requested);
+  agree_on(world_comm(), [&] { check_tuned_report(requested); });
   CompareConfig confirm = requested;
   confirm.tuned = tune_rates(requested);
   confirm.variant_lrs = confirm.tuned.chosen;

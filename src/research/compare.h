@@ -56,8 +56,9 @@ struct CompareConfig {
   int tune_seeds = 1;
   // Each variant's peak learning rate (empty: run.lr for every one); --tune-lr sets it.
   std::vector<double> variant_lrs;
-  // A tuning comparison: an arm whose loss or gradient becomes NaN or infinite stops there and is
-  // recorded as diverged, while the others go on (elsewhere that stops the comparison).
+  // A tuning comparison (no analysis, no further evaluation: its rate is all it is for). In any
+  // comparison an arm whose loss or gradient becomes NaN or infinite stops there and is recorded
+  // as diverged, while the others go on.
   bool tuning = false;
   LrTuning tuned;  // what the tuning found, for the report
 };
@@ -74,6 +75,7 @@ CompareResult compare(const CompareConfig& cfg);
 // α = 0.05 / (variants − 1) per variant (Bonferroni), so that the chance of any false finding is
 // at most 0.05.
 inline constexpr int kFirstLook = 3;
+inline constexpr int kMaxSeedsCap = 100;  // the design's calibration holds 100 000 paths × looks
 SequentialDesign auto_seeds_design(int variants, int cap);
 // The decision after `done` seeds, with deltas[k] variant k's differences to SA so far (k ≥ 1;
 // deltas[0], SA's, is ignored): at a look of the design, each variant not yet found to differ is

@@ -264,7 +264,10 @@ void write_sweep_report(const CompareConfig& base, const std::string& param,
       se.x.push_back(x), se.y.push_back(s.delta_vs_sa_mean);
       if (base.seeds > 1) se.y_low.push_back(d.ci_low), se.y_high.push_back(d.ci_high);
       const auto interval = [&](double scale_bpt, const char* f) {
-        const auto conv = [&](double v) { return scale_bpt > 0 ? bits_per_byte(v, scale_bpt) : v; };
+        // scale_bpt: 0 for nats; bytes per token for bits per byte (NaN when not known: "–").
+        const auto conv = [&](double v) {
+          return scale_bpt == 0 ? v : bits_per_byte(v, scale_bpt);
+        };
         if (!std::isfinite(conv(d.mean))) return std::string("–");
         std::string out = fmt::format(fmt::runtime(f), conv(d.mean));
         if (std::isfinite(d.ci_low))

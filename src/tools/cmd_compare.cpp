@@ -89,7 +89,8 @@ CompareConfig compare_config_of(const CLI::App* cmd, const CompareArgs& a) {
   if (!a.tune_lr.empty()) cfg.tune_lrs = parse_tune_lrs(a.tune_lr);
   if (cfg.eval_batches < 0) fail("--eval-batches {} must be 0 or more", cfg.eval_batches);
   apply_smoke_test(cfg.run);
-  if (smoke_test()) cfg.seeds = std::min(cfg.seeds, 2);
+  // (--seeds auto keeps its first look)
+  if (smoke_test()) cfg.seeds = std::min(cfg.seeds, cfg.seeds_auto ? kFirstLook : 2);
   // The arms' shape is the checkpoint's; each variant sets its attention.
   if (!cfg.run.init_from.empty()) cfg.model = init_from_model(*cmd, cfg.model, cfg.run);
   return cfg;

@@ -40,6 +40,9 @@ OptimizerSettings optimizer_settings(const RunConfig& run) {
 
 namespace {
 
+// How validation picks its windows, recorded in trainer.json (val_batch in data/dataset.h).
+constexpr const char* kValWindows = "evenly across the split";
+
 std::string format_duration(double seconds) {
   if (!(seconds >= 0) || !std::isfinite(seconds)) return "?";
   long s = std::lround(seconds);
@@ -166,6 +169,15 @@ void print_header(const ModelConfig& m, const RunConfig& run, const Dataset& dat
   std::printf("data: %s: %zu train / %zu val tokens; run folder %s%s\n", data.description.c_str(),
               data.train.size(), data.val.size(), start.run_dir.string().c_str(),
               start.resume_ckpt.empty() ? "" : fmt::format(" (resuming at step {})", step).c_str());
+  // A run started before validation drew its windows across the split validated on the split's
+  // first windows: its curve changes at the resume, and says so.
+  if (!start.resume_ckpt.empty() &&
+      start.state.value("/data/val_windows"_json_pointer, std::string()) != kValWindows)
+    std::printf(
+        "note: this run validated on the validation split's first windows until step %lld; from "
+        "here on it validates on windows drawn across the whole split, so its validation curve "
+        "changes at this step\n",
+        (long long)step);
   std::fflush(stdout);
 }
 
@@ -216,7 +228,8 @@ nlohmann::json trainer_state(const RunConfig& run, const Dataset& data, const St
       {"data",
        {{"source", run.data},
         {"train_tokens", data.train.size()},
-        {"val_tokens", data.val.size()}}},
+        {"val_tokens", data.val.size()},
+        {"val_windows", kValWindows}}},
       {"run", run_config_to_json(run)}};
   if (at.filter) state["bad_steps"] = {{"skipped", at.skipped}, {"filter", at.filter->to_json()}};
   return state;

@@ -79,8 +79,11 @@ double shared_loss(Comm& comm, Gpt<float>& model, const TokenStream& stream, int
 LossByPosition shared_loss_by_position(Comm& comm, Gpt<float>& model, const TokenStream& stream,
                                        int n) {
   LossByPosition r;
-  if (n == 0) return r;
   const int T = model.seq_len();
+  if (n == 0) {
+    r.buckets.assign(position_buckets(T).size(), NAN);
+    return r;
+  }
   LossSum part = sum_loss(model, stream, n, comm.rank(), comm.size(), nullptr, true);
   // One sum over the processes: the totals, then every position's loss and count.
   std::vector<double> sums = {part.total, (double)part.tokens};

@@ -70,8 +70,10 @@ PairedDifferences describe_paired(const std::vector<double>& d, double level) {
 
 double wilcoxon_signed_rank_p(const std::vector<double>& d) {
   std::vector<double> nonzero;
-  for (double x : d)
-    if (x != 0 && !std::isnan(x)) nonzero.push_back(x);
+  for (double x : d) {
+    if (std::isnan(x)) return NAN;  // a seed without a figure (an arm diverged): no test
+    if (x != 0) nonzero.push_back(x);
+  }
   const size_t m = nonzero.size();
   if (m == 0) return 1.0;
   // Mean ranks of |d|, doubled so that ties' halves stay whole numbers.
@@ -110,7 +112,10 @@ double wilcoxon_signed_rank_p(const std::vector<double>& d) {
 
 double sign_test_p(const std::vector<double>& d) {
   int positive = 0, negative = 0;
-  for (double x : d) positive += x > 0, negative += x < 0;
+  for (double x : d) {
+    if (std::isnan(x)) return NAN;
+    positive += x > 0, negative += x < 0;
+  }
   const int m = positive + negative;
   if (m == 0) return 1.0;
   return std::min(1.0, 2 * bm::cdf(bm::binomial(m, 0.5), std::min(positive, negative)));
@@ -152,19 +157,23 @@ double kaplan_meier_median(std::vector<CensoredTime> times) {
   std::sort(times.begin(), times.end(), [](const CensoredTime& a, const CensoredTime& b) {
     return a.time < b.time || (a.time == b.time && a.reached && !b.reached);
   });
-  double waiting = 1;
+  double waiting = 1, at_half = NAN;  // at_half: where the share waiting reached exactly 1/2
   size_t at_risk = times.size();
   for (size_t i = 0; i < times.size();) {
     size_t events = 0, j = i;
     for (; j < times.size() && times[j].time == times[i].time; j++) events += times[j].reached;
     if (events > 0) {
       waiting *= 1 - (double)events / at_risk;
-      if (waiting <= 0.5 + 1e-12) return times[i].time;
+      // Below 1/2: here, or midway from where it sat at exactly 1/2 (the ordinary median of an
+      // even count when nothing is censored).
+      if (waiting < 0.5 - 1e-12)
+        return std::isnan(at_half) ? times[i].time : 0.5 * (at_half + times[i].time);
+      if (std::fabs(waiting - 0.5) <= 1e-12) at_half = times[i].time;
     }
     at_risk -= j - i;
     i = j;
   }
-  return NAN;
+  return NAN;  // never below 1/2: half or more never got there, or the rest were censored
 }
 
 double mcnemar_exact_p(int b, int c) {

@@ -461,7 +461,7 @@
         const row = body.insertRow();
         const el = s.equal_loss || {};
         const ci = s.delta_vs_sa && s.delta_vs_sa.ci95;
-        const median = isNum(el.median_steps) ? el.median_steps : el.steps_mean;  // older reports: a mean
+        const median = el.median_steps;  // (older reports had a mean over the seeds that got there)
         const speedup = isNum(el.step_speedup) ? el.step_speedup : el.step_speedup_mean;
         const timeSpeedup = isNum(el.time_speedup) ? el.time_speedup : el.time_speedup_mean;
         for (const x of [s.variant, s.n_seeds, fmt(s.val_loss_mean) + " ± " + fmt(s.val_loss_sd),
