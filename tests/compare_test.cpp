@@ -173,8 +173,11 @@ TEST(Analyze, KnownCosinesOnAConstructedModel) {
   }
 }
 
-TEST(Compare, TwinsAreTwinsAndTheReportHoldsItsFields) {
-  fs::path dir = fs::temp_directory_path() / ("xsa_compare_test_" + std::to_string(::getpid()));
+// A fresh folder `name` holding data.txt (40 kB of short sentences), and a comparison of a tiny
+// model on it into folder/report: 12 steps, validation every 6, 2 seeds, one thread.
+CompareConfig tiny_comparison(const std::string& name, int seq_len,
+                              std::vector<std::string> variants, fs::path& dir) {
+  dir = fs::temp_directory_path() / (name + std::to_string(::getpid()));
   fs::remove_all(dir);
   fs::create_directories(dir);
   std::string text;
@@ -182,14 +185,21 @@ TEST(Compare, TwinsAreTwinsAndTheReportHoldsItsFields) {
     text += "sentence " + std::to_string(i * 7919 % 1000) + " of the corpus.\n";
   std::ofstream(dir / "data.txt") << text;
   CompareConfig cfg;
-  cfg.model.n_layer = 2, cfg.model.n_head = 2, cfg.model.n_embd = 16, cfg.model.seq_len = 20;
+  cfg.model.n_layer = 2, cfg.model.n_head = 2, cfg.model.n_embd = 16, cfg.model.seq_len = seq_len;
   cfg.run.data = (dir / "data.txt").string();
   cfg.run.out = (dir / "report").string();
   cfg.run.batch = 4, cfg.run.steps = 12, cfg.run.val_every = 6, cfg.run.val_batches = 2,
   cfg.run.threads = 1;
   cfg.run.quiet = true;
-  cfg.variants = {"sa", "xsa", "xsa-last1", "xsa-gated"};
+  cfg.variants = std::move(variants);
   cfg.seeds = 2;
+  return cfg;
+}
+
+TEST(Compare, TwinsAreTwinsAndTheReportHoldsItsFields) {
+  fs::path dir;
+  CompareConfig cfg =
+      tiny_comparison("xsa_compare_test_", 20, {"sa", "xsa", "xsa-last1", "xsa-gated"}, dir);
   std::string other_text;  // a second evaluation set: other text
   for (int i = 0; other_text.size() < 8000; i++)
     other_text += "another line " + std::to_string(i) + ".\n";
@@ -351,22 +361,8 @@ TEST(Compare, TwinsAreTwinsAndTheReportHoldsItsFields) {
 // reported, never chosen; the comparison then runs at the chosen rates on fresh seeds; and an
 // interruption in the middle of the tuning resumes to the same report.
 TEST(Compare, TuningPicksEachVariantsRateAndResumes) {
-  fs::path dir = fs::temp_directory_path() / ("xsa_tune_test_" + std::to_string(::getpid()));
-  fs::remove_all(dir);
-  fs::create_directories(dir);
-  std::string text;
-  for (int i = 0; text.size() < 40000; i++)
-    text += "sentence " + std::to_string(i * 7919 % 1000) + " of the corpus.\n";
-  std::ofstream(dir / "data.txt") << text;
-  CompareConfig cfg;
-  cfg.model.n_layer = 2, cfg.model.n_head = 2, cfg.model.n_embd = 16, cfg.model.seq_len = 16;
-  cfg.run.data = (dir / "data.txt").string();
-  cfg.run.out = (dir / "report").string();
-  cfg.run.batch = 4, cfg.run.steps = 12, cfg.run.val_every = 6, cfg.run.val_batches = 2,
-  cfg.run.threads = 1;
-  cfg.run.quiet = true;
-  cfg.variants = {"sa", "xsa"};
-  cfg.seeds = 2;
+  fs::path dir;
+  CompareConfig cfg = tiny_comparison("xsa_tune_test_", 16, {"sa", "xsa"}, dir);
   cfg.tune_lrs = {1e-4, 1e-2, 1e30};
   const CompareResult r = compare(cfg);
   ASSERT_EQ(r.tuning.chosen, (std::vector<double>{1e-2, 1e-2}));

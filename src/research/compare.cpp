@@ -25,6 +25,7 @@
 #include "xsa/util/files.h"
 #include "xsa/util/fmt.h"
 #include "xsa/util/memory.h"
+#include "xsa/util/parse.h"
 #include "xsa/util/stats.h"
 #include "xsa/util/threads.h"
 
@@ -861,19 +862,13 @@ void parse_seeds(const std::string& text, int cap, CompareConfig& cfg) {
     cfg.seeds_auto = true, cfg.seeds = cap;
     return;
   }
-  size_t used = 0;
-  int n = 0;
-  try {
-    n = std::stoi(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != text.size() || n < 1)
+  const std::optional<double> n = parse_number(text);
+  if (!n || *n < 1 || *n != std::floor(*n) || *n > 1e9)
     fail(
         "--seeds {} must be a positive count or auto (seeds until the answer is clear, at most "
         "--max-seeds)",
         text);
-  cfg.seeds_auto = false, cfg.seeds = n;
+  cfg.seeds_auto = false, cfg.seeds = (int)*n;
 }
 
 namespace {
@@ -1088,14 +1083,9 @@ LrTuning tune_rates(const CompareConfig& cfg) {
 std::vector<double> parse_tune_lrs(const std::string& text) {
   std::vector<double> lrs;
   for (const std::string& item : split_list(text)) {
-    double v = 0;
-    size_t used = 0;
-    try {
-      v = std::stod(item, &used);
-    } catch (const std::exception&) {
-      used = 0;
-    }
-    if (used == 0 || used != item.size() || !(v > 0) || !std::isfinite(v))
+    const std::optional<double> rate = parse_number(item);
+    const double v = rate.value_or(NAN);
+    if (!(v > 0) || !std::isfinite(v))
       fail("--tune-lr {}: '{}' is not a positive learning rate", text, item);
     if (!lrs.empty() && !(v > lrs.back()))
       fail("--tune-lr {}: list the rates once each, rising", text);

@@ -13,6 +13,7 @@
 #include "xsa/util/error.h"
 #include "xsa/util/files.h"
 #include "xsa/util/fmt.h"
+#include "xsa/util/parse.h"
 #include "xsa/util/stats.h"
 
 namespace xsa {
@@ -123,15 +124,9 @@ void apply_sweep_param(CompareConfig& cfg, const std::string& param, const std::
     cfg.run.precision = value;
     return;
   }
-  double v = 0;
-  size_t used = 0;
-  try {
-    v = std::stod(value, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used == 0 || used != value.size())
-    fail("--param {}: value '{}' is not a number", param, value);
+  const std::optional<double> number = parse_number(value);
+  if (!number) fail("--param {}: value '{}' is not a number", param, value);
+  const double v = *number;
   std::string names;
   for (const SweepOption& option : kSweepOptions) {
     if (param == option.name) {
