@@ -471,8 +471,14 @@ TEST(BadStepFilter, ZScoresAgainstANaiveReference) {
 TEST_F(Faults, KilledAtRandomMetricsStayWholeLines) {
   std::mt19937 rng(11);
   for (int k = 0; k < 5; k++) {
+    fs::remove_all(work_dir() / "killed");  // (the last round's records are not this one's)
     Background b = start_xsa("train " + kTiny + " --steps 100000 --out killed --force", "killed");
-    std::this_thread::sleep_for(std::chrono::milliseconds(200 + rng() % 400));
+    // Killed at a random point once it writes its records (a sanitized build takes 0.2 s or so
+    // to get there, so a fixed delay from the start could end it before its first line).
+    for (int wait = 0; wait < 2000 && line_count(work_dir() / "killed" / "metrics.jsonl") == 0;
+         wait++)
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    std::this_thread::sleep_for(std::chrono::milliseconds(rng() % 400));
     ::kill(b.pid, SIGKILL);
     finish(b);
     std::ifstream in(work_dir() / "killed" / "metrics.jsonl");
