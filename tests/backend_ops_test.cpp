@@ -10,11 +10,14 @@
 // below); so is a combination no bound is derived for yet.
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -22,6 +25,7 @@
 #include "test_util.h"
 #include "xsa/backend/backend.h"
 #include "xsa/backend/device.h"
+#include "xsa/backend/forwarding_backend.h"
 #include "xsa/ops/bf16.h"
 #include "xsa/ops/reference.h"
 #include "xsa/util/fmt.h"
@@ -191,6 +195,17 @@ void check_matmul(Backend<float>& be, Products products, MatmulShape s, Storage 
   }
   EXPECT_TRUE(within(dev.get(Y), y_ref, y_bound, "y"));
   EXPECT_TRUE(within(dev.get(dX), dx_ref, dx_bound, "dx"));
+  // With a residual, in place (out = residual + x · wᵀ): the residual one more term of each sum.
+  const Vec res = as_float(test::random_vector((size_t)s.N * s.O, 5));
+  Vec yr_ref = y_ref,
+      yr_bound = test::matmul_forward_bound(x, w, s.N, s.I, s.O, &res, kFloatRoundoff);
+  for (size_t i = 0; i < yr_ref.size(); i++) yr_ref[i] += res[i];
+  if (products != Products::fp32)
+    add_rounded_operands(yr_bound, product_magnitudes(x, w, s.N, s.I, s.O),
+                         products == Products::bf16 ? kBf16Roundoff : kTf32Roundoff);
+  auto Yr = dev.put(res);
+  be.matmul_forward_residual(Yr.data(), Yr.data(), x_in, W.data(), {s.N, s.I, s.O});
+  EXPECT_TRUE(within(dev.get(Yr), yr_ref, yr_bound, "y with a residual"));
   EXPECT_TRUE(within(dev.get(dW), dw_ref, dw_bound, "dw"));
   // Without dinp and not accumulating (a step's first micro-batch): dW overwritten, NaN before.
   auto dW_first = dev.put(Vec(dw0.size(), std::nan("")));
@@ -321,6 +336,81 @@ void check_encoder(Backend<float>& be, int N, int V, int C) {
   be.encoder_backward(dWte.data(), dOut.data(), tokens.data(), N, C);
   EXPECT_TRUE(within(dev.get(Out), out_ref, Vec(out_ref.size(), 0.0), "rows"));
   EXPECT_TRUE(within(dev.get(dWte), dwte_ref, bound, "dwte"));
+  // The table's rows added at an index (learned positions): one rounding each.
+  const Vec out0 = as_float(test::random_vector((size_t)N * C, 19));
+  Vec add_ref = out0, add_bound((size_t)N * C);
+  for (int n = 0; n < N; n++)
+    for (int c = 0; c < C; c++) {
+      const size_t i = (size_t)n * C + c;
+      add_ref[i] += wte[(size_t)tokens[n] * C + c];
+      add_bound[i] = kFloatRoundoff * std::fabs(add_ref[i]);
+    }
+  auto Added = dev.put(out0);
+  be.embedding_add(Added.data(), tokens.data(), Wte.data(), N, C);
+  EXPECT_TRUE(within(dev.get(Added), add_ref, add_bound, "rows added"));
+}
+
+// The tied classifier, the product, the cross-entropy and its backward in one entry (a backend
+// may fuse them). Its inputs are multiples of 1/4 and 1/2 small enough that every logit is exact
+// in any of the products' precisions (fp32, TF32, bf16 operands with fp32 sums), so the losses and
+// the logits' gradient g hold the cross-entropy's bounds; the gradient products then carry g's
+// error (bf16 products: g rounded to bf16 too) and their own sums' roundings.
+void check_classifier(Backend<float>& be, Products products, int N, int C, int V, int Vp) {
+  Device dev{be};
+  Vec x = test::random_vector((size_t)N * C, 25), wte = test::random_vector((size_t)Vp * C, 26),
+      dwte0 = as_float(test::random_vector((size_t)Vp * C, 27, 0.01));
+  for (double& v : x) v = std::round(2 * v) / 2;                   // {−1, −½, 0, ½, 1}
+  for (double& v : wte) v = std::round(2 * v) / 4;                 // {−½, −¼, 0, ¼, ½}
+  for (size_t i = (size_t)V * C; i < wte.size(); i++) wte[i] = 0;  // padded rows
+  std::vector<int32_t> targets(N);
+  for (int n = 0; n < N; n++) targets[n] = n % 5 == 4 ? -1 : (n * 11) % V;
+  const double dloss = 1.0 / 8;
+  Vec g_ref((size_t)N * Vp), loss_ref(N);
+  ref::matmul_forward(g_ref.data(), x.data(), wte.data(), N, C, Vp);
+  const Vec logits = g_ref;  // exact
+  ref::crossentropy_forward_backward(g_ref.data(), loss_ref.data(), targets.data(), N, V, Vp,
+                                     dloss);
+  Vec dx_ref((size_t)N * C), dwte_ref = dwte0;
+  ref::matmul_backward(dx_ref.data(), dwte_ref.data(), g_ref.data(), x.data(), wte.data(), N, C,
+                       Vp);
+  Vec loss_bound, g_bound;
+  test::crossentropy_bounds(loss_bound, g_bound, logits, targets, N, V, Vp, dloss, kFloatRoundoff);
+  Vec g_mag = test::abs_of(g_ref);
+  for (size_t i = 0; i < g_mag.size(); i++) {
+    if (products == Products::bf16) g_bound[i] += kBf16Roundoff * (g_mag[i] + g_bound[i]);
+    g_mag[i] += g_bound[i];
+  }
+  // dx = g · wte: g's error through |wte|, and the sums of Vp terms; dwte = dwte0 + gᵀ · x.
+  Vec dx_bound((size_t)N * C), dwte_bound((size_t)Vp * C, 0.0), dx_mag((size_t)N * C),
+      dwte_mag((size_t)Vp * C, 0.0);
+  const Vec abs_x = test::abs_of(x), abs_w = test::abs_of(wte);
+  ref::matmul_backward(dx_bound.data(), dwte_bound.data(), g_bound.data(), abs_x.data(),
+                       abs_w.data(), N, C, Vp);
+  ref::matmul_backward(dx_mag.data(), dwte_mag.data(), g_mag.data(), abs_x.data(), abs_w.data(), N,
+                       C, Vp);
+  for (size_t i = 0; i < dx_bound.size(); i++)
+    dx_bound[i] += test::sum_error(Vp, kFloatRoundoff) * dx_mag[i];
+  for (size_t i = 0; i < dwte_bound.size(); i++)
+    dwte_bound[i] += test::sum_error(N + 1, kFloatRoundoff) * (dwte_mag[i] + std::fabs(dwte0[i]));
+  auto X = dev.put(x), Wte = dev.put(wte), dWte = dev.put(dwte0), Logits = dev.zeros(g_ref.size()),
+       Losses = dev.zeros(N), dX = dev.zeros(dx_ref.size());
+  be.weights_changed();
+  ClassifierArgs<float> args;
+  args.logits = Logits.data(), args.losses = Losses.data(), args.targets = targets.data();
+  args.inp = X.data(), args.wte = Wte.data(), args.dinp = dX.data(), args.dwte = dWte.data();
+  args.rows = N, args.C = C, args.V = V, args.Vp = Vp, args.dloss = (float)dloss;
+  args.accumulate = true;
+  be.classifier_forward_backward(args);
+  EXPECT_TRUE(within(dev.get(Losses), loss_ref, loss_bound, "losses"));
+  EXPECT_TRUE(within(dev.get(dX), dx_ref, dx_bound, "dinp"));
+  EXPECT_TRUE(within(dev.get(dWte), dwte_ref, dwte_bound, "dwte"));
+  // Without the backward (dloss 0: evaluation), the losses alone.
+  auto Losses_eval = dev.zeros(N);
+  args.losses = Losses_eval.data(), args.dloss = 0;
+  be.classifier_forward_backward(args);
+  Vec eval_bound, unused_g;
+  test::crossentropy_bounds(eval_bound, unused_g, logits, targets, N, V, Vp, 1.0, kFloatRoundoff);
+  EXPECT_TRUE(within(dev.get(Losses_eval), loss_ref, eval_bound, "losses without a backward"));
 }
 
 // Biases: added to every row (one rounding each), and summed over the rows into what the gradient
@@ -707,6 +797,11 @@ std::vector<OpCase> op_cases() {
             [](Backend<float>& be) { check_crossentropy(be, 9, 50, 64); });
   fp32_case("crossentropy_N7_V1000_Vp1024", Op::crossentropy,
             [](Backend<float>& be) { check_crossentropy(be, 7, 1000, 1024); });
+  for (const std::array<int, 4> s : {std::array{9, 64, 50, 64}, std::array{70, 96, 1000, 1024}})
+    cases.push_back({fmt::format("classifier_N{}_C{}_V{}_Vp{}", s[0], s[1], s[2], s[3]),
+                     Op::classifier, Storage::fp32, [s](Backend<float>& be, Products p, Storage) {
+                       check_classifier(be, p, s[0], s[1], s[2], s[3]);
+                     }});
   fp32_case("gates_and_sinks_N70_B2_H12", Op::gates,
             [](Backend<float>& be) { check_gates_and_sinks(be, 70, 2, 12); });
   fp32_case("adamw_n1003", Op::adamw, [](Backend<float>& be) { check_adamw(be, 1003); });
@@ -797,6 +892,35 @@ TEST(BackendOps, RefusesAStorageItDoesNotTake) {
     // The fp32 backends refuse all four; the bf16 ones take all four.
     EXPECT_EQ(refused, name.find("bf16") != std::string::npos ? 0 : 4);
   }
+}
+
+// The coverage of the table: every entry of the kernel table (backend/kernel_table.h) is called by
+// some case, with its family as the case's (so the GPU's other forms run it too). A new entry
+// without a case fails here, naming it.
+class RecordingBackend final : public ForwardingBackend<float> {
+ public:
+  using ForwardingBackend::ForwardingBackend;
+  std::map<std::string, std::set<Op>> called;  // entry → the families of the cases that called it
+  Op case_family = Op::matmul;
+
+ protected:
+  void entering(Op family, const char* entry) override {
+    EXPECT_EQ(family, case_family) << entry << " called by a case of another family";
+    called[entry].insert(case_family);
+  }
+};
+
+TEST(BackendOps, EveryEntryOfTheKernelTableHasACase) {
+  RecordingBackend recorder(cpu_backend<float>());
+  for (const OpCase& c : op_cases()) {
+    if (c.storage != Storage::fp32) continue;  // the same entries as the bf16 cases
+    recorder.case_family = c.family;
+    c.check(recorder, Products::fp32, c.storage);
+  }
+#define XSA_ENTRY_NAME(family, ret, name, params, args) #name,
+  for (const char* entry : {XSA_KERNEL_TABLE(XSA_ENTRY_NAME)})
+    EXPECT_TRUE(recorder.called.count(entry)) << entry << ": no case of backend_ops_test calls it";
+#undef XSA_ENTRY_NAME
 }
 
 // Every case on every backend, and the GPU's other forms on the cases of their family.

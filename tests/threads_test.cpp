@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "test_util.h"
+#include "xsa/backend/forwarding_backend.h"
 #include "xsa/model/gpt.h"
 #include "xsa/ops/ops.h"
 #include "xsa/train/step.h"
@@ -352,40 +353,14 @@ TEST_F(Threads, CachedAttentionIsBitIdentical) {
 // thread count under test: they check that everything but OpenBLAS — the kernels composed, the
 // loss summed in order, the gate and sink reductions, the gradient norm, AdamW — is
 // thread-count independent.
-class OneThreadProducts final : public Backend<float> {
+class OneThreadProducts final : public ForwardingBackend<float> {
  public:
-  Device device() const override { return cpu().device(); }
-  bool host_addressable() const override { return cpu().host_addressable(); }
-  float* allocate(size_t n, MemoryUse use) override { return cpu().allocate(n, use); }
-  void release(float* p, size_t n) override { cpu().release(p, n); }
-  void fill_zero(float* p, size_t n) override { cpu().fill_zero(p, n); }
-  void copy(float* dst, const float* src, size_t n) override { cpu().copy(dst, src, n); }
-  void to_host(float* host, const float* src, size_t n) override { cpu().to_host(host, src, n); }
-  void from_host(float* dst, const float* host, size_t n) override {
-    cpu().from_host(dst, host, n);
-  }
-  void copy_rows(float* dst, size_t dst_stride, const float* src, size_t src_stride, int rows,
-                 int width) override {
-    cpu().copy_rows(dst, dst_stride, src, src_stride, rows, width);
-  }
-  void gather_rows(float* dst, const float* table, const int* index, int n, int width) override {
-    cpu().gather_rows(dst, table, index, n, width);
-  }
-  bool memory_info(size_t* free_bytes, size_t* total_bytes) override {
-    return cpu().memory_info(free_bytes, total_bytes);
-  }
-  PeakFlops peak_flops() const override { return cpu().peak_flops(); }
-  void synchronize() override { cpu().synchronize(); }
-  void weights_changed(const float* begin, size_t n) override { cpu().weights_changed(begin, n); }
-  bool supports(Op op, Storage storage) const override { return cpu().supports(op, storage); }
-  Storage product_input_storage(int rows) const override {
-    return cpu().product_input_storage(rows);
-  }
+  OneThreadProducts() : ForwardingBackend(cpu_backend<float>()) {}
   void matmul_forward(float* out, Tensor<const float> inp, const float* weight, MatmulShape shape,
                       bool accumulate) override {
     const int threads = omp_get_max_threads();
     set_thread_count(1);
-    cpu().matmul_forward(out, inp, weight, shape, accumulate);
+    inner().matmul_forward(out, inp, weight, shape, accumulate);
     set_thread_count(threads);
   }
   void matmul_forward_residual(float* out, const float* residual, Tensor<const float> inp,
@@ -398,99 +373,13 @@ class OneThreadProducts final : public Backend<float> {
                        bool accumulate) override {
     const int threads = omp_get_max_threads();
     set_thread_count(1);
-    cpu().matmul_backward(dinp, dweight, dout, inp, weight, shape, accumulate);
+    inner().matmul_backward(dinp, dweight, dout, inp, weight, shape, accumulate);
     set_thread_count(threads);
-  }
-  void bias_forward(float* out, const float* bias, int N, int D) override {
-    cpu().bias_forward(out, bias, N, D);
-  }
-  void bias_backward(float* dbias, const float* dout, int N, int D) override {
-    cpu().bias_backward(dbias, dout, N, D);
-  }
-  void embedding_add(float* out, const int32_t* index, const float* table, int N, int C) override {
-    cpu().embedding_add(out, index, table, N, C);
-  }
-  void encoder_forward(float* out, const int32_t* tokens, const float* wte, int N, int C) override {
-    cpu().encoder_forward(out, tokens, wte, N, C);
-  }
-  void encoder_backward(float* dwte, const float* dout, const int32_t* tokens, int N,
-                        int C) override {
-    cpu().encoder_backward(dwte, dout, tokens, N, C);
-  }
-  void layernorm_forward(Tensor<float> out, const LayerNormArgs<float>& args) override {
-    cpu().layernorm_forward(out, args);
-  }
-  void layernorm_backward(float* dinp, float* dweight, float* dbias, const float* dout,
-                          const LayerNormArgs<float>& args) override {
-    cpu().layernorm_backward(dinp, dweight, dbias, dout, args);
-  }
-  void rope_table(float* cos, float* sin, int T, int D, double theta) override {
-    cpu().rope_table(cos, sin, T, D, theta);
-  }
-  void rope_forward(float* qkv, const RopeArgs<float>& args) override {
-    cpu().rope_forward(qkv, args);
-  }
-  void rope_backward(Tensor<float> out, float* dqkv, const RopeArgs<float>& args) override {
-    cpu().rope_backward(out, dqkv, args);
-  }
-  void attention_forward(const ops::AttentionArgs<float>& args) override {
-    cpu().attention_forward(args);
-  }
-  void attention_backward(const ops::AttentionArgs<float>& args) override {
-    cpu().attention_backward(args);
-  }
-  void attention_forward_cached(const ops::AttentionArgs<float>& args,
-                                const ops::KvCache<float>& cache) override {
-    cpu().attention_forward_cached(args, cache);
-  }
-  void xsa_forward(const ops::AttentionArgs<float>& args) override { cpu().xsa_forward(args); }
-  void gelu_forward(Tensor<float> out, const float* inp, size_t n) override {
-    cpu().gelu_forward(out, inp, n);
-  }
-  void gelu_backward(Tensor<float> dinp, const float* inp, const float* dout, size_t n) override {
-    cpu().gelu_backward(dinp, inp, dout, n);
-  }
-  void crossentropy_forward_backward(float* logits, float* losses, const int32_t* targets, int N,
-                                     int V, int Vp, float dloss) override {
-    cpu().crossentropy_forward_backward(logits, losses, targets, N, V, Vp, dloss);
   }
   // The ops one by one, so that its products run pinned too.
   void classifier_forward_backward(const ClassifierArgs<float>& args) override {
     classifier_by_ops(*this, args);
   }
-  void gate_alpha(float* alpha, const float* w, int H) override { cpu().gate_alpha(alpha, w, H); }
-  void gate_backward(float* dw, const float* dalpha, const float* alpha, int N, int H) override {
-    cpu().gate_backward(dw, dalpha, alpha, N, H);
-  }
-  void sink_backward(float* dsink, const float* dlogit, int B, int H) override {
-    cpu().sink_backward(dsink, dlogit, B, H);
-  }
-  void output_gate_forward(float* out, const float* u, const float* pre, size_t n) override {
-    cpu().output_gate_forward(out, u, pre, n);
-  }
-  void output_gate_backward(float* d_u, float* d_pre, const float* d_out, const float* u,
-                            const float* pre, size_t n) override {
-    cpu().output_gate_backward(d_u, d_pre, d_out, u, pre, n);
-  }
-  void add_rows(float* dst, size_t dst_stride, const float* src, size_t src_stride, int rows,
-                int width) override {
-    cpu().add_rows(dst, dst_stride, src, src_stride, rows, width);
-  }
-  void value_mix_forward(const ops::ValueMixArgs<float>& args) override {
-    cpu().value_mix_forward(args);
-  }
-  void value_mix_backward(const ops::ValueMixArgs<float>& args) override {
-    cpu().value_mix_backward(args);
-  }
-  double sum(const float* x, size_t n) override { return cpu().sum(x, n); }
-  double sum_of_squares(const float* x, size_t n) override { return cpu().sum_of_squares(x, n); }
-  void adamw_update(float* param, const float* grad, float* m, float* v, size_t n,
-                    const ops::AdamWSettings& settings) override {
-    cpu().adamw_update(param, grad, m, v, n, settings);
-  }
-
- private:
-  static Backend<float>& cpu() { return cpu_backend<float>(); }
 };
 
 // A tiny model with every attention kind: SA, XSA with a sink, gated XSA (α = tanh 1), 4 query

@@ -18,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "xsa/backend/kernel_table.h"
 #include "xsa/ops/ops.h"
 #include "xsa/util/error.h"
 
@@ -226,98 +227,25 @@ class Backend {
   // dst [n, width] = table rows index[0 … n) (host indices).
   virtual void gather_rows(Real* dst, const Real* table, const int* index, int n, int width) = 0;
 
-  // ---- the kernel table: one entry per op and direction (ops/ops.h documents each) ----
-  // Precision is data: an activation that only matrix products read (a product input: LayerNorm's
-  // and GELU's outputs, XSA's z, the gradients of GELU's and RoPE's inputs where no bias reads
-  // them) comes as a Tensor whose storage the model's activation plan declared (model/block.h):
-  // fp32, or bf16 in the first half of its buffer, written so by its producer and read so by the
-  // products. supports() says which storage each op family takes here; an op given one it does
-  // not take refuses in one line (refuse_unsupported), so no backend or wrapper runs a plainer
-  // path in its place.
+  // ---- the kernel table: one entry per op and direction (kernel_table.h lists and documents
+  // them) ----
+  // Which storage each op family takes here (kernel_table.h: precision is data); an op given one
+  // it does not take refuses in one line (refuse_unsupported).
   virtual bool supports(Op op, Storage storage) const = 0;
   // The storage this backend's products read best for `rows` rows: what the activation plan
   // gives product inputs (the bf16 backend: bf16 for more than one row; a decoded row's products
   // stay fp32, bound by reading the weights).
   virtual Storage product_input_storage(int rows) const = 0;
 
-  // out [N, out_dim] = inp · weightᵀ (+= with accumulate).
-  virtual void matmul_forward(Real* out, Tensor<const Real> inp, const Real* weight,
-                              MatmulShape shape, bool accumulate) = 0;
-  // out = residual + inp · weightᵀ, a residual connection (out may be residual). A backend that
-  // can add the residual inside the product (oneDNN's binary post-op) saves a copy.
-  virtual void matmul_forward_residual(Real* out, const Real* residual, Tensor<const Real> inp,
-                                       const Real* weight, MatmulShape shape) = 0;
-  // dinp = dout · W; dweight accumulates doutᵀ · inp, or with accumulate false is overwritten (a
-  // step's first contribution). Either may be null: that product is skipped (inp unread without
-  // dweight).
-  virtual void matmul_backward(Real* dinp, Real* dweight, Tensor<const Real> dout,
-                               Tensor<const Real> inp, const Real* weight, MatmulShape shape,
-                               bool accumulate) = 0;
-  virtual void bias_forward(Real* out, const Real* bias, int N, int D) = 0;
-  virtual void bias_backward(Real* dbias, const Real* dout, int N, int D) = 0;
-  virtual void encoder_forward(Real* out, const int32_t* tokens, const Real* wte, int N, int C) = 0;
-  virtual void embedding_add(Real* out, const int32_t* index, const Real* table, int N, int C) = 0;
-  virtual void encoder_backward(Real* dwte, const Real* dout, const int32_t* tokens, int N,
-                                int C) = 0;
-  // out [N, C] (in the args' mean and rstd the row statistics) from the args' input.
-  virtual void layernorm_forward(Tensor<Real> out, const LayerNormArgs<Real>& args) = 0;
-  // dinp [N, C] accumulates; dweight, dbias [C] accumulate; the forward's args, its statistics
-  // in them.
-  virtual void layernorm_backward(Real* dinp, Real* dweight, Real* dbias, const Real* dout,
-                                  const LayerNormArgs<Real>& args) = 0;
-  virtual void rope_table(Real* cos, Real* sin, int T, int D, double theta) = 0;
-  virtual void rope_forward(Real* qkv, const RopeArgs<Real>& args) = 0;
-  // dqkv's rows with their q and k parts rotated back, into out: dqkv itself (in place), or
-  // another buffer (as bf16: of at least N·(C + 2·Hkv·D)/2 floats; a product input).
-  virtual void rope_backward(Tensor<Real> out, Real* dqkv, const RopeArgs<Real>& args) = 0;
-  // z (the args' z; the attention writes it too) from the args' y and qkv, with their alpha.
-  virtual void xsa_forward(const ops::AttentionArgs<Real>& args) = 0;
-  virtual void attention_forward(const ops::AttentionArgs<Real>& args) = 0;
-  virtual void attention_backward(const ops::AttentionArgs<Real>& args) = 0;
-  virtual void attention_forward_cached(const ops::AttentionArgs<Real>& args,
-                                        const ops::KvCache<Real>& cache) = 0;
-  virtual void gelu_forward(Tensor<Real> out, const Real* inp, size_t n) = 0;
-  // dinp = gelu'(inp) · dout; dinp may be dout (fp32), or another buffer (bf16).
-  virtual void gelu_backward(Tensor<Real> dinp, const Real* inp, const Real* dout, size_t n) = 0;
-  virtual void crossentropy_forward_backward(Real* logits, Real* losses, const int32_t* targets,
-                                             int N, int V, int Vp, Real dloss) = 0;
-  // The tied classifier (ClassifierArgs): the product, the fused softmax-cross-entropy and with
-  // dloss ≠ 0 its backward; a backend may fuse them (classifier_by_ops runs them one by one).
-  virtual void classifier_forward_backward(const ClassifierArgs<Real>& args) = 0;
+  XSA_KERNEL_TABLE(XSA_DECLARE_KERNEL)
 
-  // ---- gates and sinks: their per-head parameters and gradients ----
-  // alpha [H] = tanh(w [H]).
-  virtual void gate_alpha(Real* alpha, const Real* w, int H) = 0;
-  // dw [H] += (1 − α_h²) Σ_n dalpha [N, H], summed in row order.
-  virtual void gate_backward(Real* dw, const Real* dalpha, const Real* alpha, int N, int H) = 0;
-  // dsink [H] += Σ_b dlogit [B, H], in order.
-  virtual void sink_backward(Real* dsink, const Real* dlogit, int B, int H) = 0;
-
-  // ---- XSA's rivals (docs/SPEC.md §8; no-self is the attention's AttentionArgs::no_self) ----
-  // gated-attn's gate: out = u ⊙ σ(pre), n values.
-  virtual void output_gate_forward(Real* out, const Real* u, const Real* pre, size_t n) = 0;
-  // d_u = d_out ⊙ σ(pre), d_pre = d_out ⊙ u ⊙ σ(pre)(1 − σ(pre)); d_pre may be d_out.
-  virtual void output_gate_backward(Real* d_u, Real* d_pre, const Real* d_out, const Real* u,
-                                    const Real* pre, size_t n) = 0;
-  // dst row r (dst_stride apart) += the first `width` values of src row r (src_stride apart).
-  virtual void add_rows(Real* dst, size_t dst_stride, const Real* src, size_t src_stride, int rows,
-                        int width) = 0;
-  // The value residual's mixing (ops::ValueMixArgs).
-  virtual void value_mix_forward(const ops::ValueMixArgs<Real>& args) = 0;
-  virtual void value_mix_backward(const ops::ValueMixArgs<Real>& args) = 0;
-
-  // ---- reductions and the optimizer ----
-  virtual double sum(const Real* x, size_t n) = 0;             // in order, in double
-  virtual double sum_of_squares(const Real* x, size_t n) = 0;  // thread-count independent
+  // ---- what the kernels keep ----
   // The weights in [begin, begin + n) changed outside the ops above (an optimizer step, weights
   // loaded or gathered): a backend that keeps derived copies of them (bf16) drops those, and keeps
   // those of other weights (another model in the same process: `compare`'s arms, `bench`'s SA and
   // XSA). begin == nullptr: every weight.
   virtual void weights_changed(const Real* begin, size_t n) = 0;
   void weights_changed() { weights_changed(nullptr, 0); }
-  // Decoupled AdamW, one tensor.
-  virtual void adamw_update(Real* param, const Real* grad, Real* m, Real* v, size_t n,
-                            const ops::AdamWSettings& settings) = 0;
 };
 
 // The refusal of an op given a storage the backend does not take (its supports() says no): one

@@ -1,0 +1,103 @@
+// A backend that hands every call to another (its inner backend), written once from the kernel
+// table (kernel_table.h): a wrapper overrides only what it changes. The isolated device
+// (isolated_backend.cpp) moves every device address back to the inner backend's; the tests'
+// one-thread-products backend pins the products to one thread; the op-test table's recording
+// backend notes which entries a row calls. A new op in the table reaches all of them with no line
+// written here.
+//
+// `Addresses` maps each argument to the inner backend's: SameAddresses passes everything through;
+// a policy that moves addresses (the isolated device's) defines in(x) for each pointer and each
+// argument struct the table names, and passes the rest through with passthrough() — which accepts
+// only plain values and host data, so an argument type it was not taught fails the build instead
+// of reaching the inner backend unmoved.
+#pragma once
+
+#include <cstdint>
+#include <type_traits>
+#include <utility>
+
+#include "xsa/backend/backend.h"
+
+namespace xsa {
+
+// What an Addresses policy may pass through unchanged: numbers, enums, the products' shapes, the
+// optimizer's settings, and token ids (host data in every backend).
+template <typename T>
+constexpr bool kPassesThrough =
+    std::is_arithmetic_v<T> || std::is_enum_v<T> || std::is_same_v<T, MatmulShape> ||
+    std::is_same_v<T, ops::AdamWSettings> || std::is_same_v<T, const int32_t*>;
+
+// Every argument as it is.
+struct SameAddresses {
+  template <typename T>
+  static T&& in(T&& x) {
+    return std::forward<T>(x);
+  }
+};
+
+template <typename Real, typename Addresses = SameAddresses>
+class ForwardingBackend : public Backend<Real> {
+ public:
+  explicit ForwardingBackend(Backend<Real>& inner) : inner_(inner) {}
+  Backend<Real>& inner() const { return inner_; }
+
+  Device device() const override { return inner_.device(); }
+  bool host_addressable() const override { return inner_.host_addressable(); }
+  std::string describe() const override { return inner_.describe(); }
+  bool memory_info(size_t* free_bytes, size_t* total_bytes) override {
+    return inner_.memory_info(free_bytes, total_bytes);
+  }
+  PeakFlops peak_flops() const override { return inner_.peak_flops(); }
+  void synchronize() override { inner_.synchronize(); }
+
+  Real* allocate(size_t n, MemoryUse use) override { return inner_.allocate(n, use); }
+  void release(Real* p, size_t n) override { inner_.release(Addresses::in(p), n); }
+  void fill_zero(Real* p, size_t n) override { inner_.fill_zero(Addresses::in(p), n); }
+  void copy(Real* dst, const Real* src, size_t n) override {
+    inner_.copy(Addresses::in(dst), Addresses::in(src), n);
+  }
+  void to_host(Real* host, const Real* src, size_t n) override {
+    inner_.to_host(host, Addresses::in(src), n);
+  }
+  void from_host(Real* dst, const Real* host, size_t n) override {
+    inner_.from_host(Addresses::in(dst), host, n);
+  }
+  void copy_rows(Real* dst, size_t dst_stride, const Real* src, size_t src_stride, int rows,
+                 int width) override {
+    inner_.copy_rows(Addresses::in(dst), dst_stride, Addresses::in(src), src_stride, rows, width);
+  }
+  void gather_rows(Real* dst, const Real* table, const int* index, int n, int width) override {
+    inner_.gather_rows(Addresses::in(dst), Addresses::in(table), index, n, width);
+  }
+
+  bool supports(Op op, Storage storage) const override { return inner_.supports(op, storage); }
+  Storage product_input_storage(int rows) const override {
+    return inner_.product_input_storage(rows);
+  }
+  void weights_changed(const Real* begin, size_t n) override {
+    inner_.weights_changed(Addresses::in(begin), n);
+  }
+
+#define XSA_FORWARD_KERNEL(family, ret, name, params, args) \
+  ret name params override {                                \
+    entering(Op::family, #name);                            \
+    return forward(&Backend<Real>::name, XSA_UNPAREN args); \
+  }
+  XSA_KERNEL_TABLE(XSA_FORWARD_KERNEL)
+#undef XSA_FORWARD_KERNEL
+
+ protected:
+  // Called before each kernel entry is handed on (the recording backend notes it).
+  virtual void entering(Op family, const char* entry) {
+    (void)family, (void)entry;
+  }
+
+ private:
+  template <typename Ret, typename... Params, typename... Args>
+  Ret forward(Ret (Backend<Real>::*entry)(Params...), Args&&... args) {
+    return (inner_.*entry)(Addresses::in(std::forward<Args>(args))...);
+  }
+  Backend<Real>& inner_;
+};
+
+}  // namespace xsa
