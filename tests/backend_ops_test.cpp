@@ -59,9 +59,9 @@ Backend<float>* backend_named(const std::string& name, std::string* why) {
     if (!cuda_available(why)) return nullptr;
     const bool tf32 = name.find("tf32") != std::string::npos,
                deterministic = name.find("deterministic") != std::string::npos;
-    return &select_backend({"cuda", bf16 ? "bf16" : "fp32", tf32, deterministic});
+    return &select_backend({"cuda", bf16 ? Precision::bf16 : Precision::fp32, tf32, deterministic});
   }
-  Backend<float>& cpu = bf16 ? cpu_bf16_backend() : cpu_backend<float>();
+  Backend<float>& cpu = bf16 ? cpu_backend(Precision::bf16) : cpu_backend<float>();
   return name.rfind("isolated", 0) == 0 ? &isolated_backend(cpu) : &cpu;
 }
 Products products_of(const std::string& name) {

@@ -293,7 +293,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, Bf16Products,
 TEST(Bf16, ResidualInsideTheProductIsAddedToTheFinishedProduct) {
   std::string why;
   if (!ops::bf16_available(&why)) GTEST_SKIP() << "no bf16 products here: " << why;
-  Backend<float>& be = cpu_bf16_backend();
+  Backend<float>& be = cpu_backend(Precision::bf16);
   for (const Case c : {Case{7, 33, 5}, Case{130, 96, 384}, Case{1024, 768, 768},
                        Case{1024, 3072, 768}, Case{1024, 768, 768, 2}, Case{1024, 3072, 768, 2}}) {
     SCOPED_TRACE(testing::PrintToString(c));
@@ -339,7 +339,7 @@ TEST(Bf16, ResidualInsideTheProductIsAddedToTheFinishedProduct) {
 TEST(Bf16, XsaOutputHeldAsBf16GivesWoTheSameOperand) {
   std::string why;
   if (!ops::bf16_available(&why)) GTEST_SKIP() << "no bf16 products here: " << why;
-  Backend<float>& be = cpu_bf16_backend();
+  Backend<float>& be = cpu_backend(Precision::bf16);
   const auto random = [](size_t n, uint64_t seed, double scale = 1.0) {
     return test::cast_vector<float>(test::random_vector(n, seed, scale));
   };
@@ -412,7 +412,7 @@ TEST(Bf16, XsaOutputHeldAsBf16GivesWoTheSameOperand) {
 TEST(Bf16, ProductInputsHeldAsBf16GiveTheProductsTheSameOperands) {
   std::string why;
   if (!ops::bf16_available(&why)) GTEST_SKIP() << "no bf16 products here: " << why;
-  Backend<float>& be = cpu_bf16_backend();
+  Backend<float>& be = cpu_backend(Precision::bf16);
   const int C = 96, F = 4 * C;
   const auto random = [](size_t n, uint64_t seed, double scale = 1.0) {
     return test::cast_vector<float>(test::random_vector(n, seed, scale));
@@ -533,7 +533,7 @@ TEST(Bf16, FusedClassifierEqualsTheUnfusedOps) {
   std::string why;
   if (!ops::bf16_available(&why)) GTEST_SKIP() << "no bf16 products here: " << why;
   const int rows = 9, C = 24, V = 70, Vp = 80;
-  Backend<float>& be = cpu_bf16_backend();
+  Backend<float>& be = cpu_backend(Precision::bf16);
   const std::vector<float> inp = test::cast_vector<float>(test::random_vector((size_t)rows * C, 4));
   std::vector<float> wte = test::cast_vector<float>(test::random_vector((size_t)Vp * C, 5, 0.3));
   std::vector<int32_t> targets(rows);
@@ -697,7 +697,7 @@ TEST(Bf16, AdamWWritesTheWeightCopy) {
   for (size_t i = 0; i < n; i++) ASSERT_EQ(copy[i], nearest_bf16(p_ref[i])) << i;
 
   // Through the backend: a product after the update uses the updated weights' copy.
-  Backend<float>& be = cpu_bf16_backend();
+  Backend<float>& be = cpu_backend(Precision::bf16);
   const int rows = 3, in = 7, out = 5;
   std::vector<float> w = test::cast_vector<float>(test::random_vector(in * out, 24)),
                      gw = test::cast_vector<float>(test::random_vector(in * out, 25)),
@@ -720,7 +720,7 @@ TEST(Bf16, AdamWWritesTheWeightCopy) {
 TEST(Bf16, WeightsChangedDropsOnlyTheCopiesInItsRange) {
   std::string why;
   if (!ops::bf16_available(&why)) GTEST_SKIP() << "no bf16 products here: " << why;
-  Backend<float>& be = cpu_bf16_backend();
+  Backend<float>& be = cpu_backend(Precision::bf16);
   const int rows = 3, in = 8, out = 4, n = in * out;
   std::vector<float> weights = test::cast_vector<float>(test::random_vector(2 * n, 31));
   const std::vector<float> x = test::cast_vector<float>(test::random_vector(rows * in, 32));

@@ -54,10 +54,10 @@ TEST(Variants, LayerSelections) {
   EXPECT_EQ(parse_variant("xsa-gated-one", 4).layers[2], AttnKind::xsa_gated_one);
   EXPECT_TRUE(parse_variant("xsa-last1+sink", 4).sinks[0]);
   const Variant twin = parse_variant("xsa-last1+sink@bf16", 4);
-  EXPECT_EQ(twin.precision, "bf16");
+  EXPECT_EQ(twin.precision, Precision::bf16);
   EXPECT_TRUE(twin.sinks[0]);
   EXPECT_EQ(twin.layers[3], AttnKind::xsa);
-  EXPECT_EQ(parse_variant("xsa", 4).precision, "");
+  EXPECT_FALSE(parse_variant("xsa", 4).precision.has_value());
   for (const char* bad : {"xsa-last5", "xsa-last0", "xsa-first", "xsa-layers-4", "xsa-layers-1.x",
                           "gated", "xsa@fp16", "xsa@", "@bf16"})
     EXPECT_THROW(parse_variant(bad, 4), Error) << bad;

@@ -38,7 +38,8 @@ using json = nlohmann::json;
 using Arrays = std::vector<std::vector<float>>;
 
 // The GPU backend with these settings, or null with `why` (then the test skips).
-Backend<float>* gpu(std::string* why, const char* precision = "fp32", bool deterministic = false) {
+Backend<float>* gpu(std::string* why, Precision precision = Precision::fp32,
+                    bool deterministic = false) {
   if (!cuda_available(why)) return nullptr;
   return &select_backend({"cuda", precision, false, deterministic});
 }
@@ -131,7 +132,7 @@ TEST_P(CudaAttention, Fp32EqualsTheCpu) {
 }
 
 TEST_P(CudaAttention, Bf16WithinItsBound) {
-  GPU_OR_SKIP(g, "bf16");
+  GPU_OR_SKIP(g, Precision::bf16);
   const AttentionCase c = GetParam();
   const Arrays arrays = attention_arrays(c);
   auto op = [&](Backend<float>& b, std::vector<float*>& p) { attention_both_ways(b, c, p); };
@@ -143,7 +144,7 @@ TEST_P(CudaAttention, Bf16WithinItsBound) {
 }
 
 TEST_P(CudaAttention, DeterministicBackwardRepeatsItsBits) {
-  GPU_OR_SKIP(g, "fp32", true);
+  GPU_OR_SKIP(g, Precision::fp32, true);
   const AttentionCase c = GetParam();
   const Arrays arrays = attention_arrays(c);
   auto op = [&](Backend<float>& b, std::vector<float*>& p) { attention_both_ways(b, c, p); };
@@ -264,7 +265,7 @@ TEST(CudaTraining, ResumeIsExact) {
 // every collective the training step uses gives the same bits both ways. Several GPUs need a
 // machine with several (docs/gpu.md says how to run the check there).
 TEST(CudaTraining, NcclWithOneRankEqualsTheStagedFallback) {
-  GPU_OR_SKIP(be, "bf16");
+  GPU_OR_SKIP(be, Precision::bf16);
   DeviceCollectives* nccl = nullptr;
   try {
     nccl = device_collectives(world_comm(), *be, "nccl");

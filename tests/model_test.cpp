@@ -189,7 +189,7 @@ TEST(Model, MicroBatchesScaledByTheStepsTokensSumToTheWholeBatch) {
 // products. A first micro-batch without targets leaves every gradient zero.
 TEST(Model, AFirstMicroBatchReplacesWhatTheGradientsHeld) {
   std::vector<Backend<float>*> backends = {&cpu_backend<float>()};
-  if (bf16_products_available(nullptr)) backends.push_back(&cpu_bf16_backend());
+  if (bf16_products_available(nullptr)) backends.push_back(&cpu_backend(Precision::bf16));
   for (Backend<float>* backend : backends)
     for (const char* attn : {"sa", "gpt2:xsa", "xsa-gated+sink", "gqa:xsa"}) {
       SCOPED_TRACE(testing::Message() << attn << (backend == backends[0] ? "" : ", bf16"));

@@ -400,7 +400,7 @@ TEST(Rivals, CompareVariantsNameThem) {
   EXPECT_TRUE(many.rivals.value_residual && many.rivals.no_self && many.sinks[0]);
   EXPECT_EQ(many.layers[1], AttnKind::sa);
   EXPECT_EQ(many.layers[2], AttnKind::xsa);
-  EXPECT_EQ(many.precision, "bf16");
+  EXPECT_EQ(many.precision, Precision::bf16);
   EXPECT_THROW(parse_variant("xsa+gated", 4), Error);
 }
 

@@ -209,7 +209,7 @@ TEST(Train, Bf16FollowsFp32AndResumesExactly) {
   RunConfig fp32 = tiny_run(write_text(dir, 60000), dir / "fp32");
   fp32.steps = 50, fp32.val_every = 25, fp32.ckpt_every = 25;
   RunConfig bf16 = fp32;
-  bf16.precision = "bf16", bf16.out = (dir / "bf16").string();
+  bf16.precision = Precision::bf16, bf16.out = (dir / "bf16").string();
   const TrainResult a = train(tiny_model(), fp32), b = train(tiny_model(), bf16);
   const auto ma = read_metrics(dir / "fp32" / "metrics.jsonl");
   const auto mb = read_metrics(dir / "bf16" / "metrics.jsonl");
@@ -267,6 +267,22 @@ TEST(Train, ResumeIsBitIdentical) {
   fs::remove_all(dir);
 }
 
+// A saved run's precision is read by its name; another value is refused in one line.
+TEST(RunOptions, ASavedPrecisionIsOneOfTheKnown) {
+  RunConfig r;
+  run_config_update_from_json(r, {{"precision", "bf16"}}, "trainer.json");
+  EXPECT_EQ(r.precision, Precision::bf16);
+  for (const nlohmann::json& bad : {nlohmann::json("fp16"), nlohmann::json(1)}) {
+    try {
+      run_config_update_from_json(r, {{"precision", bad}}, "trainer.json");
+      ADD_FAILURE() << "took precision " << bad.dump();
+    } catch (const Error& e) {
+      EXPECT_EQ(std::string(e.what()),
+                "trainer.json: run setting precision must be fp32 or bf16, not " + bad.dump());
+    }
+  }
+}
+
 // Every run option marked saved goes into trainer.json and comes back on resume: set each to a
 // value other than its default, write, read into a fresh RunConfig, and compare all of them.
 TEST(RunOptions, SavedOptionsRoundTrip) {
@@ -277,6 +293,8 @@ TEST(RunOptions, SavedOptionsRoundTrip) {
       field = !field;
     else if constexpr (std::is_same_v<T, std::string>)
       field += "x";
+    else if constexpr (std::is_same_v<T, Precision>)
+      field = Precision::bf16;
     else
       field = field + 3;
   });

@@ -20,6 +20,7 @@
 
 #include "xsa/backend/kernel_table.h"
 #include "xsa/ops/ops.h"
+#include "xsa/util/precision.h"
 #include "xsa/util/error.h"
 
 namespace xsa {
@@ -278,11 +279,13 @@ bool in_changed_range(const Real* p, const Real* begin, size_t n) {
 template <typename Real>
 Backend<Real>& cpu_backend();
 
-// The CPU backend with mixed-precision products: matrix products take bf16 copies of their inputs
-// (weights converted once per weights_changed(), activations on each call) and accumulate in
-// fp32 (oneDNN); every other op, the master weights, the gradients and the optimizer stay fp32.
-// Products of one row (decoding) stay fp32: they are bound by reading the weights.
-Backend<float>& cpu_bf16_backend();
+// The CPU backend in a precision (util/precision.h): fp32 is cpu_backend<float>(); bf16 adds
+// mixed-precision products: matrix products take bf16 copies of their inputs (weights converted
+// once per weights_changed(), activations on each call) and accumulate in fp32 (oneDNN); every
+// other op, the master weights, the gradients and the optimizer stay fp32. Products of one row
+// (decoding) stay fp32: they are bound by reading the weights. Throws Error in one line where this
+// CPU cannot compute in it (bf16_products_available).
+Backend<float>& cpu_backend(Precision precision);
 // `inner`'s kernels on memory that host code cannot dereference (`--device isolated`): a test
 // device standing in for a GPU, on which every access outside the backend faults.
 Backend<float>& isolated_backend(Backend<float>& inner);

@@ -354,9 +354,18 @@ class CpuBf16Backend final : public CpuBackend<float> {
 
 }  // namespace
 
-Backend<float>& cpu_bf16_backend() {
-  static CpuBf16Backend backend;
-  return backend;
+Backend<float>& cpu_backend(Precision precision) {
+  switch (precision) {
+    case Precision::fp32:
+      return cpu_backend<float>();
+    case Precision::bf16: {
+      std::string why;
+      if (!bf16_products_available(&why)) fail("--precision bf16: {}", why);
+      static CpuBf16Backend backend;
+      return backend;
+    }
+  }
+  fail("the CPU backend has no precision {}", to_string(precision));
 }
 
 bool bf16_products_available(std::string* why) {

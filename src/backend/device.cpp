@@ -113,18 +113,16 @@ Backend<float>& cuda_backend(const BackendOptions& options) {
   if (ordinal >= count)
     fail("--device {}: there {} only {} GPU{} (cuda:0 … cuda:{})", options.device,
          count == 1 ? "is" : "are", count, count == 1 ? "" : "s", count - 1);
-  if (options.precision != "fp32" && options.precision != "bf16")
-    fail("--precision {} is not known (fp32 or bf16)", options.precision);
 
   static std::mutex mutex;
-  static std::map<std::tuple<int, bool, bool, bool>, Backend<float>*> opened;  // kept to the end
+  static std::map<std::tuple<int, Precision, bool, bool>, Backend<float>*> opened;  // to the end
   std::lock_guard lock(mutex);
-  const bool bf16 = options.precision == "bf16";
-  Backend<float>*& backend = opened[{ordinal, bf16, options.tf32, options.deterministic}];
+  Backend<float>*& backend =
+      opened[{ordinal, options.precision, options.tf32, options.deterministic}];
   if (!backend) {
     CudaOptions cuda;
     cuda.device = ordinal;
-    cuda.bf16 = bf16;
+    cuda.precision = options.precision;
     cuda.tf32 = options.tf32;
     cuda.deterministic = options.deterministic;
     backend = module.open(cuda, why, sizeof why);
@@ -164,15 +162,8 @@ Backend<float>& select_backend(const BackendOptions& options) {
   if (options.device == "cuda" || cuda_ordinal(options.device) >= 0 ||
       (options.device == "auto" && cuda_available(nullptr)))
     return cuda_backend(options);
-  Backend<float>* cpu = &cpu_backend<float>();
-  if (options.precision != "fp32") {
-    if (options.precision != "bf16")
-      fail("--precision {} is not known (fp32 or bf16)", options.precision);
-    std::string why;
-    if (!bf16_products_available(&why)) fail("--precision bf16: {}", why);
-    cpu = &cpu_bf16_backend();
-  }
-  return options.device == "isolated" ? isolated_backend(*cpu) : *cpu;
+  Backend<float>& cpu = cpu_backend(options.precision);
+  return options.device == "isolated" ? isolated_backend(cpu) : cpu;
 }
 
 }  // namespace xsa

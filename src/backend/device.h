@@ -5,6 +5,7 @@
 #include <string>
 
 #include "xsa/backend/backend.h"
+#include "xsa/util/precision.h"
 
 namespace xsa {
 
@@ -12,9 +13,9 @@ struct BackendOptions {
   // cpu, cuda, cuda:N (GPU N), auto (a GPU when one works), or isolated (the CPU's kernels on
   // memory host code cannot touch: a test device for the backend seam)
   std::string device = "cpu";
-  std::string precision = "fp32";  // fp32, or bf16 products with fp32 accumulation
-  bool tf32 = false;               // fp32 products on a GPU may use TF32 tensor cores
-  bool deterministic = false;      // a GPU's attention backward without atomics
+  Precision precision = Precision::fp32;  // util/precision.h
+  bool tf32 = false;                      // fp32 products on a GPU may use TF32 tensor cores
+  bool deterministic = false;             // a GPU's attention backward without atomics
 };
 
 // Throws Error naming a device value that is not one of those above.

@@ -70,8 +70,6 @@ void bench_allreduce(int reps, json& records) {
 
 void validate(const BenchOptions& o) {
   if (o.steps < 1 || o.warmup < 0) fail("--steps must be at least 1 and --warmup non-negative");
-  if (o.precision != "fp32" && o.precision != "bf16")
-    fail("--precision {} is not known (fp32 or bf16)", o.precision);
   ModelConfig unused;
   set_architecture(unused, o.arch);  // an unknown --arch, before anything runs
   validate_device(o.device);
@@ -81,7 +79,7 @@ void validate(const BenchOptions& o) {
         "or cuda");
   if (o.batch < 0 || o.seq_len < 0) fail("--batch and --seq-len must be non-negative");
   std::string why;
-  if (o.precision == "bf16" && o.device == "cpu" && !bf16_products_available(&why))
+  if (o.precision == Precision::bf16 && o.device == "cpu" && !bf16_products_available(&why))
     fail("--precision bf16: {}", why);
   shapes_of(o.config);  // an unknown --config
 }
@@ -128,7 +126,7 @@ void run_bench(const BenchOptions& o) {
   std::vector<BenchShape> shapes = shapes_of(o.config);
   for (BenchShape& s : shapes) s.gpt2_architecture = o.arch == "gpt2";
   if (o.arch == "gpt2") std::printf("architecture: gpt2 (learned positions, linear biases)\n");
-  const bool bf16 = o.precision == "bf16";
+  const bool bf16 = o.precision == Precision::bf16;
   if (bf16)
     std::printf("precision: bf16 products (oneDNN) with fp32 accumulation, fp32 elsewhere\n");
   if (o.gemm) bench_gemm(shapes, bf16, o.library_config, records);

@@ -9,14 +9,16 @@
 #include <string>
 #include <vector>
 
+#include "xsa/util/precision.h"
+
 namespace xsa::bench {
 
 struct BenchOptions {
   std::string config = "all";  // tiny, small, gpt2 or all
   std::string json_path, csv_path;
-  std::string precision = "fp32";  // or bf16: the step table with bf16 products
-  std::string arch = "xsa";        // or gpt2: learned positions and linear biases
-  std::string device = "cpu";      // cpu, cuda, cuda:N or auto
+  Precision precision = Precision::fp32;  // bf16: the step table with bf16 products
+  std::string arch = "xsa";               // or gpt2: learned positions and linear biases
+  std::string device = "cpu";             // cpu, cuda, cuda:N or auto
   int steps = 5, warmup = 2, threads = 0;
   int batch = 0, seq_len = 0;  // 0: the configuration's (on a GPU 32768 tokens; gpt2 at 1024)
   bool tf32 = false, deterministic = false;

@@ -266,7 +266,7 @@ void bench_step_config(const BenchShape& s, int steps, int warmup, bool bf16, do
   const int N = s.B * s.T;
   std::vector<int32_t> inputs, targets;
   random_batch(sa, N, inputs, targets);
-  Backend<float>& backend = bf16 ? cpu_bf16_backend() : cpu_backend<float>();
+  Backend<float>& backend = bf16 ? cpu_backend(Precision::bf16) : cpu_backend<float>();
   const std::array<double, 2> peak = step_peak_mb(sa, xsa_cfg, s.B, s.T, inputs, targets, backend);
   // The ceiling is timed in rounds between the pairs of steps, so that it and the steps see the
   // same machine: timed minutes apart, the share moved by ±5 points on this shared VM.

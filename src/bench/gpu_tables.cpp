@@ -38,7 +38,7 @@ struct ProductPeak {
   const char* kind;
 };
 ProductPeak product_peak(const PeakFlops& p, const BenchOptions& o, bool attention) {
-  if (o.precision == "bf16") return {p.bf16, "bf16"};
+  if (o.precision == Precision::bf16) return {p.bf16, "bf16"};
   if (o.tf32 && !attention) return {p.tf32, "TF32"};
   return {p.fp32, "fp32"};
 }
@@ -92,7 +92,7 @@ void bench_gpu_steps(Backend<float>& backend, const BenchOptions& o, json& recor
                          {"mfu", peak > 0 ? tflops * 1e12 / peak : 0.0},
                          {"peak_tflops", peak / 1e12},
                          {"peak_source", peaks.source},
-                         {"precision", o.precision},
+                         {"precision", to_string(o.precision)},
                          {"arch", architecture_name(sa)},
                          {"device_gb", used[k]}});
     }

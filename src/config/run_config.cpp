@@ -15,8 +15,6 @@ void RunConfig::validate() const {
   if (total_batch_tokens < 0)
     fail("--total-batch-tokens {} must be positive (0: --batch × --seq-len × processes)",
          total_batch_tokens);
-  if (precision != "fp32" && precision != "bf16")
-    fail("--precision {} is not known (fp32 or bf16)", precision);
   validate_device(device);
   validate_comm_choice(comm, device);
   if (overlap && zero == 1) fail("--overlap and --zero 1 do not combine (yet): choose one");
@@ -76,7 +74,11 @@ int RunConfig::batch_for_step_tokens(int64_t tokens, int T, int world, int max_b
 nlohmann::json run_config_to_json(const RunConfig& r, unsigned roles) {
   nlohmann::json j = nlohmann::json::object();
   for_each_run_option(r, [&](const RunOption& o, const auto& field) {
-    if ((o.roles & roles) == roles) j[o.key] = field;
+    if ((o.roles & roles) != roles) return;
+    if constexpr (std::is_same_v<std::decay_t<decltype(field)>, Precision>)
+      j[o.key] = to_string(field);
+    else
+      j[o.key] = field;
   });
   if (j.contains("warmup")) j["warmup"] = r.warmup_steps();
   return j;
@@ -87,7 +89,15 @@ void run_config_update_from_json(RunConfig& r, const nlohmann::json& j, const st
   for_each_run_option(r, [&](const RunOption& o, auto& field) {
     if (!(o.roles & kSaved) || !j.contains(o.key)) return;
     using T = std::decay_t<decltype(field)>;
-    if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
+    if constexpr (std::is_same_v<T, Precision>) {
+      const nlohmann::json& v = j[o.key];
+      const auto precision =
+          v.is_string() ? precision_named(v.get<std::string>()) : std::nullopt;
+      if (!precision)
+        fail("{}: run setting {} must be {}, not {}", source, o.key, kPrecisionChoices,
+             v.dump());
+      field = *precision;
+    } else if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
       // get<T>() would cast a float (1e40, 2.5) or an integer past T's range: undefined
       // behaviour, or silently another value.
       const nlohmann::json& v = j[o.key];
@@ -101,10 +111,12 @@ void run_config_update_from_json(RunConfig& r, const nlohmann::json& j, const st
         fail("{}: run setting {} must be an integer from {} to {}, not {}", source, o.key,
              std::numeric_limits<T>::min(), std::numeric_limits<T>::max(), v.dump());
     }
-    try {
-      field = j[o.key].get<std::decay_t<decltype(field)>>();
-    } catch (const nlohmann::json::exception& e) {
-      fail("{}: run setting {} has the wrong type ({})", source, o.key, e.what());
+    if constexpr (!std::is_same_v<T, Precision>) {
+      try {
+        field = j[o.key].get<T>();
+      } catch (const nlohmann::json::exception& e) {
+        fail("{}: run setting {} has the wrong type ({})", source, o.key, e.what());
+      }
     }
   });
 }

@@ -9,6 +9,8 @@
 #include <string>
 #include <type_traits>
 
+#include "xsa/util/precision.h"
+
 namespace xsa {
 
 struct RunConfig {
@@ -22,12 +24,12 @@ struct RunConfig {
   // Tokens per optimizer step over every micro-batch and process; 0: one micro-batch of one
   // process (batch × seq-len). The gradient-accumulation steps follow from it (accumulation_steps).
   int64_t total_batch_tokens = 0;
-  std::string precision = "fp32";  // "fp32", or "bf16": bf16 matrix products, fp32 elsewhere
-  std::string device = "cpu";      // cpu, cuda, cuda:N or auto (backend/device.h)
-  bool tf32 = false;               // a GPU's fp32 products may use TF32
-  bool deterministic = false;      // a GPU's attention backward without atomics
-  std::string init_from;           // a checkpoint whose weights the run starts from (empty: random)
-  bool overlap = false;  // sum each layer's gradients during the backward (several processes)
+  Precision precision = Precision::fp32;  // util/precision.h
+  std::string device = "cpu";             // cpu, cuda, cuda:N or auto (backend/device.h)
+  bool tf32 = false;                      // a GPU's fp32 products may use TF32
+  bool deterministic = false;             // a GPU's attention backward without atomics
+  std::string init_from;  // a checkpoint whose weights the run starts from (empty: random)
+  bool overlap = false;   // sum each layer's gradients during the backward (several processes)
   int zero = 0;  // ZeRO stage: 0 (every rank keeps all AdamW moments) or 1 (each keeps its shard)
   std::string comm = "auto";  // how ranks on GPUs sum: auto, nccl or mpi (train/device_comm.h)
   int64_t steps = 500;

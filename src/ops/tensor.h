@@ -10,7 +10,13 @@ namespace xsa::ops {
 
 enum class Storage : uint8_t { fp32, bf16 };
 inline const char* to_string(Storage storage) {
-  return storage == Storage::bf16 ? "bf16" : "fp32";
+  switch (storage) {
+    case Storage::fp32:
+      return "fp32";
+    case Storage::bf16:
+      return "bf16";
+  }
+  return "unknown storage";
 }
 
 // An activation: where it is and how it is stored. A plain pointer converts to one stored fp32,

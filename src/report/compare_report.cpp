@@ -441,7 +441,7 @@ std::string precision_section(const CompareResult& result, const CompareReport& 
       "against the seed-to-seed spread (sd of the twin's validation loss over seeds) and p is "
       "small.\n\n| arm | twin | Δ val loss vs twin (mean ± sd) | p (paired t) | twin's seed sd "
       "| time per step / twin's |\n|---|---|---|---|---|---|\n",
-      r.run.precision);
+      to_string(r.run.precision));
   md += twins;
   if (!inside.empty())
     md +=
@@ -754,7 +754,7 @@ std::string write_compare_report(const fs::path& out, const CompareReport& r,
       fmt::join(r.variants, ", "), r.run.data, r.model.n_layer, r.model.n_head, r.model.n_embd,
       r.model.seq_len, r.run.batch, r.run.steps,
       own_rates ? "each variant's own (--tune-lr, below)" : fmt::format("{}", r.run.lr),
-      r.run.precision, r.seeds, r.run.seed, r.run.val_batches);
+      to_string(r.run.precision), r.seeds, r.run.seed, r.run.val_batches);
   // Bits per byte beside the loss when the validation set's bytes are known: runs of different
   // vocabularies compare by it, not by the loss per token.
   const bool bpb = std::isfinite(r.val_bytes_per_token);

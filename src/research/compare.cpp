@@ -36,9 +36,11 @@ using nlohmann::json;
 
 Variant parse_variant(const std::string& name, int n_layer) {
   if (const size_t at = name.rfind('@'); at != std::string::npos) {
-    const std::string precision = name.substr(at + 1);
-    if (precision != "fp32" && precision != "bf16")
-      fail("--variants {}: '{}' after @ is not a precision (fp32 or bf16)", name, precision);
+    const std::string suffix = name.substr(at + 1);
+    const auto precision = precision_named(suffix);
+    if (!precision)
+      fail("--variants {}: '{}' after @ is not a precision ({})", name, suffix,
+           kPrecisionChoices);
     if (name.find('@') != at) fail("--variants {}: one precision per variant", name);
     Variant v = parse_variant(name.substr(0, at), n_layer);
     v.name = name, v.precision = precision;
@@ -190,7 +192,7 @@ struct Setup : RunInputs {
 // The backend of a variant's arms: its own precision, else the run's.
 Backend<float>& variant_backend(const RunConfig& run, const Variant& v) {
   BackendOptions options = backend_options(run);
-  if (!v.precision.empty()) options.precision = v.precision;
+  if (v.precision) options.precision = *v.precision;
   return select_backend(options);
 }
 
@@ -210,7 +212,7 @@ std::vector<Variant> parse_variants(const CompareConfig& cfg) {
     variants.push_back(parse_variant(v, cfg.model.n_layer));
     if (variants.back().precision == cfg.run.precision)
       fail("--variants {}: the run's --precision is already {}, so it would be a copy of its twin",
-           v, cfg.run.precision);
+           v, to_string(cfg.run.precision));
   }
   return variants;
 }
@@ -702,9 +704,9 @@ std::vector<VariantSummary> summarize(const CompareResult& result, const Setup& 
       sm.position_loss_mean.push_back(means), sm.position_delta.push_back(deltas);
     }
     const Variant& v = s.variants[k];
-    if (!v.precision.empty()) {
+    if (v.precision) {
       const std::string twin = v.name.substr(0, v.name.rfind('@'));
-      const std::string precision_sa = "sa@" + v.precision;
+      const std::string precision_sa = std::string("sa@") + to_string(*v.precision);
       sm.vs_twin = paired_delta(result, v.name, twin);
       if (v.name != precision_sa) sm.vs_precision_sa = paired_delta(result, v.name, precision_sa);
     }

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <array>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,7 +32,7 @@ struct Variant {
   std::array<AttnKind, kMaxLayers> layers{};
   std::array<bool, kMaxLayers> sinks{};
   AttentionRivals rivals;
-  std::string precision;  // empty: the run's --precision
+  std::optional<Precision> precision;  // none: the run's --precision
 };
 Variant parse_variant(const std::string& name, int n_layer);  // throws Error naming the variant
 

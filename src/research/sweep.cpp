@@ -119,9 +119,9 @@ std::string cost_and_bias_tables(const std::string& param, const std::vector<std
 
 void apply_sweep_param(CompareConfig& cfg, const std::string& param, const std::string& value) {
   if (param == kPrecision) {  // the one option whose values are names, not numbers
-    if (value != "fp32" && value != "bf16")
-      fail("--param precision: value '{}' is not fp32 or bf16", value);
-    cfg.run.precision = value;
+    const auto precision = precision_named(value);
+    if (!precision) fail("--param precision: value '{}' is not {}", value, kPrecisionChoices);
+    cfg.run.precision = *precision;
     return;
   }
   const std::optional<double> number = parse_number(value);

@@ -32,9 +32,8 @@ void add_bench_command(CLI::App& root) {
   cmd->add_flag("--no-attention", o->no_attention, "Skip the attention-alone table");
   cmd->add_flag("--decode", o->decode,
                 "Also time decoding with the key/value cache against recomputing the sequence");
-  cmd->add_option("--precision", o->precision,
-                  "fp32, or bf16: the step table and its GEMM ceiling with bf16 products")
-      ->capture_default_str();
+  add_precision_option(cmd, o->precision,
+                       "fp32, or bf16: the step table and its GEMM ceiling with bf16 products");
   cmd->add_option("--device", o->device,
                   "cpu, cuda, cuda:N or auto: on a GPU the step table (gpt2 at T 1024) reports "
                   "model FLOPs utilisation and device memory, the attention table T 1024-16384")

@@ -21,7 +21,8 @@ namespace {
 
 struct EvalArgs {
   std::vector<std::string> ckpts, tasks, files;
-  std::string data, json_path, vocab_dir, suite, dir, precision = "fp32", device = "cpu";
+  std::string data, json_path, vocab_dir, suite, dir, device = "cpu";
+  Precision precision = Precision::fp32;
   int limit = 0, batch = 8, val_batches = 0, threads = 0;
   bool skip_bad_lines = false;
 };
@@ -141,10 +142,9 @@ void add_eval_options(CLI::App* cmd, EvalArgs& a) {
       ->capture_default_str();
   cmd->add_option("--vocab-dir", a.vocab_dir, "Folder with GPT-2's encoder.json and vocab.bpe");
   cmd->add_option("--threads", a.threads, "Threads (0: every core)")->capture_default_str();
-  cmd->add_option("--precision", a.precision,
-                  "fp32, or bf16: matrix products of more than one row in bf16 with fp32 "
-                  "accumulation (needs AVX512_BF16 or AMX)")
-      ->capture_default_str();
+  add_precision_option(cmd, a.precision,
+                       "fp32, or bf16: matrix products of more than one row in bf16 with fp32 "
+                       "accumulation (needs AVX512_BF16 or AMX)");
   cmd->add_option("--device", a.device, "cpu, cuda, cuda:N, or auto (a GPU when one works)")
       ->capture_default_str();
 }
@@ -202,13 +202,14 @@ std::vector<TaskResult> run_checkpoint(const Prepared& p, int val_batches, int t
   Backend<float>& backend = select_backend(device);
   Gpt<float> model(cfg, p.data ? p.batch : 1, cfg.seq_len, GptMode::inference, backend);
   load_checkpoint_weights(p.ckpt, model.params(), false);
-  std::printf(
-      "xsa eval: %s (%s attention, %d layers, %d embd, seq %d, %s tokenizer), %s%s\n",
-      p.ckpt.string().c_str(), layer_attn_string(cfg).c_str(), cfg.n_layer, cfg.n_embd, cfg.seq_len,
-      to_string(cfg.tokenizer),
-      backend.device() == Device::cpu ? fmt::format("{} threads", threads).c_str()
-                                      : backend.describe().c_str(),
-      backend.device() == Device::cpu && device.precision == "bf16" ? ", bf16 products" : "");
+  std::printf("xsa eval: %s (%s attention, %d layers, %d embd, seq %d, %s tokenizer), %s%s\n",
+              p.ckpt.string().c_str(), layer_attn_string(cfg).c_str(), cfg.n_layer, cfg.n_embd,
+              cfg.seq_len, to_string(cfg.tokenizer),
+              backend.device() == Device::cpu ? fmt::format("{} threads", threads).c_str()
+                                              : backend.describe().c_str(),
+              backend.device() == Device::cpu && device.precision == Precision::bf16
+                  ? ", bf16 products"
+                  : "");
   std::fflush(stdout);
   const std::string first_column = several ? fmt::format("| {} ", p.ckpt.string()) : "";
   std::vector<TaskResult> results;

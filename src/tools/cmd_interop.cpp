@@ -60,7 +60,8 @@ void add_export_command(CLI::App& root) {
   auto* cmd = root.add_subcommand(
       "export", "Write an xsa model (GPT-2 architecture) as Hugging Face's or llm.c's files");
   struct Args {
-    std::string format, run, dest, precision = "fp32";
+    std::string format, run, dest;
+    Precision precision = Precision::fp32;
     bool force = false;
   };
   auto a = std::make_shared<Args>();
@@ -68,17 +69,14 @@ void add_export_command(CLI::App& root) {
   cmd->add_option("run", a->run, "A run folder (its latest checkpoint) or a checkpoint folder")
       ->required();
   cmd->add_option("dest", a->dest, "hf: the folder to write; llmc: the file to write")->required();
-  cmd->add_option("--precision", a->precision,
-                  "llmc: fp32 (version 3, what llm.c's CPU trainer reads) or bf16 (version 5, its "
-                  "CUDA trainer)")
-      ->capture_default_str();
+  add_precision_option(cmd, a->precision,
+                       "llmc: fp32 (version 3, what llm.c's CPU trainer reads) or bf16 (version 5, "
+                       "its CUDA trainer)");
   cmd->add_flag("--force", a->force, "Replace dest when it exists");
   cmd->callback([a] {
     check_format(a->format);
-    if (a->precision != "fp32" && a->precision != "bf16")
-      fail("--precision {} is not known (fp32 or bf16)", a->precision);
-    if (a->format == "hf" && a->precision != "fp32")
-      fail("--precision {}: Hugging Face files are written in fp32", a->precision);
+    if (a->format == "hf" && a->precision != Precision::fp32)
+      fail("--precision {}: Hugging Face files are written in fp32", to_string(a->precision));
     const fs::path dest = a->dest;
     std::error_code ec;
     const bool taken = a->format == "hf" ? fs::exists(dest / "model.safetensors", ec) ||
@@ -98,12 +96,12 @@ void add_export_command(CLI::App& root) {
     if (a->format == "hf")
       export_hf(cfg, layout, params.data(), dest);
     else
-      export_llmc(cfg, layout, params.data(), dest, a->precision == "bf16");
-    std::printf(
-        "exported %s -> %s (%s)\n", ckpt.string().c_str(), dest.string().c_str(),
-        a->format == "hf"
-            ? "Hugging Face GPT-2: model.safetensors, config.json"
-            : fmt::format("llm.c model file, version {}", a->precision == "bf16" ? 5 : 3).c_str());
+      export_llmc(cfg, layout, params.data(), dest, a->precision == Precision::bf16);
+    std::printf("exported %s -> %s (%s)\n", ckpt.string().c_str(), dest.string().c_str(),
+                a->format == "hf" ? "Hugging Face GPT-2: model.safetensors, config.json"
+                                  : fmt::format("llm.c model file, version {}",
+                                                a->precision == Precision::bf16 ? 5 : 3)
+                                        .c_str());
   });
 }
 

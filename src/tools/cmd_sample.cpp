@@ -16,7 +16,8 @@ namespace xsa::cli {
 void add_sample_command(CLI::App& root) {
   auto* cmd = root.add_subcommand("sample", "Generate text from a checkpoint (key/value cache)");
   struct Args {
-    std::string ckpt, vocab_dir, prompt_file, precision = "fp32", device = "cpu";
+    std::string ckpt, vocab_dir, prompt_file, device = "cpu";
+    Precision precision = Precision::fp32;
     std::optional<std::string> prompt;
     int max_new_tokens = 200, samples = 1, threads = 0;
     bool ignore_eot = false;
@@ -47,10 +48,9 @@ void add_sample_command(CLI::App& root) {
                 "Go on after the end-of-text token instead of stopping there");
   cmd->add_option("--vocab-dir", a->vocab_dir, "Folder with GPT-2's encoder.json and vocab.bpe");
   cmd->add_option("--threads", a->threads, "Threads (0: every core)")->capture_default_str();
-  cmd->add_option("--precision", a->precision,
-                  "fp32, or bf16: the prompt's matrix products in bf16 with fp32 accumulation "
-                  "(each new token's stay fp32: they are bound by reading the weights)")
-      ->capture_default_str();
+  add_precision_option(cmd, a->precision,
+                       "fp32, or bf16: the prompt's matrix products in bf16 with fp32 accumulation "
+                       "(each new token's stay fp32: they are bound by reading the weights)");
   cmd->add_option("--device", a->device, "cpu, cuda, cuda:N, or auto (a GPU when one works)")
       ->capture_default_str();
   cmd->callback([a] {

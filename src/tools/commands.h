@@ -16,6 +16,9 @@ namespace xsa::cli {
 void add_model_options(CLI::App* cmd, ModelConfig& m);
 // The run options of the one table marked kShared.
 void add_training_options(CLI::App* cmd, RunConfig& r);
+// --precision into `precision`, its name parsed once here (an unknown one: one line, exit 1).
+void add_precision_option(CLI::App* cmd, Precision& precision, const std::string& help,
+                          const std::string& flag = "--precision");
 // One more option of the table (a command's own, e.g. --ckpt-every); help: the table's when empty.
 void add_run_option(CLI::App* cmd, RunConfig& r, const std::string& key,
                     const std::string& help = "");

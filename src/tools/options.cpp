@@ -20,17 +20,41 @@ void add_model_options(CLI::App* cmd, ModelConfig& m) {
       "linear layer, as GPT-2 and llm.c)");
 }
 
+void add_precision_option(CLI::App* cmd, Precision& precision, const std::string& help,
+                          const std::string& flag) {
+  cmd->add_option_function<std::string>(
+         flag,
+         [&precision, flag](const std::string& name) {
+           const auto named = precision_named(name);
+           if (!named) fail("{} {} is not known ({})", flag, name, kPrecisionChoices);
+           precision = *named;
+         },
+         help)
+      ->default_str(to_string(precision));
+}
+
+namespace {
+
+// One run option on the command line: a flag, the precision by its name, or a value.
+template <typename Field>
+void add_run_field(CLI::App* cmd, const std::string& flag, Field& field, const std::string& help) {
+  if constexpr (std::is_same_v<Field, bool>)
+    cmd->add_flag(flag, field, help);
+  else if constexpr (std::is_same_v<Field, Precision>)
+    add_precision_option(cmd, field, help, flag);
+  else
+    cmd->add_option(flag, field, help)->capture_default_str();
+}
+
+}  // namespace
+
 void add_training_options(CLI::App* cmd, RunConfig& r) {
   // Read in main (expand_config_file) before parsing; declared here for --help.
   cmd->add_option(
       "--config",
       "Read options from a TOML/INI file (key = value, e.g. layers = 4); the command line wins");
   for_each_run_option(r, [&](const RunOption& o, auto& field) {
-    if (!(o.roles & kShared)) return;
-    if constexpr (std::is_same_v<std::decay_t<decltype(field)>, bool>)
-      cmd->add_flag(o.flag, field, o.help);
-    else
-      cmd->add_option(o.flag, field, o.help)->capture_default_str();
+    if (o.roles & kShared) add_run_field(cmd, o.flag, field, o.help);
   });
 }
 
@@ -39,11 +63,7 @@ void add_run_option(CLI::App* cmd, RunConfig& r, const std::string& key, const s
   for_each_run_option(r, [&](const RunOption& o, auto& field) {
     if (o.key != key) return;
     found = true;
-    const std::string text = help.empty() ? o.help : help;
-    if constexpr (std::is_same_v<std::decay_t<decltype(field)>, bool>)
-      cmd->add_flag(o.flag, field, text);
-    else
-      cmd->add_option(o.flag, field, text)->capture_default_str();
+    add_run_field(cmd, o.flag, field, help.empty() ? o.help : help);
   });
   XSA_CHECK(found, "no run option {}", key);
 }

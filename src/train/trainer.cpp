@@ -158,7 +158,7 @@ void print_header(const ModelConfig& m, const RunConfig& run, const Dataset& dat
       "%s\n",
       layer_attn_string(m).c_str(), m.n_layer, m.n_head, m.n_embd, m.seq_len,
       to_string(m.tokenizer), (long long)parameter_count(m),
-      run.precision == "bf16" ? "bf16 products (fp32 master weights)" : "fp32");
+      run.precision == Precision::bf16 ? "bf16 products (fp32 master weights)" : "fp32");
   std::printf("%s\n", describe_step(shape, run, threads).c_str());
   {  // where it runs (the CPU's kernel level and product libraries), and why auto chose the CPU
     std::string why;

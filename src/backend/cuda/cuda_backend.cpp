@@ -108,7 +108,7 @@ class CudaBackend final : public Backend<float> {
     std::snprintf(line, sizeof line, "cuda:%d %s (sm_%d%d, %.0f GiB), %s products%s",
                   options_.device, props_.name, props_.major, props_.minor,
                   props_.totalGlobalMem / 1073741824.0,
-                  options_.bf16 ? "bf16" : (options_.tf32 ? "tf32" : "fp32"),
+                  bf16() ? "bf16" : (options_.tf32 ? "tf32" : "fp32"),
                   options_.deterministic ? ", deterministic attention backward" : "");
     return line;
   }
@@ -329,7 +329,7 @@ class CudaBackend final : public Backend<float> {
   void attention_forward(const ops::AttentionArgs<float>& args) override {
     refuse_unsupported(*this, Op::attention, args.z.storage);
     if (args.no_self) refuse_unsupported(*this, Op::rivals, Storage::fp32);
-    cuda::attention_forward(args, options_.bf16, stream_);
+    cuda::attention_forward(args, bf16(), stream_);
     XSA_LAUNCHED("attention_forward", "{}", attention_shape(args));
   }
   void attention_backward(const ops::AttentionArgs<float>& args) override {
@@ -338,7 +338,7 @@ class CudaBackend final : public Backend<float> {
     if (args.exclusive && args.z.data) xsa_forward(args);  // z again
     float* workspace = scratch_.get(attention_backward_workspace(args, options_.deterministic),
                                     "attention_backward");
-    cuda::attention_backward(args, options_.bf16, options_.deterministic, workspace, stream_);
+    cuda::attention_backward(args, bf16(), options_.deterministic, workspace, stream_);
     XSA_LAUNCHED("attention_backward", "{}{}", attention_shape(args),
                  options_.deterministic ? ", deterministic" : "");
   }
@@ -372,7 +372,7 @@ class CudaBackend final : public Backend<float> {
   // With bf16 products the cross-entropy writes its gradient in bf16 for the backward's products
   // (no separate conversion pass over the rows × Vp logits).
   void classifier_forward_backward(const ClassifierArgs<float>& a) override {
-    if (!options_.bf16 || a.dloss == 0.0f) return classifier_by_ops(*this, a);
+    if (!bf16() || a.dloss == 0.0f) return classifier_by_ops(*this, a);
     if (a.rows <= 0) return;
     const MatmulShape shape{a.rows, a.C, a.Vp};
     const Operand x = activation_operand(a.inp, (size_t)a.rows * a.C, act_a_);  // both products
@@ -461,7 +461,7 @@ class CudaBackend final : public Backend<float> {
   // A weight matrix as the products read it: itself, or its bf16 copy made on first use after
   // weights_changed().
   Operand weight_operand(const float* weight, int in_dim, int out_dim) {
-    if (!options_.bf16) return {weight, false};
+    if (!bf16()) return {weight, false};
     const size_t n = (size_t)in_dim * out_dim;
     WeightCopy& copy = weights_[weight];
     if (copy.size != n) {
@@ -479,7 +479,7 @@ class CudaBackend final : public Backend<float> {
     return {copy.data, true};
   }
   Operand activation_operand(const float* x, size_t n, Scratch<bf16_bits>& buffer) {
-    if (!options_.bf16) return {x, false};
+    if (!bf16()) return {x, false};
     bf16_bits* converted = buffer.get(n, "converting to bf16");
     to_bf16(converted, x, n, stream_);
     XSA_LAUNCHED("to_bf16", "n {}", n);
@@ -624,6 +624,8 @@ class CudaBackend final : public Backend<float> {
     bool fresh = false;
   };
 
+  // bf16 products (and attention tiles) with fp32 accumulation.
+  bool bf16() const { return options_.precision == Precision::bf16; }
   CudaOptions options_;
   cudaDeviceProp props_{};
   cudaStream_t stream_ = nullptr;

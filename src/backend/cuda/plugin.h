@@ -7,16 +7,19 @@
 #include <cstddef>
 
 #include "xsa/backend/backend.h"
+#include "xsa/util/precision.h"
 
 namespace xsa {
 
-constexpr int kCudaPluginAbi = 3;  // 2: peak_flops(), open_collectives(); 3: the rivals' ops
+// 2: peak_flops(), open_collectives(); 3: the rivals' ops; 4: the precision as ops::Precision, fp32
+// by default as on the CPU; the kernel table's classifier row.
+constexpr int kCudaPluginAbi = 4;
 
 struct CudaOptions {
   int abi = kCudaPluginAbi;
-  int device = 0;              // GPU ordinal
-  bool bf16 = true;            // products in bf16 with fp32 accumulation; else fp32
-  bool tf32 = false;           // fp32 products may use TF32 tensor cores
+  int device = 0;                         // GPU ordinal
+  Precision precision = Precision::fp32;  // bf16: products in bf16 with fp32 accumulation
+  bool tf32 = false;                      // fp32 products may use TF32 tensor cores
   bool deterministic = false;  // attention's backward without atomics (all else always is)
 };
 
