@@ -83,9 +83,9 @@ class Cli : public ::testing::Test {
 
 TEST_F(Cli, HelpForEveryCommand) {
   for (const char* args :
-       {"--help", "train --help", "info --help", "prepare --help", "tokenize --help", "eval --help",
-        "sample --help", "import --help", "export --help", "compare --help", "sweep --help",
-        "analyze --help", "bench --help"}) {
+       {"--help", "train --help", "info --help", "prepare --help", "tokenize --help",
+        "tokenizer encode --help", "eval --help", "sample --help", "import --help", "export --help",
+        "compare --help", "sweep --help", "analyze --help", "bench --help"}) {
     Result r = xsa(args);
     EXPECT_EQ(r.status, 0) << args;
     EXPECT_NE(r.out.find("Usage"), std::string::npos) << args;
@@ -215,6 +215,11 @@ TEST_F(Cli, TokenizeEncodesAndDecodes) {
   EXPECT_NE(r.status, 0);
   EXPECT_EQ(r.err,
             "xsa: error: --decode: 'x1' is not a token id of the gpt2 vocabulary (0..50256)\n");
+  // The same under xsa tokenizer (tokenize is its encode's short name).
+  r = xsa("tokenizer encode" + vocab + " \"Hello, world\"");
+  EXPECT_EQ(r.out, "15496 11 995\n") << r.err;
+  r = xsa("tokenizer decode" + vocab + " 15496 11 995");
+  EXPECT_EQ(r.out, "Hello, world\n") << r.err;
 }
 
 // Text → xsa prepare → shards → xsa train with the GPT-2 tokenizer → a checkpoint that says so.

@@ -1,4 +1,5 @@
-// xsa tokenize: encode text to ids or decode ids to text, to check a tokenizer by hand.
+// xsa tokenizer encode / decode: text to ids and ids to text, to check a tokenizer by hand; and
+// xsa tokenize, the short name of encode kept from before (--decode: decode).
 #include <cstdio>
 #include <iostream>
 #include <iterator>
@@ -9,9 +10,10 @@
 
 namespace xsa::cli {
 
-void add_tokenize_command(CLI::App& root) {
-  auto* cmd = root.add_subcommand("tokenize",
-                                  "Print the token ids of a text, or (--decode) the text of ids");
+namespace {
+
+// One of the three: encode (decode false: --decode may ask), or decode (always).
+void add_codec(CLI::App* cmd, bool decode_only) {
   struct Args {
     std::string tokenizer = "gpt2", vocab_dir;
     std::vector<std::string> words;
@@ -23,9 +25,15 @@ void add_tokenize_command(CLI::App& root) {
       ->capture_default_str();
   cmd->add_option("--vocab-dir", a->vocab_dir,
                   "Folder with GPT-2's encoder.json and vocab.bpe (default: data/gpt2)");
-  cmd->add_flag("--decode", a->decode, "Read token ids and print their text");
+  if (decode_only)
+    a->decode = true;
+  else
+    cmd->add_flag("--decode", a->decode,
+                  "Read token ids and print their text (xsa tokenizer decode)");
   cmd->add_option("input", a->words,
-                  "Text to encode (read from standard input when absent), or ids with --decode");
+                  decode_only ? "Token ids to decode"
+                              : "Text to encode (read from standard input when absent), or ids "
+                                "with --decode");
   cmd->callback([a] {
     const TokenizerChoice choice = parse_tokenizer_choice(a->tokenizer);
     auto tok = make_tokenizer(choice.kind,
@@ -60,6 +68,16 @@ void add_tokenize_command(CLI::App& root) {
     for (size_t i = 0; i < ids.size(); i++) std::printf(i ? " %d" : "%d", ids[i]);
     std::printf("\n");
   });
+}
+
+}  // namespace
+
+void add_tokenize_command(CLI::App& root) {
+  CLI::App* group = root.get_subcommand("tokenizer");
+  add_codec(group->add_subcommand("encode", "Print the token ids of a text"), false);
+  add_codec(group->add_subcommand("decode", "Print the text of token ids"), true);
+  add_codec(root.add_subcommand("tokenize", "The same as xsa tokenizer encode (--decode: decode)"),
+            false);
 }
 
 }  // namespace xsa::cli

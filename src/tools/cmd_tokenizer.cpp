@@ -8,7 +8,8 @@
 namespace xsa::cli {
 
 void add_tokenizer_command(CLI::App& root) {
-  auto* group = root.add_subcommand("tokenizer", "Vocabularies of one's own (SentencePiece)");
+  auto* group = root.add_subcommand(
+      "tokenizer", "Vocabularies: train one of your own (SentencePiece), encode text, decode ids");
   group->require_subcommand(1);
   auto* cmd = group->add_subcommand(
       "train", "Train a SentencePiece vocabulary (BPE or unigram) on the inputs xsa prepare reads");

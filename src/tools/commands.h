@@ -8,6 +8,7 @@
 
 #include "xsa/config/model_options.h"
 #include "xsa/model/config.h"
+#include "xsa/research/compare.h"
 #include "xsa/train/trainer.h"
 
 namespace xsa::cli {
@@ -41,9 +42,18 @@ ModelConfig init_from_model(const CLI::App& cmd, const ModelConfig& requested, R
 bool smoke_test();
 void apply_smoke_test(RunConfig& run);
 
+// compare's options, which sweep shares (cmd_compare.cpp).
+struct CompareArgs {
+  CompareConfig cfg;
+  std::string variants = "sa,xsa", preset, seeds = "1", tune_lr;
+  int max_seeds = 10;
+};
+void add_compare_options(CLI::App* cmd, CompareArgs& a);
+// The preset first, then every option given on the command line again on top of it.
+CompareConfig compare_config_of(const CLI::App* cmd, const CompareArgs& a);
+
 void add_train_command(CLI::App& root);
 void add_info_command(CLI::App& root);
-void add_tokenize_command(CLI::App& root);
 void add_prepare_command(CLI::App& root);
 void add_bench_command(CLI::App& root);
 void add_compare_command(CLI::App& root);
@@ -55,5 +65,7 @@ void add_import_command(CLI::App& root);
 void add_export_command(CLI::App& root);
 void add_board_command(CLI::App& root);
 void add_tokenizer_command(CLI::App& root);
+// After add_tokenizer_command: encode and decode under it, and the top-level tokenize.
+void add_tokenize_command(CLI::App& root);
 
 }  // namespace xsa::cli

@@ -113,9 +113,9 @@ int main(int argc, char** argv) {
   xsa::cli::add_import_command(app);
   xsa::cli::add_export_command(app);
   xsa::cli::add_bench_command(app);
-  xsa::cli::add_tokenize_command(app);
   xsa::cli::add_board_command(app);
   xsa::cli::add_tokenizer_command(app);
+  xsa::cli::add_tokenize_command(app);  // encode and decode under tokenizer, and tokenize
   const xsa::Comm& comm = xsa::world_comm();
   try {
     std::vector<std::string> args =

@@ -1,0 +1,200 @@
+// What a comparison is asked for: its variants (names → models and backends), presets, the
+// seeds and the rates to tune.
+#include <cmath>
+#include <optional>
+
+#include "xsa/research/compare_parts.h"
+#include "xsa/util/error.h"
+#include "xsa/util/fmt.h"
+#include "xsa/util/parse.h"
+
+namespace xsa {
+
+Variant parse_variant(const std::string& name, int n_layer) {
+  if (const size_t at = name.rfind('@'); at != std::string::npos) {
+    const std::string suffix = name.substr(at + 1);
+    const auto precision = precision_named(suffix);
+    if (!precision)
+      fail("--variants {}: '{}' after @ is not a precision ({})", name, suffix, kPrecisionChoices);
+    if (name.find('@') != at) fail("--variants {}: one precision per variant", name);
+    Variant v = parse_variant(name.substr(0, at), n_layer);
+    v.name = name, v.precision = precision;
+    return v;
+  }
+  for (const auto& [rival, flag] : {std::pair{"gated-attn", &AttentionRivals::gated_attn},
+                                    std::pair{"value-residual", &AttentionRivals::value_residual},
+                                    std::pair{"no-self", &AttentionRivals::no_self}}) {
+    const std::string suffix = std::string("+") + rival;
+    if (name == rival) {  // alone: on SA
+      Variant v = parse_variant("sa", n_layer);
+      v.name = name, v.rivals.*flag = true;
+      return v;
+    }
+    if (name.size() > suffix.size() &&
+        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
+      Variant v = parse_variant(name.substr(0, name.size() - suffix.size()), n_layer);
+      if (v.rivals.*flag) fail("--variants {}: {} twice", name, rival);
+      v.name = name, v.rivals.*flag = true;
+      return v;
+    }
+  }
+  if (name.size() > 5 && name.compare(name.size() - 5, 5, "+sink") == 0) {
+    Variant v = parse_variant(name.substr(0, name.size() - 5), n_layer);
+    v.name = name;
+    std::fill(v.sinks.begin(), v.sinks.end(), true);
+    return v;
+  }
+  Variant v{name, {}, {}, {}, {}};
+  auto set_all = [&](AttnKind k) { std::fill(v.layers.begin(), v.layers.end(), k); };
+  auto count_after = [&](const std::string& prefix) {
+    int n = 0;
+    try {
+      size_t used = 0;
+      n = std::stoi(name.substr(prefix.size()), &used);
+      if (used != name.size() - prefix.size()) n = -1;
+    } catch (const std::exception&) {
+      n = -1;
+    }
+    if (n < 1 || n > n_layer)
+      fail("--variants {}: needs a layer count between 1 and {} (--layers)", name, n_layer);
+    return n;
+  };
+  if (name == "sa") {
+    set_all(AttnKind::sa);
+  } else if (name == "xsa") {
+    set_all(AttnKind::xsa);
+  } else if (name == "xsa-gated") {
+    set_all(AttnKind::xsa_gated);
+  } else if (name == "xsa-gated-one") {
+    set_all(AttnKind::xsa_gated_one);
+  } else if (name.rfind("xsa-last", 0) == 0) {
+    set_all(AttnKind::sa);
+    for (int l = n_layer - count_after("xsa-last"); l < n_layer; l++) v.layers[l] = AttnKind::xsa;
+  } else if (name.rfind("xsa-first", 0) == 0) {
+    set_all(AttnKind::sa);
+    for (int l = 0, n = count_after("xsa-first"); l < n; l++) v.layers[l] = AttnKind::xsa;
+  } else if (name.rfind("xsa-layers-", 0) == 0) {
+    set_all(AttnKind::sa);
+    std::string list = name.substr(11);
+    size_t pos = 0;
+    while (pos <= list.size()) {
+      size_t dot = list.find('.', pos);
+      std::string item = list.substr(pos, dot == std::string::npos ? std::string::npos : dot - pos);
+      int l = -1;
+      try {
+        l = std::stoi(item);
+      } catch (const std::exception&) {
+      }
+      if (l < 0 || l >= n_layer || item.find_first_not_of("0123456789") != std::string::npos)
+        fail("--variants {}: '{}' is not a layer index between 0 and {}", name, item, n_layer - 1);
+      v.layers[l] = AttnKind::xsa;
+      if (dot == std::string::npos) break;
+      pos = dot + 1;
+    }
+  } else {
+    fail(
+        "--variants {} is not known (sa, xsa, xsa-gated, xsa-lastN, xsa-firstN, xsa-layers-0.2.5, "
+        "gated-attn, value-residual, no-self; +sink, +gated-attn, +value-residual, +no-self; @bf16 "
+        "or @fp32)",
+        name);
+  }
+  return v;
+}
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  for (size_t pos = 0; pos <= s.size();) {
+    size_t comma = s.find(',', pos);
+    out.push_back(s.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos));
+    if (comma == std::string::npos) break;
+    pos = comma + 1;
+  }
+  return out;
+}
+
+void apply_compare_preset(const std::string& name, ModelConfig& model, RunConfig& run,
+                          CompareConfig& cfg) {
+  if (name == "demo") {  // about 9 minutes on 2 cores: 4 × 128, context 256, 3 seeds
+    model.n_layer = 4, model.n_head = 4, model.n_embd = 128, model.seq_len = 256;
+    run.batch = 16, run.steps = 300, run.lr = 2e-3, run.val_every = 50, run.val_batches = 8;
+    cfg.seeds = 3;
+  } else if (name == "tiny") {  // seconds: for trying the tool
+    model.n_layer = 2, model.n_head = 4, model.n_embd = 64, model.seq_len = 64;
+    run.batch = 8, run.steps = 60, run.lr = 3e-3, run.val_every = 20, run.val_batches = 4;
+    cfg.seeds = 2;
+  } else {
+    fail("--preset {} is not known (demo, tiny)", name);
+  }
+}
+
+namespace comparison {
+
+// The backend of a variant's arms: its own precision, else the run's.
+Backend<float>& variant_backend(const RunConfig& run, const Variant& v) {
+  BackendOptions options = backend_options(run);
+  if (v.precision) options.precision = *v.precision;
+  return select_backend(options);
+}
+
+ModelConfig variant_model(const ModelConfig& base, const Variant& v) {
+  ModelConfig m = base;
+  m.layer_attn = v.layers, m.layer_sink = v.sinks, m.rivals = v.rivals;
+  return m;
+}
+
+std::vector<Variant> parse_variants(const CompareConfig& cfg) {
+  if (cfg.variants.empty() || cfg.variants[0] != "sa")
+    fail("--variants must start with sa, the baseline every other variant is compared with");
+  std::vector<Variant> variants;
+  for (const std::string& v : cfg.variants) {
+    for (const Variant& seen : variants)
+      if (seen.name == v) fail("--variants lists {} twice", v);
+    variants.push_back(parse_variant(v, cfg.model.n_layer));
+    if (variants.back().precision == cfg.run.precision)
+      fail("--variants {}: the run's --precision is already {}, so it would be a copy of its twin",
+           v, to_string(cfg.run.precision));
+  }
+  return variants;
+}
+
+}  // namespace comparison
+
+void check_compare_variants(const CompareConfig& cfg) {
+  comparison::parse_variants(cfg);
+}
+
+void parse_seeds(const std::string& text, int cap, CompareConfig& cfg) {
+  if (cap < 1 || cap > kMaxSeedsCap)
+    fail("--max-seeds {} must be between 1 and {}", cap, kMaxSeedsCap);
+  if (text == "auto") {
+    if (cap < kFirstLook)
+      fail("--max-seeds {}: --seeds auto looks after {} seeds first; give at least {}", cap,
+           kFirstLook, kFirstLook);
+    cfg.seeds_auto = true, cfg.seeds = cap;
+    return;
+  }
+  const std::optional<double> n = parse_number(text);
+  if (!n || *n < 1 || *n != std::floor(*n) || *n > 1e9)
+    fail(
+        "--seeds {} must be a positive count or auto (seeds until the answer is clear, at most "
+        "--max-seeds)",
+        text);
+  cfg.seeds_auto = false, cfg.seeds = (int)*n;
+}
+
+std::vector<double> parse_tune_lrs(const std::string& text) {
+  std::vector<double> lrs;
+  for (const std::string& item : split_list(text)) {
+    const std::optional<double> rate = parse_number(item);
+    const double v = rate.value_or(NAN);
+    if (!(v > 0) || !std::isfinite(v))
+      fail("--tune-lr {}: '{}' is not a positive learning rate", text, item);
+    if (!lrs.empty() && !(v > lrs.back()))
+      fail("--tune-lr {}: list the rates once each, rising", text);
+    lrs.push_back(v);
+  }
+  if (lrs.size() < 2) fail("--tune-lr {}: give at least two rates to choose between", text);
+  return lrs;
+}
+
+}  // namespace xsa

@@ -1,0 +1,181 @@
+// The statistics of a comparison: each variant against SA paired by seed, and --seeds auto's
+// group-sequential looks.
+#include <algorithm>
+#include <cmath>
+
+#include "xsa/research/compare_parts.h"
+#include "xsa/util/error.h"
+#include "xsa/util/fmt.h"
+#include "xsa/util/stats.h"
+
+namespace xsa {
+namespace comparison {
+
+namespace {
+
+// Arm `name` against arm `reference`, paired by seed; an empty result when either is missing.
+PairedDelta paired_delta(const CompareResult& result, const std::string& name,
+                         const std::string& reference) {
+  PairedDelta d;
+  const auto mine = arms_of(result, name), theirs = arms_of(result, reference);
+  if (mine.empty() || mine.size() != theirs.size()) return d;
+  std::vector<double> delta, ref_val, ms, ref_ms;
+  for (size_t i = 0; i < mine.size(); i++) {
+    delta.push_back(mine[i]->val_loss - theirs[i]->val_loss);
+    ref_val.push_back(theirs[i]->val_loss);
+    ms.push_back(mine[i]->ms_per_step), ref_ms.push_back(theirs[i]->ms_per_step);
+  }
+  d.reference = reference;
+  d.mean = mean(delta), d.sd = sample_sd(delta), d.p_value = paired_t_test_p(delta);
+  d.reference_sd = sample_sd(ref_val);
+  d.time_ratio = mean(ms) / mean(ref_ms);
+  return d;
+}
+
+// Each seed's validation loss of `variant` minus SA's.
+std::vector<double> deltas_vs_sa(const CompareResult& result, const std::string& variant) {
+  const auto mine = arms_of(result, variant), sa = arms_of(result, "sa");
+  std::vector<double> d;
+  for (size_t i = 0; i < mine.size() && i < sa.size(); i++)
+    d.push_back(mine[i]->val_loss - sa[i]->val_loss);
+  return d;
+}
+
+}  // namespace
+
+// --seeds auto after `done` seeds: the note for the report once it stops (seeds_stop_here), else
+// empty.
+std::string auto_seeds_verdict(const CompareConfig& cfg, const SequentialDesign& design,
+                               const CompareResult& result, int done,
+                               std::vector<SequentialLook>& looks) {
+  std::vector<std::vector<double>> deltas(cfg.variants.size());
+  for (size_t k = 1; k < cfg.variants.size(); k++)
+    deltas[k] = deltas_vs_sa(result, cfg.variants[k]);
+  if (!seeds_stop_here(design, deltas, done, looks)) return "";
+  std::string answers;
+  for (size_t k = 1; k < cfg.variants.size(); k++)
+    answers +=
+        fmt::format("{}{}: {}", k > 1 ? ", " : "", cfg.variants[k], to_string(looks[k].answer));
+  return fmt::format("--seeds auto (at most {}): stopped after {} seeds ({})", cfg.seeds, done,
+                     answers);
+}
+
+// Differences to SA paired by seed: intervals, effect sizes and tests, Holm across the variants;
+// a verdict that never calls a single seed a win.
+std::vector<VariantSummary> summarize(const CompareResult& result, const Setup& s,
+                                      const CompareConfig& cfg,
+                                      const std::vector<std::vector<double>>& overhead,
+                                      const std::vector<SequentialLook>& looks) {
+  std::vector<VariantSummary> out;
+  const auto sa_arms = arms_of(result, "sa");
+  for (size_t k = 0; k < s.variants.size(); k++) {
+    VariantSummary sm;
+    sm.variant = s.variants[k].name;
+    sm.lr = cfg.variant_lrs.empty() ? cfg.run.lr : cfg.variant_lrs[k];
+    const auto mine = arms_of(result, sm.variant);
+    std::vector<double> val, train, delta;
+    for (size_t i = 0; i < mine.size(); i++) {
+      val.push_back(mine[i]->val_loss), train.push_back(mine[i]->train_loss);
+      delta.push_back(mine[i]->val_loss - sa_arms[i]->val_loss);
+    }
+    sm.n_seeds = (int)mine.size();
+    sm.train_loss_mean = mean(train), sm.val_loss_mean = mean(val), sm.val_loss_sd = sample_sd(val);
+    for (size_t e = 0; e < s.evals.size(); e++) {
+      std::vector<double> el, ed;
+      for (size_t i = 0; i < mine.size(); i++)
+        el.push_back(mine[i]->eval_losses[e]),
+            ed.push_back(mine[i]->eval_losses[e] - sa_arms[i]->eval_losses[e]);
+      sm.eval_loss_mean.push_back(mean(el)), sm.eval_delta_vs_sa_mean.push_back(mean(ed));
+      sm.eval_delta.push_back(describe_paired(ed));
+    }
+    // Loss by position: per set and bucket, over the seeds whose arms have it.
+    const size_t sets = mine.empty() ? 0 : mine[0]->position_loss.size();
+    for (size_t set = 0; set < sets; set++) {
+      const size_t buckets = mine[0]->position_loss[set].size();
+      std::vector<double> means;
+      std::vector<PairedDifferences> deltas;
+      for (size_t b = 0; b < buckets; b++) {
+        std::vector<double> loss, d;
+        for (size_t i = 0; i < mine.size(); i++) {
+          const auto &mp = mine[i]->position_loss, &sp = sa_arms[i]->position_loss;
+          if (set >= mp.size() || set >= sp.size() || b >= mp[set].size() || b >= sp[set].size())
+            continue;
+          loss.push_back(mp[set][b]), d.push_back(mp[set][b] - sp[set][b]);
+        }
+        means.push_back(mean(loss)), deltas.push_back(describe_paired(d));
+      }
+      sm.position_loss_mean.push_back(means), sm.position_delta.push_back(deltas);
+    }
+    const Variant& v = s.variants[k];
+    if (v.precision) {
+      const std::string twin = v.name.substr(0, v.name.rfind('@'));
+      const std::string precision_sa = std::string("sa@") + to_string(*v.precision);
+      sm.vs_twin = paired_delta(result, v.name, twin);
+      if (v.name != precision_sa) sm.vs_precision_sa = paired_delta(result, v.name, precision_sa);
+    }
+    if (k == 0) {
+      sm.p_value = NAN, sm.verdict = "baseline";
+    } else {
+      sm.delta = describe_paired(delta);
+      sm.delta_vs_sa_mean = sm.delta.mean, sm.delta_vs_sa_sd = sample_sd(delta),
+      sm.p_value = paired_t_test_p(delta);
+      sm.overhead_vs_sa = median(overhead[k]) - 1;
+      std::vector<std::vector<CurvePoint>> sa_curves, curves;
+      for (size_t i = 0; i < mine.size(); i++)
+        sa_curves.push_back(curve_of(*sa_arms[i])), curves.push_back(curve_of(*mine[i]));
+      sm.equal_loss = equal_loss(sa_curves, curves);
+      const int needed = seeds_for_power(mean(delta), sample_sd(delta));
+      sm.seeds_for_power = delta.size() >= 2 && sample_sd(delta) > 0 ? needed : 0;
+      if (cfg.seeds_auto && k < looks.size()) {
+        sm.sequential = looks[k];
+        sm.seeds_answer = to_string(looks[k].answer);
+      }
+    }
+    out.push_back(sm);
+  }
+  // Holm across the variants tested against SA; the verdict is the corrected test's, or with
+  // --seeds auto the sequential test's.
+  std::vector<double> raw;
+  for (size_t k = 1; k < out.size(); k++) raw.push_back(out[k].p_value);
+  const std::vector<double> holm = holm_adjusted(raw);
+  for (size_t k = 1; k < out.size(); k++) {
+    VariantSummary& sm = out[k];
+    sm.p_holm = holm[k - 1];
+    const char* direction = sm.delta_vs_sa_mean < 0 ? "lower" : "higher";
+    if (sm.n_seeds < 2)
+      sm.verdict = "one seed: no spread to judge a difference";
+    else if (!std::isfinite(sm.delta_vs_sa_mean))
+      sm.verdict = "no figure: an arm diverged";
+    else if (cfg.seeds_auto)
+      sm.verdict = sm.sequential.answer == SequentialAnswer::differs
+                       ? fmt::format("{} val loss than SA (sequential test)", direction)
+                       : "no difference found by the sequential test";
+    else if (sm.p_holm < 0.05)
+      sm.verdict =
+          fmt::format("{} val loss than SA ({}p < 0.05)", direction, out.size() > 2 ? "Holm " : "");
+    else
+      sm.verdict = "no difference beyond the seed-to-seed spread";
+  }
+  return out;
+}
+
+}  // namespace comparison
+
+SequentialDesign auto_seeds_design(int variants, int cap) {
+  return group_sequential_design(looks_from(kFirstLook, cap), 0.05 / std::max(1, variants - 1));
+}
+
+bool seeds_stop_here(const SequentialDesign& design, const std::vector<std::vector<double>>& deltas,
+                     int done, std::vector<SequentialLook>& looks) {
+  looks.resize(deltas.size());
+  if (std::find(design.looks.begin(), design.looks.end(), done) == design.looks.end()) return false;
+  bool all_decided = true;  // every variant found to differ, or stopped for futility
+  for (size_t k = 1; k < deltas.size(); k++) {
+    if (looks[k].answer != SequentialAnswer::differs) looks[k] = sequential_look(design, deltas[k]);
+    all_decided = all_decided && (looks[k].answer == SequentialAnswer::differs ||
+                                  looks[k].answer == SequentialAnswer::futile);
+  }
+  return all_decided || done == design.looks.back();
+}
+
+}  // namespace xsa
