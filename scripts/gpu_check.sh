@@ -155,15 +155,15 @@ bench_result=passed
 tables() { grep -E '^(#|\|)' "$1" | tee -a "$summary"; }
 if [ -x build-gpu/xsa ]; then
   timeout "$(left $((deadline - 45)))" ./build-gpu/xsa bench --device cuda --precision bf16 \
-    --config all --steps 6 --warmup 2 --json "$logs/bench_bf16.json" >"$logs/bench_bf16.md" 2>&1 ||
+    --model all --steps 6 --warmup 2 --json "$logs/bench_bf16.json" >"$logs/bench_bf16.md" 2>&1 ||
     bench_result="FAILED (bench_bf16.md: exit $?)"
   tables "$logs/bench_bf16.md"
-  timeout "$(left $((deadline - 15)))" python3 bench/torch_gpu_attention.py \
+  timeout "$(left $((deadline - 15)))" python3 benchmarks/torch_gpu_attention.py \
     --json "$logs/torch_attention.json" >"$logs/torch_attention.md" 2>&1 ||
     say "- PyTorch attention: exit $? (torch_attention.md)"
   tables "$logs/torch_attention.md"
   timeout "$(left $deadline)" ./build-gpu/xsa bench --device cuda --precision fp32 --tf32 \
-    --config gpt2 --no-attention --steps 4 --warmup 1 --json "$logs/bench_tf32.json" \
+    --model gpt2 --no-attention --steps 4 --warmup 1 --json "$logs/bench_tf32.json" \
     >"$logs/bench_tf32.md" 2>&1 || bench_result="FAILED (bench_tf32.md: exit $?)"
   tables "$logs/bench_tf32.md"
   phase_end benchmarks "$bench_result"

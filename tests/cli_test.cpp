@@ -282,13 +282,13 @@ TEST_F(Cli, PrepareThenTrainOnShards) {
 // per-product table of those products.
 TEST_F(Cli, BenchInBf16) {
   if (!bf16_products_available(nullptr)) {
-    Result r = xsa("bench --config tiny --steps 1 --warmup 0 --no-attention --precision bf16");
+    Result r = xsa("bench --model tiny --steps 1 --warmup 0 --no-attention --precision bf16");
     EXPECT_EQ(r.status, 1);
     EXPECT_EQ(r.err.rfind("xsa: error: --precision bf16: ", 0), 0u) << r.err;
     GTEST_SKIP() << "no bf16 products here: only the refusal was checked";
   }
   Result r =
-      xsa("bench --config tiny --steps 1 --warmup 0 --threads 2 --no-attention --gemm "
+      xsa("bench --model tiny --steps 1 --warmup 0 --threads 2 --no-attention --gemm "
           "--precision bf16 --json bench16.json");
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("bf16 GEMM ceiling"), std::string::npos) << r.out;
@@ -308,6 +308,7 @@ TEST_F(Cli, BenchInBf16) {
   EXPECT_EQ(gemm, 1);
 }
 
+// (--config: the old name of --model, still taken.)
 TEST_F(Cli, BenchWritesItsRecords) {
   Result r =
       xsa("bench --config tiny --steps 1 --warmup 0 --threads 1 --attn-T 64,130 --json bench.json "
@@ -344,8 +345,8 @@ TEST_F(Cli, BenchWritesItsRecords) {
   EXPECT_EQ(attention, 8);  // 2 lengths × fwd, fwdbwd × SA, XSA
   EXPECT_EQ(ratios, 5);
   EXPECT_NE(read_file(work_dir() / "bench.csv").find("kind,"), std::string::npos);
-  r = xsa("bench --config huge");
-  EXPECT_EQ(r.err, "xsa: error: --config huge is not known (expected tiny, small, gpt2 or all)\n");
+  r = xsa("bench --model huge");
+  EXPECT_EQ(r.err, "xsa: error: --model huge is not known (expected tiny, small, gpt2 or all)\n");
 }
 
 // On a CPU that OpenBLAS does not recognise it runs generic kernels; xsa restarts itself with
@@ -354,7 +355,7 @@ TEST_F(Cli, BenchWritesItsRecords) {
 TEST_F(Cli, CorrectsAMisdetectedBlasCore) {
   if (xsa::best_blas_core_for_cpu().empty())
     GTEST_SKIP() << "this CPU has no AVX2: nothing to correct towards";
-  Result r = xsa("bench --no-steps --no-attention --config tiny");
+  Result r = xsa("bench --no-steps --no-attention --model tiny");
   EXPECT_EQ(r.out.find("set by xsa"), std::string::npos) << "no correction without misdetection";
   std::string cmd = std::string("env -u OPENBLAS_CORETYPE LD_PRELOAD=") + XSA_FAKE_CORE_LIB;
   fs::path out = work_dir() / "blas.txt";

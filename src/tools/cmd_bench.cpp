@@ -14,7 +14,8 @@ void add_bench_command(CLI::App& root) {
                                   "SA vs XSA, and the GEMM ceiling");
   auto o = std::make_shared<bench::BenchOptions>();
   auto child = std::make_shared<bool>(false);
-  cmd->add_option("--config", o->config, "tiny, small, gpt2 or all (docs/SPEC.md §4)")
+  cmd->add_option("--model,--config", o->config,
+                  "tiny, small, gpt2 or all (docs/SPEC.md §4); --config is its old name")
       ->capture_default_str();
   cmd->add_option("--arch", o->arch,
                   "xsa (RoPE, no linear biases) or gpt2 (learned positions, linear biases)")

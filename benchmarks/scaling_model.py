@@ -2,7 +2,7 @@
 """Data-parallel scaling on paper: the fraction of each machine's time spent computing when N
 machines train one model over a network of a given bandwidth, for the `small` and `gpt2` shapes.
 
-    python3 bench/scaling_model.py [--tokens-per-s-small X] [--tokens-per-s-gpt2 Y] [--speedup K]
+    python3 benchmarks/scaling_model.py [--tokens-per-s-small X] [--tokens-per-s-gpt2 Y] [--speedup K]
 
 Assumptions (say so when quoting the figures):
 - Every machine computes at the speed measured here for one process (tokens/s of `xsa train`),

@@ -5,9 +5,9 @@ on the docs/SPEC.md §4 configurations. Prints one JSON line per arm: ms per ste
 range of --steps after 2 warm-up steps), tokens/s and peak resident memory of the process.
 
 Needs Debian's python3-torch (apt-get install python3-torch); not part of the test suite.
-  /usr/bin/python3 bench/torch_step.py --config small --attn sa
+  /usr/bin/python3 benchmarks/torch_step.py --config small --attn sa
 Fastest settings seen on a 2-core AVX-512 machine:
-  OMP_WAIT_POLICY=passive ATEN_CPU_CAPABILITY=avx512 /usr/bin/python3 bench/torch_step.py ...
+  OMP_WAIT_POLICY=passive ATEN_CPU_CAPABILITY=avx512 /usr/bin/python3 benchmarks/torch_step.py ...
 """
 import argparse
 import json

@@ -1,15 +1,15 @@
 #!/usr/bin/env bash
 # xsa vs PyTorch on the same training step (docs/SPEC.md §4 configurations), back to back on
-# this machine: `xsa bench` (SA and XSA interleaved) and bench/torch_step.py for each arm, at
-# PyTorch's fastest settings. Needs Debian's python3-torch. Usage: bash bench/compare_torch.sh [small gpt2]
+# this machine: `xsa bench` (SA and XSA interleaved) and benchmarks/torch_step.py for each arm, at
+# PyTorch's fastest settings. Needs Debian's python3-torch. Usage: bash benchmarks/compare_torch.sh [small gpt2]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 configs=("${@:-small gpt2}")
 out=$(mktemp -d)
 for cfg in ${configs[@]}; do
-  ./build/xsa bench --config "$cfg" --no-attention --json "$out/xsa_$cfg.json" >/dev/null
+  ./build/xsa bench --model "$cfg" --no-attention --json "$out/xsa_$cfg.json" >/dev/null
   for attn in sa xsa; do
-    OMP_WAIT_POLICY=passive ATEN_CPU_CAPABILITY=avx512 /usr/bin/python3 bench/torch_step.py \
+    OMP_WAIT_POLICY=passive ATEN_CPU_CAPABILITY=avx512 /usr/bin/python3 benchmarks/torch_step.py \
       --config "$cfg" --attn "$attn" > "$out/torch_${cfg}_$attn.json"
   done
 done

@@ -7,11 +7,11 @@
 # 4 answers of 3; PIQA: an 8-word goal and 2 solutions of 20; SocialIQA: 21 words and 3 answers of
 # 4; WinoGrande: a 22-word sentence with a one-word blank). Needs the default corpus
 # (bash scripts/get_data.sh; xsa prepare --default --tokenizer gpt2) and python3.
-# Usage: bash bench/suite_speed.sh [questions per task, default 200]
+# Usage: bash benchmarks/suite_speed.sh [questions per task, default 200]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${1:-200}
-source bench/small_checkpoint.sh  # $out/small
+source benchmarks/small_checkpoint.sh  # $out/small
 mkdir -p "$out/tasks"
 python3 - "$out/tasks" "$n" <<'PY'
 import json, random, sys

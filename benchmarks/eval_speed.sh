@@ -5,11 +5,11 @@
 # into one question per ending (choices: that ending and a one-letter dummy), so that the context
 # runs once per ending, as scoring each choice with its own forward pass does (plus one token of
 # head work per ending for the dummy). Needs the default corpus (bash scripts/get_data.sh) and
-# python3. Usage: bash bench/eval_speed.sh [examples, default 200]
+# python3. Usage: bash benchmarks/eval_speed.sh [examples, default 200]
 set -euo pipefail
 cd "$(dirname "$0")/.."
 n=${1:-200}
-source bench/small_checkpoint.sh  # $out/small
+source benchmarks/small_checkpoint.sh  # $out/small
 # Questions of 45 words of the corpus (≈ 60 tokens) and four endings of 12–25 words, as HellaSwag's.
 python3 - "$out" "$n" <<'PY'
 import json, random, sys

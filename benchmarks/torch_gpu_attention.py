@@ -7,7 +7,7 @@ z = y − (y·v̂) v̂ in PyTorch ops, autograd through both). Median of --reps 
 warm-ups, forward and forward + backward; FLOPs as xsa bench and flash-attention count them
 (forward 4·B·H·D·T²/2 causal, backward 2.5× the forward).
 
-  python3 bench/torch_gpu_attention.py --json OUT.json   (scripts/gpu_check.sh runs it)
+  python3 benchmarks/torch_gpu_attention.py --json OUT.json   (scripts/gpu_check.sh runs it)
 """
 import argparse
 import json

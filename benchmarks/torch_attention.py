@@ -12,7 +12,7 @@ frees) on every call cost a large share of its time: that is part of materialisi
 
 Needs the extension built: bash python/build.sh (after bash scripts/build.sh).
   env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE OMP_NUM_THREADS=2 \
-      /usr/bin/python3 bench/torch_attention.py
+      /usr/bin/python3 benchmarks/torch_attention.py
 """
 import argparse
 import json

@@ -4,7 +4,7 @@
 # (6 layers, 384 wide, 6 heads, context 256, 8 sequences per step, GPT-2 vocabulary), SA.
 # Each arrangement runs ROUNDS times, alternating; the figure is the median over rounds of each
 # run's median step time (its first 3 steps left out).
-#   bash bench/data_parallel.sh [TEXT_FILE]      (default: data/default, from xsa prepare --default --tokenizer gpt2)
+#   bash benchmarks/data_parallel.sh [TEXT_FILE]      (default: data/default, from xsa prepare --default --tokenizer gpt2)
 # Environment: N (processes / threads, default 2), STEPS (default 30), ROUNDS (default 3),
 # MPIRUN_ARGS (default: --bind-to core; add --allow-run-as-root as root).
 set -euo pipefail
