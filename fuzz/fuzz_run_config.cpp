@@ -1,9 +1,9 @@
-// A checkpoint's trainer.json as resume reads its run settings (src/config/run_config.*): its "run"
+// A checkpoint's trainer.json as resume reads its run settings (src/options/run_config.*): its "run"
 // object overlaid onto a RunConfig or refused; the settings read survive to_json → read unchanged.
 #include <nlohmann/json.hpp>
 
 #include "fuzz_common.h"
-#include "xsa/config/run_config.h"
+#include "xsa/options/run_config.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace xsa;

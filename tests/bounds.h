@@ -31,7 +31,7 @@
 #include <string>
 #include <vector>
 
-#include "xsa/model/config.h"
+#include "xsa/model/model_config.h"
 #include "xsa/ops/reference.h"
 
 namespace xsa::test {

@@ -14,7 +14,7 @@
 #include "bounds.h"
 #include "test_util.h"
 #include "xsa/backend/backend.h"
-#include "xsa/config/run_config.h"
+#include "xsa/options/run_config.h"
 #include "xsa/io/checkpoint.h"
 #include "xsa/util/blas.h"
 #include "xsa/util/files.h"

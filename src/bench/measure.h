@@ -11,7 +11,7 @@
 
 #include "xsa/backend/backend.h"
 #include "xsa/bench/bench.h"
-#include "xsa/model/config.h"
+#include "xsa/model/model_config.h"
 #include "xsa/model/gpt.h"
 #include "xsa/train/step.h"
 

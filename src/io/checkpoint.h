@@ -12,7 +12,7 @@
 #include <optional>
 
 #include "xsa/io/safetensors.h"
-#include "xsa/model/config.h"
+#include "xsa/model/model_config.h"
 #include "xsa/model/params.h"
 
 namespace xsa {

@@ -6,7 +6,7 @@
 #pragma once
 
 #include "xsa/backend/backend.h"
-#include "xsa/model/config.h"
+#include "xsa/model/model_config.h"
 #include "xsa/model/params.h"
 
 namespace xsa {

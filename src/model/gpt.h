@@ -9,7 +9,7 @@
 
 #include "xsa/backend/backend.h"
 #include "xsa/model/block.h"
-#include "xsa/model/config.h"
+#include "xsa/model/model_config.h"
 #include "xsa/model/params.h"
 #include "xsa/util/arena.h"
 

@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "xsa/backend/backend.h"
-#include "xsa/model/config.h"
+#include "xsa/model/model_config.h"
 #include "xsa/util/arena.h"
 
 namespace xsa {

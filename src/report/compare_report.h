@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "xsa/analysis/similarity_bias.h"
-#include "xsa/config/run_config.h"
-#include "xsa/model/config.h"
+#include "xsa/options/run_config.h"
+#include "xsa/model/model_config.h"
 #include "xsa/report/equal_loss.h"
 #include "xsa/util/sequential.h"
 #include "xsa/util/stats.h"

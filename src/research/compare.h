@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "xsa/model/config.h"
+#include "xsa/model/model_config.h"
 #include "xsa/report/compare_report.h"
 #include "xsa/train/trainer.h"
 #include "xsa/util/sequential.h"

@@ -1,5 +1,5 @@
 // The model and training options that train, compare and sweep share, each from its table
-// (config/model_options.h, config/run_config.h), bound straight to ModelConfig and RunConfig.
+// (options/model_options.h, options/run_config.h), bound straight to ModelConfig and RunConfig.
 #include <algorithm>
 #include <cstdlib>
 #include <string>

@@ -9,11 +9,11 @@
 #include <string>
 
 #include "xsa/backend/device.h"
-#include "xsa/config/run_config.h"
+#include "xsa/options/run_config.h"
 #include "xsa/data/dataset.h"
 #include "xsa/dist/comm.h"
 #include "xsa/io/checkpoint.h"
-#include "xsa/model/config.h"
+#include "xsa/model/model_config.h"
 #include "xsa/model/gpt.h"
 #include "xsa/model/params.h"
 #include "xsa/train/step.h"

@@ -13,10 +13,10 @@
 #include <string>
 #include <vector>
 
-#include "xsa/config/run_config.h"
+#include "xsa/options/run_config.h"
 #include "xsa/data/dataset.h"
 #include "xsa/dist/comm.h"
-#include "xsa/model/config.h"
+#include "xsa/model/model_config.h"
 #include "xsa/model/gpt.h"
 #include "xsa/train/step.h"
 #include "xsa/train/trainer.h"

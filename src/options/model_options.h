@@ -1,14 +1,14 @@
-// The model's options in one table, as the run's are (config/run_config.h): each option's
+// The model's options in one table, as the run's are (options/run_config.h): each option's
 // config.json key, command-line flag, help and roles, read by the code that declares the options,
 // checks them against a checkpoint and lays a preset under them, so that a new shape option is
-// declared once. Their values are checked together by ModelConfig::validate (model/config.h),
+// declared once. Their values are checked together by ModelConfig::validate (model/model_config.h),
 // since most constrain each other (C % H, H % Hkv, even head sizes).
 #pragma once
 
 #include <string_view>
 #include <type_traits>
 
-#include "xsa/model/config.h"
+#include "xsa/model/model_config.h"
 
 namespace xsa {
 

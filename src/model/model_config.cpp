@@ -1,4 +1,4 @@
-#include "xsa/model/config.h"
+#include "xsa/model/model_config.h"
 
 #include <algorithm>
 #include <nlohmann/json.hpp>

@@ -1,4 +1,4 @@
-#include "xsa/config/run_config.h"
+#include "xsa/options/run_config.h"
 
 #include <cmath>
 #include <cstdint>
