@@ -460,7 +460,7 @@ void check_xsa(Backend<float>& be, int B, int T, int C, int H, int Hkv) {
 
 // Gates and sinks: α = tanh(w), w's gradient (1 − α²)·Σ_rows ∂L/∂α (N terms, then a product), and
 // the sink logits' gradient summed over the sequences (B + 1 terms with what it held).
-void check_gates_and_sinks(Backend<float>& be, int N, int B, int H) {
+void check_xsa_alpha_and_sinks(Backend<float>& be, int N, int B, int H) {
   Device dev{be};
   const Vec w = as_float(test::random_vector(H, 28)),
             dalpha = as_float(test::random_vector((size_t)N * H, 29)),
@@ -488,8 +488,8 @@ void check_gates_and_sinks(Backend<float>& be, int N, int B, int H) {
   }
   auto W = dev.put(w), Alpha = dev.zeros(H), dAlpha = dev.put(dalpha), dW = dev.put(dw0),
        dLogit = dev.put(dlogit), dSink = dev.put(dsink0);
-  be.gate_alpha(Alpha.data(), W.data(), H);
-  be.gate_backward(dW.data(), dAlpha.data(), Alpha.data(), N, H);
+  be.xsa_alpha(Alpha.data(), W.data(), H);
+  be.xsa_alpha_backward(dW.data(), dAlpha.data(), Alpha.data(), N, H);
   be.sink_backward(dSink.data(), dLogit.data(), B, H);
   EXPECT_TRUE(within(dev.get(Alpha), alpha_ref, alpha_bound, "alpha"));
   EXPECT_TRUE(within(dev.get(dW), dw_ref, dw_bound, "dw"));
@@ -802,8 +802,8 @@ std::vector<OpCase> op_cases() {
                      Op::classifier, Storage::fp32, [s](Backend<float>& be, Products p, Storage) {
                        check_classifier(be, p, s[0], s[1], s[2], s[3]);
                      }});
-  fp32_case("gates_and_sinks_N70_B2_H12", Op::gates,
-            [](Backend<float>& be) { check_gates_and_sinks(be, 70, 2, 12); });
+  fp32_case("xsa_alpha_and_sinks_N70_B2_H12", Op::xsa_alpha_and_sinks,
+            [](Backend<float>& be) { check_xsa_alpha_and_sinks(be, 70, 2, 12); });
   fp32_case("adamw_n1003", Op::adamw, [](Backend<float>& be) { check_adamw(be, 1003); });
   fp32_case("rivals_N70_W32_ld96", Op::rivals,
             [](Backend<float>& be) { check_rivals(be, 70, 32, 96); });

@@ -20,8 +20,8 @@
 
 #include "xsa/backend/kernel_table.h"
 #include "xsa/ops/ops.h"
-#include "xsa/util/precision.h"
 #include "xsa/util/error.h"
+#include "xsa/util/precision.h"
 
 namespace xsa {
 
@@ -91,7 +91,7 @@ enum class Op : uint8_t {
   gelu,
   crossentropy,
   classifier,
-  gates,
+  xsa_alpha_and_sinks,
   reductions,
   adamw,
   rivals
@@ -106,7 +106,7 @@ inline const char* to_string(Op op) {
                                       "gelu",
                                       "cross-entropy",
                                       "classifier",
-                                      "gates",
+                                      "XSA's alpha and the sinks",
                                       "reductions",
                                       "adamw",
                                       "rivals (gated-attn, value-residual, no-self)"};

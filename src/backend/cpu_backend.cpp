@@ -165,10 +165,10 @@ class CpuBackend : public Backend<Real> {
     classifier_by_ops(*this, args);
   }
 
-  void gate_alpha(Real* alpha, const Real* w, int H) override {
+  void xsa_alpha(Real* alpha, const Real* w, int H) override {
     for (int h = 0; h < H; h++) alpha[h] = std::tanh(w[h]);
   }
-  void gate_backward(Real* dw, const Real* dalpha, const Real* alpha, int N, int H) override {
+  void xsa_alpha_backward(Real* dw, const Real* dalpha, const Real* alpha, int N, int H) override {
     for (int h = 0; h < H; h++) {  // α = tanh(w): ∂L/∂w_h = (1 − α_h²) Σ_tokens ∂L/∂α_h
       double sum = 0;
       for (int n = 0; n < N; n++) sum += dalpha[(size_t)n * H + h];

@@ -83,13 +83,13 @@
   /* The tied classifier (ClassifierArgs): the product, the fused softmax-cross-entropy and with      \
      dloss ≠ 0 its backward; a backend may fuse them (classifier_by_ops runs them one by one). */   \
   X(classifier, void, classifier_forward_backward, (const ClassifierArgs<Real>& args), (args))        \
-  /* Gates and sinks, their per-head parameters. alpha [H] = tanh(w [H]). */                          \
-  X(gates, void, gate_alpha, (Real * alpha, const Real* w, int H), (alpha, w, H))                     \
+  /* XSA's per-head alpha (xsa-gated) and the sinks, their parameters. alpha [H] = tanh(w [H]). */    \
+  X(xsa_alpha_and_sinks, void, xsa_alpha, (Real * alpha, const Real* w, int H), (alpha, w, H))        \
   /* dw [H] += (1 − α_h²) Σ_n dalpha [N, H], summed in row order. */                             \
-  X(gates, void, gate_backward, (Real * dw, const Real* dalpha, const Real* alpha, int N, int H),     \
-    (dw, dalpha, alpha, N, H))                                                                        \
+  X(xsa_alpha_and_sinks, void, xsa_alpha_backward,                                                    \
+    (Real * dw, const Real* dalpha, const Real* alpha, int N, int H), (dw, dalpha, alpha, N, H))      \
   /* dsink [H] += Σ_b dlogit [B, H], in order. */                                                    \
-  X(gates, void, sink_backward, (Real * dsink, const Real* dlogit, int B, int H),                     \
+  X(xsa_alpha_and_sinks, void, sink_backward, (Real * dsink, const Real* dlogit, int B, int H),       \
     (dsink, dlogit, B, H))                                                                            \
   /* XSA's rivals (docs/SPEC.md §8; no-self is the attention's AttentionArgs::no_self).              \
      gated-attn's gate: out = u ⊙ σ(pre), n values. */                                             \

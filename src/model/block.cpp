@@ -29,10 +29,10 @@ namespace {
 
 // α_h = tanh(w_h) of a gated layer into the scratch; null for SA and plain XSA.
 template <typename Real>
-const Real* gate_alpha(Backend<Real>& be, const BlockRun<Real>& run) {
+const Real* xsa_alpha(Backend<Real>& be, const BlockRun<Real>& run) {
   if (!run.W.xsa_gate) return nullptr;
-  be.gate_alpha(run.scratch.gate_alpha, run.W.xsa_gate, run.cfg.n_head);
-  return run.scratch.gate_alpha;
+  be.xsa_alpha(run.scratch.xsa_alpha, run.W.xsa_gate, run.cfg.n_head);
+  return run.scratch.xsa_alpha;
 }
 
 template <typename Real>
@@ -90,7 +90,7 @@ void attention_block_forward(Backend<Real>& be, const BlockRun<Real>& run, const
   if (keeps_first_values(run.cfg, run.layer))
     be.copy_rows(run.scratch.v_first, Ck, buf.qkv + C + Ck, QKV, N, Ck);
   if (W.value_lambda) be.value_mix_forward(value_mix_args(run));
-  const ops::AttentionArgs<Real> args = attention_args(run, s.att_z, gate_alpha(be, run));
+  const ops::AttentionArgs<Real> args = attention_args(run, s.att_z, xsa_alpha(be, run));
   if (cache) {  // the new rows' keys and values join the cache first: they see themselves
     const size_t slot0 = (size_t)cache->view.slot0 * Ck;
     be.copy_rows(cache->k + slot0, Ck, buf.qkv + C, QKV, N, Ck);
@@ -101,10 +101,11 @@ void attention_block_forward(Backend<Real>& be, const BlockRun<Real>& run, const
   else
     be.attention_forward_cached(args, cache->view);
   Tensor<const Real> z = args.exclusive ? args.z : Tensor<Real>(buf.att_y);
-  if (W.gate_w) {  // gated-attn: W_o reads z ⊙ σ(LN1(x) W_gᵀ)
-    be.matmul_forward(buf.gate_pre, {buf.ln1, s.ln1}, W.gate_w, {N, C, C}, false);
-    be.output_gate_forward(run.scratch.att_gated, z.data, buf.gate_pre, (size_t)N * C);
-    z = Tensor<Real>(run.scratch.att_gated);
+  if (W.output_gate_w) {  // gated-attn: W_o reads z ⊙ σ(LN1(x) W_gᵀ)
+    be.matmul_forward(buf.output_gate_pre, {buf.ln1, s.ln1}, W.output_gate_w, {N, C, C}, false);
+    be.output_gate_forward(run.scratch.att_output_gated, z.data, buf.output_gate_pre,
+                           (size_t)N * C);
+    z = Tensor<Real>(run.scratch.att_output_gated);
   }
   be.matmul_forward_residual(buf.resid_mid, x_in, z, W.attn_proj_w, {N, C, C});
   if (W.attn_proj_b) be.bias_forward(buf.resid_mid, W.attn_proj_b, N, C);
@@ -159,17 +160,18 @@ void mlp_block_backward(Backend<Real>& be, const BlockRun<Real>& run, const Bloc
                         {buf.resid_mid, W.ln2_w, W.ln2_b, buf.ln2_mean, buf.ln2_rstd, N, C});
 }
 
-// gated-attn's backward, from d_gated = ∂L/∂(W_o's input) and the attention output u (y, or
-// XSA's kept z): d_buf = ∂L/∂u for the attention backward, d_gated becomes ∂L/∂gate_pre, and W_o's
-// gradient from its input formed again.
+// gated-attn's backward, from d_output_gated = ∂L/∂(W_o's input) and the attention output u (y, or
+// XSA's kept z): d_buf = ∂L/∂u for the attention backward, d_output_gated becomes
+// ∂L/∂output_gate_pre, and W_o's gradient from its input formed again.
 template <typename Real>
 void gated_output_backward(Backend<Real>& be, const BlockRun<Real>& run,
                            const BlockGradients<Real>& g, const Real* u) {
   const int N = run.rows.B * run.rows.T, C = run.cfg.n_embd;
   const BlockScratch<Real>& s = run.scratch;
-  be.output_gate_backward(g.d_buf, s.d_gated, s.d_gated, u, run.buf.gate_pre, (size_t)N * C);
-  be.output_gate_forward(s.att_gated, u, run.buf.gate_pre, (size_t)N * C);
-  be.matmul_backward(nullptr, g.dW.attn_proj_w, g.d_resid, s.att_gated, run.W.attn_proj_w,
+  be.output_gate_backward(g.d_buf, s.d_output_gated, s.d_output_gated, u, run.buf.output_gate_pre,
+                          (size_t)N * C);
+  be.output_gate_forward(s.att_output_gated, u, run.buf.output_gate_pre, (size_t)N * C);
+  be.matmul_backward(nullptr, g.dW.attn_proj_w, g.d_resid, s.att_output_gated, run.W.attn_proj_w,
                      {N, C, C}, g.accumulate);
 }
 
@@ -206,23 +208,24 @@ void block_backward(Backend<Real>& be, const BlockRun<Real>& run, const Real* x_
   // backward to it in place. XSA's z is not stored: the attention backward writes it again from
   // the rows of y and v it reads for XSA's backward (a separate pass over them, cold by then;
   // perf-log #3), and W_o's gradient is formed after it.
-  const Real* alpha = gate_alpha(be, run);
+  const Real* alpha = xsa_alpha(be, run);
   ops::AttentionArgs<Real> args = attention_args(run, s.att_z, alpha);
   // W_o's input is stored only for SA without a gate; XSA's z comes after the attention backward.
-  const Real* y = args.exclusive || W.gate_w ? nullptr : buf.att_y;
-  be.matmul_backward(W.gate_w ? run.scratch.d_gated : g.d_buf, y ? dW.attn_proj_w : nullptr,
-                     g.d_resid, y, W.attn_proj_w, {N, C, C}, g.accumulate);
+  const Real* y = args.exclusive || W.output_gate_w ? nullptr : buf.att_y;
+  be.matmul_backward(W.output_gate_w ? run.scratch.d_output_gated : g.d_buf,
+                     y ? dW.attn_proj_w : nullptr, g.d_resid, y, W.attn_proj_w, {N, C, C},
+                     g.accumulate);
   if (dW.attn_proj_b) be.bias_backward(dW.attn_proj_b, g.d_resid, N, C);
-  if (W.gate_w) gated_output_backward(be, run, g, args.exclusive ? buf.att_z : buf.att_y);
+  if (W.output_gate_w) gated_output_backward(be, run, g, args.exclusive ? buf.att_z : buf.att_y);
   args.dqkv = g.d_qkv, args.write_dqkv = true, args.d_out = g.d_buf;
-  args.dalpha = alpha ? run.scratch.gate_dalpha : nullptr;
+  args.dalpha = alpha ? run.scratch.xsa_dalpha : nullptr;
   args.dsink = W.sink ? run.scratch.sink_dlogit : nullptr;
   be.attention_backward(args);
-  if (args.exclusive && !W.gate_w)
+  if (args.exclusive && !W.output_gate_w)
     be.matmul_backward(nullptr, dW.attn_proj_w, g.d_resid, args.z, W.attn_proj_w, {N, C, C},
                        g.accumulate);
   if (W.sink) be.sink_backward(dW.sink, run.scratch.sink_dlogit, B, H);
-  if (alpha) be.gate_backward(dW.xsa_gate, run.scratch.gate_dalpha, alpha, N, H);
+  if (alpha) be.xsa_alpha_backward(dW.xsa_gate, run.scratch.xsa_dalpha, alpha, N, H);
   value_residual_backward(be, run, g);
   // RoPE's backward: in place, or (bf16) into d_fc, free by now.
   const Tensor<Real> d_rotated =
@@ -231,10 +234,10 @@ void block_backward(Backend<Real>& be, const BlockRun<Real>& run, const Real* x_
   be.matmul_backward(g.d_buf, dW.qkv_w, d_rotated, {buf.ln1, s.ln1}, W.qkv_w, {N, C, QKV},
                      g.accumulate);
   if (dW.qkv_b) be.bias_backward(dW.qkv_b, g.d_qkv, N, QKV);
-  if (W.gate_w) {  // the gate's share of ∂L/∂LN1(x), through att_gated (free by now)
-    be.matmul_backward(run.scratch.att_gated, dW.gate_w, run.scratch.d_gated, {buf.ln1, s.ln1},
-                       W.gate_w, {N, C, C}, /*accumulate=*/true);
-    be.add_rows(g.d_buf, C, run.scratch.att_gated, C, N, C);
+  if (W.output_gate_w) {  // the gate's share of ∂L/∂LN1(x), through att_output_gated (free by now)
+    be.matmul_backward(run.scratch.att_output_gated, dW.output_gate_w, run.scratch.d_output_gated,
+                       {buf.ln1, s.ln1}, W.output_gate_w, {N, C, C}, /*accumulate=*/true);
+    be.add_rows(g.d_buf, C, run.scratch.att_output_gated, C, N, C);
   }
   be.layernorm_backward(g.d_resid, dW.ln1_w, dW.ln1_b, g.d_buf,
                         {x_in, W.ln1_w, W.ln1_b, buf.ln1_mean, buf.ln1_rstd, N, C});

@@ -31,22 +31,22 @@ struct BlockBuffers {
   Real* fc;         // [N, 4C] before GELU
   Real* fc_gelu;    // [N, 4C]
   // XSA's rivals (docs/SPEC.md §8), null where the layer has none:
-  Real* gate_pre = nullptr;  // [N, C] gated-attn: LN1(x) W_gᵀ, the gate before its sigmoid
-  Real* att_z = nullptr;     // [N, C] gated-attn with XSA: z, kept for the gate's backward
-  Real* v_raw = nullptr;     // [N, Hkv·D] value-residual, layers ≥ 1: the layer's own values
+  Real* output_gate_pre = nullptr;  // [N, C] gated-attn: LN1(x) W_gᵀ, the gate before its sigmoid
+  Real* att_z = nullptr;            // [N, C] gated-attn with XSA: z, kept for the gate's backward
+  Real* v_raw = nullptr;  // [N, Hkv·D] value-residual, layers ≥ 1: the layer's own values
 };
 
 // Scratch shared by all layers.
 template <typename Real>
 struct BlockScratch {
   Real* att_z;        // [N, C] exclusive output z (SA: unused); the backward recomputes it
-  Real* gate_alpha;   // [H] α_h = tanh(w_h) of the gated layer at hand
-  Real* gate_dalpha;  // [N, H] backward: per-token ∂L/∂α_h
+  Real* xsa_alpha;    // [H] α_h = tanh(w_h) of the gated layer at hand
+  Real* xsa_dalpha;   // [N, H] backward: per-token ∂L/∂α_h
   Real* sink_dlogit;  // [B, H] backward: ∂L/∂b_h per sequence
   // XSA's rivals, null where the model has none:
-  Real* att_gated = nullptr;  // [N, C] gated-attn: W_o's input y ⊙ σ(gate_pre)
-  Real* d_gated = nullptr;    // [N, C] backward: ∂L/∂(W_o's input), then ∂L/∂gate_pre
-  Real* v_first = nullptr;    // [N, Hkv·D] value-residual: the first layer's values
+  Real* att_output_gated = nullptr;  // [N, C] gated-attn: W_o's input y ⊙ σ(output_gate_pre)
+  Real* d_output_gated = nullptr;  // [N, C] backward: ∂L/∂(W_o's input), then ∂L/∂output_gate_pre
+  Real* v_first = nullptr;         // [N, Hkv·D] value-residual: the first layer's values
   Real* d_v_first = nullptr;  // [N, Hkv·D] backward: the later layers' gradient of v_first
 };
 

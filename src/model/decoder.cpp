@@ -12,7 +12,7 @@ namespace {
 struct DecoderLayout {
   std::vector<size_t> k_cache, v_cache;
   size_t x, ln, mean, rstd, qkv, y, z, lse, fc, fc_gelu, cos, sin, alpha, rope_cos, rope_sin,
-      gate_pre, att_gated, kept_z, v_first, v_raw, last_logits, out, total;
+      output_gate_pre, att_output_gated, kept_z, v_first, v_raw, last_logits, out, total;
 };
 
 template <typename Real>
@@ -36,7 +36,7 @@ DecoderLayout decoder_layout(const ModelConfig& cfg, int capacity, int rows, boo
   // XSA's rivals (one set for every layer, as the others): gated-attn's gate and its W_o input,
   // XSA's z kept for it; value-residual's first values and each layer's own.
   const bool gated = cfg.rivals.gated_attn, mixed = cfg.rivals.value_residual;
-  take(v.gate_pre, gated ? rows * C : 0), take(v.att_gated, gated ? rows * C : 0);
+  take(v.output_gate_pre, gated ? rows * C : 0), take(v.att_output_gated, gated ? rows * C : 0);
   take(v.kept_z, gated ? rows * C : 0);
   take(v.v_first, mixed ? rows * kv : 0), take(v.v_raw, mixed ? rows * kv : 0);
   take(v.last_logits, cfg.padded_vocab);
@@ -68,7 +68,8 @@ Decoder<Real>::Decoder(const ModelConfig& cfg, const Weights<Real>& weights, int
           x_,          base + v.ln,   base + v.mean, base + v.rstd, base + v.fc, base + v.fc_gelu};
   scratch_ = {base + v.z, base + v.alpha, nullptr, nullptr};
   if (cfg_.rivals.gated_attn) {
-    buf_.gate_pre = base + v.gate_pre, scratch_.att_gated = base + v.att_gated;
+    buf_.output_gate_pre = base + v.output_gate_pre,
+    scratch_.att_output_gated = base + v.att_output_gated;
     buf_.att_z = base + v.kept_z;  // z for the gate (every layer: SA layers do not write it)
   }
   if (cfg_.rivals.value_residual) scratch_.v_first = base + v.v_first, buf_.v_raw = base + v.v_raw;

@@ -39,7 +39,7 @@ size_t carve_activations(Activations<Real>& a, Real* base, const ModelConfig& cf
     take(L.ln2, N * C), take(L.ln2_mean, N), take(L.ln2_rstd, N);
     take(L.fc, N * 4 * C), take(L.fc_gelu, N * 4 * C);
     const int l = (int)(&L - a.layers.data());
-    take_if(rivals.gated_attn, L.gate_pre, N * C);
+    take_if(rivals.gated_attn, L.output_gate_pre, N * C);
     take_if(rivals.gated_attn && cfg.layer_attn[l] != AttnKind::sa, L.att_z, N * C);
     take_if(rivals.value_residual && l > 0, L.v_raw, N * Ck);
   }
@@ -48,9 +48,9 @@ size_t carve_activations(Activations<Real>& a, Real* base, const ModelConfig& cf
   take(a.rope_cos, (size_t)T * D / 2), take(a.rope_sin, (size_t)T * D / 2);
   BlockScratch<Real>& s = a.scratch;
   take(s.att_z, N * C);
-  take(s.gate_alpha, H), take(s.gate_dalpha, N * H), take(s.sink_dlogit, (size_t)B * H);
-  take_if(rivals.gated_attn, s.att_gated, N * C);
-  take_if(rivals.gated_attn && training, s.d_gated, N * C);
+  take(s.xsa_alpha, H), take(s.xsa_dalpha, N * H), take(s.sink_dlogit, (size_t)B * H);
+  take_if(rivals.gated_attn, s.att_output_gated, N * C);
+  take_if(rivals.gated_attn && training, s.d_output_gated, N * C);
   take_if(rivals.value_residual, s.v_first, N * Ck);
   take_if(rivals.value_residual && training, s.d_v_first, N * Ck);
   take(a.logits, (size_t)head_rows * cfg.padded_vocab);

@@ -27,15 +27,15 @@ struct TensorInfo {
 
 template <typename Real>
 struct LayerWeights {
-  Real* ln1_w = nullptr;         // [C]
-  Real* ln1_b = nullptr;         // [C]
-  Real* qkv_w = nullptr;         // [C + 2·Hkv·D, C] rows q, k, v
-  Real* qkv_b = nullptr;         // [C + 2·Hkv·D] with linear biases (GPT-2), else null
-  Real* attn_proj_w = nullptr;   // [C, C]
-  Real* attn_proj_b = nullptr;   // [C] with linear biases
-  Real* xsa_gate = nullptr;      // [H] gated XSA only: w_h, α_h = tanh(w_h)
-  Real* sink = nullptr;          // [H] attention sinks only: the sink's logit b_h
-  Real* gate_w = nullptr;        // [C, C] gated-attn only: W_g, the output gate σ(x W_gᵀ)
+  Real* ln1_w = nullptr;          // [C]
+  Real* ln1_b = nullptr;          // [C]
+  Real* qkv_w = nullptr;          // [C + 2·Hkv·D, C] rows q, k, v
+  Real* qkv_b = nullptr;          // [C + 2·Hkv·D] with linear biases (GPT-2), else null
+  Real* attn_proj_w = nullptr;    // [C, C]
+  Real* attn_proj_b = nullptr;    // [C] with linear biases
+  Real* xsa_gate = nullptr;       // [H] gated XSA only: w_h, α_h = tanh(w_h)
+  Real* sink = nullptr;           // [H] attention sinks only: the sink's logit b_h
+  Real* output_gate_w = nullptr;  // [C, C] gated-attn only: W_g, the output gate σ(x W_gᵀ)
   Real* value_lambda = nullptr;  // [1] value-residual, layers ≥ 1: λ, v' = λ v + (1 − λ) v_0
   Real* ln2_w = nullptr;         // [C]
   Real* ln2_b = nullptr;         // [C]
@@ -89,7 +89,7 @@ void for_each_tensor(const ModelConfig& cfg, Weights<Real>& w, Fn&& fn) {
     // tensors stay identical. W_g decays and starts as W_q does; λ starts at 0.5 and does not
     // decay.
     if (cfg.rivals.gated_attn)
-      fn(p + "attn.c_gate.weight", std::vector<int64_t>{C, C}, true, Init::normal, L.gate_w);
+      fn(p + "attn.c_gate.weight", std::vector<int64_t>{C, C}, true, Init::normal, L.output_gate_w);
     if (cfg.rivals.value_residual && l > 0)
       fn(p + "attn.value_lambda", std::vector<int64_t>{1}, false, Init::half, L.value_lambda);
     fn(p + "ln_2.weight", std::vector<int64_t>{C}, false, Init::ones, L.ln2_w);

@@ -387,13 +387,14 @@ class CudaBackend final : public Backend<float> {
   }
 
   // ---- gates and sinks ----
-  void gate_alpha(float* alpha, const float* w, int H) override {
-    cuda::gate_alpha(alpha, w, H, stream_);
-    XSA_LAUNCHED("gate_alpha", "H {}", H);
+  void xsa_alpha(float* alpha, const float* w, int H) override {
+    cuda::xsa_alpha(alpha, w, H, stream_);
+    XSA_LAUNCHED("xsa_alpha", "H {}", H);
   }
-  void gate_backward(float* dw, const float* dalpha, const float* alpha, int N, int H) override {
-    cuda::gate_backward(dw, dalpha, alpha, N, H, stream_);
-    XSA_LAUNCHED("gate_backward", "N {} H {}", N, H);
+  void xsa_alpha_backward(float* dw, const float* dalpha, const float* alpha, int N,
+                          int H) override {
+    cuda::xsa_alpha_backward(dw, dalpha, alpha, N, H, stream_);
+    XSA_LAUNCHED("xsa_alpha_backward", "N {} H {}", N, H);
   }
   void sink_backward(float* dsink, const float* dlogit, int B, int H) override {
     cuda::sink_backward(dsink, dlogit, B, H, stream_);

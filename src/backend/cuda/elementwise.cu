@@ -228,13 +228,13 @@ __global__ void adamw_kernel(float* param, const float* grad, float* m, float* v
 
 // ---- gates and sinks (backend/cpu_backend.cpp) ----
 
-__global__ void gate_alpha_kernel(float* alpha, const float* w, int H) {
+__global__ void xsa_alpha_kernel(float* alpha, const float* w, int H) {
   const int h = blockIdx.x * blockDim.x + threadIdx.x;
   if (h < H) alpha[h] = tanhf(w[h]);
 }
 
 // One block per head: thread t sums rows t, t + blockDim, … in double, then a fixed tree.
-__global__ void gate_backward_kernel(float* dw, const float* dalpha, const float* alpha, int N,
+__global__ void xsa_alpha_backward_kernel(float* dw, const float* dalpha, const float* alpha, int N,
                                      int H) {
   __shared__ double warp_sums[kThreads / 32];
   const int h = blockIdx.x;
@@ -357,15 +357,15 @@ void adamw_update(float* param, const float* grad, float* m, float* v, size_t n,
       param, grad, m, v, n, k, vectorized);
 }
 
-void gate_alpha(float* alpha, const float* w, int H, cudaStream_t stream) {
+void xsa_alpha(float* alpha, const float* w, int H, cudaStream_t stream) {
   if (H <= 0) return;
-  gate_alpha_kernel<<<blocks_of(H, kThreads), kThreads, 0, stream>>>(alpha, w, H);
+  xsa_alpha_kernel<<<blocks_of(H, kThreads), kThreads, 0, stream>>>(alpha, w, H);
 }
 
-void gate_backward(float* dw, const float* dalpha, const float* alpha, int N, int H,
+void xsa_alpha_backward(float* dw, const float* dalpha, const float* alpha, int N, int H,
                    cudaStream_t stream) {
   if (H <= 0 || N <= 0) return;  // N = 0 adds (1 − α²)·0: nothing
-  gate_backward_kernel<<<H, kThreads, 0, stream>>>(dw, dalpha, alpha, N, H);
+  xsa_alpha_backward_kernel<<<H, kThreads, 0, stream>>>(dw, dalpha, alpha, N, H);
 }
 
 void sink_backward(float* dsink, const float* dlogit, int B, int H, cudaStream_t stream) {

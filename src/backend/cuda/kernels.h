@@ -47,10 +47,10 @@ void rope_forward(float* qkv, const ops::RopeArgs<float>& args, cudaStream_t str
 void rope_backward(float* dqkv, const ops::RopeArgs<float>& args, cudaStream_t stream);
 void adamw_update(float* param, const float* grad, float* m, float* v, size_t n,
                   const ops::AdamWSettings& settings, cudaStream_t stream);
-void gate_alpha(float* alpha, const float* w, int H, cudaStream_t stream);
+void xsa_alpha(float* alpha, const float* w, int H, cudaStream_t stream);
 // dw [H] += (1 − α_h²) Σ_n dalpha [N, H] (each head's sum in a fixed order).
-void gate_backward(float* dw, const float* dalpha, const float* alpha, int N, int H,
-                   cudaStream_t stream);
+void xsa_alpha_backward(float* dw, const float* dalpha, const float* alpha, int N, int H,
+                        cudaStream_t stream);
 // dsink [H] += Σ_b dlogit [B, H], b in order.
 void sink_backward(float* dsink, const float* dlogit, int B, int H, cudaStream_t stream);
 
