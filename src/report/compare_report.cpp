@@ -451,133 +451,160 @@ std::string precision_section(const CompareResult& result, const CompareReport& 
   return md;
 }
 
-// Validation curves (mean over seeds, ± sd band), their difference to SA, the similarity bias.
+// The files of one chart, appended to `plots`.
+void add_plot(std::vector<std::string>& plots, const std::vector<std::string>& files) {
+  plots.insert(plots.end(), files.begin(), files.end());
+}
+
+// Validation curves by step (mean over seeds, ± sd band, from the first evaluation on: step 0 is
+// the initialisation); returns each variant's difference to SA for its own chart.
+std::vector<Series> write_curve_plot(const fs::path& out, const CompareReport& r,
+                                     const CompareResult& result, std::vector<std::string>& plots) {
+  const auto sa_arms = arms_of(result, "sa");
+  std::vector<Series> curves, deltas;
+  for (size_t k = 0; k < r.variants.size(); k++) {
+    const auto mine = arms_of(result, r.variants[k]);
+    Series c{r.variants[k], {}, {}, {}, {}}, d = c;
+    for (size_t p = 0; p < mine[0]->val_curve.size(); p++) {
+      std::vector<double> v, dv;
+      for (size_t i = 0; i < mine.size(); i++)
+        v.push_back(mine[i]->val_curve[p].second),
+            dv.push_back(mine[i]->val_curve[p].second - sa_arms[i]->val_curve[p].second);
+      const double x = (double)mine[0]->val_curve[p].first;
+      c.x.push_back(x), c.y.push_back(mean(v));
+      d.x.push_back(x), d.y.push_back(mean(dv));
+      if (mine.size() > 1) {
+        c.y_low.push_back(mean(v) - sample_sd(v)), c.y_high.push_back(mean(v) + sample_sd(v));
+        d.y_low.push_back(mean(dv) - sample_sd(dv)), d.y_high.push_back(mean(dv) + sample_sd(dv));
+      }
+    }
+    curves.push_back(c);
+    if (k > 0) deltas.push_back(d);
+  }
+  for (Series& c : curves)
+    if (c.x.size() > 2) {
+      c.x.erase(c.x.begin()), c.y.erase(c.y.begin());
+      if (!c.y_low.empty()) c.y_low.erase(c.y_low.begin()), c.y_high.erase(c.y_high.begin());
+    }
+  add_plot(plots, write_plot((out / "val_loss").string(),
+                             svg_line_chart(fmt::format("Validation loss ({} seed{}, band: ± sd)",
+                                                        r.seeds, r.seeds > 1 ? "s" : ""),
+                                            "step", "validation loss", curves)));
+  return deltas;
+}
+
+// The same curves against each arm's own training time (the equal-loss view).
+void write_time_plot(const fs::path& out, const CompareReport& r, const CompareResult& result,
+                     std::vector<std::string>& plots) {
+  std::vector<Series> by_time;
+  for (const std::string& v : r.variants) {
+    const auto mine = arms_of(result, v);
+    Series c{v, {}, {}, {}, {}};
+    for (size_t p = 1; p < mine[0]->val_curve.size(); p++) {
+      std::vector<double> t, l;
+      for (const ArmResult* a : mine) {
+        const std::vector<CurvePoint> curve = curve_of(*a);
+        t.push_back(curve[p].seconds), l.push_back(curve[p].loss);
+      }
+      c.x.push_back(mean(t)), c.y.push_back(mean(l));
+    }
+    by_time.push_back(c);
+  }
+  add_plot(plots,
+           write_plot((out / "val_loss_by_time").string(),
+                      svg_line_chart("Validation loss against each arm's own training time (mean "
+                                     "over seeds)",
+                                     "seconds of training", "validation loss", by_time)));
+}
+
+// Loss by position: each variant's difference to SA per bucket, one chart per set.
+void write_position_plots(const fs::path& out, const CompareReport& r, const CompareResult& result,
+                          std::vector<std::string>& plots) {
+  const std::vector<PositionBucket> buckets = position_buckets(r.model.seq_len);
+  std::vector<std::string> bucket_names;
+  for (const PositionBucket& b : buckets) bucket_names.push_back(bucket_name(b));
+  const std::vector<std::string> sets = position_set_names(r);
+  for (size_t set = 0; set < sets.size(); set++) {
+    std::vector<Series> by_position;
+    for (size_t k = 1; k < result.summary.size(); k++) {
+      const VariantSummary& s = result.summary[k];
+      if (set >= s.position_delta.size()) continue;
+      Series se{s.variant, {}, {}, {}, {}};
+      for (size_t b = 0; b < buckets.size() && b < s.position_delta[set].size(); b++) {
+        const PairedDifferences& d = s.position_delta[set][b];
+        se.x.push_back((double)b), se.y.push_back(d.mean);
+        if (std::isfinite(d.ci_low)) se.y_low.push_back(d.ci_low), se.y_high.push_back(d.ci_high);
+      }
+      if (se.y_low.size() != se.y.size()) se.y_low.clear(), se.y_high.clear();
+      by_position.push_back(se);
+    }
+    if (by_position.empty()) continue;
+    add_plot(plots,
+             write_plot((out / (set == 0 ? "loss_by_position"
+                                         : fmt::format("loss_by_position-eval{}", set)))
+                            .string(),
+                        svg_line_chart(fmt::format("Loss by position minus SA's, {} (band: 95 % "
+                                                   "interval)",
+                                                   set == 0 ? "validation set" : sets[set]),
+                                       "positions in the window", "Δ loss vs SA", by_position, true,
+                                       1, bucket_names)));
+  }
+}
+
+// --tune-lr: validation loss against the learning rate, per variant.
+void write_tuning_plot(const fs::path& out, const CompareReport& r,
+                       std::vector<std::string>& plots) {
+  if (r.tuning.empty()) return;
+  std::vector<Series> lr_curves;
+  std::vector<std::string> lr_names;
+  for (double lr : r.tuning.lrs) lr_names.push_back(fmt::format("{:g}", lr));
+  for (size_t k = 0; k < r.variants.size() && k < r.tuning.val_loss.size(); k++) {
+    Series se{r.variants[k], {}, {}, {}, {}};
+    for (size_t i = 0; i < r.tuning.lrs.size(); i++)
+      se.x.push_back((double)i), se.y.push_back(r.tuning.val_loss[k][i]);
+    lr_curves.push_back(se);
+  }
+  add_plot(plots, write_plot((out / "lr_tuning").string(),
+                             svg_line_chart("Validation loss against the peak learning rate "
+                                            "(tuning seeds; gaps: diverged)",
+                                            "peak learning rate", "validation loss", lr_curves,
+                                            false, 0, lr_names)));
+}
+
+// The similarity bias: mean cos(y_i, v_i) per layer, per variant (seed 1).
+void write_bias_plot(const fs::path& out, const CompareReport& r, std::vector<std::string>& plots) {
+  if (r.bias.empty() || r.bias[0].empty()) return;
+  std::vector<Series> per_layer;
+  for (size_t k = 0; k < r.variants.size(); k++) {
+    if (r.bias[k].empty()) continue;  // diverged: no final weights
+    Series s{r.variants[k] + " cos(y,v)", {}, {}, {}, {}};
+    for (int l = 0; l < r.model.n_layer; l++) {
+      double sum = 0;
+      for (int h = 0; h < r.model.n_head; h++) sum += r.bias[k][l * r.model.n_head + h].cos_yv;
+      s.x.push_back(l), s.y.push_back(sum / r.model.n_head);
+    }
+    per_layer.push_back(s);
+  }
+  add_plot(plots, write_plot((out / "similarity_bias").string(),
+                             svg_line_chart("Attention similarity bias: mean cos(y_i, v_i) per "
+                                            "layer (seed 1)",
+                                            "layer", "cos(y, v)", per_layer, true)));
+}
+
+// Every chart of a comparison, in the order report.md shows them.
 std::vector<std::string> write_plots(const fs::path& out, const CompareReport& r,
                                      const CompareResult& result) {
-  const auto sa_arms = arms_of(result, "sa");
-  auto arms_of = [&](const std::string& v) { return xsa::arms_of(result, v); };
   std::vector<std::string> plots;
-  {
-    std::vector<Series> curves, deltas;
-    for (size_t k = 0; k < r.variants.size(); k++) {
-      const auto mine = arms_of(r.variants[k]);
-      Series c{r.variants[k], {}, {}, {}, {}}, d = c;
-      for (size_t p = 0; p < mine[0]->val_curve.size(); p++) {
-        std::vector<double> v, dv;
-        for (size_t i = 0; i < mine.size(); i++)
-          v.push_back(mine[i]->val_curve[p].second),
-              dv.push_back(mine[i]->val_curve[p].second - sa_arms[i]->val_curve[p].second);
-        const double x = (double)mine[0]->val_curve[p].first;
-        c.x.push_back(x), c.y.push_back(mean(v));
-        d.x.push_back(x), d.y.push_back(mean(dv));
-        if (mine.size() > 1) {
-          c.y_low.push_back(mean(v) - sample_sd(v)), c.y_high.push_back(mean(v) + sample_sd(v));
-          d.y_low.push_back(mean(dv) - sample_sd(dv)), d.y_high.push_back(mean(dv) + sample_sd(dv));
-        }
-      }
-      // The first point (step 0) is at initialisation: show the curve from the first evaluation on.
-      curves.push_back(c);
-      if (k > 0) deltas.push_back(d);
-    }
-    for (Series& c : curves)
-      if (c.x.size() > 2) {
-        c.x.erase(c.x.begin()), c.y.erase(c.y.begin());
-        if (!c.y_low.empty()) c.y_low.erase(c.y_low.begin()), c.y_high.erase(c.y_high.begin());
-      }
-    // The same curves against each arm's own training time (the equal-loss view).
-    std::vector<Series> by_time;
-    for (const std::string& v : r.variants) {
-      const auto mine = arms_of(v);
-      Series c{v, {}, {}, {}, {}};
-      for (size_t p = 1; p < mine[0]->val_curve.size(); p++) {
-        std::vector<double> t, l;
-        for (const ArmResult* a : mine) {
-          const std::vector<CurvePoint> curve = curve_of(*a);
-          t.push_back(curve[p].seconds), l.push_back(curve[p].loss);
-        }
-        c.x.push_back(mean(t)), c.y.push_back(mean(l));
-      }
-      by_time.push_back(c);
-    }
-    auto add = [&](const std::vector<std::string>& files) {
-      plots.insert(plots.end(), files.begin(), files.end());
-    };
-    add(write_plot((out / "val_loss").string(),
-                   svg_line_chart(fmt::format("Validation loss ({} seed{}, band: ± sd)", r.seeds,
-                                              r.seeds > 1 ? "s" : ""),
-                                  "step", "validation loss", curves)));
-    add(write_plot((out / "val_loss_by_time").string(),
-                   svg_line_chart("Validation loss against each arm's own training time (mean over "
-                                  "seeds)",
-                                  "seconds of training", "validation loss", by_time)));
-    if (!deltas.empty())
-      add(write_plot((out / "delta_vs_sa").string(),
-                     svg_line_chart("Validation loss minus SA's (below 0: better than SA)", "step",
-                                    "Δ validation loss", deltas, true)));
-    // Loss by position: each variant's difference to SA per bucket, one chart per set.
-    const std::vector<PositionBucket> buckets = position_buckets(r.model.seq_len);
-    std::vector<std::string> bucket_names;
-    for (const PositionBucket& b : buckets) bucket_names.push_back(bucket_name(b));
-    const std::vector<std::string> sets = position_set_names(r);
-    for (size_t set = 0; set < sets.size(); set++) {
-      std::vector<Series> by_position;
-      for (size_t k = 1; k < result.summary.size(); k++) {
-        const VariantSummary& s = result.summary[k];
-        if (set >= s.position_delta.size()) continue;
-        Series se{s.variant, {}, {}, {}, {}};
-        for (size_t b = 0; b < buckets.size() && b < s.position_delta[set].size(); b++) {
-          const PairedDifferences& d = s.position_delta[set][b];
-          se.x.push_back((double)b), se.y.push_back(d.mean);
-          if (std::isfinite(d.ci_low)) se.y_low.push_back(d.ci_low), se.y_high.push_back(d.ci_high);
-        }
-        if (se.y_low.size() != se.y.size()) se.y_low.clear(), se.y_high.clear();
-        by_position.push_back(se);
-      }
-      if (by_position.empty()) continue;
-      add(write_plot(
-          (out / (set == 0 ? "loss_by_position" : fmt::format("loss_by_position-eval{}", set)))
-              .string(),
-          svg_line_chart(fmt::format("Loss by position minus SA's, {} (band: 95 % interval)",
-                                     set == 0 ? "validation set" : sets[set]),
-                         "positions in the window", "Δ loss vs SA", by_position, true, 1,
-                         bucket_names)));
-    }
-    // --tune-lr: validation loss against the learning rate, per variant.
-    if (!r.tuning.empty()) {
-      std::vector<Series> lr_curves;
-      std::vector<std::string> lr_names;
-      for (double lr : r.tuning.lrs) lr_names.push_back(fmt::format("{:g}", lr));
-      for (size_t k = 0; k < r.variants.size() && k < r.tuning.val_loss.size(); k++) {
-        Series se{r.variants[k], {}, {}, {}, {}};
-        for (size_t i = 0; i < r.tuning.lrs.size(); i++)
-          se.x.push_back((double)i), se.y.push_back(r.tuning.val_loss[k][i]);
-        lr_curves.push_back(se);
-      }
-      add(write_plot(
-          (out / "lr_tuning").string(),
-          svg_line_chart("Validation loss against the peak learning rate (tuning "
-                         "seeds; gaps: diverged)",
-                         "peak learning rate", "validation loss", lr_curves, false, 0, lr_names)));
-    }
-    if (!r.bias[0].empty()) {
-      std::vector<Series> per_layer;
-      for (size_t k = 0; k < r.variants.size(); k++) {
-        if (r.bias[k].empty()) continue;  // diverged: no final weights
-        Series s{r.variants[k] + " cos(y,v)", {}, {}, {}, {}};
-        for (int l = 0; l < r.model.n_layer; l++) {
-          double sum = 0;
-          for (int h = 0; h < r.model.n_head; h++) sum += r.bias[k][l * r.model.n_head + h].cos_yv;
-          s.x.push_back(l), s.y.push_back(sum / r.model.n_head);
-        }
-        per_layer.push_back(s);
-      }
-      add(write_plot(
-          (out / "similarity_bias").string(),
-          svg_line_chart("Attention similarity bias: mean cos(y_i, v_i) per layer (seed 1)",
-                         "layer", "cos(y, v)", per_layer, true)));
-    }
-  }
-
+  const std::vector<Series> deltas = write_curve_plot(out, r, result, plots);
+  write_time_plot(out, r, result, plots);
+  if (!deltas.empty())
+    add_plot(plots,
+             write_plot((out / "delta_vs_sa").string(),
+                        svg_line_chart("Validation loss minus SA's (below 0: better than SA)",
+                                       "step", "Δ validation loss", deltas, true)));
+  write_position_plots(out, r, result, plots);
+  write_tuning_plot(out, r, plots);
+  write_bias_plot(out, r, plots);
   return plots;
 }
 
@@ -591,58 +618,58 @@ nlohmann::json parameters_json(const CompareReport& r) {
   return j;
 }
 
-void write_report_json(const fs::path& out, const CompareReport& r, const CompareResult& result) {
-  json j_arms = json::array(), j_summary = json::array();
-  for (const ArmResult& a : result.arms) j_arms.push_back(arm_to_json(a));
-  for (const VariantSummary& s : result.summary) {
-    const bool sa = s.variant == "sa";
-    json evals = json::array(), by_position = json::array();
-    for (const PairedDifferences& d : s.eval_delta) evals.push_back(differences_to_json(d));
-    for (size_t set = 0; set < s.position_loss_mean.size(); set++) {
-      json deltas = json::array();
-      if (!sa)
-        for (const PairedDifferences& d : s.position_delta[set])
-          deltas.push_back(differences_to_json(d));
-      by_position.push_back(
-          {{"loss_mean", nan_to_null(s.position_loss_mean[set])}, {"delta_vs_sa", deltas}});
-    }
-    json sequential = nullptr;
-    if (r.design && !sa)
-      sequential = {{"answer", s.seeds_answer},
-                    {"seeds", r.design->looks[s.sequential.look]},
-                    {"p", nan_to_null(s.sequential.p)},
-                    {"level", s.sequential.nominal_p},
-                    {"conditional_power", nan_to_null(s.sequential.conditional_power)}};
-    j_summary.push_back(
-        {{"variant", s.variant},
-         {"n_seeds", s.n_seeds},
-         {"lr", s.lr},
-         {"train_loss_mean", nan_to_null(s.train_loss_mean)},
-         {"val_loss_mean", nan_to_null(s.val_loss_mean)},
-         {"val_loss_sd", nan_to_null(s.val_loss_sd)},
-         {"val_bpb_mean", nan_to_null(val_bpb(r, s.val_loss_mean))},
-         {"delta_vs_sa_mean", nan_to_null(s.delta_vs_sa_mean)},
-         {"delta_vs_sa_sd", nan_to_null(s.delta_vs_sa_sd)},
-         {"delta_vs_sa", sa ? json(nullptr) : differences_to_json(s.delta)},
-         {"delta_bpb_vs_sa",
-          sa ? json(nullptr) : differences_to_json(in_bits_per_byte(r, s.delta))},
-         {"p_value", nan_to_null(s.p_value)},
-         {"p_holm", nan_to_null(s.p_holm)},
-         {"overhead_vs_sa", nan_to_null(s.overhead_vs_sa)},
-         {"cos_yv_mean", nan_to_null(s.cos_yv_mean)},
-         {"equal_loss", sa ? json(nullptr) : equal_loss_to_json(s.equal_loss)},
-         {"seeds_for_80pct_power",
-          sa || s.seeds_for_power == 0 ? json(nullptr) : json(s.seeds_for_power)},
-         {"seeds_answer", sa || s.seeds_answer.empty() ? json(nullptr) : json(s.seeds_answer)},
-         {"sequential", sequential},
-         {"eval_loss_mean", nan_to_null(s.eval_loss_mean)},
-         {"eval_delta_vs_sa_mean", nan_to_null(s.eval_delta_vs_sa_mean)},
-         {"eval_delta_vs_sa", sa ? json(nullptr) : evals},
-         {"loss_by_position", by_position},
-         {"verdict", s.verdict},
-         {"vs_twin", paired_to_json(s.vs_twin)},
-         {"vs_precision_sa", paired_to_json(s.vs_precision_sa)}});
+// One variant's summary in report.json.
+json summary_to_json(const CompareReport& r, const VariantSummary& s) {
+  const bool sa = s.variant == "sa";
+  json evals = json::array(), by_position = json::array();
+  for (const PairedDifferences& d : s.eval_delta) evals.push_back(differences_to_json(d));
+  for (size_t set = 0; set < s.position_loss_mean.size(); set++) {
+    json deltas = json::array();
+    if (!sa)
+      for (const PairedDifferences& d : s.position_delta[set])
+        deltas.push_back(differences_to_json(d));
+    by_position.push_back(
+        {{"loss_mean", nan_to_null(s.position_loss_mean[set])}, {"delta_vs_sa", deltas}});
   }
+  json sequential = nullptr;
+  if (r.design && !sa)
+    sequential = {{"answer", s.seeds_answer},
+                  {"seeds", r.design->looks[s.sequential.look]},
+                  {"p", nan_to_null(s.sequential.p)},
+                  {"level", s.sequential.nominal_p},
+                  {"conditional_power", nan_to_null(s.sequential.conditional_power)}};
+  return {
+      {"variant", s.variant},
+      {"n_seeds", s.n_seeds},
+      {"lr", s.lr},
+      {"train_loss_mean", nan_to_null(s.train_loss_mean)},
+      {"val_loss_mean", nan_to_null(s.val_loss_mean)},
+      {"val_loss_sd", nan_to_null(s.val_loss_sd)},
+      {"val_bpb_mean", nan_to_null(val_bpb(r, s.val_loss_mean))},
+      {"delta_vs_sa_mean", nan_to_null(s.delta_vs_sa_mean)},
+      {"delta_vs_sa_sd", nan_to_null(s.delta_vs_sa_sd)},
+      {"delta_vs_sa", sa ? json(nullptr) : differences_to_json(s.delta)},
+      {"delta_bpb_vs_sa", sa ? json(nullptr) : differences_to_json(in_bits_per_byte(r, s.delta))},
+      {"p_value", nan_to_null(s.p_value)},
+      {"p_holm", nan_to_null(s.p_holm)},
+      {"overhead_vs_sa", nan_to_null(s.overhead_vs_sa)},
+      {"cos_yv_mean", nan_to_null(s.cos_yv_mean)},
+      {"equal_loss", sa ? json(nullptr) : equal_loss_to_json(s.equal_loss)},
+      {"seeds_for_80pct_power",
+       sa || s.seeds_for_power == 0 ? json(nullptr) : json(s.seeds_for_power)},
+      {"seeds_answer", sa || s.seeds_answer.empty() ? json(nullptr) : json(s.seeds_answer)},
+      {"sequential", sequential},
+      {"eval_loss_mean", nan_to_null(s.eval_loss_mean)},
+      {"eval_delta_vs_sa_mean", nan_to_null(s.eval_delta_vs_sa_mean)},
+      {"eval_delta_vs_sa", sa ? json(nullptr) : evals},
+      {"loss_by_position", by_position},
+      {"verdict", s.verdict},
+      {"vs_twin", paired_to_json(s.vs_twin)},
+      {"vs_precision_sa", paired_to_json(s.vs_precision_sa)}};
+}
+
+// The similarity bias of every variant's heads.
+json bias_to_json(const CompareReport& r) {
   json j_bias = json::array();
   for (size_t k = 0; k < r.variants.size(); k++)
     for (const HeadBias& h : r.bias[k])
@@ -653,28 +680,40 @@ void write_report_json(const fs::path& out, const CompareReport& r, const Compar
                         {"cos_zv", nan_to_null(h.cos_zv)},
                         {"self_weight", h.self_weight},
                         {"cos_vv", h.cos_vv}});
+  return j_bias;
+}
+
+// --tune-lr's rates and losses (null without it).
+json tuning_to_json(const CompareReport& r) {
+  if (r.tuning.empty()) return nullptr;
+  return {{"lrs", r.tuning.lrs},
+          {"seeds", r.tuning.seeds},
+          {"val_loss", nan_to_null(r.tuning.val_loss)},
+          {"diverged_seeds", r.tuning.diverged},
+          {"chosen", r.tuning.chosen},
+          {"folder", r.tuning.folder}};
+}
+
+// --seeds auto's group-sequential design (null without it).
+json design_to_json(const CompareReport& r) {
+  if (!r.design) return nullptr;
+  return {{"looks", r.design->looks},
+          {"alpha", r.design->alpha},
+          {"spent_alpha", r.design->spent_alpha},
+          {"simulated_alpha", r.design->simulated_alpha},
+          {"nominal_p", r.design->nominal_p},
+          {"z_bound", r.design->z_bound},
+          {"futility_power", r.design->futility_power},
+          {"spending", "O'Brien-Fleming-type (Lan-DeMets)"}};
+}
+
+void write_report_json(const fs::path& out, const CompareReport& r, const CompareResult& result) {
+  json j_arms = json::array(), j_summary = json::array();
+  for (const ArmResult& a : result.arms) j_arms.push_back(arm_to_json(a));
+  for (const VariantSummary& s : result.summary) j_summary.push_back(summary_to_json(r, s));
   json buckets = json::array();
   for (const PositionBucket& b : position_buckets(r.model.seq_len))
     buckets.push_back({b.first, b.last});
-  json tuning = nullptr;
-  if (!r.tuning.empty()) {
-    tuning = {{"lrs", r.tuning.lrs},
-              {"seeds", r.tuning.seeds},
-              {"val_loss", nan_to_null(r.tuning.val_loss)},
-              {"diverged_seeds", r.tuning.diverged},
-              {"chosen", r.tuning.chosen},
-              {"folder", r.tuning.folder}};
-  }
-  json design = nullptr;
-  if (r.design)
-    design = {{"looks", r.design->looks},
-              {"alpha", r.design->alpha},
-              {"spent_alpha", r.design->spent_alpha},
-              {"simulated_alpha", r.design->simulated_alpha},
-              {"nominal_p", r.design->nominal_p},
-              {"z_bound", r.design->z_bound},
-              {"futility_power", r.design->futility_power},
-              {"spending", "O'Brien-Fleming-type (Lan-DeMets)"}};
   nlohmann::json model_json = r.model;
   json report = {{"data", r.run.data},
                  {"eval_data", r.eval_data},
@@ -684,10 +723,10 @@ void write_report_json(const fs::path& out, const CompareReport& r, const Compar
                  {"seeds", r.seeds},
                  {"arms", j_arms},
                  {"summary", j_summary},
-                 {"similarity_bias", j_bias},
+                 {"similarity_bias", bias_to_json(r)},
                  {"seeds_note", r.seeds_note},
-                 {"sequential_design", design},
-                 {"lr_tuning", tuning},
+                 {"sequential_design", design_to_json(r)},
+                 {"lr_tuning", tuning_to_json(r)},
                  {"parameters", parameters_json(r)},
                  {"loss_by_position", {{"buckets", buckets}, {"sets", position_set_names(r)}}},
                  {"multiple_comparisons", "Holm across the variants tested against SA"},
