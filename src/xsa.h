@@ -1,7 +1,7 @@
 // xsa as a library: the public API in one include. Link xsa::xsa (CMake: find_package(xsa)) or
 // `pkg-config --cflags --libs xsa`. Each header documents its part; examples/ shows them at work.
 //
-//   model configuration        xsa/model/model_config.h      ModelConfig, set_layer_attn
+//   model configuration        xsa/model/model_config.h      ModelConfig, set_attention
 //   a model: create, train,    xsa/model/gpt.h         Gpt<float> (forward, forward_backward)
 //     score its loss
 //   load and save              xsa/io/checkpoint.h     save_checkpoint, load_checkpoint_*

@@ -31,7 +31,7 @@ struct BigramModel {
   explicit BigramModel(const std::string& attn) {
     cfg.vocab_size = 256, cfg.padded_vocab = 256;
     cfg.n_layer = 2, cfg.n_head = 2, cfg.n_embd = 16, cfg.seq_len = 64;
-    set_layer_attn(cfg, attn);
+    set_attention(cfg, attn);
     model = std::make_unique<Gpt<float>>(cfg, 1, cfg.seq_len, GptMode::inference);
     ParamArena<float>& arena = model->params();
     arena.init(cfg, 21);

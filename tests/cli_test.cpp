@@ -14,8 +14,8 @@
 #include "bounds.h"
 #include "test_util.h"
 #include "xsa/backend/backend.h"
-#include "xsa/options/run_config.h"
 #include "xsa/io/checkpoint.h"
+#include "xsa/options/run_config.h"
 #include "xsa/util/blas.h"
 #include "xsa/util/files.h"
 #include "xsa/util/fmt.h"
@@ -128,6 +128,24 @@ TEST_F(Cli, TrainWritesMetricsAndCheckpointsThatInfoReads) {
   EXPECT_NE(info.out.find("parameters:  " +
                           std::to_string(2 * (12 * 32 * 32 + 4 * 32) + 256 * 32 + 2 * 32)),
             std::string::npos)
+      << info.out;
+}
+
+// --attn reads compare's grammar: a rival alone, options in any order, a rival on one layer only;
+// the checkpoint's config.json says so per layer (version 4) and info prints it back.
+TEST_F(Cli, TrainTakesARivalOnSomeLayers) {
+  Result r = xsa("train --data data.txt --attn gated-attn,xsa+no-self+sink " + kSmall +
+                 " --steps 2 --quiet --out run_rivals");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const nlohmann::json cfg =
+      nlohmann::json::parse(std::ifstream(work_dir() / "run_rivals/ckpt_000002/config.json"));
+  EXPECT_EQ(cfg["version"], 4);
+  EXPECT_EQ(cfg["layer_rivals"][0]["gated_attn"], true);
+  EXPECT_EQ(cfg["layer_rivals"][1]["no_self"], true);
+  EXPECT_EQ(cfg["layer_rivals"][1]["gated_attn"], false);
+  Result info = xsa("info run_rivals");
+  ASSERT_EQ(info.status, 0) << info.err;
+  EXPECT_NE(info.out.find("attention:   sa+gated-attn,xsa+sink+no-self"), std::string::npos)
       << info.out;
 }
 
@@ -387,9 +405,9 @@ TEST_F(Cli, CompareAndAnalyze) {
   // Bad input: one line each.
   r = xsa("compare --data data.txt --preset tiny --variants sa,gated --out cmp2");
   EXPECT_EQ(r.err,
-            "xsa: error: --variants gated is not known (sa, xsa, xsa-gated, xsa-lastN, xsa-firstN, "
-            "xsa-layers-0.2.5, gated-attn, value-residual, no-self; +sink, +gated-attn, "
-            "+value-residual, +no-self; @bf16 or @fp32)\n");
+            "xsa: error: --variants gated is not known (sa, xsa, xsa-gated, xsa-gated-one, "
+            "xsa-lastN, xsa-firstN, xsa-layers-0.2.5, gated-attn, value-residual, no-self; then "
+            "+sink, +gated-attn, +value-residual, +no-self in any order)\n");
   r = xsa("compare --data data.txt --preset tiny --out cmp --quiet");
   EXPECT_EQ(r.err,
             "xsa: error: cmp: already holds a report of another comparison; pass --force to "
@@ -947,7 +965,8 @@ TEST_F(Cli, BadInputGivesOneLineAndKeepsCheckpoints) {
        "--embd 30 is not divisible by --heads 4"},
       {"odd head dim", "train --data data.txt --embd 36 --heads 4 --out x1", "head dimension 9"},
       {"zero layers", "train --data data.txt --layers 0 --out x1", "--layers 0"},
-      {"unknown attention", "train --data data.txt --attn gated --out x1", "--attn 'gated'"},
+      {"unknown attention", "train --data data.txt --attn gated --out x1",
+       "--attn gated is not known"},
       {"layer list of the wrong length",
        "train --data data.txt --layers 2 --attn sa,xsa,xsa --out x1", "lists 3 layers"},
       {"existing run without --resume", "train --data data.txt " + kSmall + " --steps 4 --out good",

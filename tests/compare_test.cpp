@@ -43,7 +43,7 @@ TEST(Variants, LayerSelections) {
   auto layers = [](const std::string& name) {
     Variant v = parse_variant(name, 4);
     std::string s;
-    for (int l = 0; l < 4; l++) s += v.layers[l] == AttnKind::xsa ? 'X' : 's';
+    for (int l = 0; l < 4; l++) s += v.attention[l].kind == AttnKind::xsa ? 'X' : 's';
     return s;
   };
   EXPECT_EQ(layers("sa"), "ssss");
@@ -51,12 +51,12 @@ TEST(Variants, LayerSelections) {
   EXPECT_EQ(layers("xsa-last2"), "ssXX");
   EXPECT_EQ(layers("xsa-first1"), "Xsss");
   EXPECT_EQ(layers("xsa-layers-0.3"), "XssX");
-  EXPECT_EQ(parse_variant("xsa-gated-one", 4).layers[2], AttnKind::xsa_gated_one);
-  EXPECT_TRUE(parse_variant("xsa-last1+sink", 4).sinks[0]);
+  EXPECT_EQ(parse_variant("xsa-gated-one", 4).attention[2].kind, AttnKind::xsa_gated_one);
+  EXPECT_TRUE(parse_variant("xsa-last1+sink", 4).attention[0].sink);
   const Variant twin = parse_variant("xsa-last1+sink@bf16", 4);
   EXPECT_EQ(twin.precision, Precision::bf16);
-  EXPECT_TRUE(twin.sinks[0]);
-  EXPECT_EQ(twin.layers[3], AttnKind::xsa);
+  EXPECT_TRUE(twin.attention[0].sink);
+  EXPECT_EQ(twin.attention[3].kind, AttnKind::xsa);
   EXPECT_FALSE(parse_variant("xsa", 4).precision.has_value());
   for (const char* bad : {"xsa-last5", "xsa-last0", "xsa-first", "xsa-layers-4", "xsa-layers-1.x",
                           "gated", "xsa@fp16", "xsa@", "@bf16"})
@@ -71,7 +71,7 @@ TEST(Variants, LayerSelections) {
 TEST(Analyze, MatchesAnIndependentComputation) {
   ModelConfig cfg;
   cfg.n_layer = 2, cfg.n_head = 2, cfg.n_embd = 16, cfg.seq_len = 12;
-  set_layer_attn(cfg, "sa,xsa");
+  set_attention(cfg, "sa,xsa");
   const int B = 2, T = 12, C = 16, H = 2, D = 8;
   Gpt<float> model(cfg, B, T);
   model.params().init(cfg, 3);
@@ -149,7 +149,7 @@ TEST(Analyze, KnownCosinesOnAConstructedModel) {
   for (const char* attn : {"sa", "sa+no-self"}) {
     ModelConfig cfg;
     cfg.n_layer = 1, cfg.n_head = 2, cfg.n_embd = 16, cfg.seq_len = 8;
-    set_layer_attn(cfg, attn);
+    set_attention(cfg, attn);
     const int B = 1, T = 8, C = 16;
     Gpt<float> model(cfg, B, T);
     model.params().init(cfg, 5);
@@ -161,7 +161,7 @@ TEST(Analyze, KnownCosinesOnAConstructedModel) {
     double self = 0;
     for (int t = 1; t < T; t++) self += 1.0 / (t + 1);
     self /= T - 1;
-    if (cfg.rivals.no_self) self = 0;
+    if (cfg.attention[0].no_self) self = 0;
     // Up to the float forward's rounding: twice the chain's bound (as above).
     const double bound =
         2 * test::chain_error(test::model_chain(cfg, B, T).forward, test::kFloatRoundoff);

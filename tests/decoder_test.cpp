@@ -25,7 +25,7 @@ ModelConfig decoder_config(std::string attn) {
   cfg.vocab_size = 70;
   cfg.padded_vocab = pad_vocab(cfg.vocab_size);
   cfg.n_layer = 2, cfg.n_head = 4, cfg.n_embd = 32, cfg.seq_len = 24;
-  set_layer_attn(cfg, attn);
+  set_attention(cfg, attn);
   return cfg;
 }
 

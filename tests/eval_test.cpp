@@ -403,7 +403,7 @@ TEST(Scoring, ValidationLossEqualsTrainingsAndBitsPerByteCountTheText) {
   ModelConfig cfg;
   cfg.tokenizer = TokenizerKind::gpt2, cfg.vocab_size = 50257, cfg.padded_vocab = pad_vocab(50257);
   cfg.n_layer = 1, cfg.n_head = 2, cfg.n_embd = 16, cfg.seq_len = 8;
-  set_layer_attn(cfg, "xsa");
+  set_attention(cfg, "xsa");
   Gpt<float> model(cfg, 3, cfg.seq_len, GptMode::inference);
   model.params().init(cfg, 1);
   const int batches = val_batch_count(stream, 3, cfg.seq_len, 100);
@@ -479,7 +479,7 @@ TEST(Validation, LossByPositionOfKnownModels) {
   ModelConfig cfg;
   cfg.vocab_size = 256, cfg.padded_vocab = 256;
   cfg.n_layer = 1, cfg.n_head = 2, cfg.n_embd = 16, cfg.seq_len = 100;
-  set_layer_attn(cfg, "xsa");
+  set_attention(cfg, "xsa");
   Gpt<float> zero(cfg, 3, cfg.seq_len, GptMode::inference);
   std::fill(zero.params().params.data(), zero.params().params.data() + zero.params().params.size(),
             0.0f);

@@ -61,7 +61,7 @@ struct GoldenModel {
     const json& c = golden["cfg"];
     cfg.vocab_size = cfg.padded_vocab = c["V"];
     cfg.n_layer = c["L"], cfg.n_head = c["H"], cfg.n_embd = c["C"], cfg.seq_len = c["T"];
-    for (auto& a : cfg.layer_attn) a = attn;
+    for (LayerAttention& a : cfg.attention) a.kind = attn;
     const int B = c["B"], T = c["T"], V = c["V"];
     model = std::make_unique<Gpt<Real>>(cfg, B, T);
     ParamArena<Real>& arena = model->params();

@@ -277,7 +277,7 @@ TEST_F(Interop, ImportExportImportIsExact) {
   EXPECT_FALSE(fs::exists(resolve_checkpoint(dir / "run") / "trainer.json")) << "weights only";
   // An XSA model travels to Hugging Face's layout and back with its attention; llm.c refuses it.
   ModelConfig xsa_cfg = m.cfg;
-  set_layer_attn(xsa_cfg, "sa,xsa+sink");
+  set_attention(xsa_cfg, "sa,xsa+sink");
   const std::vector<TensorInfo> xsa_layout = param_layout(xsa_cfg);
   std::vector<float> xsa_params(param_arena_size(xsa_layout));
   for (const TensorInfo& ti : xsa_layout)  // every element of every tensor (not the gaps)
@@ -285,7 +285,7 @@ TEST_F(Interop, ImportExportImportIsExact) {
       xsa_params[ti.offset + i] = 0.001f * (float)((ti.offset + i) % 997);
   export_hf(xsa_cfg, xsa_layout, xsa_params.data(), dir / "hf_xsa");
   const ForeignModel xsa_back = import_hf(dir / "hf_xsa");
-  EXPECT_EQ(layer_attn_string(xsa_back.cfg), "sa,xsa+sink");
+  EXPECT_EQ(attention_string(xsa_back.cfg), "sa,xsa+sink");
   EXPECT_EQ(xsa_back.params, xsa_params);
   try {
     export_llmc(xsa_cfg, xsa_layout, xsa_params.data(), dir / "x.bin", false);

@@ -203,7 +203,7 @@ TEST_F(Levels, TrainingStepsAgreeWithinTheirBounds) {
     SCOPED_TRACE(attn);
     ModelConfig cfg;
     cfg.n_layer = 2, cfg.n_head = 4, cfg.n_embd = 64, cfg.seq_len = 32;
-    set_layer_attn(cfg, attn);
+    set_attention(cfg, attn);
     const int B = 4, T = 32;
     Gpt<float> model(cfg, B, T), other(cfg, B, T);
     model.params().init(cfg, 9);

@@ -26,7 +26,7 @@ ModelConfig small_config(std::string attn) {
   cfg.vocab_size = 50;  // padded to 64: padded rows must stay out of the loss
   cfg.padded_vocab = pad_vocab(cfg.vocab_size);
   cfg.n_layer = 2, cfg.n_head = 2, cfg.n_embd = 16, cfg.seq_len = 8;
-  set_layer_attn(cfg, attn);
+  set_attention(cfg, attn);
   return cfg;
 }
 
@@ -113,7 +113,10 @@ INSTANTIATE_TEST_SUITE_P(Attention, GradCheck,
                                            "sa+value-residual", "xsa+value-residual", "sa+no-self",
                                            "xsa+no-self", "sa+sink+no-self",
                                            "gqa:xsa-gated+sink+gated-attn+value-residual+no-self",
-                                           "gpt2:xsa+gated-attn+value-residual"),
+                                           "gpt2:xsa+gated-attn+value-residual",
+                                           // a rival on one layer only
+                                           "sa+no-self,xsa", "sa,xsa+value-residual",
+                                           "gated-attn+sink,xsa-gated+value-residual"),
                          [](const auto& info) {
                            std::string s = info.param;
                            for (char& c : s) c = std::isalnum((unsigned char)c) ? c : '_';
@@ -268,7 +271,7 @@ TEST(Model, ImpossibleConfigIsAnErrorNotACrash) {
 TEST(Model, MalformedConfigJsonIsNamed) {
   nlohmann::json good;
   to_json(good, small_config("xsa"));
-  EXPECT_EQ(layer_attn_string(model_config_from_json(good, "c.json")), "xsa");
+  EXPECT_EQ(attention_string(model_config_from_json(good, "c.json")), "xsa");
   auto err_with = [&](const char* key, const nlohmann::json& value) {
     nlohmann::json j = good;
     j[key] = value;
@@ -316,7 +319,7 @@ TEST(Model, FloatStepsTrackDoubleOver50Steps) {
     SCOPED_TRACE(attn);
     ModelConfig cfg;
     cfg.n_layer = 2, cfg.n_head = 4, cfg.n_embd = 64, cfg.seq_len = 64;
-    set_layer_attn(cfg, attn);
+    set_attention(cfg, attn);
     const int B = 4, T = 64;
     Gpt<float> f(cfg, B, T);
     Gpt<double> d(cfg, B, T);

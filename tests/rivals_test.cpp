@@ -26,7 +26,7 @@ ModelConfig rival_config(std::string attn) {
   if (attn.rfind("gqa:", 0) == 0) cfg.n_kv_head = 1, attn = attn.substr(4);
   cfg.vocab_size = 40, cfg.padded_vocab = pad_vocab(40);
   cfg.n_layer = 3, cfg.n_head = 2, cfg.n_embd = 16, cfg.seq_len = 12;
-  set_layer_attn(cfg, attn);
+  set_attention(cfg, attn);
   return cfg;
 }
 
@@ -89,22 +89,20 @@ double naive_loss(const ModelConfig& cfg, const std::map<std::string, const doub
     Mat v((size_t)T * Ck);
     for (int t = 0; t < T; t++)
       for (int c = 0; c < Ck; c++) v[(size_t)t * Ck + c] = qkv[(size_t)t * QKV + C + Ck + c];
-    if (cfg.rivals.value_residual) {
-      if (l == 0) {
-        v_first = v;
-      } else {
-        const double lambda = P("attn.value_lambda")[0];
-        for (size_t i = 0; i < v.size(); i++) v[i] = lambda * v[i] + (1 - lambda) * v_first[i];
-      }
+    const LayerAttention& a = cfg.attention[l];
+    if (l == 0) v_first = v;
+    if (l > 0 && a.value_residual) {
+      const double lambda = P("attn.value_lambda")[0];
+      for (size_t i = 0; i < v.size(); i++) v[i] = lambda * v[i] + (1 - lambda) * v_first[i];
     }
     Mat u((size_t)T * C, 0.0);
     for (int h = 0; h < H; h++) {
       const int g = h / (H / Hk);
       for (int i = 0; i < T; i++) {
         // Keys j ≤ i, or j < i with no-self; the sink joins with its logit and a zero value.
-        const int last = cfg.rivals.no_self ? i - 1 : i;
+        const int last = a.no_self ? i - 1 : i;
         std::vector<double> s;
-        double mx = cfg.layer_sink[l] ? P("attn.sink")[h] : -INFINITY;
+        double mx = a.sink ? P("attn.sink")[h] : -INFINITY;
         for (int j = 0; j <= last; j++) {
           double dot = 0;
           for (int d = 0; d < D; d++)
@@ -112,12 +110,12 @@ double naive_loss(const ModelConfig& cfg, const std::map<std::string, const doub
           s.push_back(dot / std::sqrt((double)D));
           mx = std::max(mx, s.back());
         }
-        double sum = cfg.layer_sink[l] ? std::exp(P("attn.sink")[h] - mx) : 0.0;
+        double sum = a.sink ? std::exp(P("attn.sink")[h] - mx) : 0.0;
         for (double& e : s) sum += (e = std::exp(e - mx));
         double* y = &u[(size_t)i * C + h * D];
         for (int j = 0; j <= last; j++)
           for (int d = 0; d < D; d++) y[d] += s[j] / sum * v[(size_t)j * Ck + g * D + d];
-        if (cfg.layer_attn[l] == AttnKind::xsa) {  // remove the own (mixed) value's direction
+        if (a.kind == AttnKind::xsa) {  // remove the own (mixed) value's direction
           const double* own = &v[(size_t)i * Ck + g * D];
           double yv = 0, vv = 0;
           for (int d = 0; d < D; d++) yv += y[d] * own[d], vv += own[d] * own[d];
@@ -125,7 +123,7 @@ double naive_loss(const ModelConfig& cfg, const std::map<std::string, const doub
         }
       }
     }
-    if (cfg.rivals.gated_attn) {  // y ⊙ σ(LN1(x) W_gᵀ)
+    if (a.output_gate) {  // y ⊙ σ(LN1(x) W_gᵀ)
       const Mat gate = linear(ln1, P("attn.c_gate.weight"), T, C, C);
       for (size_t i = 0; i < u.size(); i++) u[i] *= sigmoid(gate[i]);
     }
@@ -213,7 +211,11 @@ INSTANTIATE_TEST_SUITE_P(Rivals, RivalForward,
                          ::testing::Values("sa", "xsa", "sa+gated-attn", "xsa+gated-attn",
                                            "sa+value-residual", "xsa+value-residual", "sa+no-self",
                                            "xsa+no-self", "sa+sink+no-self",
-                                           "gqa:xsa+gated-attn+value-residual+no-self"),
+                                           "gqa:xsa+gated-attn+value-residual+no-self",
+                                           // a rival on some layers only (comma lists)
+                                           "sa+no-self,xsa+gated-attn,sa+value-residual",
+                                           "gated-attn,xsa,xsa+no-self+value-residual+sink",
+                                           "xsa-last2+value-residual"),
                          [](const auto& info) {
                            std::string s = info.param;
                            for (char& c : s) c = std::isalnum((unsigned char)c) ? c : '_';
@@ -334,16 +336,31 @@ TEST(Rivals, TwinsShareEveryCommonTensorAndCountTheirOwn) {
   }
 }
 
-// config.json: version 3 with the rivals, read back equal; older models keep their version; an
-// unknown rival or a missing flag is named.
+// config.json: version 3 when every layer has the same rivals (as older files), version 4 when
+// they differ by layer, each read back equal; older models keep their version; an unknown rival or
+// a missing flag is named.
 TEST(Rivals, ConfigJsonRoundTripsAndRefusesWhatItDoesNotKnow) {
-  const ModelConfig cfg = rival_config("sa,xsa,xsa+gated-attn+no-self");
+  const ModelConfig cfg =
+      rival_config("sa+gated-attn+no-self,xsa+gated-attn+no-self,xsa+no-self+gated-attn");
   nlohmann::json j = cfg;
   EXPECT_EQ(j["version"], 3);
+  EXPECT_EQ(j["rivals"],
+            nlohmann::json({{"gated_attn", true}, {"value_residual", false}, {"no_self", true}}));
   const ModelConfig back = model_config_from_json(j, "config.json");
-  EXPECT_EQ(layer_attn_string(back), "sa,xsa,xsa+gated-attn+no-self");
-  EXPECT_TRUE(back.rivals.gated_attn && back.rivals.no_self && !back.rivals.value_residual);
+  EXPECT_EQ(attention_string(back),
+            "sa+gated-attn+no-self,xsa+gated-attn+no-self,xsa+gated-attn+no-self");
+  for (int l = 0; l < 3; l++) EXPECT_EQ(back.attention[l], cfg.attention[l]) << l;
   EXPECT_EQ(nlohmann::json(rival_config("xsa"))["version"], 1);
+  const ModelConfig per_layer = rival_config("sa,xsa+value-residual,gated-attn+sink");
+  const nlohmann::json j4 = per_layer;
+  EXPECT_EQ(j4["version"], 4);
+  EXPECT_FALSE(j4.contains("rivals"));
+  const ModelConfig back4 = model_config_from_json(j4, "config.json");
+  EXPECT_EQ(attention_string(back4), "sa,xsa+value-residual,sa+sink+gated-attn");
+  for (int l = 0; l < 3; l++) EXPECT_EQ(back4.attention[l], per_layer.attention[l]) << l;
+  nlohmann::json short_list = j4;
+  short_list["layer_rivals"].erase(2);
+  EXPECT_THROW(model_config_from_json(short_list, "config.json"), Error);
   nlohmann::json unknown = j;
   unknown["rivals"]["talking_heads"] = true;
   EXPECT_THROW(
@@ -367,7 +384,6 @@ TEST(Rivals, ConfigJsonRoundTripsAndRefusesWhatItDoesNotKnow) {
 TEST(Rivals, ExportsRefuseThem) {
   ModelConfig cfg = rival_config("sa+gated-attn");
   set_architecture(cfg, "gpt2");
-  cfg.rivals.gated_attn = true;
   ParamArena<float> arena(cfg, false);
   arena.init(cfg, 1);
   namespace fs = std::filesystem;
@@ -391,15 +407,17 @@ TEST(Rivals, ExportsRefuseThem) {
 // compare's names: the rivals alone (on SA) and with XSA or any other variant, their models.
 TEST(Rivals, CompareVariantsNameThem) {
   const Variant gated = parse_variant("gated-attn", 4);
-  EXPECT_TRUE(gated.rivals.gated_attn);
-  EXPECT_EQ(gated.layers[3], AttnKind::sa);
+  EXPECT_TRUE(gated.attention[3].output_gate);
+  EXPECT_EQ(gated.attention[3].kind, AttnKind::sa);
   const Variant both = parse_variant("xsa+gated-attn", 4);
-  EXPECT_TRUE(both.rivals.gated_attn && !both.rivals.no_self);
-  EXPECT_EQ(both.layers[0], AttnKind::xsa);
+  EXPECT_TRUE(both.attention[0].output_gate && !both.attention[0].no_self);
+  EXPECT_EQ(both.attention[0].kind, AttnKind::xsa);
   const Variant many = parse_variant("xsa-last2+value-residual+no-self+sink@bf16", 4);
-  EXPECT_TRUE(many.rivals.value_residual && many.rivals.no_self && many.sinks[0]);
-  EXPECT_EQ(many.layers[1], AttnKind::sa);
-  EXPECT_EQ(many.layers[2], AttnKind::xsa);
+  for (int l = 0; l < 4; l++)
+    EXPECT_TRUE(many.attention[l].value_residual && many.attention[l].no_self &&
+                many.attention[l].sink);
+  EXPECT_EQ(many.attention[1].kind, AttnKind::sa);
+  EXPECT_EQ(many.attention[2].kind, AttnKind::xsa);
   EXPECT_EQ(many.precision, Precision::bf16);
   EXPECT_THROW(parse_variant("xsa+gated", 4), Error);
 }

@@ -262,7 +262,7 @@ TEST_F(SpmTest, BitsPerByteOfAUniformModelCountTheTextsBytesForEveryTokenizer) {
     cfg.tokenizer = kind, cfg.vocab_size = tok->vocab_size();
     cfg.padded_vocab = pad_vocab(cfg.vocab_size);
     cfg.n_layer = 1, cfg.n_head = 2, cfg.n_embd = 16, cfg.seq_len = (int)targets;
-    set_layer_attn(cfg, "xsa");
+    set_attention(cfg, "xsa");
     Gpt<float> model(cfg, 1, cfg.seq_len, GptMode::inference);
     std::fill(model.params().params.data(),
               model.params().params.data() + model.params().params.size(), 0.0f);

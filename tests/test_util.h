@@ -56,7 +56,7 @@ inline ModelConfig small_test_config(int V, int L, int seq_len, const std::strin
   ModelConfig cfg;
   cfg.vocab_size = V, cfg.padded_vocab = pad_vocab(V);
   cfg.n_layer = L, cfg.n_head = 2, cfg.n_embd = 16, cfg.seq_len = seq_len;
-  set_layer_attn(cfg, attn);
+  set_attention(cfg, attn);
   return cfg;
 }
 

@@ -391,7 +391,7 @@ struct TinyModel {
   std::vector<int32_t> inputs, targets;
   TinyModel() {
     cfg.n_layer = 3, cfg.n_head = 4, cfg.n_kv_head = 2, cfg.n_embd = 128, cfg.seq_len = 128;
-    set_layer_attn(cfg, "sa,xsa+sink,xsa-gated-one");
+    set_attention(cfg, "sa,xsa+sink,xsa-gated-one");
     inputs.resize(B * T), targets.resize(B * T);
     for (int n = 0; n < B * T; n++) {
       inputs[n] = (n * 131 + n / 3) % cfg.vocab_size;

@@ -42,7 +42,7 @@ fs::path write_text(const fs::path& dir, size_t n) {
 ModelConfig tiny_model(const std::string& attn = "xsa") {
   ModelConfig cfg;
   cfg.n_layer = 2, cfg.n_head = 4, cfg.n_embd = 64, cfg.seq_len = 32;
-  set_layer_attn(cfg, attn);
+  set_attention(cfg, attn);
   return cfg;
 }
 

@@ -366,7 +366,7 @@ def load(run, dtype=torch.float32):
     ckpt = resolve_checkpoint(run)
     with open(os.path.join(ckpt, "config.json")) as f:
         config = json.load(f)
-    if config.get("version", 1) > 2:  # 3: XSA's rivals (gated-attn, value-residual, no-self)
+    if config.get("version", 1) > 2:  # 3, 4: XSA's rivals (gated-attn, value-residual, no-self)
         raise ValueError(f"{ckpt}: config version {config['version']} (XSA's rivals "
                          f"{config.get('rivals')}) is not computed by this module")
     model = GPT(config)

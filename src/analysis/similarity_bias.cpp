@@ -52,7 +52,7 @@ std::vector<HeadBias> attention_similarity_bias(Gpt<float>& model, const TokenSt
             for (int d = 0; d < D; d++) vhat[d] = nv > 0 ? v[d] / nv : 0.0;
             if (t > 0) {  // position 0 attends only to itself: every figure is trivial there
               r.cos_yv += cosine(y, v);
-              if (cfg.layer_attn[l] != AttnKind::sa) {
+              if (cfg.attention[l].kind != AttnKind::sa) {
                 const float* gate = model.params().w.layers[l].xsa_gate;  // gated XSA: α = tanh(w)
                 const double alpha = gate ? std::tanh((double)gate[h]) : 1.0;
                 // z in double: the geometry of the exclusive step, not float rounding (which makes
@@ -69,7 +69,7 @@ std::vector<HeadBias> attention_similarity_bias(Gpt<float>& model, const TokenSt
               }
               double qk = 0;
               for (int d = 0; d < D; d++) qk += (double)q[d] * k[d];
-              if (!cfg.rivals.no_self)  // no-self masks the own position: its weight is 0
+              if (!cfg.attention[l].no_self)  // no-self masks the own position: its weight is 0
                 r.self_weight += std::exp(qk * scale - act.att_lse[((size_t)b * H + h) * T + t]);
               double pairs = 0;  // Σ_{j<t} cos(v_t, v_j) = v̂_t · Σ_{j<t} v̂_j
               for (int d = 0; d < D; d++) pairs += vhat[d] * prefix[d];
@@ -87,7 +87,7 @@ std::vector<HeadBias> attention_similarity_bias(Gpt<float>& model, const TokenSt
     for (int h = 0; h < H; h++) {
       HeadBias& r = out[l * H + h];
       const double n = std::max(1.0, n_tokens[l * H + h]);
-      r.layer = l, r.head = h, r.exclusive = cfg.layer_attn[l] != AttnKind::sa;
+      r.layer = l, r.head = h, r.exclusive = cfg.attention[l].kind != AttnKind::sa;
       r.cos_yv /= n, r.self_weight /= n;
       r.cos_zv = r.exclusive ? r.cos_zv / n : NAN;
       r.cos_vv /= std::max(1.0, n_pairs[l * H + h]);

@@ -14,7 +14,7 @@ ModelConfig model_of(const BenchShape& s, AttnKind attn) {
   cfg.vocab_size = vocab_size_of(cfg.tokenizer);
   cfg.padded_vocab = s.V;
   cfg.n_layer = s.L, cfg.n_head = s.H, cfg.n_embd = s.C, cfg.seq_len = s.T;
-  for (auto& a : cfg.layer_attn) a = attn;
+  for (LayerAttention& a : cfg.attention) a.kind = attn;
   if (s.gpt2_architecture) set_architecture(cfg, "gpt2");
   return cfg;
 }

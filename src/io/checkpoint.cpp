@@ -196,7 +196,7 @@ nlohmann::json load_trainer_state(const fs::path& ckpt_dir) {
 ModelConfig init_from_config(const fs::path& ckpt_dir, const ModelConfig& requested) {
   const ModelConfig stored = load_checkpoint_config(ckpt_dir);
   ModelConfig cfg = stored;
-  cfg.layer_attn = requested.layer_attn, cfg.layer_sink = requested.layer_sink;
+  cfg.attention = requested.attention;
   cfg.seq_len = requested.seq_len;
   if (cfg.positions == Positions::learned && cfg.seq_len > stored.seq_len)
     fail("--seq-len {} is longer than the {} learned positions of --init-from {}", cfg.seq_len,
@@ -221,7 +221,7 @@ std::vector<std::string> InitialWeights::check(const std::vector<TensorInfo>& la
     if (!known)
       fail(
           "{}: tensor '{}' has no place in the model being trained (its attention differs: a "
-          "gate or sink would be dropped)",
+          "gate, sink or rival's tensor would be dropped)",
           path_, name);
   }
   std::vector<std::string> fresh;

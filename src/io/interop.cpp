@@ -115,7 +115,7 @@ ModelConfig hf_config(const std::string& text, const std::string& path) {
   if (j.contains("xsa_layer_attn")) {  // written by export_hf for XSA models
     if (!j["xsa_layer_attn"].is_string()) fail("{}: xsa_layer_attn is not a string", path);
     try {
-      set_layer_attn(cfg, j["xsa_layer_attn"].get<std::string>());
+      set_attention(cfg, j["xsa_layer_attn"].get<std::string>());
     } catch (const Error& e) {
       fail("{}: xsa_layer_attn: {}", path, e.what());
     }
@@ -166,16 +166,16 @@ std::string llmc_refusal(const ModelConfig& cfg) {
            "architecture (RoPE, no biases): train it with --arch gpt2";
   if (cfg.n_kv_head != 0 && cfg.n_kv_head != cfg.n_head)
     return "llm.c has no grouped-query attention (--kv-heads)";
-  if (cfg.rivals.any())
+  if (has_rivals(cfg))
     return fmt::format("llm.c has no {} (XSA's rivals, docs/SPEC.md §8)",
-                       rivals_string(cfg.rivals));
+                       rivals_string(options_on_any_layer(cfg.attention, cfg.n_layer)));
   for (int l = 0; l < cfg.n_layer; l++) {
-    if (cfg.layer_attn[l] != AttnKind::sa)
+    if (cfg.attention[l].kind != AttnKind::sa)
       return fmt::format(
           "llm.c computes standard attention, and layer {} is {}: an XSA model would be computed "
           "as a different one",
-          l, to_string(cfg.layer_attn[l]));
-    if (cfg.layer_sink[l]) return fmt::format("llm.c has no attention sinks (layer {})", l);
+          l, to_string(cfg.attention[l].kind));
+    if (cfg.attention[l].sink) return fmt::format("llm.c has no attention sinks (layer {})", l);
   }
   return "";
 }
@@ -359,9 +359,9 @@ void export_hf(const ModelConfig& cfg, const std::vector<TensorInfo>& layout, co
         "model has the xsa architecture (RoPE, no biases): train it with --arch gpt2");
   if (cfg.n_kv_head != 0 && cfg.n_kv_head != cfg.n_head)
     fail("cannot export to Hugging Face GPT-2: it has no grouped-query attention (--kv-heads)");
-  if (cfg.rivals.any())
+  if (has_rivals(cfg))
     fail("cannot export to Hugging Face GPT-2: it has no {} (XSA's rivals, docs/SPEC.md §8)",
-         rivals_string(cfg.rivals));
+         rivals_string(options_on_any_layer(cfg.attention, cfg.n_layer)));
   std::vector<std::vector<float>> transposed;
   std::vector<TensorRef> refs;
   for (const TensorInfo& t : layout) {
@@ -389,8 +389,8 @@ void export_hf(const ModelConfig& cfg, const std::vector<TensorInfo>& layout, co
                  {"eos_token_id", 50256}};
   bool all_sa = true;
   for (int l = 0; l < cfg.n_layer; l++)
-    all_sa &= cfg.layer_attn[l] == AttnKind::sa && !cfg.layer_sink[l];
-  if (!all_sa) config["xsa_layer_attn"] = layer_attn_string(cfg);
+    all_sa &= cfg.attention[l].kind == AttnKind::sa && !cfg.attention[l].sink;
+  if (!all_sa) config["xsa_layer_attn"] = attention_string(cfg);
   std::error_code ec;
   fs::create_directories(folder, ec);
   if (ec) fail("{}: cannot create the folder: {}", folder.string(), ec.message());

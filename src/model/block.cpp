@@ -7,12 +7,13 @@ namespace xsa {
 template <typename Real>
 BlockStorage block_storage(const Backend<Real>& be, const BlockRun<Real>& run) {
   const Storage product = be.product_input_storage(run.rows.B * run.rows.T);
-  const bool exclusive = run.cfg.layer_attn[run.layer] != AttnKind::sa;
+  const LayerAttention& attention = run.cfg.attention[run.layer];
+  const bool exclusive = attention.kind != AttnKind::sa;
   const bool rope = run.cfg.positions == Positions::rope;
   BlockStorage s;
   s.ln1 = s.ln2 = s.fc_gelu = product;
   // With gated-attn the gate reads z too: it is no longer a product input.
-  s.att_z = exclusive && !run.cfg.rivals.gated_attn ? product : Storage::fp32;
+  s.att_z = exclusive && !attention.output_gate ? product : Storage::fp32;
   s.d_fc_pre = run.W.fc_b ? Storage::fp32 : product;
   s.d_qkv = rope && !run.W.qkv_b ? product : Storage::fp32;
   return s;
@@ -20,9 +21,10 @@ BlockStorage block_storage(const Backend<Real>& be, const BlockRun<Real>& run) {
 
 template <typename Real>
 void check_backend_runs(const ModelConfig& cfg, const Backend<Real>& backend) {
-  if (cfg.rivals.any() && !backend.supports(Op::rivals, Storage::fp32))
+  if (has_rivals(cfg) && !backend.supports(Op::rivals, Storage::fp32))
     fail("the {} backend does not run XSA's rivals ({}); run them with --device cpu",
-         to_string(backend.device()), rivals_string(cfg.rivals));
+         to_string(backend.device()),
+         rivals_string(options_on_any_layer(cfg.attention, cfg.n_layer)));
 }
 
 namespace {
@@ -41,8 +43,8 @@ ops::AttentionArgs<Real> attention_args(const BlockRun<Real>& run, Storage z_sto
   const ModelConfig& cfg = run.cfg;
   ops::AttentionArgs<Real> a;
   a.B = run.rows.B, a.T = run.rows.T, a.C = cfg.n_embd, a.H = cfg.n_head, a.Hkv = cfg.kv_heads();
-  a.exclusive = cfg.layer_attn[run.layer] != AttnKind::sa;
-  a.no_self = cfg.rivals.no_self;
+  a.exclusive = cfg.attention[run.layer].kind != AttnKind::sa;
+  a.no_self = cfg.attention[run.layer].no_self;
   a.qkv = run.buf.qkv, a.y = run.buf.att_y;
   Real* z = run.buf.att_z ? run.buf.att_z : run.scratch.att_z;  // kept for gated-attn
   a.z = a.exclusive ? Tensor<Real>(z, z_storage) : Tensor<Real>();
@@ -63,9 +65,17 @@ ops::ValueMixArgs<Real> value_mix_args(const BlockRun<Real>& run) {
   return a;
 }
 
-// Whether the layer keeps the first layer's values (value-residual's layer 0 of several).
+// Whether the layer keeps the first layer's values (layer 0, where a later layer mixes them in).
 inline bool keeps_first_values(const ModelConfig& cfg, int layer) {
-  return cfg.rivals.value_residual && layer == 0 && cfg.n_layer > 1;
+  return layer == 0 && any_layer_mixes_values(cfg.attention, cfg.n_layer);
+}
+
+// Whether a layer above this one mixes in the first layer's values (and so, running backward
+// first, has written their gradient).
+inline bool later_layer_mixes_values(const ModelConfig& cfg, int layer) {
+  for (int l = layer + 1; l < cfg.n_layer; l++)
+    if (mixes_first_values(cfg.attention, l)) return true;
+  return false;
 }
 
 template <typename Real>
@@ -183,7 +193,7 @@ void value_residual_backward(Backend<Real>& be, const BlockRun<Real>& run,
   if (run.W.value_lambda) {
     ops::ValueMixArgs<Real> a = value_mix_args(run);
     a.dqkv = g.d_qkv, a.d_first = run.scratch.d_v_first, a.dlambda = g.dW.value_lambda;
-    a.accumulate_first = run.layer < run.cfg.n_layer - 1;  // the last layer runs first
+    a.accumulate_first = later_layer_mixes_values(run.cfg, run.layer);
     be.value_mix_backward(a);
   } else if (keeps_first_values(run.cfg, run.layer)) {
     const int Ck = run.cfg.kv_heads() * run.cfg.head_dim(), QKV = run.cfg.qkv_dim();

@@ -33,9 +33,10 @@ DecoderLayout decoder_layout(const ModelConfig& cfg, int capacity, int rows, boo
   take(v.lse, H * rows), take(v.fc, rows * 4 * C), take(v.fc_gelu, rows * 4 * C);
   take(v.cos, rows * half), take(v.sin, rows * half), take(v.alpha, H);
   take(v.rope_cos, (size_t)cfg.seq_len * half), take(v.rope_sin, (size_t)cfg.seq_len * half);
-  // XSA's rivals (one set for every layer, as the others): gated-attn's gate and its W_o input,
+  // XSA's rivals (the buffers are shared by the layers): gated-attn's gate and its W_o input,
   // XSA's z kept for it; value-residual's first values and each layer's own.
-  const bool gated = cfg.rivals.gated_attn, mixed = cfg.rivals.value_residual;
+  const bool gated = options_on_any_layer(cfg.attention, cfg.n_layer).output_gate;
+  const bool mixed = any_layer_mixes_values(cfg.attention, cfg.n_layer);
   take(v.output_gate_pre, gated ? rows * C : 0), take(v.att_output_gated, gated ? rows * C : 0);
   take(v.kept_z, gated ? rows * C : 0);
   take(v.v_first, mixed ? rows * kv : 0), take(v.v_raw, mixed ? rows * kv : 0);
@@ -67,12 +68,13 @@ Decoder<Real>::Decoder(const ModelConfig& cfg, const Weights<Real>& weights, int
   buf_ = {base + v.ln, base + v.mean, base + v.rstd, base + v.qkv,  base + v.y,  base + v.lse,
           x_,          base + v.ln,   base + v.mean, base + v.rstd, base + v.fc, base + v.fc_gelu};
   scratch_ = {base + v.z, base + v.alpha, nullptr, nullptr};
-  if (cfg_.rivals.gated_attn) {
+  if (options_on_any_layer(cfg_.attention, cfg_.n_layer).output_gate) {
     buf_.output_gate_pre = base + v.output_gate_pre,
     scratch_.att_output_gated = base + v.att_output_gated;
     buf_.att_z = base + v.kept_z;  // z for the gate (every layer: SA layers do not write it)
   }
-  if (cfg_.rivals.value_residual) scratch_.v_first = base + v.v_first, buf_.v_raw = base + v.v_raw;
+  if (any_layer_mixes_values(cfg_.attention, cfg_.n_layer))
+    scratch_.v_first = base + v.v_first, buf_.v_raw = base + v.v_raw;
   cos_ = base + v.cos, sin_ = base + v.sin;
   rope_cos_ = base + v.rope_cos, rope_sin_ = base + v.rope_sin;
   last_logits_ = base + v.last_logits;

@@ -26,7 +26,8 @@ size_t carve_activations(Activations<Real>& a, Real* base, const ModelConfig& cf
     else
       view = nullptr;
   };
-  const AttentionRivals& rivals = cfg.rivals;
+  const LayerAttention any = options_on_any_layer(cfg.attention, cfg.n_layer);
+  const bool mixes = any_layer_mixes_values(cfg.attention, cfg.n_layer);
   const bool training = mode == GptMode::training;
   const size_t Ck = (size_t)cfg.kv_heads() * D;
   a.layers.resize(cfg.n_layer);
@@ -39,9 +40,10 @@ size_t carve_activations(Activations<Real>& a, Real* base, const ModelConfig& cf
     take(L.ln2, N * C), take(L.ln2_mean, N), take(L.ln2_rstd, N);
     take(L.fc, N * 4 * C), take(L.fc_gelu, N * 4 * C);
     const int l = (int)(&L - a.layers.data());
-    take_if(rivals.gated_attn, L.output_gate_pre, N * C);
-    take_if(rivals.gated_attn && cfg.layer_attn[l] != AttnKind::sa, L.att_z, N * C);
-    take_if(rivals.value_residual && l > 0, L.v_raw, N * Ck);
+    const LayerAttention& attention = cfg.attention[l];
+    take_if(attention.output_gate, L.output_gate_pre, N * C);
+    take_if(attention.output_gate && attention.kind != AttnKind::sa, L.att_z, N * C);
+    take_if(mixes_first_values(cfg.attention, l), L.v_raw, N * Ck);
   }
   take(a.lnf, N * C), take(a.lnf_mean, N), take(a.lnf_rstd, N);
   take(a.losses, N);
@@ -49,10 +51,10 @@ size_t carve_activations(Activations<Real>& a, Real* base, const ModelConfig& cf
   BlockScratch<Real>& s = a.scratch;
   take(s.att_z, N * C);
   take(s.xsa_alpha, H), take(s.xsa_dalpha, N * H), take(s.sink_dlogit, (size_t)B * H);
-  take_if(rivals.gated_attn, s.att_output_gated, N * C);
-  take_if(rivals.gated_attn && training, s.d_output_gated, N * C);
-  take_if(rivals.value_residual, s.v_first, N * Ck);
-  take_if(rivals.value_residual && training, s.d_v_first, N * Ck);
+  take_if(any.output_gate, s.att_output_gated, N * C);
+  take_if(any.output_gate && training, s.d_output_gated, N * C);
+  take_if(mixes, s.v_first, N * Ck);
+  take_if(mixes && training, s.d_v_first, N * Ck);
   take(a.logits, (size_t)head_rows * cfg.padded_vocab);
   a.d_resid = a.d_buf = a.d_qkv = a.d_fc = nullptr;
   if (training) {

@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
-#include <sstream>
 
 #include "xsa/model/params.h"
 #include "xsa/util/error.h"
@@ -57,116 +56,45 @@ int pad_vocab(int vocab_size) {
   return (vocab_size + 63) / 64 * 64;
 }
 
-const char* to_string(AttnKind kind) {
-  switch (kind) {
-    case AttnKind::sa:
-      return "sa";
-    case AttnKind::xsa:
-      return "xsa";
-    case AttnKind::xsa_gated:
-      return "xsa-gated";
-    case AttnKind::xsa_gated_one:
-      return "xsa-gated-one";
-  }
-  return "?";
-}
-namespace {
-AttnKind parse_attn(const std::string& word) {
-  if (word == "sa") return AttnKind::sa;
-  if (word == "xsa") return AttnKind::xsa;
-  if (word == "xsa-gated") return AttnKind::xsa_gated;
-  if (word == "xsa-gated-one") return AttnKind::xsa_gated_one;
-  fail(
-      "--attn '{}' is not known (expected sa, xsa, xsa-gated, each optionally +sink, or a comma "
-      "list, one per layer; then optionally +gated-attn, +value-residual, +no-self)",
-      word);
-}
-}  // namespace
-
-std::string rivals_string(const AttentionRivals& rivals) {
-  std::string s;
-  auto add = [&](bool on, const char* name) {
-    if (!on) return;
-    if (!s.empty()) s += '+';
-    s += name;
-  };
-  add(rivals.gated_attn, "gated-attn");
-  add(rivals.value_residual, "value-residual");
-  add(rivals.no_self, "no-self");
-  return s;
+void set_attention(ModelConfig& cfg, const std::string& spec) {
+  cfg.attention = parse_attention(spec, cfg.n_layer, "--attn");
 }
 
-static bool take_rival_suffix(std::string& spec, AttentionRivals& rivals) {
-  const std::pair<const char*, bool AttentionRivals::*> suffixes[] = {
-      {"+gated-attn", &AttentionRivals::gated_attn},
-      {"+value-residual", &AttentionRivals::value_residual},
-      {"+no-self", &AttentionRivals::no_self}};
-  for (const auto& [suffix, flag] : suffixes) {
-    const size_t n = std::char_traits<char>::length(suffix);
-    if (spec.size() > n && spec.compare(spec.size() - n, n, suffix) == 0) {
-      spec.resize(spec.size() - n);
-      rivals.*flag = true;
-      return true;
-    }
-  }
-  return false;
+std::string attention_string(const ModelConfig& cfg) {
+  return attention_string(cfg.attention, cfg.n_layer);
 }
 
-void set_layer_attn(ModelConfig& cfg, std::string spec) {
-  cfg.rivals = {};
-  while (take_rival_suffix(spec, cfg.rivals)) {
-  }
-  // "xsa+sink": the kind, with a learned attention sink.
-  auto apply = [&](int l, std::string word) {
-    const bool sink = word.size() > 5 && word.compare(word.size() - 5, 5, "+sink") == 0;
-    if (sink) word.resize(word.size() - 5);
-    cfg.layer_attn[l] = parse_attn(word);
-    cfg.layer_sink[l] = sink;
-  };
-  if (spec.find(',') == std::string::npos) {
-    for (int l = 0; l < kMaxLayers; l++) apply(l, spec);
-    return;
-  }
-  std::stringstream ss(spec);
-  std::string word;
-  int n = 0;
-  while (std::getline(ss, word, ',')) {
-    if (n >= kMaxLayers) fail("--attn lists more than {} layers", kMaxLayers);
-    apply(n++, word);
-  }
-  if (n != cfg.n_layer)
-    fail("--attn lists {} layers but the model has {} (--layers)", n, cfg.n_layer);
+bool has_rivals(const ModelConfig& cfg) {
+  return options_on_any_layer(cfg.attention, cfg.n_layer).has_rivals();
 }
 
 namespace {
-std::string layer_kinds_string(const ModelConfig& cfg) {
-  bool any_sink = false;
-  for (int l = 0; l < cfg.n_layer; l++) any_sink |= cfg.layer_sink[l];
-  if (any_sink) {
-    std::string s;
-    for (int l = 0; l < cfg.n_layer; l++) {
-      if (l) s += ',';
-      s += to_string(cfg.layer_attn[l]);
-      if (cfg.layer_sink[l]) s += "+sink";
-    }
-    return s;
-  }
-  bool uniform = true;
-  for (int l = 1; l < cfg.n_layer; l++) uniform &= cfg.layer_attn[l] == cfg.layer_attn[0];
-  if (uniform) return to_string(cfg.layer_attn[0]);
-  std::string s;
-  for (int l = 0; l < cfg.n_layer; l++) {
-    if (l) s += ',';
-    s += to_string(cfg.layer_attn[l]);
-  }
-  return s;
-}
-}  // namespace
 
-std::string layer_attn_string(const ModelConfig& cfg) {
-  const std::string rivals = rivals_string(cfg.rivals);
-  return layer_kinds_string(cfg) + (rivals.empty() ? "" : "+" + rivals);
+// The rivals' flags as config.json writes them: version 3 one object for every layer, version 4
+// one per layer.
+constexpr std::pair<const char*, bool LayerAttention::*> kRivalKeys[] = {
+    {"gated_attn", &LayerAttention::output_gate},
+    {"value_residual", &LayerAttention::value_residual},
+    {"no_self", &LayerAttention::no_self}};
+
+nlohmann::json rivals_json(const LayerAttention& layer) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const auto& [key, flag] : kRivalKeys) j[key] = layer.*flag;
+  return j;
 }
+
+void read_rivals(const nlohmann::json& j, LayerAttention& layer, const std::string& where) {
+  if (!j.is_object()) fail("{} must be an object", where);
+  for (const auto& [key, flag] : kRivalKeys) {
+    if (!j.contains(key) || !j[key].is_boolean()) fail("{}.{} must be true or false", where, key);
+    layer.*flag = j[key].get<bool>();
+  }
+  for (const auto& item : j.items())
+    if (item.key() != "gated_attn" && item.key() != "value_residual" && item.key() != "no_self")
+      fail("{}.{} is not known (gated_attn, value_residual, no_self)", where, item.key());
+}
+
+}  // namespace
 
 int64_t parameter_count(const ModelConfig& cfg) {
   int64_t n = 0;
@@ -178,7 +106,7 @@ void to_json(nlohmann::json& j, const ModelConfig& cfg) {
   std::vector<std::string> attn;
   std::vector<bool> sink;
   for (int l = 0; l < cfg.n_layer; l++)
-    attn.push_back(to_string(cfg.layer_attn[l])), sink.push_back(cfg.layer_sink[l]);
+    attn.push_back(to_string(cfg.attention[l].kind)), sink.push_back(cfg.attention[l].sink);
   j = nlohmann::json{{"format", "xsa-gpt"},
                      {"version", 1},
                      {"tokenizer", to_string(cfg.tokenizer)},
@@ -199,14 +127,22 @@ void to_json(nlohmann::json& j, const ModelConfig& cfg) {
     j["positions"] = cfg.positions == Positions::rope ? "rope" : "learned";
     j["linear_bias"] = cfg.linear_bias;
   }
-  // Rivals: version 3, which readers that do not know them refuse rather than misread.
-  if (cfg.rivals.any()) {
-    j["version"] = 3;
+  // Rivals: version 3 when every layer has the same, version 4 when they differ by layer; readers
+  // that do not know them refuse rather than misread.
+  if (has_rivals(cfg)) {
+    bool uniform = true;
+    for (int l = 1; l < cfg.n_layer; l++)
+      uniform &= rivals_json(cfg.attention[l]) == rivals_json(cfg.attention[0]);
+    j["version"] = uniform ? 3 : 4;
     j["positions"] = cfg.positions == Positions::rope ? "rope" : "learned";
     j["linear_bias"] = cfg.linear_bias;
-    j["rivals"] = {{"gated_attn", cfg.rivals.gated_attn},
-                   {"value_residual", cfg.rivals.value_residual},
-                   {"no_self", cfg.rivals.no_self}};
+    if (uniform) {
+      j["rivals"] = rivals_json(cfg.attention[0]);
+    } else {
+      nlohmann::json layers = nlohmann::json::array();
+      for (int l = 0; l < cfg.n_layer; l++) layers.push_back(rivals_json(cfg.attention[l]));
+      j["layer_rivals"] = layers;
+    }
   }
 }
 
@@ -224,7 +160,7 @@ ModelConfig model_config_from_json(const nlohmann::json& j, const std::string& s
     fail("{}: 'format' is not \"xsa-gpt\"", source);
   const int version =
       j.contains("version") && j["version"].is_number_integer() ? j["version"].get<int>() : 0;
-  if (version < 1 || version > 3) fail("{}: unsupported version {}", source, version);
+  if (version < 1 || version > 4) fail("{}: unsupported version {}", source, version);
   if (version >= 2) {
     const std::string positions = j.contains("positions") && j["positions"].is_string()
                                       ? j["positions"].get<std::string>()
@@ -235,21 +171,6 @@ ModelConfig model_config_from_json(const nlohmann::json& j, const std::string& s
     if (!j.contains("linear_bias") || !j["linear_bias"].is_boolean())
       fail("{}: 'linear_bias' must be true or false", source);
     cfg.linear_bias = j["linear_bias"].get<bool>();
-  }
-  if (version == 3) {
-    const auto& rivals = j.contains("rivals") ? j["rivals"] : nlohmann::json();
-    if (!rivals.is_object()) fail("{}: 'rivals' must be an object (version 3)", source);
-    for (const auto& [key, flag] : {std::pair{"gated_attn", &AttentionRivals::gated_attn},
-                                    std::pair{"value_residual", &AttentionRivals::value_residual},
-                                    std::pair{"no_self", &AttentionRivals::no_self}}) {
-      if (!rivals.contains(key) || !rivals[key].is_boolean())
-        fail("{}: rivals.{} must be true or false", source, key);
-      cfg.rivals.*flag = rivals[key].get<bool>();
-    }
-    for (const auto& item : rivals.items())
-      if (item.key() != "gated_attn" && item.key() != "value_residual" && item.key() != "no_self")
-        fail("{}: rivals.{} is not known (gated_attn, value_residual, no_self)", source,
-             item.key());
   }
   if (!j.contains("tokenizer") || !j["tokenizer"].is_string())
     fail("{}: 'tokenizer' is missing", source);
@@ -280,7 +201,19 @@ ModelConfig model_config_from_json(const nlohmann::json& j, const std::string& s
     auto known = std::find(std::begin(kinds), std::end(kinds), a);
     if (known == std::end(kinds))
       fail("{}: layer_attn[{}] is not one of sa, xsa, xsa-gated, xsa-gated-one", source, l);
-    cfg.layer_attn[l] = (AttnKind)(known - std::begin(kinds));
+    cfg.attention[l].kind = (AttnKind)(known - std::begin(kinds));
+  }
+  if (version == 3) {  // one set of rivals for every layer
+    LayerAttention rivals;
+    read_rivals(j.contains("rivals") ? j["rivals"] : nlohmann::json(), rivals, source + ": rivals");
+    for (int l = 0; l < cfg.n_layer; l++)
+      for (const auto& [key, flag] : kRivalKeys) cfg.attention[l].*flag = rivals.*flag;
+  } else if (version == 4) {  // one set per layer
+    const auto& layers = j.contains("layer_rivals") ? j["layer_rivals"] : nlohmann::json();
+    if (!layers.is_array() || (int)layers.size() != cfg.n_layer)
+      fail("{}: 'layer_rivals' must list one object per layer ({} layers)", source, cfg.n_layer);
+    for (int l = 0; l < cfg.n_layer; l++)
+      read_rivals(layers[l], cfg.attention[l], fmt::format("{}: layer_rivals[{}]", source, l));
   }
   if (j.contains("layer_sink")) {  // optional: checkpoints without it have no sinks
     const auto& sink = j["layer_sink"];
@@ -288,7 +221,7 @@ ModelConfig model_config_from_json(const nlohmann::json& j, const std::string& s
       fail("{}: 'layer_sink' must list true/false per layer ({} layers)", source, cfg.n_layer);
     for (int l = 0; l < cfg.n_layer; l++) {
       if (!sink[l].is_boolean()) fail("{}: layer_sink[{}] is not true or false", source, l);
-      cfg.layer_sink[l] = sink[l].get<bool>();
+      cfg.attention[l].sink = sink[l].get<bool>();
     }
   }
   return cfg;

@@ -79,18 +79,19 @@ void for_each_tensor(const ModelConfig& cfg, Weights<Real>& w, Fn&& fn) {
     fn(p + "attn.c_proj.weight", std::vector<int64_t>{C, C}, true, Init::normal_residual,
        L.attn_proj_w);
     bias(p + "attn.c_proj.bias", C, L.attn_proj_b);
-    if (cfg.layer_attn[l] == AttnKind::xsa_gated ||
-        cfg.layer_attn[l] == AttnKind::xsa_gated_one)  // no decay
+    const LayerAttention& attention = cfg.attention[l];
+    if (attention.kind == AttnKind::xsa_gated ||
+        attention.kind == AttnKind::xsa_gated_one)  // no decay
       fn(p + "attn.xsa_gate", std::vector<int64_t>{cfg.n_head}, false,
-         cfg.layer_attn[l] == AttnKind::xsa_gated ? Init::zeros : Init::ones, L.xsa_gate);
-    if (cfg.layer_sink[l])  // a logit joining each softmax with a zero value; no decay
+         attention.kind == AttnKind::xsa_gated ? Init::zeros : Init::ones, L.xsa_gate);
+    if (attention.sink)  // a logit joining each softmax with a zero value; no decay
       fn(p + "attn.sink", std::vector<int64_t>{cfg.n_head}, false, Init::zeros, L.sink);
     // The rivals' own tensors (docs/SPEC.md §8), each from its own stream: the twins' shared
     // tensors stay identical. W_g decays and starts as W_q does; λ starts at 0.5 and does not
     // decay.
-    if (cfg.rivals.gated_attn)
+    if (attention.output_gate)
       fn(p + "attn.c_gate.weight", std::vector<int64_t>{C, C}, true, Init::normal, L.output_gate_w);
-    if (cfg.rivals.value_residual && l > 0)
+    if (mixes_first_values(cfg.attention, l))
       fn(p + "attn.value_lambda", std::vector<int64_t>{1}, false, Init::half, L.value_lambda);
     fn(p + "ln_2.weight", std::vector<int64_t>{C}, false, Init::ones, L.ln2_w);
     fn(p + "ln_2.bias", std::vector<int64_t>{C}, false, Init::zeros, L.ln2_b);

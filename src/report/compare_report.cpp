@@ -760,7 +760,7 @@ std::string parameters_note(const CompareReport& r) {
   }
   std::vector<std::string> gated, mixed;
   for (size_t k = 0; k < r.rivals.size() && k < r.variants.size(); k++) {
-    if (r.rivals[k].gated_attn) gated.push_back(r.variants[k]);
+    if (r.rivals[k].output_gate) gated.push_back(r.variants[k]);
     if (r.rivals[k].value_residual) mixed.push_back(r.variants[k]);
   }
   if (!gated.empty())

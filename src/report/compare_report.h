@@ -13,8 +13,8 @@
 #include <vector>
 
 #include "xsa/analysis/similarity_bias.h"
-#include "xsa/options/run_config.h"
 #include "xsa/model/model_config.h"
+#include "xsa/options/run_config.h"
 #include "xsa/report/equal_loss.h"
 #include "xsa/util/sequential.h"
 #include "xsa/util/stats.h"
@@ -116,10 +116,10 @@ struct CompareReport {
   int seeds = 1;
   std::vector<std::vector<HeadBias>> bias;  // per variant, from the first seed; empty: none
   std::vector<double> peak_mb;              // per variant
-  double validation_share = 0;      // of the comparison's wall-clock spent validating (all arms)
-  std::string seeds_note;           // --seeds auto: how many seeds ran, and why it stopped there
-  std::vector<int64_t> parameters;  // per variant (XSA's rivals add theirs: docs/SPEC.md §8)
-  std::vector<AttentionRivals> rivals;  // per variant
+  double validation_share = 0;         // of the comparison's wall-clock spent validating (all arms)
+  std::string seeds_note;              // --seeds auto: how many seeds ran, and why it stopped there
+  std::vector<int64_t> parameters;     // per variant (XSA's rivals add theirs: docs/SPEC.md §8)
+  std::vector<LayerAttention> rivals;  // per variant: the options some layer has
   // Of the validation set (RunInputs::val_bytes_per_token): val loss / ln 2 / this is the bits
   // per byte that compare runs of different vocabularies. NaN: not known (no column).
   double val_bytes_per_token = NAN;

@@ -37,9 +37,11 @@ CompareReport make_report(const CompareConfig& cfg, const Setup& s, CompareResul
   for (const ArmResult& a : result.arms)
     training_seconds += a.val_seconds.empty() ? 0 : a.val_seconds.back();
   std::vector<int64_t> parameters;
-  std::vector<AttentionRivals> rivals;
-  for (const Variant& v : s.variants)
-    parameters.push_back(parameter_count(variant_model(s.model, v))), rivals.push_back(v.rivals);
+  std::vector<LayerAttention> rivals;
+  for (const Variant& v : s.variants) {
+    parameters.push_back(parameter_count(variant_model(s.model, v)));
+    rivals.push_back(options_on_any_layer(v.attention, s.model.n_layer));
+  }
   CompareReport report;
   report.variants = cfg.variants, report.eval_data = cfg.eval_data;
   report.model = s.model, report.run = cfg.run, report.seeds = seeds_run;

@@ -15,23 +15,23 @@
 
 namespace xsa {
 
-// An attention variant: a name and the attention kind of every layer.
+// An attention variant: a name and every layer's attention, in --attn's grammar
+// (parse_attention, model/attention.h), one item for every layer:
 //   sa, xsa            every layer
 //   xsa-lastN          XSA on the last N layers, SA below
 //   xsa-firstN         XSA on the first N layers
 //   xsa-layers-0.2.5   XSA on the listed layers
 //   xsa-gated          gated XSA on every layer
-//   <any>+sink         the same with a learned attention sink on every layer (sa+sink, xsa+sink)
 //   gated-attn, value-residual, no-self
-//                      XSA's rivals (docs/SPEC.md §8) on SA; <any>+gated-attn (+value-residual,
-//                      +no-self) adds one to any variant: xsa+gated-attn, xsa-last2+no-self
+//                      XSA's rivals (docs/SPEC.md §8) on SA
+//   <any>+sink, +gated-attn, +value-residual, +no-self
+//                      options on every layer, in any order: xsa+gated-attn, xsa-last2+no-self
 //   <any>@bf16, @fp32  the same in another precision than --precision's (sa@bf16, xsa+sink@bf16):
 //                      a twin of <any> from the same weights on the same batches
+// (A per-layer list would need commas, which separate the variants.)
 struct Variant {
   std::string name;
-  std::array<AttnKind, kMaxLayers> layers{};
-  std::array<bool, kMaxLayers> sinks{};
-  AttentionRivals rivals;
+  AttentionLayers attention{};         // parse_attention's (model/attention.h)
   std::optional<Precision> precision;  // none: the run's --precision
 };
 Variant parse_variant(const std::string& name, int n_layer);  // throws Error naming the variant

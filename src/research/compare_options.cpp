@@ -21,84 +21,9 @@ Variant parse_variant(const std::string& name, int n_layer) {
     v.name = name, v.precision = precision;
     return v;
   }
-  for (const auto& [rival, flag] : {std::pair{"gated-attn", &AttentionRivals::gated_attn},
-                                    std::pair{"value-residual", &AttentionRivals::value_residual},
-                                    std::pair{"no-self", &AttentionRivals::no_self}}) {
-    const std::string suffix = std::string("+") + rival;
-    if (name == rival) {  // alone: on SA
-      Variant v = parse_variant("sa", n_layer);
-      v.name = name, v.rivals.*flag = true;
-      return v;
-    }
-    if (name.size() > suffix.size() &&
-        name.compare(name.size() - suffix.size(), suffix.size(), suffix) == 0) {
-      Variant v = parse_variant(name.substr(0, name.size() - suffix.size()), n_layer);
-      if (v.rivals.*flag) fail("--variants {}: {} twice", name, rival);
-      v.name = name, v.rivals.*flag = true;
-      return v;
-    }
-  }
-  if (name.size() > 5 && name.compare(name.size() - 5, 5, "+sink") == 0) {
-    Variant v = parse_variant(name.substr(0, name.size() - 5), n_layer);
-    v.name = name;
-    std::fill(v.sinks.begin(), v.sinks.end(), true);
-    return v;
-  }
-  Variant v{name, {}, {}, {}, {}};
-  auto set_all = [&](AttnKind k) { std::fill(v.layers.begin(), v.layers.end(), k); };
-  auto count_after = [&](const std::string& prefix) {
-    int n = 0;
-    try {
-      size_t used = 0;
-      n = std::stoi(name.substr(prefix.size()), &used);
-      if (used != name.size() - prefix.size()) n = -1;
-    } catch (const std::exception&) {
-      n = -1;
-    }
-    if (n < 1 || n > n_layer)
-      fail("--variants {}: needs a layer count between 1 and {} (--layers)", name, n_layer);
-    return n;
-  };
-  if (name == "sa") {
-    set_all(AttnKind::sa);
-  } else if (name == "xsa") {
-    set_all(AttnKind::xsa);
-  } else if (name == "xsa-gated") {
-    set_all(AttnKind::xsa_gated);
-  } else if (name == "xsa-gated-one") {
-    set_all(AttnKind::xsa_gated_one);
-  } else if (name.rfind("xsa-last", 0) == 0) {
-    set_all(AttnKind::sa);
-    for (int l = n_layer - count_after("xsa-last"); l < n_layer; l++) v.layers[l] = AttnKind::xsa;
-  } else if (name.rfind("xsa-first", 0) == 0) {
-    set_all(AttnKind::sa);
-    for (int l = 0, n = count_after("xsa-first"); l < n; l++) v.layers[l] = AttnKind::xsa;
-  } else if (name.rfind("xsa-layers-", 0) == 0) {
-    set_all(AttnKind::sa);
-    std::string list = name.substr(11);
-    size_t pos = 0;
-    while (pos <= list.size()) {
-      size_t dot = list.find('.', pos);
-      std::string item = list.substr(pos, dot == std::string::npos ? std::string::npos : dot - pos);
-      int l = -1;
-      try {
-        l = std::stoi(item);
-      } catch (const std::exception&) {
-      }
-      if (l < 0 || l >= n_layer || item.find_first_not_of("0123456789") != std::string::npos)
-        fail("--variants {}: '{}' is not a layer index between 0 and {}", name, item, n_layer - 1);
-      v.layers[l] = AttnKind::xsa;
-      if (dot == std::string::npos) break;
-      pos = dot + 1;
-    }
-  } else {
-    fail(
-        "--variants {} is not known (sa, xsa, xsa-gated, xsa-lastN, xsa-firstN, xsa-layers-0.2.5, "
-        "gated-attn, value-residual, no-self; +sink, +gated-attn, +value-residual, +no-self; @bf16 "
-        "or @fp32)",
-        name);
-  }
-  return v;
+  if (name.find(',') != std::string::npos)
+    fail("--variants {}: one item per variant (commas separate the variants)", name);
+  return Variant{name, parse_attention(name, n_layer, "--variants"), std::nullopt};
 }
 
 std::vector<std::string> split_list(const std::string& s) {
@@ -138,7 +63,7 @@ Backend<float>& variant_backend(const RunConfig& run, const Variant& v) {
 
 ModelConfig variant_model(const ModelConfig& base, const Variant& v) {
   ModelConfig m = base;
-  m.layer_attn = v.layers, m.layer_sink = v.sinks, m.rivals = v.rivals;
+  m.attention = v.attention;
   return m;
 }
 

@@ -54,7 +54,7 @@ void add_analyze_command(CLI::App& root) {
     const int batches = val_batch_count(stream, a->batch, cfg.seq_len, a->batches);
     auto heads = attention_similarity_bias(model, stream, batches);
     std::printf("attention similarity bias of %s (%s attention) on %s, %d batch(es) of %d x %d\n\n",
-                ckpt.string().c_str(), layer_attn_string(cfg).c_str(), data_path.c_str(), batches,
+                ckpt.string().c_str(), attention_string(cfg).c_str(), data_path.c_str(), batches,
                 a->batch, cfg.seq_len);
     std::printf(
         "| layer | head | attn | cos(y,v) | |cos(z,v)| | self weight a_ii | cos(v_i,v_j) "
@@ -63,12 +63,12 @@ void add_analyze_command(CLI::App& root) {
     std::vector<std::vector<double>> grid(cfg.n_layer, std::vector<double>(cfg.n_head));
     for (const HeadBias& h : heads) {
       std::printf("| %d | %d | %s | %.4f | %s | %.4f | %.4f |\n", h.layer, h.head,
-                  to_string(cfg.layer_attn[h.layer]), h.cos_yv,
+                  to_string(cfg.attention[h.layer].kind), h.cos_yv,
                   h.exclusive ? fmt::format("{:.2e}", h.cos_zv).c_str() : "–", h.self_weight,
                   h.cos_vv);
       nlohmann::json r = {{"layer", h.layer},
                           {"head", h.head},
-                          {"attn", to_string(cfg.layer_attn[h.layer])},
+                          {"attn", to_string(cfg.attention[h.layer].kind)},
                           {"cos_yv", h.cos_yv},
                           {"self_weight", h.self_weight},
                           {"cos_vv", h.cos_vv}};

@@ -203,7 +203,7 @@ std::vector<TaskResult> run_checkpoint(const Prepared& p, int val_batches, int t
   Gpt<float> model(cfg, p.data ? p.batch : 1, cfg.seq_len, GptMode::inference, backend);
   load_checkpoint_weights(p.ckpt, model.params(), false);
   std::printf("xsa eval: %s (%s attention, %d layers, %d embd, seq %d, %s tokenizer), %s%s\n",
-              p.ckpt.string().c_str(), layer_attn_string(cfg).c_str(), cfg.n_layer, cfg.n_embd,
+              p.ckpt.string().c_str(), attention_string(cfg).c_str(), cfg.n_layer, cfg.n_embd,
               cfg.seq_len, to_string(cfg.tokenizer),
               backend.device() == Device::cpu ? fmt::format("{} threads", threads).c_str()
                                               : backend.describe().c_str(),

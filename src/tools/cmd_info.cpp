@@ -41,7 +41,7 @@ void add_info_command(CLI::App& root) {
     } else {
       std::printf("step:        (no trainer.json: weights only)\n");
     }
-    std::printf("attention:   %s\n", layer_attn_string(cfg).c_str());
+    std::printf("attention:   %s\n", attention_string(cfg).c_str());
     std::printf("arch:        %s\n", architecture_name(cfg));
     std::printf("tokenizer:   %s (vocab %d, padded %d)\n", to_string(cfg.tokenizer), cfg.vocab_size,
                 cfg.padded_vocab);

@@ -51,7 +51,7 @@ void add_import_command(CLI::App& root) {
     std::printf(
         "imported %s\n  -> %s (%s attention, %lld parameters; weights only: eval, sample, "
         "analyze, or train --init-from)\n",
-        m.description.c_str(), ckpt.string().c_str(), layer_attn_string(m.cfg).c_str(),
+        m.description.c_str(), ckpt.string().c_str(), attention_string(m.cfg).c_str(),
         (long long)parameter_count(m.cfg));
   });
 }

@@ -72,9 +72,10 @@ void add_train_command(CLI::App& root) {
   add_model_options(cmd, m);
   cmd->add_option(
          "--attn", a->attn,
-         "Attention: sa, xsa, xsa-gated, xsa-gated-one, each optionally +sink; or one per layer "
-         "(sa,sa,xsa,xsa); then optionally XSA's rivals on every layer: +gated-attn, "
-         "+value-residual, +no-self (xsa+gated-attn)")
+         "Attention: sa, xsa, xsa-gated, xsa-gated-one, xsa-lastN, xsa-firstN, "
+         "xsa-layers-0.2.5, or XSA's rivals alone (gated-attn, value-residual, no-self); then "
+         "options in any order: +sink, +gated-attn, +value-residual, +no-self (xsa+gated-attn); "
+         "or one item per layer (sa,sa,xsa+no-self,xsa+no-self)")
       ->capture_default_str();
   add_run_option(cmd, r, "ckpt_every");
   add_run_option(cmd, r, "skip_bad_steps");
@@ -89,7 +90,7 @@ void add_train_command(CLI::App& root) {
     RunConfig run = a->run;
     if (a->resume.empty()) {
       if (!run.tokenizer.empty()) parse_run_tokenizer(run.tokenizer);  // reject a bad name first
-      set_layer_attn(model, a->attn);
+      set_attention(model, a->attn);
       if (!run.init_from.empty()) model = init_from_model(*cmd, model, run);
       apply_smoke_test(run);
       train(model, run);
@@ -106,10 +107,10 @@ void add_train_command(CLI::App& root) {
            (ckpt / "config.json").string(), to_string(stored.tokenizer));
     if (cmd->count("--attn")) {
       ModelConfig wanted = stored;
-      set_layer_attn(wanted, a->attn);
-      if (layer_attn_string(wanted) != layer_attn_string(stored))
+      set_attention(wanted, a->attn);
+      if (attention_string(wanted) != attention_string(stored))
         fail("--attn {} contradicts the checkpoint {} ({})", a->attn,
-             (ckpt / "config.json").string(), layer_attn_string(stored));
+             (ckpt / "config.json").string(), attention_string(stored));
     }
     nlohmann::json state = load_trainer_state(ckpt);
     const std::string state_path = (ckpt / "trainer.json").string();

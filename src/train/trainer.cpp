@@ -156,7 +156,7 @@ void print_header(const ModelConfig& m, const RunConfig& run, const Dataset& dat
   std::printf(
       "xsa train: %s attention, %d layers, %d heads, %d embd, seq %d, %s tokenizer, %lld params, "
       "%s\n",
-      layer_attn_string(m).c_str(), m.n_layer, m.n_head, m.n_embd, m.seq_len,
+      attention_string(m).c_str(), m.n_layer, m.n_head, m.n_embd, m.seq_len,
       to_string(m.tokenizer), (long long)parameter_count(m),
       run.precision == Precision::bf16 ? "bf16 products (fp32 master weights)" : "fp32");
   std::printf("%s\n", describe_step(shape, run, threads).c_str());
@@ -554,7 +554,7 @@ TrainResult train(const ModelConfig& requested_model, const RunConfig& requested
     metrics.emplace(prepare_metrics(start, loop.step));
     write_run_description(start.run_dir,
                           {{"command", "train"},
-                           {"attention", layer_attn_string(in.model)},
+                           {"attention", attention_string(in.model)},
                            {"seq_len", in.model.seq_len},
                            {"tokens_per_step", in.shape.tokens()}},
                           run.steps, in.data);

@@ -1,0 +1,185 @@
+#include "xsa/model/attention.h"
+
+#include <optional>
+#include <vector>
+
+#include "xsa/util/error.h"
+
+namespace xsa {
+
+const char* to_string(AttnKind kind) {
+  switch (kind) {
+    case AttnKind::sa:
+      return "sa";
+    case AttnKind::xsa:
+      return "xsa";
+    case AttnKind::xsa_gated:
+      return "xsa-gated";
+    case AttnKind::xsa_gated_one:
+      return "xsa-gated-one";
+  }
+  return "?";
+}
+
+namespace {
+
+constexpr const char* kGrammar =
+    "sa, xsa, xsa-gated, xsa-gated-one, xsa-lastN, xsa-firstN, xsa-layers-0.2.5, gated-attn, "
+    "value-residual, no-self; then +sink, +gated-attn, +value-residual, +no-self in any order";
+
+std::vector<std::string> split(const std::string& s, char sep) {
+  std::vector<std::string> out;
+  for (size_t pos = 0;;) {
+    const size_t next = s.find(sep, pos);
+    out.push_back(s.substr(pos, next == std::string::npos ? std::string::npos : next - pos));
+    if (next == std::string::npos) return out;
+    pos = next + 1;
+  }
+}
+
+std::optional<AttnKind> kind_named(const std::string& word) {
+  for (AttnKind k : {AttnKind::sa, AttnKind::xsa, AttnKind::xsa_gated, AttnKind::xsa_gated_one})
+    if (word == to_string(k)) return k;
+  return std::nullopt;
+}
+
+// A whole number in [lo, hi] spelled with digits only, else -1.
+int whole_number(const std::string& s, int lo, int hi) {
+  if (s.empty() || s.size() > 9 || s.find_first_not_of("0123456789") != std::string::npos)
+    return -1;
+  const int n = std::stoi(s);
+  return n >= lo && n <= hi ? n : -1;
+}
+
+struct Context {
+  const std::string& spec;
+  const std::string& what;
+  int n_layer;
+};
+
+// XSA on some layers (xsa-lastN, xsa-firstN, xsa-layers-I.J), SA on the others; false when the
+// base is not one of them.
+bool layer_selection(const std::string& base, const Context& c, AttentionLayers& layers) {
+  auto starts = [&](const char* prefix) { return base.rfind(prefix, 0) == 0; };
+  auto count = [&](const char* prefix) {
+    const int n = whole_number(base.substr(std::char_traits<char>::length(prefix)), 1, c.n_layer);
+    if (n < 0)
+      fail("{} {}: '{}' needs a layer count between 1 and {} (--layers)", c.what, c.spec, base,
+           c.n_layer);
+    return n;
+  };
+  if (starts("xsa-last")) {
+    for (int l = c.n_layer - count("xsa-last"); l < c.n_layer; l++) layers[l].kind = AttnKind::xsa;
+  } else if (starts("xsa-first")) {
+    for (int l = 0, n = count("xsa-first"); l < n; l++) layers[l].kind = AttnKind::xsa;
+  } else if (starts("xsa-layers-")) {
+    for (const std::string& item : split(base.substr(11), '.')) {
+      const int l = whole_number(item, 0, c.n_layer - 1);
+      if (l < 0)
+        fail("{} {}: '{}' is not a layer index between 0 and {}", c.what, c.spec, item,
+             c.n_layer - 1);
+      layers[l].kind = AttnKind::xsa;
+    }
+  } else {
+    return false;
+  }
+  return true;
+}
+
+// One item: the base, then its options; `selection` takes xsa-lastN and the like (alone only).
+void parse_item(const std::string& item, const Context& c, LayerAttention& layer,
+                AttentionLayers* selection) {
+  const std::vector<std::string> words = split(item, '+');
+  const std::string& base = words[0];
+  auto option_named = [](const std::string& word) -> const AttentionOption* {
+    for (const AttentionOption& o : kAttentionOptions)
+      if (word == o.name) return &o;
+    return nullptr;
+  };
+  if (const auto kind = kind_named(base)) {
+    layer.kind = *kind;
+  } else if (const AttentionOption* o = option_named(base); o && o->rival) {
+    layer.*(o->flag) = true;  // a rival alone: on SA
+  } else if (selection && layer_selection(base, c, *selection)) {
+  } else if (!selection && (base.rfind("xsa-last", 0) == 0 || base.rfind("xsa-first", 0) == 0 ||
+                            base.rfind("xsa-layers-", 0) == 0)) {
+    fail("{} {}: '{}' chooses layers itself, so it cannot be one item of a per-layer list", c.what,
+         c.spec, base);
+  } else {
+    if (base == c.spec) fail("{} {} is not known ({})", c.what, c.spec, kGrammar);
+    fail("{} {}: '{}' is not known ({})", c.what, c.spec, base.empty() ? item : base, kGrammar);
+  }
+  for (size_t i = 1; i < words.size(); i++) {
+    const AttentionOption* o = option_named(words[i]);
+    if (!o) fail("{} {}: '+{}' is not an option ({})", c.what, c.spec, words[i], kGrammar);
+    if (layer.*(o->flag)) fail("{} {}: '{}' has {} twice", c.what, c.spec, item, o->name);
+    layer.*(o->flag) = true;
+  }
+}
+
+std::string item_string(const LayerAttention& layer) {
+  std::string s = to_string(layer.kind);
+  for (const AttentionOption& o : kAttentionOptions)
+    if (layer.*(o.flag)) s += std::string("+") + o.name;
+  return s;
+}
+
+}  // namespace
+
+AttentionLayers parse_attention(const std::string& spec, int n_layer, const std::string& what) {
+  const Context c{spec, what, n_layer};
+  AttentionLayers layers{};
+  const std::vector<std::string> items = split(spec, ',');
+  if (items.size() == 1) {
+    // The options of a layer selection go on every layer, as those of a single kind.
+    LayerAttention options;
+    parse_item(spec, c, options, &layers);
+    for (LayerAttention& layer : layers) {
+      const AttnKind kind = options.kind != AttnKind::sa ? options.kind : layer.kind;
+      layer = options, layer.kind = kind;
+    }
+    return layers;
+  }
+  if ((int)items.size() != n_layer)
+    fail("{} {}: lists {} layers but the model has {} (--layers)", what, spec, items.size(),
+         n_layer);
+  for (int l = 0; l < n_layer; l++) parse_item(items[l], c, layers[l], nullptr);
+  return layers;
+}
+
+std::string attention_string(const AttentionLayers& layers, int n_layer) {
+  bool uniform = true;
+  for (int l = 1; l < n_layer; l++) uniform &= layers[l] == layers[0];
+  if (uniform) return item_string(layers[0]);
+  std::string s;
+  for (int l = 0; l < n_layer; l++) {
+    if (l) s += ',';
+    s += item_string(layers[l]);
+  }
+  return s;
+}
+
+std::string rivals_string(const LayerAttention& options) {
+  std::string s;
+  for (const AttentionOption& o : kAttentionOptions)
+    if (o.rival && options.*(o.flag)) {
+      if (!s.empty()) s += '+';
+      s += o.name;
+    }
+  return s;
+}
+
+LayerAttention options_on_any_layer(const AttentionLayers& layers, int n_layer) {
+  LayerAttention any;
+  for (int l = 0; l < n_layer; l++)
+    for (const AttentionOption& o : kAttentionOptions) any.*(o.flag) |= layers[l].*(o.flag);
+  return any;
+}
+
+bool any_layer_mixes_values(const AttentionLayers& layers, int n_layer) {
+  for (int l = 1; l < n_layer; l++)
+    if (layers[l].value_residual) return true;
+  return false;
+}
+
+}  // namespace xsa
