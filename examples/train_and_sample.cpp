@@ -20,7 +20,7 @@ int main(int argc, char** argv) {
 
     xsa::ModelConfig cfg;  // byte vocabulary (256) by default
     cfg.n_layer = 2, cfg.n_head = 4, cfg.n_embd = 64, cfg.seq_len = T;
-    xsa::set_layer_attn(cfg, "xsa");  // exclusive self attention in every layer
+    xsa::set_attention(cfg, "xsa");  // exclusive self attention in every layer
     xsa::Gpt<float> model(cfg, B, T);
     model.params().init(cfg, /*seed=*/1);
 

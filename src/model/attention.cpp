@@ -4,6 +4,7 @@
 #include <vector>
 
 #include "xsa/util/error.h"
+#include "xsa/util/parse.h"
 
 namespace xsa {
 
@@ -26,16 +27,6 @@ namespace {
 constexpr const char* kGrammar =
     "sa, xsa, xsa-gated, xsa-gated-one, xsa-lastN, xsa-firstN, xsa-layers-0.2.5, gated-attn, "
     "value-residual, no-self; then +sink, +gated-attn, +value-residual, +no-self in any order";
-
-std::vector<std::string> split(const std::string& s, char sep) {
-  std::vector<std::string> out;
-  for (size_t pos = 0;;) {
-    const size_t next = s.find(sep, pos);
-    out.push_back(s.substr(pos, next == std::string::npos ? std::string::npos : next - pos));
-    if (next == std::string::npos) return out;
-    pos = next + 1;
-  }
-}
 
 std::optional<AttnKind> kind_named(const std::string& word) {
   for (AttnKind k : {AttnKind::sa, AttnKind::xsa, AttnKind::xsa_gated, AttnKind::xsa_gated_one})

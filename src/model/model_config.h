@@ -49,6 +49,15 @@ void set_architecture(ModelConfig& cfg, const std::string& name);  // throws Err
 // cfg.attention from --attn's grammar (parse_attention), and back (attention_string).
 void set_attention(ModelConfig& cfg, const std::string& spec);
 std::string attention_string(const ModelConfig& cfg);
+// The names of before 2026-12-05, kept for programs written against them.
+[[deprecated("use set_attention")]] inline void set_layer_attn(ModelConfig& cfg,
+                                                               const std::string& spec) {
+  set_attention(cfg, spec);
+}
+[[deprecated("use attention_string")]] inline std::string layer_attn_string(
+    const ModelConfig& cfg) {
+  return attention_string(cfg);
+}
 // Whether some layer holds one of XSA's rivals.
 bool has_rivals(const ModelConfig& cfg);
 

@@ -90,8 +90,6 @@ void parse_seeds(const std::string& text, int cap, CompareConfig& cfg);
 // The checks compare makes of cfg.variants (names, sa first, no repeats, precisions), alone.
 void check_compare_variants(const CompareConfig& cfg);
 
-std::vector<std::string> split_list(const std::string& comma_separated);
-
 // Named presets of model and run settings ("demo": the README's main job).
 void apply_compare_preset(const std::string& name, ModelConfig& model, RunConfig& run,
                           CompareConfig& cfg);

@@ -26,17 +26,6 @@ Variant parse_variant(const std::string& name, int n_layer) {
   return Variant{name, parse_attention(name, n_layer, "--variants"), std::nullopt};
 }
 
-std::vector<std::string> split_list(const std::string& s) {
-  std::vector<std::string> out;
-  for (size_t pos = 0; pos <= s.size();) {
-    size_t comma = s.find(',', pos);
-    out.push_back(s.substr(pos, comma == std::string::npos ? std::string::npos : comma - pos));
-    if (comma == std::string::npos) break;
-    pos = comma + 1;
-  }
-  return out;
-}
-
 void apply_compare_preset(const std::string& name, ModelConfig& model, RunConfig& run,
                           CompareConfig& cfg) {
   if (name == "demo") {  // about 9 minutes on 2 cores: 4 × 128, context 256, 3 seeds
@@ -109,7 +98,7 @@ void parse_seeds(const std::string& text, int cap, CompareConfig& cfg) {
 
 std::vector<double> parse_tune_lrs(const std::string& text) {
   std::vector<double> lrs;
-  for (const std::string& item : split_list(text)) {
+  for (const std::string& item : split(text, ',')) {
     const std::optional<double> rate = parse_number(item);
     const double v = rate.value_or(NAN);
     if (!(v > 0) || !std::isfinite(v))

@@ -6,6 +6,7 @@
 #include "xsa/research/compare.h"
 #include "xsa/tools/commands.h"
 #include "xsa/util/error.h"
+#include "xsa/util/parse.h"
 #include "xsa/util/signals.h"
 
 namespace xsa::cli {
@@ -67,7 +68,7 @@ CompareConfig compare_config_of(const CLI::App* cmd, const CompareArgs& a) {
   if (option_given(*cmd, "--seeds") || option_given(*cmd, "--max-seeds"))
     parse_seeds(option_given(*cmd, "--seeds") ? a.seeds : std::to_string(cfg.seeds), a.max_seeds,
                 cfg);
-  cfg.variants = split_list(a.variants);
+  cfg.variants = split(a.variants, ',');
   if (!a.tune_lr.empty()) cfg.tune_lrs = parse_tune_lrs(a.tune_lr);
   if (cfg.eval_batches < 0) fail("--eval-batches {} must be 0 or more", cfg.eval_batches);
   apply_smoke_test(cfg.run);

@@ -4,6 +4,7 @@
 #include "xsa/research/sweep.h"
 #include "xsa/tools/commands.h"
 #include "xsa/util/error.h"
+#include "xsa/util/parse.h"
 #include "xsa/util/signals.h"
 
 namespace xsa::cli {
@@ -28,7 +29,7 @@ void add_sweep_command(CLI::App& root) {
     const size_t eq = param->find('=');
     if (eq == std::string::npos || eq + 1 >= param->size())
       fail("--param {}: expected NAME=V1,V2,...", *param);
-    sweep(compare_config_of(cmd, *a), param->substr(0, eq), split_list(param->substr(eq + 1)),
+    sweep(compare_config_of(cmd, *a), param->substr(0, eq), split(param->substr(eq + 1), ','),
           *tokens_per_step);
   });
 }
