@@ -2,8 +2,8 @@
 // each buffer knows its device and its backend releases it) and a table of kernels: every op of
 // the model's forward and backward, the optimizer and the reductions, with the storage each takes
 // (supports(); precision is data: ops/tensor.h). The model (model/), the training step (train/)
-// and the decoder reach ops only through a Backend; the CPU backend (cpu_backend.cpp) dispatches
-// to the kernels in ops/. Another device (CUDA) is another implementation of this interface in its
+// and the decoder reach ops only through a Backend; the CPU backend (cpu_backend.cpp), built once
+// per CPU level, calls that level's kernels in ops/. Another device (CUDA) is another implementation of this interface in its
 // own files. docs/architecture.md ("The backend") gives the steps to add an op, a precision or a
 // device.
 //

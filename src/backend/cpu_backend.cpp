@@ -19,7 +19,9 @@ namespace xsa {
 
 namespace {
 
-template <typename Real>
+// Built once per CPU level: `Kernels` is the level's (ops::BaselineKernels, ops::Avx512Kernels), so
+// each call reaches its kernel without a branch; cpu_backend() picks the level once, when asked.
+template <typename Real, typename Kernels>
 class CpuBackend : public Backend<Real> {
  public:
   Device device() const override { return Device::cpu; }
@@ -57,7 +59,7 @@ class CpuBackend : public Backend<Real> {
   }
   void copy_rows(Real* dst, size_t dst_stride, const Real* src, size_t src_stride, int rows,
                  int width) override {
-    ops::copy_rows(dst, dst_stride, src, src_stride, rows, width);
+    Kernels::copy_rows(dst, dst_stride, src, src_stride, rows, width);
   }
   void gather_rows(Real* dst, const Real* table, const int* index, int n, int width) override {
     for (int r = 0; r < n; r++)
@@ -84,7 +86,8 @@ class CpuBackend : public Backend<Real> {
   void matmul_forward(Real* out, Tensor<const Real> inp, const Real* weight, MatmulShape shape,
                       bool accumulate) override {
     refuse_unsupported(*this, Op::matmul, inp.storage);
-    ops::matmul_forward(out, inp.data, weight, shape.N, shape.in_dim, shape.out_dim, accumulate);
+    Kernels::matmul_forward(out, inp.data, weight, shape.N, shape.in_dim, shape.out_dim,
+                            accumulate);
   }
   void matmul_forward_residual(Real* out, const Real* residual, Tensor<const Real> inp,
                                const Real* weight, MatmulShape shape) override {
@@ -95,71 +98,71 @@ class CpuBackend : public Backend<Real> {
                        const Real* weight, MatmulShape shape, bool accumulate) override {
     refuse_unsupported(*this, Op::matmul, dout.storage);
     refuse_unsupported(*this, Op::matmul, inp.storage);
-    ops::matmul_backward(dinp, dweight, dout.data, inp.data, weight, shape, accumulate);
+    Kernels::matmul_backward(dinp, dweight, dout.data, inp.data, weight, shape, accumulate);
   }
   void bias_forward(Real* out, const Real* bias, int N, int D) override {
-    ops::bias_forward(out, bias, N, D);
+    Kernels::bias_forward(out, bias, N, D);
   }
   void bias_backward(Real* dbias, const Real* dout, int N, int D) override {
-    ops::bias_backward(dbias, dout, N, D);
+    Kernels::bias_backward(dbias, dout, N, D);
   }
   void embedding_add(Real* out, const int32_t* index, const Real* table, int N, int C) override {
-    ops::embedding_add(out, index, table, N, C);
+    Kernels::embedding_add(out, index, table, N, C);
   }
   void encoder_forward(Real* out, const int32_t* tokens, const Real* wte, int N, int C) override {
-    ops::encoder_forward(out, tokens, wte, N, C);
+    Kernels::encoder_forward(out, tokens, wte, N, C);
   }
   void encoder_backward(Real* dwte, const Real* dout, const int32_t* tokens, int N,
                         int C) override {
-    ops::encoder_backward(dwte, dout, tokens, N, C);
+    Kernels::encoder_backward(dwte, dout, tokens, N, C);
   }
   void layernorm_forward(Tensor<Real> out, const LayerNormArgs<Real>& a) override {
     refuse_unsupported(*this, Op::layernorm, out.storage);
-    ops::layernorm_forward(out.data, a.mean, a.rstd, a.inp, a.weight, a.bias, a.N, a.C);
+    Kernels::layernorm_forward(out.data, a.mean, a.rstd, a.inp, a.weight, a.bias, a.N, a.C);
   }
   void layernorm_backward(Real* dinp, Real* dweight, Real* dbias, const Real* dout,
                           const LayerNormArgs<Real>& a) override {
-    ops::layernorm_backward(dinp, dweight, dbias, dout, a);
+    Kernels::layernorm_backward(dinp, dweight, dbias, dout, a);
   }
   void rope_table(Real* cos, Real* sin, int T, int D, double theta) override {
-    ops::rope_table(cos, sin, T, D, theta);
+    Kernels::rope_table(cos, sin, T, D, theta);
   }
   void rope_forward(Real* qkv, const RopeArgs<Real>& a) override {
-    ops::rope_forward(qkv, a);
+    Kernels::rope_forward(qkv, a);
   }
   void rope_backward(Tensor<Real> out, Real* dqkv, const RopeArgs<Real>& a) override {
     refuse_unsupported(*this, Op::rope, out.storage);
     copy(out.data, dqkv, rope_rows_size(a));
-    ops::rope_backward(out.data, a);
+    Kernels::rope_backward(out.data, a);
   }
   void attention_forward(const ops::AttentionArgs<Real>& args) override {
     refuse_unsupported(*this, Op::attention, args.z.storage);
-    ops::attention_forward(args);
+    Kernels::attention_forward(args);
   }
   void attention_backward(const ops::AttentionArgs<Real>& args) override {
     refuse_unsupported(*this, Op::attention, args.z.storage);
-    ops::attention_backward(args);
+    Kernels::attention_backward(args);
   }
   void attention_forward_cached(const ops::AttentionArgs<Real>& args,
                                 const ops::KvCache<Real>& cache) override {
     refuse_unsupported(*this, Op::attention, args.z.storage);
-    ops::attention_forward_cached(args, cache);
+    Kernels::attention_forward_cached(args, cache);
   }
   void xsa_forward(const ops::AttentionArgs<Real>& a) override {
     refuse_unsupported(*this, Op::attention, a.z.storage);
-    ops::xsa_forward(a);
+    Kernels::xsa_forward(a);
   }
   void gelu_forward(Tensor<Real> out, const Real* inp, size_t n) override {
     refuse_unsupported(*this, Op::gelu, out.storage);
-    ops::gelu_forward(out.data, inp, n);
+    Kernels::gelu_forward(out.data, inp, n);
   }
   void gelu_backward(Tensor<Real> dinp, const Real* inp, const Real* dout, size_t n) override {
     refuse_unsupported(*this, Op::gelu, dinp.storage);
-    ops::gelu_backward(dinp.data, inp, dout, n);
+    Kernels::gelu_backward(dinp.data, inp, dout, n);
   }
   void crossentropy_forward_backward(Real* logits, Real* losses, const int32_t* targets, int N,
                                      int V, int Vp, Real dloss) override {
-    ops::crossentropy_forward_backward(logits, losses, targets, N, V, Vp, dloss);
+    Kernels::crossentropy_forward_backward(logits, losses, targets, N, V, Vp, dloss);
   }
   void classifier_forward_backward(const ClassifierArgs<Real>& args) override {
     classifier_by_ops(*this, args);
@@ -204,16 +207,19 @@ class CpuBackend : public Backend<Real> {
     return total;
   }
   double sum_of_squares(const Real* x, size_t n) override {
-    return ops::sum_of_squares(x, n);
+    return Kernels::sum_of_squares(x, n);
   }
   void adamw_update(Real* param, const Real* grad, Real* m, Real* v, size_t n,
                     const ops::AdamWSettings& settings) override {
-    ops::adamw_update(param, grad, m, v, n, settings);
+    Kernels::adamw_update(param, grad, m, v, n, settings);
   }
 };
 
 // Mixed precision: bf16 products, everything else as the CPU backend.
-class CpuBf16Backend final : public CpuBackend<float> {
+template <typename Kernels>
+class CpuBf16Backend final : public CpuBackend<float, Kernels> {
+  using Base = CpuBackend<float, Kernels>;
+
  public:
   // The copies are marked stale, not freed: their memory comes back at the next use without
   // fresh pages (freeing 60 MB of copies every step cost ~10 000 page faults per step).
@@ -230,15 +236,15 @@ class CpuBf16Backend final : public CpuBackend<float> {
                     const ops::AdamWSettings& settings) override {
     auto it = weights_.find(param);
     if (it == weights_.end() || it->second.data.size() != n)
-      return CpuBackend<float>::adamw_update(param, grad, m, v, n, settings);
-    ops::adamw_update(param, grad, m, v, n, settings, it->second.data.data());
+      return Base::adamw_update(param, grad, m, v, n, settings);
+    Kernels::adamw_update(param, grad, m, v, n, settings, it->second.data.data());
     it->second.updated = true;
   }
   // Memory handed back may come again as other weights: its copies go with it.
   void release(float* p, size_t n) override {
     for (auto it = weights_.begin(); it != weights_.end();)
       it = it->first >= p && it->first < p + n ? weights_.erase(it) : std::next(it);
-    CpuBackend<float>::release(p, n);
+    Base::release(p, n);
   }
 
   // bf16 product inputs: written so by LayerNorm, GELU, RoPE's backward and XSA, read so by the
@@ -256,7 +262,7 @@ class CpuBf16Backend final : public CpuBackend<float> {
   void matmul_forward(float* out, Tensor<const float> inp, const float* weight, MatmulShape shape,
                       bool accumulate) override {
     if (shape.N <= 1 && !inp.bf16())
-      return CpuBackend<float>::matmul_forward(out, inp, weight, shape, accumulate);
+      return Base::matmul_forward(out, inp, weight, shape, accumulate);
     ops::matmul_forward_bf16(out, as_bf16(inp, (size_t)shape.N * shape.in_dim, inp_),
                              bf16_weights(weight, shape), shape.N, shape.in_dim, shape.out_dim,
                              accumulate);
@@ -264,7 +270,7 @@ class CpuBf16Backend final : public CpuBackend<float> {
   void matmul_forward_residual(float* out, const float* residual, Tensor<const float> inp,
                                const float* weight, MatmulShape shape) override {
     if (shape.N <= 1 && !inp.bf16())
-      return CpuBackend<float>::matmul_forward_residual(out, residual, inp, weight, shape);
+      return Base::matmul_forward_residual(out, residual, inp, weight, shape);
     ops::matmul_residual_bf16(out, residual, as_bf16(inp, (size_t)shape.N * shape.in_dim, inp_),
                               bf16_weights(weight, shape), shape.N, shape.in_dim, shape.out_dim);
   }
@@ -272,8 +278,7 @@ class CpuBf16Backend final : public CpuBackend<float> {
                        Tensor<const float> inp, const float* weight, MatmulShape shape,
                        bool accumulate) override {
     if (shape.N <= 1 && !dout.bf16() && !inp.bf16())
-      return CpuBackend<float>::matmul_backward(dinp, dweight, dout, inp, weight, shape,
-                                                accumulate);
+      return Base::matmul_backward(dinp, dweight, dout, inp, weight, shape, accumulate);
     const ops::bf16* x = dweight ? as_bf16(inp, (size_t)shape.N * shape.in_dim, inp_) : nullptr;
     ops::matmul_backward_bf16(dinp, dweight, as_bf16(dout, (size_t)shape.N * shape.out_dim, dout_),
                               x, bf16_weights(weight, shape), shape, accumulate);
@@ -281,29 +286,30 @@ class CpuBf16Backend final : public CpuBackend<float> {
 
   // The producers of product inputs, rounding as they write.
   void layernorm_forward(Tensor<float> out, const LayerNormArgs<float>& a) override {
-    if (!out.bf16()) return CpuBackend<float>::layernorm_forward(out, a);
-    ops::layernorm_forward_bf16(out.as_bf16(), a.mean, a.rstd, a.inp, a.weight, a.bias, a.N, a.C);
+    if (!out.bf16()) return Base::layernorm_forward(out, a);
+    Kernels::layernorm_forward_bf16(out.as_bf16(), a.mean, a.rstd, a.inp, a.weight, a.bias, a.N,
+                                    a.C);
   }
   void gelu_forward(Tensor<float> out, const float* inp, size_t n) override {
-    if (!out.bf16()) return CpuBackend<float>::gelu_forward(out, inp, n);
-    ops::gelu_forward_bf16(out.as_bf16(), inp, n);
+    if (!out.bf16()) return Base::gelu_forward(out, inp, n);
+    Kernels::gelu_forward_bf16(out.as_bf16(), inp, n);
   }
   void gelu_backward(Tensor<float> dinp, const float* inp, const float* dout, size_t n) override {
-    if (!dinp.bf16()) return CpuBackend<float>::gelu_backward(dinp, inp, dout, n);
-    ops::gelu_backward_bf16(dinp.as_bf16(), inp, dout, n);
+    if (!dinp.bf16()) return Base::gelu_backward(dinp, inp, dout, n);
+    Kernels::gelu_backward_bf16(dinp.as_bf16(), inp, dout, n);
   }
   void rope_backward(Tensor<float> out, float* dqkv, const RopeArgs<float>& a) override {
-    if (!out.bf16()) return CpuBackend<float>::rope_backward(out, dqkv, a);
-    ops::rope_backward_bf16(out.as_bf16(), dqkv, a);
+    if (!out.bf16()) return Base::rope_backward(out, dqkv, a);
+    Kernels::rope_backward_bf16(out.as_bf16(), dqkv, a);
   }
 
   // Attention's tile products in bf16 too (the softmax and the accumulations stay fp32); z as the
   // args' storage says.
   void attention_forward(const ops::AttentionArgs<float>& args) override {
-    ops::attention_forward(args, Storage::bf16);
+    Kernels::attention_forward(args, Storage::bf16);
   }
   void attention_backward(const ops::AttentionArgs<float>& args) override {
-    ops::attention_backward(args, Storage::bf16);
+    Kernels::attention_backward(args, Storage::bf16);
   }
 
   // The head with its gradient written in bf16 by the cross-entropy itself (no separate pass over
@@ -315,11 +321,11 @@ class CpuBf16Backend final : public CpuBackend<float> {
     const ops::bf16* x = as_bf16(a.inp, (size_t)a.rows * a.C, inp_);
     ops::matmul_forward_bf16(a.logits, x, w, a.rows, a.C, a.Vp, false);
     if (a.dloss == 0.0f)
-      return ops::crossentropy_forward_backward(a.logits, a.losses, a.targets, a.rows, a.V, a.Vp,
-                                                a.dloss);
+      return Kernels::crossentropy_forward_backward(a.logits, a.losses, a.targets, a.rows, a.V,
+                                                    a.Vp, a.dloss);
     if (dlogits_.size() < (size_t)a.rows * a.Vp) dlogits_.resize((size_t)a.rows * a.Vp);
-    ops::crossentropy_forward_backward_bf16(a.logits, dlogits_.data(), a.losses, a.targets, a.rows,
-                                            a.V, a.Vp, a.dloss);
+    Kernels::crossentropy_forward_backward_bf16(a.logits, dlogits_.data(), a.losses, a.targets,
+                                                a.rows, a.V, a.Vp, a.dloss);
     ops::matmul_backward_bf16(a.dinp, a.dwte, dlogits_.data(), x, w, shape, a.accumulate);
   }
 
@@ -328,7 +334,7 @@ class CpuBf16Backend final : public CpuBackend<float> {
   const ops::bf16* as_bf16(Tensor<const float> x, size_t n, std::vector<ops::bf16>& buf) {
     if (x.bf16()) return x.as_bf16();
     if (buf.size() < n) buf.resize(n);
-    ops::to_bf16(x.data, buf.data(), n);
+    Kernels::to_bf16(x.data, buf.data(), n);
     return buf.data();
   }
   // A weight matrix's bf16 copy, made on first use after weights_changed().
@@ -337,7 +343,7 @@ class CpuBf16Backend final : public CpuBackend<float> {
     WeightCopy& copy = weights_[weight];
     if (!copy.fresh || copy.data.size() != n) {
       copy.data.resize(n);
-      ops::to_bf16(weight, copy.data.data(), n);
+      Kernels::to_bf16(weight, copy.data.data(), n);
       copy.fresh = true;
     }
     return copy.data.data();
@@ -361,8 +367,13 @@ Backend<float>& cpu_backend(Precision precision) {
     case Precision::bf16: {
       std::string why;
       if (!bf16_products_available(&why)) fail("--precision bf16: {}", why);
-      static CpuBf16Backend backend;
-      return backend;
+        // At the level util/cpu.h chose (XSA_CPU; set_cpu_level, for what is made after it).
+#if defined(XSA_HAS_AVX512_LEVEL)
+      static CpuBf16Backend<ops::Avx512Kernels> avx512;
+      if (cpu_level() >= CpuLevel::avx512) return avx512;
+#endif
+      static CpuBf16Backend<ops::BaselineKernels> baseline;
+      return baseline;
     }
   }
   fail("the CPU backend has no precision {}", to_string(precision));
@@ -372,10 +383,16 @@ bool bf16_products_available(std::string* why) {
   return ops::bf16_available(why);
 }
 
+// One backend per level and process, the one of the level util/cpu.h chose returned (XSA_CPU;
+// set_cpu_level, for what is made after it).
 template <typename Real>
 Backend<Real>& cpu_backend() {
-  static CpuBackend<Real> backend;
-  return backend;
+#if defined(XSA_HAS_AVX512_LEVEL)
+  static CpuBackend<Real, ops::Avx512Kernels> avx512;
+  if (cpu_level() >= CpuLevel::avx512) return avx512;
+#endif
+  static CpuBackend<Real, ops::BaselineKernels> baseline;
+  return baseline;
 }
 
 // ---- DeviceBuffer and HostView: memory through whichever backend owns it ----

@@ -1,7 +1,8 @@
 // The CPU level a kernel file is compiled for. Each kernel file of ops/ (CMakeLists.txt's
 // XSA_KERNEL_FILES) is compiled twice: once with the build's own flags into xsa::ops::baseline
 // (x86-64-v3 in the portable build: AVX2 and FMA), once with XSA_KERNEL_LEVEL_AVX512 defined into
-// xsa::ops::avx512; ops/dispatch.cpp picks one per call from util/cpu.h's level. Functions that
+// xsa::ops::avx512; the CPU backend is built once per level on them, and xsa::ops's functions pick
+// one per call from util/cpu.h's level (ops/ops.h). Functions that
 // need more than their file's level (AVX512_BF16's dot products) carry their own target attribute
 // and are reached only after a check of cpu_level().
 //
@@ -13,6 +14,8 @@
 // an AVX2 CPU. Inlined into a kernel of the level, they become part of it. GCC gives the level's
 // target to the functions OpenMP outlines from a kernel's parallel regions too; clang 14 (the
 // sanitizer build) does not, so there those regions run AVX2 code at either level.
+#include "xsa/ops/ops.h"
+
 #if defined(XSA_KERNEL_LEVEL_AVX512)
 #define XSA_LEVEL avx512
 #define XSA_LEVEL_IS_AVX512 1
@@ -31,8 +34,5 @@
 #define XSA_LEVEL_END
 #endif
 
-// The level's own declarations, so that a kernel calling another (attention calls xsa_forward)
-// calls the same level's directly.
-namespace xsa::ops::XSA_LEVEL {
-#include "xsa/ops/kernels.h"
-}  // namespace xsa::ops::XSA_LEVEL
+// The level's own declarations (ops/ops.h, from ops/kernels.h), so that a kernel calling another
+// unqualified (attention calls xsa_forward) calls the same level's directly.
