@@ -48,10 +48,19 @@ struct Context {
   int n_layer;
 };
 
-// XSA on some layers (xsa-lastN, xsa-firstN, xsa-layers-I.J), SA on the others; false when the
-// base is not one of them.
-bool layer_selection(const std::string& base, const Context& c, AttentionLayers& layers) {
-  auto starts = [&](const char* prefix) { return base.rfind(prefix, 0) == 0; };
+bool starts_with(const std::string& s, const char* prefix) {
+  return s.rfind(prefix, 0) == 0;
+}
+
+// Whether the base chooses its layers itself: xsa-lastN, xsa-firstN, xsa-layers-I.J.
+bool chooses_layers(const std::string& base) {
+  return starts_with(base, "xsa-last") || starts_with(base, "xsa-first") ||
+         starts_with(base, "xsa-layers-");
+}
+
+// XSA on the layers such a base names, SA on the others.
+void layer_selection(const std::string& base, const Context& c, AttentionLayers& layers) {
+  auto starts = [&](const char* prefix) { return starts_with(base, prefix); };
   auto count = [&](const char* prefix) {
     const int n = whole_number(base.substr(std::char_traits<char>::length(prefix)), 1, c.n_layer);
     if (n < 0)
@@ -71,10 +80,7 @@ bool layer_selection(const std::string& base, const Context& c, AttentionLayers&
              c.n_layer - 1);
       layers[l].kind = AttnKind::xsa;
     }
-  } else {
-    return false;
   }
-  return true;
 }
 
 // One item: the base, then its options; `selection` takes xsa-lastN and the like (alone only).
@@ -91,11 +97,11 @@ void parse_item(const std::string& item, const Context& c, LayerAttention& layer
     layer.kind = *kind;
   } else if (const AttentionOption* o = option_named(base); o && o->rival) {
     layer.*(o->flag) = true;  // a rival alone: on SA
-  } else if (selection && layer_selection(base, c, *selection)) {
-  } else if (!selection && (base.rfind("xsa-last", 0) == 0 || base.rfind("xsa-first", 0) == 0 ||
-                            base.rfind("xsa-layers-", 0) == 0)) {
-    fail("{} {}: '{}' chooses layers itself, so it cannot be one item of a per-layer list", c.what,
-         c.spec, base);
+  } else if (chooses_layers(base)) {
+    if (!selection)
+      fail("{} {}: '{}' chooses layers itself, so it cannot be one item of a per-layer list",
+           c.what, c.spec, base);
+    layer_selection(base, c, *selection);
   } else {
     if (base == c.spec) fail("{} {} is not known ({})", c.what, c.spec, kGrammar);
     fail("{} {}: '{}' is not known ({})", c.what, c.spec, base.empty() ? item : base, kGrammar);
