@@ -12,7 +12,8 @@ namespace xsa {
 namespace {
 
 // One layer written as kind letter (s sa, x xsa, g xsa-gated, o xsa-gated-one) and option
-// letters (k sink, G gated-attn, V value-residual, N no-self), layers separated by spaces.
+// letters (k sink, G gated-attn, V value-residual, N no-self, Q qk-norm), layers separated by
+// spaces.
 std::string layers_code(const AttentionLayers& layers, int n_layer) {
   std::string s;
   for (int l = 0; l < n_layer; l++) {
@@ -23,6 +24,7 @@ std::string layers_code(const AttentionLayers& layers, int n_layer) {
     if (a.output_gate) s += 'G';
     if (a.value_residual) s += 'V';
     if (a.no_self) s += 'N';
+    if (a.qk_norm) s += 'Q';
   }
   return s;
 }
@@ -55,6 +57,11 @@ TEST(AttentionGrammar, EverySpecGivesItsLayersAndPrintsBack) {
       {"xsa,xsa,xsa,xsa", "x x x x", "xsa"},
       {"sa+sink,xsa-gated+no-self+value-residual,sa,sa", "sk gVN s s",
        "sa+sink,xsa-gated+value-residual+no-self,sa,sa"},
+      // QK-norm, an option of any layer (not a rival, so not alone)
+      {"xsa+qk-norm", "xQ xQ xQ xQ", "xsa+qk-norm"},
+      {"xsa+qk-norm+sink+no-self", "xkNQ xkNQ xkNQ xkNQ", "xsa+sink+no-self+qk-norm"},
+      {"sa,xsa+qk-norm,sa+qk-norm,xsa", "s xQ sQ x", "sa,xsa+qk-norm,sa+qk-norm,xsa"},
+      {"xsa-last1+qk-norm", "sQ sQ sQ xQ", "sa+qk-norm,sa+qk-norm,sa+qk-norm,xsa+qk-norm"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.spec);
@@ -87,6 +94,18 @@ TEST(AttentionGrammar, OneItemIsEveryLayer) {
   EXPECT_EQ(options_on_any_layer(cfg.attention, 3).sink, true);
 }
 
+// --qk-norm: +qk-norm on each item of --attn or --variants, before a precision, once.
+TEST(AttentionGrammar, AnOptionOnEveryItem) {
+  EXPECT_EQ(with_option_on_every_item("xsa", "qk-norm"), "xsa+qk-norm");
+  EXPECT_EQ(with_option_on_every_item("sa,xsa+sink", "qk-norm"), "sa+qk-norm,xsa+sink+qk-norm");
+  EXPECT_EQ(with_option_on_every_item("xsa@bf16", "qk-norm"), "xsa+qk-norm@bf16");
+  EXPECT_EQ(with_option_on_every_item("xsa+qk-norm,sa", "qk-norm"), "xsa+qk-norm,sa+qk-norm");
+  EXPECT_EQ(with_option_on_every_item("xsa-last2", "qk-norm"), "xsa-last2+qk-norm");
+  const AttentionLayers layers =
+      parse_attention(with_option_on_every_item("xsa-last2", "qk-norm"), 4, "--attn");
+  EXPECT_EQ(layers_code(layers, 4), "sQ sQ xQ xQ");
+}
+
 TEST(AttentionGrammar, RefusalsAreOneLineNamingTheOptionAndTheFault) {
   const std::pair<const char*, const char*> bad[] = {
       {"xsa+gated", "'+gated' is not an option"},
@@ -102,6 +121,8 @@ TEST(AttentionGrammar, RefusalsAreOneLineNamingTheOptionAndTheFault) {
       {"", "is not known"},
       {"sa+", "'+' is not an option"},
       {"sa,,sa,sa", "is not known"},
+      {"qk-norm", "--attn qk-norm is not known"},
+      {"xsa+qk-norm+qk-norm", "qk-norm twice"},
   };
   for (const auto& [spec, why] : bad) {
     SCOPED_TRACE(spec);

@@ -575,6 +575,65 @@ void check_rivals(Backend<float>& be, int N, int width, int ld) {
   EXPECT_TRUE(within(dev.get(Dst), sum_ref, sum_bound, "add_rows"));
 }
 
+// QK-norm forward and backward on rows [N, ld] of H query and Hkv key heads of D, against float64
+// from the same float inputs (ref::qk_norm_*). Forward: the kernel sums x² in double and rounds
+// rstd once (u), then x·r and ·g round once each: within 4u of |out|. Backward: d̂ = dout ⊙ g and
+// the product with x̂ in double from the rounded rstd (u relative), one rounding at the end:
+// within 6u · r (|d̂_c| + |x̂_c| mean|d̂ ⊙ x̂|) + u|dx|; the scales' sums within 4u of the sum of
+// magnitudes (their rstd's u, the double sum's, the rounding and the accumulation).
+void check_qk_norm(Backend<float>& be, int N, int H, int Hkv, int D, int ld) {
+  Device dev{be};
+  const int heads = H + Hkv;
+  const double U = kFloatRoundoff;
+  const Vec qkv = as_float(test::random_vector((size_t)N * ld, 61, 2)),
+            gq = as_float(test::random_vector(D, 62, 1)),
+            gk = as_float(test::random_vector(D, 63, 1)),
+            dout = as_float(test::random_vector((size_t)N * ld, 64)),
+            dgq0 = as_float(test::random_vector(D, 65, 0.1)),
+            dgk0 = as_float(test::random_vector(D, 66, 0.1));
+  Vec out_ref = qkv, out_bound((size_t)N * ld, 0.0), raw_ref((size_t)N * heads * D);
+  Vec dx_ref = dout, dx_bound((size_t)N * ld, 0.0), dgq_ref = dgq0, dgk_ref = dgk0;
+  Vec dgq_mag(D), dgk_mag(D);
+  for (int j = 0; j < D; j++) dgq_mag[j] = std::fabs(dgq0[j]), dgk_mag[j] = std::fabs(dgk0[j]);
+  ref::qk_norm_forward(out_ref.data(), gq.data(), gk.data(), N, ld, H, Hkv, D);
+  ref::qk_norm_backward(dx_ref.data(), dgq_ref.data(), dgk_ref.data(), qkv.data(), gq.data(),
+                        gk.data(), N, ld, H, Hkv, D);
+  for (int n = 0; n < N; n++)
+    for (int h = 0; h < heads; h++) {
+      const size_t at = (size_t)n * ld + (size_t)h * D;
+      const double* g = h < H ? gq.data() : gk.data();
+      double ms = 0, dot_mag = 0;
+      for (int j = 0; j < D; j++) ms += qkv[at + j] * qkv[at + j] / D;
+      const double r = 1 / std::sqrt(ms + 1e-6);
+      for (int j = 0; j < D; j++) dot_mag += std::fabs(dout[at + j] * g[j] * qkv[at + j] * r);
+      for (int j = 0; j < D; j++) {
+        const double xhat = qkv[at + j] * r;
+        raw_ref[((size_t)n * heads + h) * D + j] = qkv[at + j];
+        out_bound[at + j] = 4 * U * std::fabs(out_ref[at + j]);
+        dx_bound[at + j] =
+            6 * U * r * (std::fabs(dout[at + j] * g[j]) + std::fabs(xhat) * dot_mag / D) +
+            U * std::fabs(dx_ref[at + j]);
+        (h < H ? dgq_mag : dgk_mag)[j] += std::fabs(dout[at + j] * xhat);
+      }
+    }
+  Vec dgq_bound(D), dgk_bound(D);
+  for (int j = 0; j < D; j++) dgq_bound[j] = 4 * U * dgq_mag[j], dgk_bound[j] = 4 * U * dgk_mag[j];
+  auto Qkv = dev.put(qkv), Gq = dev.put(gq), Gk = dev.put(gk), Raw = dev.zeros(raw_ref.size()),
+       Rstd = dev.zeros((size_t)N * heads), dQkv = dev.put(dout), dGq = dev.put(dgq0),
+       dGk = dev.put(dgk0);
+  ops::QkNormArgs<float> a;
+  a.qkv = Qkv.data(), a.raw = Raw.data(), a.rstd = Rstd.data(), a.q_scale = Gq.data();
+  a.k_scale = Gk.data(), a.N = N, a.ld = ld, a.H = H, a.Hkv = Hkv, a.D = D;
+  be.qk_norm_forward(a);
+  EXPECT_TRUE(within(dev.get(Qkv), out_ref, out_bound, "normalized q and k (v untouched)"));
+  EXPECT_TRUE(within(dev.get(Raw), raw_ref, Vec(raw_ref.size(), 0.0), "kept q and k"));
+  a.dqkv = dQkv.data(), a.dq_scale = dGq.data(), a.dk_scale = dGk.data();
+  be.qk_norm_backward(a);
+  EXPECT_TRUE(within(dev.get(dQkv), dx_ref, dx_bound, "dq, dk (dv untouched)"));
+  EXPECT_TRUE(within(dev.get(dGq), dgq_ref, dgq_bound, "dq_scale"));
+  EXPECT_TRUE(within(dev.get(dGk), dgk_ref, dgk_bound, "dk_scale"));
+}
+
 // Two AdamW steps (torch.optim.AdamW's formulas in float64), the bound carried step to step.
 void check_adamw(Backend<float>& be, size_t n) {
   Device dev{be};
@@ -807,6 +866,11 @@ std::vector<OpCase> op_cases() {
   fp32_case("adamw_n1003", Op::adamw, [](Backend<float>& be) { check_adamw(be, 1003); });
   fp32_case("rivals_N70_W32_ld96", Op::rivals,
             [](Backend<float>& be) { check_rivals(be, 70, 32, 96); });
+  // Head sizes 32 and 128, grouped keys, rows over several of the gradient's 64-row chunks.
+  fp32_case("qk_norm_N70_H4_Hkv2_D32_ld256", Op::qk_norm,
+            [](Backend<float>& be) { check_qk_norm(be, 70, 4, 2, 32, 256); });
+  fp32_case("qk_norm_N130_H2_Hkv2_D128_ld768", Op::qk_norm,
+            [](Backend<float>& be) { check_qk_norm(be, 130, 2, 2, 128, 768); });
   fp32_case("reductions_n100003", Op::reductions,
             [](Backend<float>& be) { check_reductions(be, 100003); });
   fp32_case("xsa_gated_B2_T37_D64_H4_Hkv2", Op::attention,

@@ -103,25 +103,28 @@ TEST_P(GradCheck, WholeModelGradientMatchesFiniteDifferences) {
     ASSERT_EQ(grad[wte.offset + i], 0.0);
 }
 
-INSTANTIATE_TEST_SUITE_P(Attention, GradCheck,
-                         ::testing::Values("sa", "xsa", "sa,xsa", "xsa-gated", "xsa-gated,sa",
-                                           "xsa+sink", "sa+sink,xsa-gated", "gqa:xsa",
-                                           "gqa:sa,xsa-gated+sink", "gpt2:sa", "gpt2:xsa",
-                                           "gpt2:gqa:sa,xsa-gated+sink",
-                                           // XSA's rivals (docs/SPEC.md §8), alone and with XSA
-                                           "sa+gated-attn", "xsa+gated-attn", "sa,xsa+gated-attn",
-                                           "sa+value-residual", "xsa+value-residual", "sa+no-self",
-                                           "xsa+no-self", "sa+sink+no-self",
-                                           "gqa:xsa-gated+sink+gated-attn+value-residual+no-self",
-                                           "gpt2:xsa+gated-attn+value-residual",
-                                           // a rival on one layer only
-                                           "sa+no-self,xsa", "sa,xsa+value-residual",
-                                           "gated-attn+sink,xsa-gated+value-residual"),
-                         [](const auto& info) {
-                           std::string s = info.param;
-                           for (char& c : s) c = std::isalnum((unsigned char)c) ? c : '_';
-                           return s;
-                         });
+INSTANTIATE_TEST_SUITE_P(
+    Attention, GradCheck,
+    ::testing::Values("sa", "xsa", "sa,xsa", "xsa-gated", "xsa-gated,sa", "xsa+sink",
+                      "sa+sink,xsa-gated", "gqa:xsa", "gqa:sa,xsa-gated+sink", "gpt2:sa",
+                      "gpt2:xsa", "gpt2:gqa:sa,xsa-gated+sink",
+                      // XSA's rivals (docs/SPEC.md §8), alone and with XSA
+                      "sa+gated-attn", "xsa+gated-attn", "sa,xsa+gated-attn", "sa+value-residual",
+                      "xsa+value-residual", "sa+no-self", "xsa+no-self", "sa+sink+no-self",
+                      "gqa:xsa-gated+sink+gated-attn+value-residual+no-self",
+                      "gpt2:xsa+gated-attn+value-residual",
+                      // a rival on one layer only
+                      "sa+no-self,xsa", "sa,xsa+value-residual",
+                      "gated-attn+sink,xsa-gated+value-residual",
+                      // QK-norm: alone, with GQA, on one layer, without RoPE
+                      // and with a qkv bias (gpt2), with the rivals
+                      "xsa+qk-norm", "gqa:sa+qk-norm,xsa-gated+qk-norm", "sa+qk-norm,xsa",
+                      "gpt2:xsa+qk-norm", "xsa+qk-norm+value-residual+gated-attn"),
+    [](const auto& info) {
+      std::string s = info.param;
+      for (char& c : s) c = std::isalnum((unsigned char)c) ? c : '_';
+      return s;
+    });
 
 TEST(Twins, SaAndXsaFromOneSeedStartIdentical) {
   const ModelConfig sa = small_config("sa"), xsa = small_config("xsa");

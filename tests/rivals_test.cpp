@@ -81,6 +81,16 @@ double naive_loss(const ModelConfig& cfg, const std::map<std::string, const doub
     auto P = [&](const std::string& name) { return p.at(pre + name); };
     const Mat ln1 = layernorm(x, P("ln_1.weight"), P("ln_1.bias"), T, C);
     Mat qkv = linear(ln1, P("attn.c_attn.weight"), T, C, QKV);
+    const LayerAttention& a = cfg.attention[l];
+    if (a.qk_norm)  // each q and k head: x / √(mean(x²) + 1e-6) ⊙ g, before RoPE
+      for (int t = 0; t < T; t++)
+        for (int h = 0; h < H + Hk; h++) {
+          double* q = &qkv[(size_t)t * QKV + h * D];
+          const double* g = P(h < H ? "attn.q_norm.weight" : "attn.k_norm.weight");
+          double ms = 0;
+          for (int d = 0; d < D; d++) ms += q[d] * q[d] / D;
+          for (int d = 0; d < D; d++) q[d] = q[d] / std::sqrt(ms + 1e-6) * g[d];
+        }
     for (int t = 0; t < T; t++) {
       for (int h = 0; h < H; h++) rotate(&qkv[(size_t)t * QKV + h * D], D, t, cfg.rope_theta);
       for (int g = 0; g < Hk; g++) rotate(&qkv[(size_t)t * QKV + C + g * D], D, t, cfg.rope_theta);
@@ -89,7 +99,6 @@ double naive_loss(const ModelConfig& cfg, const std::map<std::string, const doub
     Mat v((size_t)T * Ck);
     for (int t = 0; t < T; t++)
       for (int c = 0; c < Ck; c++) v[(size_t)t * Ck + c] = qkv[(size_t)t * QKV + C + Ck + c];
-    const LayerAttention& a = cfg.attention[l];
     if (l == 0) v_first = v;
     if (l > 0 && a.value_residual) {
       const double lambda = P("attn.value_lambda")[0];
@@ -215,7 +224,11 @@ INSTANTIATE_TEST_SUITE_P(Rivals, RivalForward,
                                            // a rival on some layers only (comma lists)
                                            "sa+no-self,xsa+gated-attn,sa+value-residual",
                                            "gated-attn,xsa,xsa+no-self+value-residual+sink",
-                                           "xsa-last2+value-residual"),
+                                           "xsa-last2+value-residual",
+                                           // QK-norm (not a rival), alone, with GQA and rivals,
+                                           // on some layers
+                                           "xsa+qk-norm", "gqa:sa+qk-norm+sink",
+                                           "sa,xsa+qk-norm+value-residual+gated-attn,sa+qk-norm"),
                          [](const auto& info) {
                            std::string s = info.param;
                            for (char& c : s) c = std::isalnum((unsigned char)c) ? c : '_';
@@ -380,27 +393,58 @@ TEST(Rivals, ConfigJsonRoundTripsAndRefusesWhatItDoesNotKnow) {
   EXPECT_THROW(model_config_from_json(missing, "config.json"), Error);
 }
 
-// Formats that cannot compute a rival refuse it rather than export another model.
+// QK-norm: version 5 (readers that do not know it refuse), the rivals per layer beside it, read
+// back equal; a missing or short list is named.
+TEST(Rivals, QkNormConfigJsonIsVersion5) {
+  const ModelConfig cfg = rival_config("sa+qk-norm,xsa+qk-norm+gated-attn,xsa");
+  const nlohmann::json j = cfg;
+  EXPECT_EQ(j["version"], 5);
+  EXPECT_EQ(j["layer_qk_norm"], nlohmann::json({true, true, false}));
+  EXPECT_EQ(j["layer_rivals"][1]["gated_attn"], true);
+  const ModelConfig back = model_config_from_json(j, "config.json");
+  EXPECT_EQ(attention_string(back), "sa+qk-norm,xsa+gated-attn+qk-norm,xsa");
+  for (int l = 0; l < 3; l++) EXPECT_EQ(back.attention[l], cfg.attention[l]) << l;
+  EXPECT_EQ(nlohmann::json(rival_config("xsa+qk-norm"))["version"], 5);
+  nlohmann::json missing = j;
+  missing.erase("layer_qk_norm");
+  try {
+    model_config_from_json(missing, "config.json");
+    ADD_FAILURE() << "read a version 5 config without layer_qk_norm";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'layer_qk_norm' must list"), std::string::npos)
+        << e.what();
+  }
+  nlohmann::json future = j;
+  future["version"] = 6;
+  EXPECT_THROW(model_config_from_json(future, "config.json"), Error);
+}
+
+// Formats that cannot compute a rival (or QK-norm) refuse it rather than export another model.
 TEST(Rivals, ExportsRefuseThem) {
-  ModelConfig cfg = rival_config("sa+gated-attn");
-  set_architecture(cfg, "gpt2");
-  ParamArena<float> arena(cfg, false);
-  arena.init(cfg, 1);
-  namespace fs = std::filesystem;
-  const fs::path dir = test::temp_dir("rival_exports");
-  for (auto write : {+[](const ModelConfig&c, const ParamArena<float>&a, const fs::path&f) {
-                       export_hf(c, a.layout, a.params.data(), f);
-                     },
-                     +[](const ModelConfig&c, const ParamArena<float>&a, const fs::path&f) {
-                       export_llmc(c, a.layout, a.params.data(), f, false);
-                     }}) {
-    try {
-      write(cfg, arena, dir / "out");
-      ADD_FAILURE() << "exported a gated-attn model";
-    } catch (const Error& e) {
-      EXPECT_NE(std::string(e.what()).find("gated-attn"), std::string::npos) << e.what();
+  for (const char* attn : {"sa+gated-attn", "sa+qk-norm"}) {
+    SCOPED_TRACE(attn);
+    ModelConfig cfg = rival_config(attn);
+    set_architecture(cfg, "gpt2");
+    ParamArena<float> arena(cfg, false);
+    arena.init(cfg, 1);
+    namespace fs = std::filesystem;
+    const fs::path dir = test::temp_dir("rival_exports");
+    for (auto write : {+[](const ModelConfig&c, const ParamArena<float>&a, const fs::path&f) {
+                         export_hf(c, a.layout, a.params.data(), f);
+                       },
+                       +[](const ModelConfig&c, const ParamArena<float>&a, const fs::path&f) {
+                         export_llmc(c, a.layout, a.params.data(), f, false);
+                       }}) {
+      try {
+        write(cfg, arena, dir / "out");
+        ADD_FAILURE() << "exported a " << attn << " model";
+      } catch (const Error& e) {
+        const bool qk = std::string(attn).find("qk-norm") != std::string::npos;
+        EXPECT_NE(std::string(e.what()).find(qk ? "QK-norm" : "gated-attn"), std::string::npos)
+            << e.what();
+      }
+      EXPECT_FALSE(fs::exists(dir / "out"));
     }
-    EXPECT_FALSE(fs::exists(dir / "out"));
   }
 }
 

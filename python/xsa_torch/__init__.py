@@ -171,6 +171,18 @@ def _rotate_half(x):
     return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
 
 
+class RMSNorm(nn.Module):
+    """x / √(mean(x²) + eps) ⊙ weight over the last dimension (QK-norm's, eps 1e-6 as xsa's)."""
+
+    def __init__(self, dim, eps=1e-6):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(dim))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
 class CausalSelfAttention(nn.Module):
     """nanoGPT's CausalSelfAttention on xsa's kernel, XSA by default.
 
@@ -179,13 +191,15 @@ class CausalSelfAttention(nn.Module):
     options: exclusive (XSA or SA), gated (α_h = tanh(w_h) from a parameter `xsa_gate`, zero at
     the start unless gate_init), sink (a parameter `sink` [H]), kv_heads (grouped-query attention,
     c_attn then has C + 2·kv_heads·D rows), rope (xsa's RoPE on q and k: rotate-half pairing over
-    the whole head, base rope_theta; off by default since nanoGPT adds learned positions).
+    the whole head, base rope_theta; off by default since nanoGPT adds learned positions),
+    qk_norm (QK-norm: RMSNorm of each q and k head before RoPE, modules q_norm and k_norm with a
+    weight [D] each, shared by the heads).
     Dropout applies to the output only: the kernel has no dropout on attention probabilities.
     """
 
     def __init__(self, config=None, *, n_embd=None, n_head=None, exclusive=True, gated=False,
                  gate_init=0.0, sink=False, kv_heads=None, rope=False, rope_theta=10000.0,
-                 bias=None, dropout=None):
+                 bias=None, dropout=None, qk_norm=False):
         super().__init__()
         self.n_embd = n_embd if n_embd is not None else config.n_embd
         self.n_head = n_head if n_head is not None else config.n_head
@@ -209,6 +223,8 @@ class CausalSelfAttention(nn.Module):
         else:
             self.xsa_gate = None
         self.sink = nn.Parameter(torch.zeros(self.n_head)) if sink else None
+        self.q_norm = RMSNorm(self.head_dim) if qk_norm else None
+        self.k_norm = RMSNorm(self.head_dim) if qk_norm else None
         self.resid_dropout = nn.Dropout(self.dropout)
         if self.dropout > 0:
             warnings.warn("xsa_torch: dropout applies to the attention output only, not to the "
@@ -231,12 +247,15 @@ class CausalSelfAttention(nn.Module):
     def forward(self, x):
         B, T, C = x.shape
         qkv = self.c_attn(x)
-        if self.rope:  # rotate q and k inside the packed row; v passes through
-            cos, sin = self.rope_table(T, qkv)
+        if self.rope or self.q_norm is not None:  # q and k inside the packed row; v as it is
             kv_width = self.n_kv_head * self.head_dim
             q, k, v = qkv.split([C, kv_width, kv_width], dim=-1)
             q, k = (t.unflatten(-1, (-1, self.head_dim)) for t in (q, k))
-            q, k = (t * cos + _rotate_half(t) * sin for t in (q, k))
+            if self.q_norm is not None:  # QK-norm, before RoPE
+                q, k = self.q_norm(q), self.k_norm(k)
+            if self.rope:
+                cos, sin = self.rope_table(T, qkv)
+                q, k = (t * cos + _rotate_half(t) * sin for t in (q, k))
             qkv = torch.cat((q.flatten(2), k.flatten(2), v), dim=-1)
         gate = torch.tanh(self.xsa_gate) if self.xsa_gate is not None else None
         options = dict(kv_heads=self.n_kv_head, exclusive=self.exclusive, gate=gate, sink=self.sink)
@@ -266,6 +285,7 @@ class Block(nn.Module):
         super().__init__()
         C, kind = config["n_embd"], config["layer_attn"][layer]
         sinks = config.get("layer_sink") or [False] * config["n_layer"]
+        qk_norm = config.get("layer_qk_norm") or [False] * config["n_layer"]  # version 5
         # The GPT-2 architecture (config version 2): learned positions (no RoPE), linear biases.
         learned = config.get("positions", "rope") == "learned"
         bias = bool(config.get("linear_bias", False))
@@ -273,7 +293,8 @@ class Block(nn.Module):
         self.attn = CausalSelfAttention(
             n_embd=C, n_head=config["n_head"], kv_heads=config.get("n_kv_head") or None,
             exclusive=kind != "sa", gated=kind.startswith("xsa-gated"), sink=sinks[layer],
-            rope=not learned, rope_theta=config["rope_theta"], bias=bias, dropout=0.0)
+            rope=not learned, rope_theta=config["rope_theta"], bias=bias, dropout=0.0,
+            qk_norm=qk_norm[layer])
         self.ln_2 = nn.LayerNorm(C)
         self.mlp = MLP(C, bias)
 
@@ -366,9 +387,13 @@ def load(run, dtype=torch.float32):
     ckpt = resolve_checkpoint(run)
     with open(os.path.join(ckpt, "config.json")) as f:
         config = json.load(f)
-    if config.get("version", 1) > 2:  # 3, 4: XSA's rivals (gated-attn, value-residual, no-self)
-        raise ValueError(f"{ckpt}: config version {config['version']} (XSA's rivals "
-                         f"{config.get('rivals')}) is not computed by this module")
+    version = config.get("version", 1)
+    rivals = [config["rivals"]] if "rivals" in config else config.get("layer_rivals", [])
+    rivals_on = sorted({key for layer in rivals for key, on in layer.items() if on})
+    # 3, 4: XSA's rivals (gated-attn, value-residual, no-self); 5: QK-norm, with or without them.
+    if version > 5 or (version > 2 and rivals_on):
+        raise ValueError(f"{ckpt}: config version {version} (XSA's rivals {rivals_on}) is not "
+                         f"computed by this module")
     model = GPT(config)
     model.load_state_dict(read_safetensors(os.path.join(ckpt, "model.safetensors")), strict=True)
     model.checkpoint = ckpt

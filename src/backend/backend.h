@@ -3,9 +3,9 @@
 // the model's forward and backward, the optimizer and the reductions, with the storage each takes
 // (supports(); precision is data: ops/tensor.h). The model (model/), the training step (train/)
 // and the decoder reach ops only through a Backend; the CPU backend (cpu_backend.cpp), built once
-// per CPU level, calls that level's kernels in ops/. Another device (CUDA) is another implementation of this interface in its
-// own files. docs/architecture.md ("The backend") gives the steps to add an op, a precision or a
-// device.
+// per CPU level, calls that level's kernels in ops/. Another device (CUDA) is another
+// implementation of this interface in its own files. docs/architecture.md ("The backend") gives the
+// steps to add an op, a precision or a device.
 //
 // Conventions: device pointers everywhere, except token ids (inputs, targets), which stay on the
 // host — a device backend copies the B·T ids itself. Sizes and layouts as in ops/ops.h.
@@ -94,7 +94,8 @@ enum class Op : uint8_t {
   xsa_alpha_and_sinks,
   reductions,
   adamw,
-  rivals
+  rivals,
+  qk_norm
 };
 inline const char* to_string(Op op) {
   static const char* const names[] = {"matmul",
@@ -109,7 +110,8 @@ inline const char* to_string(Op op) {
                                       "XSA's alpha and the sinks",
                                       "reductions",
                                       "adamw",
-                                      "rivals (gated-attn, value-residual, no-self)"};
+                                      "rivals (gated-attn, value-residual, no-self)",
+                                      "qk-norm"};
   return names[static_cast<int>(op)];
 }
 

@@ -135,6 +135,12 @@ class CpuBackend : public Backend<Real> {
     copy(out.data, dqkv, rope_rows_size(a));
     Kernels::rope_backward(out.data, a);
   }
+  void qk_norm_forward(const ops::QkNormArgs<Real>& args) override {
+    Kernels::qk_norm_forward(args);
+  }
+  void qk_norm_backward(const ops::QkNormArgs<Real>& args) override {
+    Kernels::qk_norm_backward(args);
+  }
   void attention_forward(const ops::AttentionArgs<Real>& args) override {
     refuse_unsupported(*this, Op::attention, args.z.storage);
     Kernels::attention_forward(args);

@@ -69,6 +69,12 @@ struct DeviceAddresses {
     a.dlambda = in(a.dlambda);
     return a;
   }
+  static ops::QkNormArgs<float> in(ops::QkNormArgs<float> a) {
+    a.qkv = in(a.qkv), a.raw = in(a.raw), a.rstd = in(a.rstd);
+    a.q_scale = in(a.q_scale), a.k_scale = in(a.k_scale), a.dqkv = in(a.dqkv);
+    a.dq_scale = in(a.dq_scale), a.dk_scale = in(a.dk_scale);
+    return a;
+  }
   static ClassifierArgs<float> in(ClassifierArgs<float> a) {
     a.logits = in(a.logits), a.losses = in(a.losses), a.inp = in(a.inp);
     a.wte = in(a.wte), a.dinp = in(a.dinp), a.dwte = in(a.dwte);

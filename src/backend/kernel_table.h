@@ -67,6 +67,9 @@
      another buffer (as bf16: of at least N·(C + 2·Hkv·D)/2 floats; a product input). */           \
   X(rope, void, rope_backward, (Tensor<Real> out, Real * dqkv, const RopeArgs<Real>& args),           \
     (out, dqkv, args))                                                                                \
+  /* QK-norm (ops::QkNormArgs): RMSNorm of the q and k heads before RoPE, and its backward. */        \
+  X(qk_norm, void, qk_norm_forward, (const ops::QkNormArgs<Real>& args), (args))                      \
+  X(qk_norm, void, qk_norm_backward, (const ops::QkNormArgs<Real>& args), (args))                     \
   /* z (the args' z; the attention writes it too) from the args' y and qkv, with their alpha. */      \
   X(attention, void, xsa_forward, (const ops::AttentionArgs<Real>& args), (args))                     \
   X(attention, void, attention_forward, (const ops::AttentionArgs<Real>& args), (args))               \

@@ -169,6 +169,7 @@ std::string llmc_refusal(const ModelConfig& cfg) {
   if (has_rivals(cfg))
     return fmt::format("llm.c has no {} (XSA's rivals, docs/SPEC.md §8)",
                        rivals_string(options_on_any_layer(cfg.attention, cfg.n_layer)));
+  if (options_on_any_layer(cfg.attention, cfg.n_layer).qk_norm) return "llm.c has no QK-norm";
   for (int l = 0; l < cfg.n_layer; l++) {
     if (cfg.attention[l].kind != AttnKind::sa)
       return fmt::format(
@@ -362,6 +363,8 @@ void export_hf(const ModelConfig& cfg, const std::vector<TensorInfo>& layout, co
   if (has_rivals(cfg))
     fail("cannot export to Hugging Face GPT-2: it has no {} (XSA's rivals, docs/SPEC.md §8)",
          rivals_string(options_on_any_layer(cfg.attention, cfg.n_layer)));
+  if (options_on_any_layer(cfg.attention, cfg.n_layer).qk_norm)
+    fail("cannot export to Hugging Face GPT-2: it has no QK-norm");
   std::vector<std::vector<float>> transposed;
   std::vector<TensorRef> refs;
   for (const TensorInfo& t : layout) {

@@ -1,5 +1,6 @@
 #include "xsa/model/attention.h"
 
+#include <algorithm>
 #include <optional>
 #include <vector>
 
@@ -26,7 +27,8 @@ namespace {
 
 constexpr const char* kGrammar =
     "sa, xsa, xsa-gated, xsa-gated-one, xsa-lastN, xsa-firstN, xsa-layers-0.2.5, gated-attn, "
-    "value-residual, no-self; then +sink, +gated-attn, +value-residual, +no-self in any order";
+    "value-residual, no-self; then +sink, +gated-attn, +value-residual, +no-self, +qk-norm in any "
+    "order";
 
 std::optional<AttnKind> kind_named(const std::string& word) {
   for (AttnKind k : {AttnKind::sa, AttnKind::xsa, AttnKind::xsa_gated, AttnKind::xsa_gated_one})
@@ -122,6 +124,18 @@ std::string item_string(const LayerAttention& layer) {
 }
 
 }  // namespace
+
+std::string with_option_on_every_item(const std::string& spec, const std::string& option) {
+  std::string out;
+  for (const std::string& item : split(spec, ',')) {
+    const size_t at = std::min(item.find('@'), item.size());
+    std::string body = item.substr(0, at);
+    const std::vector<std::string> words = split(body, '+');
+    if (std::find(words.begin() + 1, words.end(), option) == words.end()) body += "+" + option;
+    out += (out.empty() ? "" : ",") + body + item.substr(at);
+  }
+  return out;
+}
 
 AttentionLayers parse_attention(const std::string& spec, int n_layer, const std::string& what) {
   const Context c{spec, what, n_layer};

@@ -23,12 +23,16 @@ inline constexpr int kMaxLayers = 256;
 //   value_residual: the layer attends to v' = λ v + (1 − λ) v_0, the first layer's values
 //     (ResFormer), λ one learnable scalar starting at 0.5; on layer 0 it has nothing to mix.
 //   no_self: token i attends to j < i only; token 0 sees no key and its output is zero.
+// And one option of the queries and keys, not a rival (commonly combined with XSA):
+//   qk_norm: RMSNorm of each q and k head before RoPE, with a learned scale per head dimension
+//     for the queries and one for the keys (modded-nanogpt, OLMo 2, Gemma 3; ops/args.h).
 struct LayerAttention {
   AttnKind kind = AttnKind::sa;
   bool sink = false;  // a learned attention-sink logit per head
   bool output_gate = false;
   bool value_residual = false;
   bool no_self = false;
+  bool qk_norm = false;
   bool operator==(const LayerAttention&) const = default;
   bool has_rivals() const { return output_gate || value_residual || no_self; }
 };
@@ -44,11 +48,12 @@ inline constexpr AttentionOption kAttentionOptions[] = {
     {"sink", &LayerAttention::sink, false},
     {"gated-attn", &LayerAttention::output_gate, true},
     {"value-residual", &LayerAttention::value_residual, true},
-    {"no-self", &LayerAttention::no_self, true}};
+    {"no-self", &LayerAttention::no_self, true},
+    {"qk-norm", &LayerAttention::qk_norm, false}};
 
 // spec = item | item,item,...   one item for every layer, or one per layer (n_layer of them)
 // item = base(+option)*         options in any order, each once: sink, gated-attn,
-//                               value-residual, no-self
+//                               value-residual, no-self, qk-norm
 // base = sa | xsa | xsa-gated | xsa-gated-one
 //      | xsa-lastN | xsa-firstN | xsa-layers-I.J.K   XSA on some layers, SA on the others (alone,
 //                                                    not in a list; the options on every layer)
@@ -56,6 +61,9 @@ inline constexpr AttentionOption kAttentionOptions[] = {
 // A single item fills every entry (so n_layer may change after); a list fills its n_layer.
 // Throws Error in one line naming `what` (the option: "--attn", "--variants") and the spec.
 AttentionLayers parse_attention(const std::string& spec, int n_layer, const std::string& what);
+// spec with +option added to each of its items (before an @precision), where not there already:
+// --qk-norm as "+qk-norm on every layer" of --attn and of each of compare's --variants.
+std::string with_option_on_every_item(const std::string& spec, const std::string& option);
 // The inverse: one item when the n_layer layers agree, else the per-layer list.
 std::string attention_string(const AttentionLayers& layers, int n_layer);
 // "gated-attn+value-residual": the rivals among a layer's options, "" when none.

@@ -15,7 +15,7 @@ BlockStorage block_storage(const Backend<Real>& be, const BlockRun<Real>& run) {
   // With gated-attn the gate reads z too: it is no longer a product input.
   s.att_z = exclusive && !attention.output_gate ? product : Storage::fp32;
   s.d_fc_pre = run.W.fc_b ? Storage::fp32 : product;
-  s.d_qkv = rope && !run.W.qkv_b ? product : Storage::fp32;
+  s.d_qkv = rope && !run.W.qkv_b && !run.W.q_norm_w ? product : Storage::fp32;
   return s;
 }
 
@@ -25,6 +25,10 @@ void check_backend_runs(const ModelConfig& cfg, const Backend<Real>& backend) {
     fail("the {} backend does not run XSA's rivals ({}); run them with --device cpu",
          to_string(backend.device()),
          rivals_string(options_on_any_layer(cfg.attention, cfg.n_layer)));
+  if (options_on_any_layer(cfg.attention, cfg.n_layer).qk_norm &&
+      !backend.supports(Op::qk_norm, Storage::fp32))
+    fail("the {} backend does not run QK-norm yet; run it with --device cpu",
+         to_string(backend.device()));
 }
 
 namespace {
@@ -78,6 +82,19 @@ inline bool later_layer_mixes_values(const ModelConfig& cfg, int layer) {
   return false;
 }
 
+// QK-norm on the layer's q and k columns of qkv (ops/args.h); raw and rstd kept where the layer
+// has them (training).
+template <typename Real>
+ops::QkNormArgs<Real> qk_norm_args(const BlockRun<Real>& run) {
+  const ModelConfig& cfg = run.cfg;
+  ops::QkNormArgs<Real> a;
+  a.qkv = run.buf.qkv, a.raw = run.buf.qk_raw, a.rstd = run.buf.qk_rstd;
+  a.q_scale = run.W.q_norm_w, a.k_scale = run.W.k_norm_w;
+  a.N = run.rows.B * run.rows.T, a.ld = cfg.qkv_dim(), a.H = cfg.n_head, a.Hkv = cfg.kv_heads();
+  a.D = cfg.head_dim();
+  return a;
+}
+
 template <typename Real>
 RopeArgs<Real> rope_args(const BlockRun<Real>& run) {
   const ModelConfig& cfg = run.cfg;
@@ -95,6 +112,7 @@ void attention_block_forward(Backend<Real>& be, const BlockRun<Real>& run, const
   const int Ck = run.cfg.kv_heads() * run.cfg.head_dim();
   be.matmul_forward(buf.qkv, {buf.ln1, s.ln1}, W.qkv_w, {N, C, QKV}, false);
   if (W.qkv_b) be.bias_forward(buf.qkv, W.qkv_b, N, QKV);
+  if (W.q_norm_w) be.qk_norm_forward(qk_norm_args(run));
   if (run.cfg.positions == Positions::rope) be.rope_forward(buf.qkv, rope_args(run));
   // Values mixed before the attention (and the cache) sees them.
   if (keeps_first_values(run.cfg, run.layer))
@@ -241,6 +259,11 @@ void block_backward(Backend<Real>& be, const BlockRun<Real>& run, const Real* x_
   const Tensor<Real> d_rotated =
       s.d_qkv == Storage::fp32 ? Tensor<Real>(g.d_qkv) : Tensor<Real>(g.d_fc, s.d_qkv);
   if (run.cfg.positions == Positions::rope) be.rope_backward(d_rotated, g.d_qkv, rope_args(run));
+  if (W.q_norm_w) {  // in place on d_qkv (fp32 then: d_rotated is d_qkv)
+    ops::QkNormArgs<Real> a = qk_norm_args(run);
+    a.dqkv = g.d_qkv, a.dq_scale = dW.q_norm_w, a.dk_scale = dW.k_norm_w;
+    be.qk_norm_backward(a);
+  }
   be.matmul_backward(g.d_buf, dW.qkv_w, d_rotated, {buf.ln1, s.ln1}, W.qkv_w, {N, C, QKV},
                      g.accumulate);
   if (dW.qkv_b) be.bias_backward(dW.qkv_b, g.d_qkv, N, QKV);

@@ -34,6 +34,9 @@ struct BlockBuffers {
   Real* output_gate_pre = nullptr;  // [N, C] gated-attn: LN1(x) W_gᵀ, the gate before its sigmoid
   Real* att_z = nullptr;            // [N, C] gated-attn with XSA: z, kept for the gate's backward
   Real* v_raw = nullptr;  // [N, Hkv·D] value-residual, layers ≥ 1: the layer's own values
+  // QK-norm, training only (the decoder keeps nothing): q and k before it, and each head's rstd.
+  Real* qk_raw = nullptr;   // [N, C + Hkv·D]
+  Real* qk_rstd = nullptr;  // [N, H + Hkv]
 };
 
 // Scratch shared by all layers.
@@ -77,8 +80,8 @@ struct LayerCache {
 // product inputs (backend.h: activations only matrix products read) take the backend's
 // product-input storage for the rows at hand; every other activation is fp32. Backward: GELU's
 // input gradient is a product input where fc has no bias (its gradient would read it), RoPE's
-// output gradient where qkv has none; stored bf16 they go to a buffer free at that point (fc_gelu,
-// d_fc) instead of in place.
+// output gradient where qkv has no bias and no QK-norm (whose backward reads it); stored bf16
+// they go to a buffer free at that point (fc_gelu, d_fc) instead of in place.
 struct BlockStorage {
   Storage ln1, ln2, fc_gelu, att_z;  // forward
   Storage d_fc_pre, d_qkv;           // backward

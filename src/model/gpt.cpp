@@ -44,6 +44,8 @@ size_t carve_activations(Activations<Real>& a, Real* base, const ModelConfig& cf
     take_if(attention.output_gate, L.output_gate_pre, N * C);
     take_if(attention.output_gate && attention.kind != AttnKind::sa, L.att_z, N * C);
     take_if(mixes_first_values(cfg.attention, l), L.v_raw, N * Ck);
+    take_if(attention.qk_norm && training, L.qk_raw, N * (C + Ck));
+    take_if(attention.qk_norm && training, L.qk_rstd, N * (H + cfg.kv_heads()));
   }
   take(a.lnf, N * C), take(a.lnf_mean, N), take(a.lnf_rstd, N);
   take(a.losses, N);

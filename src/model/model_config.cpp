@@ -70,8 +70,8 @@ bool has_rivals(const ModelConfig& cfg) {
 
 namespace {
 
-// The rivals' flags as config.json writes them: version 3 one object for every layer, version 4
-// one per layer.
+// The rivals' flags as config.json writes them: version 3 one object for every layer, versions 4
+// and 5 (5: with QK-norm) one per layer.
 constexpr std::pair<const char*, bool LayerAttention::*> kRivalKeys[] = {
     {"gated_attn", &LayerAttention::output_gate},
     {"value_residual", &LayerAttention::value_residual},
@@ -129,11 +129,13 @@ void to_json(nlohmann::json& j, const ModelConfig& cfg) {
   }
   // Rivals: version 3 when every layer has the same, version 4 when they differ by layer; readers
   // that do not know them refuse rather than misread.
-  if (has_rivals(cfg)) {
-    bool uniform = true;
+  // QK-norm: version 5, the rivals per layer (as version 4) and "layer_qk_norm".
+  const bool qk_norm = options_on_any_layer(cfg.attention, cfg.n_layer).qk_norm;
+  if (has_rivals(cfg) || qk_norm) {
+    bool uniform = !qk_norm;
     for (int l = 1; l < cfg.n_layer; l++)
       uniform &= rivals_json(cfg.attention[l]) == rivals_json(cfg.attention[0]);
-    j["version"] = uniform ? 3 : 4;
+    j["version"] = qk_norm ? 5 : uniform ? 3 : 4;
     j["positions"] = cfg.positions == Positions::rope ? "rope" : "learned";
     j["linear_bias"] = cfg.linear_bias;
     if (uniform) {
@@ -142,6 +144,11 @@ void to_json(nlohmann::json& j, const ModelConfig& cfg) {
       nlohmann::json layers = nlohmann::json::array();
       for (int l = 0; l < cfg.n_layer; l++) layers.push_back(rivals_json(cfg.attention[l]));
       j["layer_rivals"] = layers;
+    }
+    if (qk_norm) {
+      std::vector<bool> on;
+      for (int l = 0; l < cfg.n_layer; l++) on.push_back(cfg.attention[l].qk_norm);
+      j["layer_qk_norm"] = on;
     }
   }
 }
@@ -160,7 +167,7 @@ ModelConfig model_config_from_json(const nlohmann::json& j, const std::string& s
     fail("{}: 'format' is not \"xsa-gpt\"", source);
   const int version =
       j.contains("version") && j["version"].is_number_integer() ? j["version"].get<int>() : 0;
-  if (version < 1 || version > 4) fail("{}: unsupported version {}", source, version);
+  if (version < 1 || version > 5) fail("{}: unsupported version {}", source, version);
   if (version >= 2) {
     const std::string positions = j.contains("positions") && j["positions"].is_string()
                                       ? j["positions"].get<std::string>()
@@ -208,12 +215,21 @@ ModelConfig model_config_from_json(const nlohmann::json& j, const std::string& s
     read_rivals(j.contains("rivals") ? j["rivals"] : nlohmann::json(), rivals, source + ": rivals");
     for (int l = 0; l < cfg.n_layer; l++)
       for (const auto& [key, flag] : kRivalKeys) cfg.attention[l].*flag = rivals.*flag;
-  } else if (version == 4) {  // one set per layer
+  } else if (version >= 4) {  // one set per layer
     const auto& layers = j.contains("layer_rivals") ? j["layer_rivals"] : nlohmann::json();
     if (!layers.is_array() || (int)layers.size() != cfg.n_layer)
       fail("{}: 'layer_rivals' must list one object per layer ({} layers)", source, cfg.n_layer);
     for (int l = 0; l < cfg.n_layer; l++)
       read_rivals(layers[l], cfg.attention[l], fmt::format("{}: layer_rivals[{}]", source, l));
+  }
+  if (version == 5) {  // QK-norm per layer
+    const auto& on = j.contains("layer_qk_norm") ? j["layer_qk_norm"] : nlohmann::json();
+    if (!on.is_array() || (int)on.size() != cfg.n_layer)
+      fail("{}: 'layer_qk_norm' must list true/false per layer ({} layers)", source, cfg.n_layer);
+    for (int l = 0; l < cfg.n_layer; l++) {
+      if (!on[l].is_boolean()) fail("{}: layer_qk_norm[{}] is not true or false", source, l);
+      cfg.attention[l].qk_norm = on[l].get<bool>();
+    }
   }
   if (j.contains("layer_sink")) {  // optional: checkpoints without it have no sinks
     const auto& sink = j["layer_sink"];

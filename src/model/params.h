@@ -37,6 +37,8 @@ struct LayerWeights {
   Real* sink = nullptr;           // [H] attention sinks only: the sink's logit b_h
   Real* output_gate_w = nullptr;  // [C, C] gated-attn only: W_g, the output gate σ(x W_gᵀ)
   Real* value_lambda = nullptr;  // [1] value-residual, layers ≥ 1: λ, v' = λ v + (1 − λ) v_0
+  Real* q_norm_w = nullptr;      // [D] qk-norm only: the queries' RMSNorm scale g_q
+  Real* k_norm_w = nullptr;      // [D] qk-norm only: the keys' g_k
   Real* ln2_w = nullptr;         // [C]
   Real* ln2_b = nullptr;         // [C]
   Real* fc_w = nullptr;          // [4C, C]
@@ -76,6 +78,12 @@ void for_each_tensor(const ModelConfig& cfg, Weights<Real>& w, Fn&& fn) {
     fn(p + "attn.c_attn.weight", std::vector<int64_t>{cfg.qkv_dim(), C}, true, Init::normal,
        L.qkv_w);
     bias(p + "attn.c_attn.bias", cfg.qkv_dim(), L.qkv_b);
+    if (cfg.attention[l].qk_norm) {  // RMSNorm scales of q and k, shared by the heads; no decay
+      fn(p + "attn.q_norm.weight", std::vector<int64_t>{cfg.head_dim()}, false, Init::ones,
+         L.q_norm_w);
+      fn(p + "attn.k_norm.weight", std::vector<int64_t>{cfg.head_dim()}, false, Init::ones,
+         L.k_norm_w);
+    }
     fn(p + "attn.c_proj.weight", std::vector<int64_t>{C, C}, true, Init::normal_residual,
        L.attn_proj_w);
     bias(p + "attn.c_proj.bias", C, L.attn_proj_b);

@@ -54,3 +54,31 @@ struct ValueMixArgs {
 };
 
 }  // namespace xsa::ops
+
+namespace xsa::ops {
+
+// QK-norm: RMSNorm of each query and key head before RoPE, x̂ = x / √(mean(x²) + 1e-6), written
+// back as x̂ ⊙ g with one learned scale per head dimension (q_scale for the H query heads, k_scale
+// for the Hkv key heads; shared by the heads, as OLMo 2 and Gemma 3). qkv rows [N, ld] hold q at
+// columns [0, H·D) and k at [H·D, (H + Hkv)·D), so a row's q and k are H + Hkv heads of D in a row.
+// Forward: in place; raw [N, (H + Hkv)·D] keeps q and k as they came and rstd [N, H + Hkv] each
+// head's 1/√(mean(x²) + eps) (both null: nothing kept, inference). Backward, from ∂L/∂(x̂ ⊙ g) in
+// dqkv's q and k columns: dq_scale, dk_scale [D] accumulate Σ ∂L/∂out ⊙ x̂ (summed in fixed row
+// chunks, so the thread count changes nothing), and dqkv's q and k become
+// ∂L/∂x = rstd (d̂ − x̂ mean(d̂ ⊙ x̂)), d̂ = ∂L/∂out ⊙ g, in place.
+template <typename Real>
+struct QkNormArgs {
+  Real* qkv = nullptr;
+  Real* raw = nullptr;
+  Real* rstd = nullptr;
+  const Real* q_scale = nullptr;
+  const Real* k_scale = nullptr;
+  int N = 0, ld = 0, H = 0, Hkv = 0, D = 0;
+  // Backward only.
+  Real* dqkv = nullptr;
+  Real* dq_scale = nullptr;
+  Real* dk_scale = nullptr;
+};
+inline constexpr double kQkNormEps = 1e-6;
+
+}  // namespace xsa::ops

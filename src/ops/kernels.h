@@ -69,6 +69,9 @@
   X(void, rope_forward, (Real * qkv, const RopeArgs<Real>& args), (qkv, args))                          \
   /* dqkv [B, T, 3C]: the q and k parts are rotated back in place (the transpose rotation). */          \
   X(void, rope_backward, (Real * dqkv, const RopeArgs<Real>& args), (dqkv, args))                       \
+  /* ---- qk_norm.cpp: QK-norm, RMSNorm of each q and k head before RoPE (QkNormArgs) ---- */         \
+  X(void, qk_norm_forward, (const QkNormArgs<Real>& args), (args))                                      \
+  X(void, qk_norm_backward, (const QkNormArgs<Real>& args), (args))                                     \
   /* ---- attention.cpp: causal attention with SA, XSA, gated XSA, sinks, GQA */                        \
   /* (ops/attention.h) ---- */                                                                          \
   /* The forward: y and lse (and z with XSA) from qkv. With tile_products bf16 (float only, */          \

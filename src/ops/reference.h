@@ -88,6 +88,49 @@ void layernorm_backward(Real* dinp, Real* dweight, Real* dbias, const Real* dout
   }
 }
 
+// QK-norm on the q and k heads of qkv rows [N, ld] (ops/args.h, QkNormArgs): each head of D
+// becomes x / √(mean(x²) + 1e-6) ⊙ g, the H query heads with q_scale, the Hkv key heads with
+// k_scale. Backward through the explicit Jacobian ∂x̂_c/∂x_k = r (δ_ck − x̂_c x̂_k / D), from
+// dout in dqkv's q and k columns (replaced by ∂L/∂x), the forward's input in qkv; the scales'
+// gradients accumulate.
+template <typename Real>
+void qk_norm_forward(Real* qkv, const Real* q_scale, const Real* k_scale, int N, int ld, int H,
+                     int Hkv, int D) {
+  for (int n = 0; n < N; n++)
+    for (int h = 0; h < H + Hkv; h++) {
+      Real* x = qkv + (size_t)n * ld + (size_t)h * D;
+      const Real* g = h < H ? q_scale : k_scale;
+      Real ms = 0;
+      for (int c = 0; c < D; c++) ms += x[c] * x[c] / D;
+      const Real r = 1 / std::sqrt(ms + Real(1e-6));
+      for (int c = 0; c < D; c++) x[c] = x[c] * r * g[c];
+    }
+}
+template <typename Real>
+void qk_norm_backward(Real* dqkv, Real* dq_scale, Real* dk_scale, const Real* qkv,
+                      const Real* q_scale, const Real* k_scale, int N, int ld, int H, int Hkv,
+                      int D) {
+  std::vector<Real> xhat(D), dx(D);
+  for (int n = 0; n < N; n++)
+    for (int h = 0; h < H + Hkv; h++) {
+      const Real* x = qkv + (size_t)n * ld + (size_t)h * D;
+      Real* d = dqkv + (size_t)n * ld + (size_t)h * D;
+      const Real* g = h < H ? q_scale : k_scale;
+      Real* dg = h < H ? dq_scale : dk_scale;
+      Real ms = 0;
+      for (int c = 0; c < D; c++) ms += x[c] * x[c] / D;
+      const Real r = 1 / std::sqrt(ms + Real(1e-6));
+      for (int c = 0; c < D; c++) xhat[c] = x[c] * r;
+      for (int k = 0; k < D; k++) {
+        Real s = 0;
+        for (int c = 0; c < D; c++)
+          s += d[c] * g[c] * r * ((c == k ? 1 : 0) - xhat[c] * xhat[k] / D);
+        dx[k] = s;
+      }
+      for (int c = 0; c < D; c++) dg[c] += d[c] * xhat[c], d[c] = dx[c];
+    }
+}
+
 // Offset of (row n, part 0/1/2 = q/k/v, query head h) in qkv rows [q: C | k: Hkv·D | v: Hkv·D];
 // under grouped-query attention (Hkv < H) query head h reads key/value head h / (H / Hkv).
 inline int qkv_offset(int n, int part, int h, int C, int H, int Hkv) {

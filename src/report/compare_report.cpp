@@ -608,13 +608,16 @@ std::vector<std::string> write_plots(const fs::path& out, const CompareReport& r
   return plots;
 }
 
-// Per variant: its parameter count and its rivals of XSA.
+// Per variant: its parameter count, its rivals of XSA and QK-norm.
 nlohmann::json parameters_json(const CompareReport& r) {
   nlohmann::json j = nlohmann::json::object();
-  for (size_t k = 0; k < r.variants.size() && k < r.parameters.size(); k++)
+  for (size_t k = 0; k < r.variants.size() && k < r.parameters.size(); k++) {
     j[r.variants[k]] = {{"count", r.parameters[k]},
                         {"vs_sa", r.parameters[k] - r.parameters[0]},
                         {"rivals", k < r.rivals.size() ? rivals_string(r.rivals[k]) : ""}};
+    if (k < r.rivals.size() && r.rivals[k].qk_norm)  // only then: other reports as before
+      j[r.variants[k]]["qk_norm"] = true;
+  }
   return j;
 }
 
@@ -794,6 +797,15 @@ std::string write_compare_report(const fs::path& out, const CompareReport& r,
       r.model.seq_len, r.run.batch, r.run.steps,
       own_rates ? "each variant's own (--tune-lr, below)" : fmt::format("{}", r.run.lr),
       to_string(r.run.precision), r.seeds, r.run.seed, r.run.val_batches);
+  // QK-norm is not in a variant's name when --qk-norm gave it to every one: said here.
+  std::vector<std::string> qk_norm;
+  for (size_t k = 0; k < r.rivals.size() && k < r.variants.size(); k++)
+    if (r.rivals[k].qk_norm) qk_norm.push_back(r.variants[k]);
+  if (!qk_norm.empty())
+    md += qk_norm.size() == r.variants.size()
+              ? "Every variant has QK-norm (RMSNorm of q and k per head before RoPE).\n\n"
+              : fmt::format("QK-norm (RMSNorm of q and k per head before RoPE) in: {}.\n\n",
+                            fmt::join(qk_norm, ", "));
   // Bits per byte beside the loss when the validation set's bytes are known: runs of different
   // vocabularies compare by it, not by the loss per token.
   const bool bpb = std::isfinite(r.val_bytes_per_token);

@@ -105,6 +105,7 @@ void prepare(const CompareConfig& cfg, Comm& comm, Setup& s) {
   if (!cfg.eval_data.empty()) s.identity["eval_batches"] = cfg.eval_batches;
   if (!cfg.variant_lrs.empty()) s.identity["variant_lrs"] = cfg.variant_lrs;
   if (cfg.tuning) s.identity["tuning"] = true;
+  if (cfg.qk_norm) s.identity["qk_norm"] = true;  // not in the variants' names
   // A vocabulary retrained under the same folder name makes another comparison.
   if (s.data.tokenizer == TokenizerKind::spm)
     s.identity["vocabulary_checksum"] = SpmTokenizer(s.data.vocab_dir).checksum();
@@ -191,14 +192,15 @@ std::vector<Arm> make_arms(const CompareConfig& cfg, const Setup& s, uint64_t se
     a.result.variant = s.variants[k].name, a.result.seed = seed;
     a.result.lr = cfg.variant_lrs.empty() ? cfg.run.lr : cfg.variant_lrs[k];
     // Over the tensors every variant has (a gated variant's extra gates start at zero, as SA;
-    // the rivals' W_g and λ are theirs alone).
+    // the rivals' W_g and λ and QK-norm's scales are theirs alone).
     a.result.init_hash = kFnvBasis;
     const HostView<float> weights(a.model->params().params);
     for (const TensorInfo& t : a.model->params().layout)
       if (t.name.find("xsa_gate") == std::string::npos &&
           t.name.find("attn.sink") == std::string::npos &&
           t.name.find("attn.c_gate") == std::string::npos &&
-          t.name.find("attn.value_lambda") == std::string::npos)
+          t.name.find("attn.value_lambda") == std::string::npos &&
+          t.name.find("_norm.weight") == std::string::npos)
         a.result.init_hash =
             fnv1a(weights.data() + t.offset, t.numel * sizeof(float), a.result.init_hash);
     a.result.batches_hash = kFnvBasis;

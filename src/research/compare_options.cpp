@@ -57,13 +57,17 @@ ModelConfig variant_model(const ModelConfig& base, const Variant& v) {
 }
 
 std::vector<Variant> parse_variants(const CompareConfig& cfg) {
-  if (cfg.variants.empty() || cfg.variants[0] != "sa")
-    fail("--variants must start with sa, the baseline every other variant is compared with");
+  if (cfg.variants.empty() || (cfg.variants[0] != "sa" && cfg.variants[0] != "sa+qk-norm"))
+    fail(
+        "--variants must start with sa (sa+qk-norm with --qk-norm), the baseline every other "
+        "variant is compared with");
   std::vector<Variant> variants;
   for (const std::string& v : cfg.variants) {
     for (const Variant& seen : variants)
       if (seen.name == v) fail("--variants lists {} twice", v);
     variants.push_back(parse_variant(v, cfg.model.n_layer));
+    if (cfg.qk_norm)  // every variant's, as the run's precision
+      for (LayerAttention& layer : variants.back().attention) layer.qk_norm = true;
     if (variants.back().precision == cfg.run.precision)
       fail("--variants {}: the run's --precision is already {}, so it would be a copy of its twin",
            v, to_string(cfg.run.precision));

@@ -27,6 +27,9 @@ void add_compare_options(CLI::App* cmd, CompareArgs& a) {
                   "optionally +sink, +gated-attn, +value-residual, +no-self (xsa+gated-attn), "
                   "@bf16 or @fp32")
       ->capture_default_str();
+  cmd->add_flag("--qk-norm", a.cfg.qk_norm,
+                "QK-norm in every variant, SA included, as --precision is every variant's: RMSNorm "
+                "of q and k per head before RoPE (one variant alone: its +qk-norm)");
   cmd->add_option("--seeds", a.seeds,
                   "Repeats with seeds --seed, --seed+1, ...; auto: a group-sequential test that "
                   "looks after 3, 4, ... --max-seeds seeds and stops once every variant differs "

@@ -18,6 +18,7 @@ struct TrainArgs {
   ModelConfig model;
   RunConfig run;
   std::string attn = "xsa";
+  bool qk_norm = false;
   std::string resume;
 };
 
@@ -77,6 +78,9 @@ void add_train_command(CLI::App& root) {
          "options in any order: +sink, +gated-attn, +value-residual, +no-self (xsa+gated-attn); "
          "or one item per layer (sa,sa,xsa+no-self,xsa+no-self)")
       ->capture_default_str();
+  cmd->add_flag("--qk-norm", a->qk_norm,
+                "QK-norm on every layer: RMSNorm of each q and k head before RoPE with a learned "
+                "scale per head dimension (= +qk-norm on each item of --attn)");
   add_run_option(cmd, r, "ckpt_every");
   add_run_option(cmd, r, "skip_bad_steps");
   add_run_option(cmd, r, "out", "Run folder: checkpoints and metrics.jsonl");
@@ -88,9 +92,10 @@ void add_train_command(CLI::App& root) {
     catch_stop_signals();  // Ctrl-C or SIGTERM: checkpoint at this step, then exit
     ModelConfig model = a->model;
     RunConfig run = a->run;
+    const std::string attn = a->qk_norm ? with_option_on_every_item(a->attn, "qk-norm") : a->attn;
     if (a->resume.empty()) {
       if (!run.tokenizer.empty()) parse_run_tokenizer(run.tokenizer);  // reject a bad name first
-      set_attention(model, a->attn);
+      set_attention(model, attn);
       if (!run.init_from.empty()) model = init_from_model(*cmd, model, run);
       apply_smoke_test(run);
       train(model, run);
@@ -105,11 +110,13 @@ void add_train_command(CLI::App& root) {
     if (cmd->count("--tokenizer") && parse_run_tokenizer(run.tokenizer).kind != stored.tokenizer)
       fail("--tokenizer {} contradicts the checkpoint {} ({})", run.tokenizer,
            (ckpt / "config.json").string(), to_string(stored.tokenizer));
-    if (cmd->count("--attn")) {
+    if (cmd->count("--attn") || a->qk_norm) {
       ModelConfig wanted = stored;
-      set_attention(wanted, a->attn);
+      set_attention(wanted, cmd->count("--attn")
+                                ? attn
+                                : with_option_on_every_item(attention_string(stored), "qk-norm"));
       if (attention_string(wanted) != attention_string(stored))
-        fail("--attn {} contradicts the checkpoint {} ({})", a->attn,
+        fail("--attn {} contradicts the checkpoint {} ({})", attention_string(wanted),
              (ckpt / "config.json").string(), attention_string(stored));
     }
     nlohmann::json state = load_trainer_state(ckpt);

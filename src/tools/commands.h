@@ -6,8 +6,8 @@
 #include <string>
 #include <string_view>
 
-#include "xsa/options/model_options.h"
 #include "xsa/model/model_config.h"
+#include "xsa/options/model_options.h"
 #include "xsa/research/compare.h"
 #include "xsa/train/trainer.h"
 

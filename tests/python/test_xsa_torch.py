@@ -290,6 +290,59 @@ class LoadCheckpoint(unittest.TestCase):
         self.assertIsNotNone(model.transformer.h[0].attn.c_attn.bias)
         self.assertFalse(model.transformer.h[0].attn.rope)
 
+    def test_qk_norm(self):  # QK-norm (config version 5) on both layers, with grouped keys
+        # A high rate, so that the scales have moved away from 1 in 5 steps: an order of RMSNorm
+        # and RoPE or a q/k mix-up would show (with scales of 1 they commute).
+        model = self.check_run("qk_norm", "--attn", "xsa", "--qk-norm", "--kv-heads", "2",
+                               "--lr", "0.05", "--warmup", "0")
+        attn = model.transformer.h[0].attn
+        self.assertEqual(tuple(attn.q_norm.weight.shape), (attn.head_dim,))
+        self.assertGreater((attn.q_norm.weight - 1).abs().max().item(), 0.05)
+        self.assertGreater((attn.k_norm.weight - attn.q_norm.weight).abs().max().item(), 0.01)
+
+
+class QkNormModule(unittest.TestCase):
+    def test_matches_math_written_here(self):
+        """The module's QK-norm (before RoPE) against RMSNorm and RoPE written out here per head
+        in float64, and the kernel path against PyTorch's math."""
+        torch.manual_seed(3)
+        B, T, C, H, Hkv = 2, 9, 32, 4, 2
+        D = C // H
+        attn = xsa_torch.CausalSelfAttention(n_embd=C, n_head=H, kv_heads=Hkv, rope=True,
+                                             qk_norm=True).double()
+        with torch.no_grad():
+            attn.q_norm.weight.copy_(torch.rand(D, dtype=torch.float64) + 0.5)
+            attn.k_norm.weight.copy_(torch.rand(D, dtype=torch.float64) + 0.5)
+        x = torch.randn(B, T, C, dtype=torch.float64)
+        qkv = attn.c_attn(x)
+        q, k, v = qkv.split([C, Hkv * D, Hkv * D], dim=-1)
+        rows = []
+        for t in range(T):
+            angle = [t * 10000.0 ** (-2.0 * j / D) for j in range(D // 2)]
+            def norm_rotate(vec, weight):
+                out = vec / torch.sqrt((vec * vec).mean(0, keepdim=True) + 1e-6) * weight
+                rotated = out.clone()
+                for j in range(D // 2):
+                    c, s = math.cos(angle[j]), math.sin(angle[j])
+                    rotated[j] = c * out[j] - s * out[j + D // 2]
+                    rotated[j + D // 2] = s * out[j] + c * out[j + D // 2]
+                return rotated
+            qs = [norm_rotate(q[:, t, h * D:(h + 1) * D].T, attn.q_norm.weight[:, None]).T
+                  for h in range(H)]
+            ks = [norm_rotate(k[:, t, g * D:(g + 1) * D].T, attn.k_norm.weight[:, None]).T
+                  for g in range(Hkv)]
+            rows.append(torch.cat(qs + ks + [v[:, t]], dim=-1))
+        packed = torch.stack(rows, dim=1)
+        qh, kh, vh = packed.split([C, Hkv * D, Hkv * D], dim=-1)
+        qh, kh, vh = (t.unflatten(-1, (-1, D)).transpose(1, 2) for t in (qh, kh, vh))
+        kh, vh = (t.repeat_interleave(H // Hkv, dim=1) for t in (kh, vh))
+        y = torch_attention(qh, kh, vh, exclusive=True).transpose(1, 2).flatten(2)
+        expected = attn.c_proj(y)
+        with torch.no_grad():
+            torch.testing.assert_close(attn(x), expected, rtol=0, atol=1e-12)
+            attn.use_kernel = False
+            torch.testing.assert_close(attn(x), expected, rtol=0, atol=1e-12)
+
 
 if __name__ == "__main__":
     unittest.main()

@@ -200,7 +200,7 @@ class CudaBackend final : public Backend<float> {
   // ---- the kernel table: fp32 activations (bf16 products convert their inputs per call) ----
   // XSA's rivals are CPU-only for now (docs/gpus.md): refused before a model is built.
   bool supports(Op op, Storage storage) const override {
-    return op != Op::rivals && storage == Storage::fp32;
+    return op != Op::rivals && op != Op::qk_norm && storage == Storage::fp32;
   }
   Storage product_input_storage(int) const override { return Storage::fp32; }
 
@@ -417,6 +417,14 @@ class CudaBackend final : public Backend<float> {
   }
   void value_mix_backward(const ops::ValueMixArgs<float>&) override {
     refuse_unsupported(*this, Op::rivals, Storage::fp32);
+  }
+
+  // QK-norm: refused until a GPU has run it (supports() says no).
+  void qk_norm_forward(const ops::QkNormArgs<float>&) override {
+    refuse_unsupported(*this, Op::qk_norm, Storage::fp32);
+  }
+  void qk_norm_backward(const ops::QkNormArgs<float>&) override {
+    refuse_unsupported(*this, Op::qk_norm, Storage::fp32);
   }
 
   // ---- reductions and the optimizer ----
