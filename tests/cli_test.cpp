@@ -407,7 +407,7 @@ TEST_F(Cli, CompareAndAnalyze) {
   EXPECT_EQ(r.err,
             "xsa: error: --variants gated is not known (sa, xsa, xsa-gated, xsa-gated-one, "
             "xsa-lastN, xsa-firstN, xsa-layers-0.2.5, gated-attn, value-residual, no-self; then "
-            "+sink, +gated-attn, +value-residual, +no-self in any order)\n");
+            "+sink, +gated-attn, +value-residual, +no-self, +qk-norm in any order)\n");
   r = xsa("compare --data data.txt --preset tiny --out cmp --quiet");
   EXPECT_EQ(r.err,
             "xsa: error: cmp: already holds a report of another comparison; pass --force to "

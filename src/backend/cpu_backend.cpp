@@ -10,7 +10,6 @@
 #include "xsa/backend/backend.h"
 #include "xsa/ops/matmul_bf16.h"
 #include "xsa/ops/parallel.h"
-#include "xsa/ops/rivals.h"
 #include "xsa/util/arena.h"
 #include "xsa/util/cpu.h"
 #include "xsa/util/fmt.h"
@@ -100,46 +99,14 @@ class CpuBackend : public Backend<Real> {
     refuse_unsupported(*this, Op::matmul, inp.storage);
     Kernels::matmul_backward(dinp, dweight, dout.data, inp.data, weight, shape, accumulate);
   }
-  void bias_forward(Real* out, const Real* bias, int N, int D) override {
-    Kernels::bias_forward(out, bias, N, D);
-  }
-  void bias_backward(Real* dbias, const Real* dout, int N, int D) override {
-    Kernels::bias_backward(dbias, dout, N, D);
-  }
-  void embedding_add(Real* out, const int32_t* index, const Real* table, int N, int C) override {
-    Kernels::embedding_add(out, index, table, N, C);
-  }
-  void encoder_forward(Real* out, const int32_t* tokens, const Real* wte, int N, int C) override {
-    Kernels::encoder_forward(out, tokens, wte, N, C);
-  }
-  void encoder_backward(Real* dwte, const Real* dout, const int32_t* tokens, int N,
-                        int C) override {
-    Kernels::encoder_backward(dwte, dout, tokens, N, C);
-  }
   void layernorm_forward(Tensor<Real> out, const LayerNormArgs<Real>& a) override {
     refuse_unsupported(*this, Op::layernorm, out.storage);
     Kernels::layernorm_forward(out.data, a.mean, a.rstd, a.inp, a.weight, a.bias, a.N, a.C);
-  }
-  void layernorm_backward(Real* dinp, Real* dweight, Real* dbias, const Real* dout,
-                          const LayerNormArgs<Real>& a) override {
-    Kernels::layernorm_backward(dinp, dweight, dbias, dout, a);
-  }
-  void rope_table(Real* cos, Real* sin, int T, int D, double theta) override {
-    Kernels::rope_table(cos, sin, T, D, theta);
-  }
-  void rope_forward(Real* qkv, const RopeArgs<Real>& a) override {
-    Kernels::rope_forward(qkv, a);
   }
   void rope_backward(Tensor<Real> out, Real* dqkv, const RopeArgs<Real>& a) override {
     refuse_unsupported(*this, Op::rope, out.storage);
     copy(out.data, dqkv, rope_rows_size(a));
     Kernels::rope_backward(out.data, a);
-  }
-  void qk_norm_forward(const ops::QkNormArgs<Real>& args) override {
-    Kernels::qk_norm_forward(args);
-  }
-  void qk_norm_backward(const ops::QkNormArgs<Real>& args) override {
-    Kernels::qk_norm_backward(args);
   }
   void attention_forward(const ops::AttentionArgs<Real>& args) override {
     refuse_unsupported(*this, Op::attention, args.z.storage);
@@ -166,10 +133,16 @@ class CpuBackend : public Backend<Real> {
     refuse_unsupported(*this, Op::gelu, dinp.storage);
     Kernels::gelu_backward(dinp.data, inp, dout, n);
   }
-  void crossentropy_forward_backward(Real* logits, Real* losses, const int32_t* targets, int N,
-                                     int V, int Vp, Real dloss) override {
-    Kernels::crossentropy_forward_backward(logits, losses, targets, N, V, Vp, dloss);
+  // The table's plain entries (kernel_table.h's P lines): the level's kernel of the same name.
+#define XSA_CPU_PLAIN(family, ret, name, params, args) \
+  ret name params override {                           \
+    return Kernels::name args;                         \
   }
+#define XSA_CPU_OWN(...)
+  XSA_KERNEL_ENTRIES(XSA_CPU_OWN, XSA_CPU_PLAIN)
+#undef XSA_CPU_PLAIN
+#undef XSA_CPU_OWN
+
   void classifier_forward_backward(const ClassifierArgs<Real>& args) override {
     classifier_by_ops(*this, args);
   }
@@ -189,35 +162,10 @@ class CpuBackend : public Backend<Real> {
       for (int b = 0; b < B; b++) dsink[h] += dlogit[(size_t)b * H + h];
   }
 
-  void output_gate_forward(Real* out, const Real* u, const Real* pre, size_t n) override {
-    ops::output_gate_forward(out, u, pre, n);
-  }
-  void output_gate_backward(Real* d_u, Real* d_pre, const Real* d_out, const Real* u,
-                            const Real* pre, size_t n) override {
-    ops::output_gate_backward(d_u, d_pre, d_out, u, pre, n);
-  }
-  void add_rows(Real* dst, size_t dst_stride, const Real* src, size_t src_stride, int rows,
-                int width) override {
-    ops::add_rows(dst, dst_stride, src, src_stride, rows, width);
-  }
-  void value_mix_forward(const ops::ValueMixArgs<Real>& args) override {
-    ops::value_mix_forward(args);
-  }
-  void value_mix_backward(const ops::ValueMixArgs<Real>& args) override {
-    ops::value_mix_backward(args);
-  }
-
   double sum(const Real* x, size_t n) override {
     double total = 0;
     for (size_t i = 0; i < n; i++) total += x[i];
     return total;
-  }
-  double sum_of_squares(const Real* x, size_t n) override {
-    return Kernels::sum_of_squares(x, n);
-  }
-  void adamw_update(Real* param, const Real* grad, Real* m, Real* v, size_t n,
-                    const ops::AdamWSettings& settings) override {
-    Kernels::adamw_update(param, grad, m, v, n, settings);
   }
 };
 

@@ -3,14 +3,18 @@
 // its parameters and the names that pass them on. From this list come the Backend's pure virtual
 // entries (backend.h), every forwarding backend (forwarding_backend.h: the isolated device, the
 // tests' one-thread-products and recording backends) and the op-test table's coverage check
-// (tests/backend_ops_test.cpp: an entry no row calls fails it). A backend that implements the
-// table (the CPU's, CUDA's) still writes each entry itself, and the compiler lists those it lacks.
+// (tests/backend_ops_test.cpp: an entry no row calls fails it), and the CPU backend's plain entries
+// (P below). Every other entry a backend writes itself (CUDA's: all of them), and the compiler
+// lists those it lacks.
 //
 // An X-macro rather than a generated header or a typed table: the entries are C++ signatures that
 // the compiler checks where they are written, nothing runs at build time, and a reader sees each
 // entry with its comment. Kept in a header of its own so a new op is one line here.
 //
 // X(family, return type, name, (parameters), (arguments)); `Real` is the backend's float type.
+// P(...) marks a plain entry: no storage to choose, so a backend on the CPU's kernels runs it as
+// the ops/ kernel of the same name and arguments (ops/kernels.h), and the CPU backend's entry is
+// generated from this line (cpu_backend.cpp). X entries each backend writes itself.
 // Conventions: device pointers, except token ids (inputs, targets), which stay on the host: a
 // device backend copies the B·T ids itself. Sizes and layouts as in ops/ops.h.
 //
@@ -22,7 +26,7 @@
 // refuses in one line (refuse_unsupported), so no backend or wrapper runs a plainer path instead.
 #pragma once
 
-#define XSA_KERNEL_TABLE(X)                                                                           \
+#define XSA_KERNEL_ENTRIES(X, P)                                                                      \
   /* out [N, out_dim] = inp · weightᵀ (+= with accumulate). */                                     \
   X(matmul, void, matmul_forward,                                                                     \
     (Real * out, Tensor<const Real> inp, const Real* weight, MatmulShape shape, bool accumulate),     \
@@ -40,15 +44,15 @@
     (Real * dinp, Real * dweight, Tensor<const Real> dout, Tensor<const Real> inp,                    \
      const Real* weight, MatmulShape shape, bool accumulate),                                         \
     (dinp, dweight, dout, inp, weight, shape, accumulate))                                            \
-  X(bias, void, bias_forward, (Real * out, const Real* bias, int N, int D), (out, bias, N, D))        \
-  X(bias, void, bias_backward, (Real * dbias, const Real* dout, int N, int D),                        \
+  P(bias, void, bias_forward, (Real * out, const Real* bias, int N, int D), (out, bias, N, D))        \
+  P(bias, void, bias_backward, (Real * dbias, const Real* dout, int N, int D),                        \
     (dbias, dout, N, D))                                                                              \
-  X(embedding, void, encoder_forward,                                                                 \
+  P(embedding, void, encoder_forward,                                                                 \
     (Real * out, const int32_t* tokens, const Real* wte, int N, int C), (out, tokens, wte, N, C))     \
-  X(embedding, void, embedding_add,                                                                   \
+  P(embedding, void, embedding_add,                                                                   \
     (Real * out, const int32_t* index, const Real* table, int N, int C),                              \
     (out, index, table, N, C))                                                                        \
-  X(embedding, void, encoder_backward,                                                                \
+  P(embedding, void, encoder_backward,                                                                \
     (Real * dwte, const Real* dout, const int32_t* tokens, int N, int C),                             \
     (dwte, dout, tokens, N, C))                                                                       \
   /* out [N, C] (in the args' mean and rstd the row statistics) from the args' input. */              \
@@ -56,20 +60,20 @@
     (out, args))                                                                                      \
   /* dinp [N, C] accumulates; dweight, dbias [C] accumulate; the forward's args, its statistics in    \
      them. */                                                                                         \
-  X(layernorm, void, layernorm_backward,                                                              \
+  P(layernorm, void, layernorm_backward,                                                              \
     (Real * dinp, Real * dweight, Real * dbias, const Real* dout,                                     \
      const LayerNormArgs<Real>& args),                                                                \
     (dinp, dweight, dbias, dout, args))                                                               \
-  X(rope, void, rope_table, (Real * cos, Real * sin, int T, int D, double theta),                     \
+  P(rope, void, rope_table, (Real * cos, Real * sin, int T, int D, double theta),                     \
     (cos, sin, T, D, theta))                                                                          \
-  X(rope, void, rope_forward, (Real * qkv, const RopeArgs<Real>& args), (qkv, args))                  \
+  P(rope, void, rope_forward, (Real * qkv, const RopeArgs<Real>& args), (qkv, args))                  \
   /* dqkv's rows with their q and k parts rotated back, into out: dqkv itself (in place), or          \
      another buffer (as bf16: of at least N·(C + 2·Hkv·D)/2 floats; a product input). */           \
   X(rope, void, rope_backward, (Tensor<Real> out, Real * dqkv, const RopeArgs<Real>& args),           \
     (out, dqkv, args))                                                                                \
   /* QK-norm (ops::QkNormArgs): RMSNorm of the q and k heads before RoPE, and its backward. */        \
-  X(qk_norm, void, qk_norm_forward, (const ops::QkNormArgs<Real>& args), (args))                      \
-  X(qk_norm, void, qk_norm_backward, (const ops::QkNormArgs<Real>& args), (args))                     \
+  P(qk_norm, void, qk_norm_forward, (const ops::QkNormArgs<Real>& args), (args))                      \
+  P(qk_norm, void, qk_norm_backward, (const ops::QkNormArgs<Real>& args), (args))                     \
   /* z (the args' z; the attention writes it too) from the args' y and qkv, with their alpha. */      \
   X(attention, void, xsa_forward, (const ops::AttentionArgs<Real>& args), (args))                     \
   X(attention, void, attention_forward, (const ops::AttentionArgs<Real>& args), (args))               \
@@ -80,7 +84,7 @@
   /* dinp = gelu'(inp) · dout; dinp may be dout (fp32), or another buffer (bf16). */                 \
   X(gelu, void, gelu_backward, (Tensor<Real> dinp, const Real* inp, const Real* dout, size_t n),      \
     (dinp, inp, dout, n))                                                                             \
-  X(crossentropy, void, crossentropy_forward_backward,                                                \
+  P(crossentropy, void, crossentropy_forward_backward,                                                \
     (Real * logits, Real * losses, const int32_t* targets, int N, int V, int Vp, Real dloss),         \
     (logits, losses, targets, N, V, Vp, dloss))                                                       \
   /* The tied classifier (ClassifierArgs): the product, the fused softmax-cross-entropy and with      \
@@ -96,27 +100,30 @@
     (dsink, dlogit, B, H))                                                                            \
   /* XSA's rivals (docs/SPEC.md §8; no-self is the attention's AttentionArgs::no_self).              \
      gated-attn's gate: out = u ⊙ σ(pre), n values. */                                             \
-  X(rivals, void, output_gate_forward, (Real * out, const Real* u, const Real* pre, size_t n),        \
+  P(rivals, void, output_gate_forward, (Real * out, const Real* u, const Real* pre, size_t n),        \
     (out, u, pre, n))                                                                                 \
   /* d_u = d_out ⊙ σ(pre), d_pre = d_out ⊙ u ⊙ σ(pre)(1 − σ(pre)); d_pre may be d_out. */  \
-  X(rivals, void, output_gate_backward,                                                               \
+  P(rivals, void, output_gate_backward,                                                               \
     (Real * d_u, Real * d_pre, const Real* d_out, const Real* u, const Real* pre, size_t n),          \
     (d_u, d_pre, d_out, u, pre, n))                                                                   \
   /* dst row r (dst_stride apart) += the first `width` values of src row r (src_stride apart). */     \
-  X(rivals, void, add_rows,                                                                           \
+  P(rivals, void, add_rows,                                                                           \
     (Real * dst, size_t dst_stride, const Real* src, size_t src_stride, int rows, int width),         \
     (dst, dst_stride, src, src_stride, rows, width))                                                  \
   /* The value residual's mixing (ops::ValueMixArgs). */                                              \
-  X(rivals, void, value_mix_forward, (const ops::ValueMixArgs<Real>& args), (args))                   \
-  X(rivals, void, value_mix_backward, (const ops::ValueMixArgs<Real>& args), (args))                  \
+  P(rivals, void, value_mix_forward, (const ops::ValueMixArgs<Real>& args), (args))                   \
+  P(rivals, void, value_mix_backward, (const ops::ValueMixArgs<Real>& args), (args))                  \
   /* Reductions: in order, in double; the sum of squares thread-count independent. */                 \
   X(reductions, double, sum, (const Real* x, size_t n), (x, n))                                       \
-  X(reductions, double, sum_of_squares, (const Real* x, size_t n), (x, n))                            \
+  P(reductions, double, sum_of_squares, (const Real* x, size_t n), (x, n))                            \
   /* Decoupled AdamW, one tensor. */                                                                  \
-  X(adamw, void, adamw_update,                                                                        \
+  P(adamw, void, adamw_update,                                                                        \
     (Real * param, const Real* grad, Real* m, Real* v, size_t n,                                      \
      const ops::AdamWSettings& settings),                                                             \
     (param, grad, m, v, n, settings))
+
+// Every entry, whichever its letter.
+#define XSA_KERNEL_TABLE(X) XSA_KERNEL_ENTRIES(X, X)
 
 // Helpers for the X-macro's parenthesised lists.
 #define XSA_UNPAREN(...) __VA_ARGS__

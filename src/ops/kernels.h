@@ -69,7 +69,7 @@
   X(void, rope_forward, (Real * qkv, const RopeArgs<Real>& args), (qkv, args))                          \
   /* dqkv [B, T, 3C]: the q and k parts are rotated back in place (the transpose rotation). */          \
   X(void, rope_backward, (Real * dqkv, const RopeArgs<Real>& args), (dqkv, args))                       \
-  /* ---- qk_norm.cpp: QK-norm, RMSNorm of each q and k head before RoPE (QkNormArgs) ---- */         \
+  /* ---- qk_norm.cpp: QK-norm, RMSNorm of each q and k head before RoPE (QkNormArgs) ---- */           \
   X(void, qk_norm_forward, (const QkNormArgs<Real>& args), (args))                                      \
   X(void, qk_norm_backward, (const QkNormArgs<Real>& args), (args))                                     \
   /* ---- attention.cpp: causal attention with SA, XSA, gated XSA, sinks, GQA */                        \
@@ -107,6 +107,25 @@
   /* bits, */                                                                                           \
   /* from the rows of y and v this pass has in cache anyway). */                                        \
   X(void, xsa_backward, (const AttentionArgs<Real>& args), (args))                                      \
+  /* ---- rivals.cpp: XSA's rivals outside the attention (docs/SPEC.md §8; no-self is a mask */        \
+  /* of the attention kernels, AttentionArgs::no_self), forward beside backward; elementwise, */        \
+  /* plain loops summed in a fixed order ---- */                                                        \
+  /* gated-attn's gate: out = u ⊙ σ(pre), n values. */                                               \
+  X(void, output_gate_forward, (Real * out, const Real* u, const Real* pre, size_t n),                  \
+    (out, u, pre, n))                                                                                   \
+  /* d_u = d_out ⊙ σ(pre), d_pre = d_out ⊙ u ⊙ σ(pre) (1 − σ(pre)); d_pre may be d_out. */   \
+  X(void, output_gate_backward,                                                                         \
+    (Real * d_u, Real * d_pre, const Real* d_out, const Real* u, const Real* pre, size_t n),            \
+    (d_u, d_pre, d_out, u, pre, n))                                                                     \
+  /* dst row r (dst_stride apart) += the first `width` values of src row r (src_stride apart): */       \
+  /* the second contribution to a gradient another op wrote (gated-attn's to ∂L/∂LN1(x), the */     \
+  /* later layers' to the first layer's values). */                                                     \
+  X(void, add_rows,                                                                                     \
+    (Real * dst, size_t dst_stride, const Real* src, size_t src_stride, int rows, int width),           \
+    (dst, dst_stride, src, src_stride, rows, width))                                                    \
+  /* The value residual's mixing (ValueMixArgs). */                                                     \
+  X(void, value_mix_forward, (const ValueMixArgs<Real>& args), (args))                                  \
+  X(void, value_mix_backward, (const ValueMixArgs<Real>& args), (args))                                 \
   /* ---- gelu.cpp: tanh approximation ---- */                                                          \
   X(void, gelu_forward, (Real * out, const Real* inp, size_t n), (out, inp, n))                         \
   /* dinp = gelu'(inp) · dout (overwrite). */                                                          \

@@ -1,8 +1,15 @@
-#include "xsa/ops/rivals.h"
-
+// XSA's rivals outside the attention (docs/SPEC.md §8): gated-attn's output gate and the value
+// residual's mixing, forward beside backward (declared in ops/kernels.h). Elementwise and
+// memory-bound: plain loops, summed in a fixed order.
 #include <cmath>
 
-namespace xsa::ops {
+#include "xsa/ops/ops.h"
+
+// clang-format off: after every other include (ops/kernel_level.h)
+#include "xsa/ops/kernel_level.h"
+// clang-format on
+
+namespace xsa::ops::XSA_LEVEL {
 namespace {
 
 template <typename Real>
@@ -89,4 +96,5 @@ void value_mix_backward(const ValueMixArgs<Real>& a) {
 XSA_INSTANTIATE(float)
 XSA_INSTANTIATE(double)
 
-}  // namespace xsa::ops
+}  // namespace xsa::ops::XSA_LEVEL
+XSA_LEVEL_END

@@ -21,11 +21,12 @@ void add_compare_options(CLI::App* cmd, CompareArgs& a) {
   cmd->get_option("--data")->required();
   cmd->add_option("--preset", a.preset,
                   "demo (the README's main job, ~8 min on 2 cores) or tiny; options given win");
-  cmd->add_option("--variants", a.variants,
-                  "sa first, then any of: xsa, xsa-gated, xsa-gated-one, xsa-lastN, xsa-firstN, "
-                  "xsa-layers-0.2.5, and XSA's rivals gated-attn, value-residual, no-self; each "
-                  "optionally +sink, +gated-attn, +value-residual, +no-self (xsa+gated-attn), "
-                  "@bf16 or @fp32")
+  cmd->add_option(
+         "--variants", a.variants,
+         "sa first, then any of: xsa, xsa-gated, xsa-gated-one, xsa-lastN, xsa-firstN, "
+         "xsa-layers-0.2.5, and XSA's rivals gated-attn, value-residual, no-self; each "
+         "optionally +sink, +gated-attn, +value-residual, +no-self, +qk-norm (xsa+gated-attn), "
+         "@bf16 or @fp32")
       ->capture_default_str();
   cmd->add_flag("--qk-norm", a.cfg.qk_norm,
                 "QK-norm in every variant, SA included, as --precision is every variant's: RMSNorm "

@@ -75,7 +75,8 @@ void add_train_command(CLI::App& root) {
          "--attn", a->attn,
          "Attention: sa, xsa, xsa-gated, xsa-gated-one, xsa-lastN, xsa-firstN, "
          "xsa-layers-0.2.5, or XSA's rivals alone (gated-attn, value-residual, no-self); then "
-         "options in any order: +sink, +gated-attn, +value-residual, +no-self (xsa+gated-attn); "
+         "options in any order: +sink, +gated-attn, +value-residual, +no-self, +qk-norm "
+         "(xsa+gated-attn); "
          "or one item per layer (sa,sa,xsa+no-self,xsa+no-self)")
       ->capture_default_str();
   cmd->add_flag("--qk-norm", a->qk_norm,
