@@ -779,13 +779,11 @@ std::string parameters_note(const CompareReport& r) {
   return note;
 }
 
-std::string write_compare_report(const fs::path& out, const CompareReport& r,
-                                 const CompareResult& result) {
-  const std::vector<std::string> plots = write_plots(out, r, result);
-  auto arms_of = [&](const std::string& v) { return xsa::arms_of(result, v); };
-  bool own_rates = false;
-  for (const VariantSummary& s : result.summary) own_rates |= s.lr != result.summary[0].lr;
+namespace {
 
+// report.md's opening: what was compared, on what, and how; where QK-norm is (--qk-norm keeps it
+// out of the variants' names).
+std::string report_header(const CompareReport& r, bool own_rates) {
   std::string md = fmt::format(
       "# xsa compare\n\n{} on `{}`: {} layers, {} heads, width {}, context {}, batch {}, {} steps, "
       "peak lr {}, {}, "
@@ -797,7 +795,6 @@ std::string write_compare_report(const fs::path& out, const CompareReport& r,
       r.model.seq_len, r.run.batch, r.run.steps,
       own_rates ? "each variant's own (--tune-lr, below)" : fmt::format("{}", r.run.lr),
       to_string(r.run.precision), r.seeds, r.run.seed, r.run.val_batches);
-  // QK-norm is not in a variant's name when --qk-norm gave it to every one: said here.
   std::vector<std::string> qk_norm;
   for (size_t k = 0; k < r.rivals.size() && k < r.variants.size(); k++)
     if (r.rivals[k].qk_norm) qk_norm.push_back(r.variants[k]);
@@ -806,6 +803,18 @@ std::string write_compare_report(const fs::path& out, const CompareReport& r,
               ? "Every variant has QK-norm (RMSNorm of q and k per head before RoPE).\n\n"
               : fmt::format("QK-norm (RMSNorm of q and k per head before RoPE) in: {}.\n\n",
                             fmt::join(qk_norm, ", "));
+  return md;
+}
+
+}  // namespace
+
+std::string write_compare_report(const fs::path& out, const CompareReport& r,
+                                 const CompareResult& result) {
+  const std::vector<std::string> plots = write_plots(out, r, result);
+  auto arms_of = [&](const std::string& v) { return xsa::arms_of(result, v); };
+  bool own_rates = false;
+  for (const VariantSummary& s : result.summary) own_rates |= s.lr != result.summary[0].lr;
+  std::string md = report_header(r, own_rates);
   // Bits per byte beside the loss when the validation set's bytes are known: runs of different
   // vocabularies compare by it, not by the loss per token.
   const bool bpb = std::isfinite(r.val_bytes_per_token);
