@@ -62,7 +62,8 @@ inline constexpr AttentionOption kAttentionOptions[] = {
 // Throws Error in one line naming `what` (the option: "--attn", "--variants") and the spec.
 AttentionLayers parse_attention(const std::string& spec, int n_layer, const std::string& what);
 // spec with +option added to each of its items (before an @precision), where not there already:
-// --qk-norm as "+qk-norm on every layer" of --attn and of each of compare's --variants.
+// train's --qk-norm: "+qk-norm on every layer" of --attn. (compare's --qk-norm sets it on every
+// variant's layers and keeps their names: CompareConfig::qk_norm.)
 std::string with_option_on_every_item(const std::string& spec, const std::string& option);
 // The inverse: one item when the n_layer layers agree, else the per-layer list.
 std::string attention_string(const AttentionLayers& layers, int n_layer);

@@ -45,10 +45,14 @@ void qk_norm_backward(const QkNormArgs<Real>& a) {
   const int chunks = (a.N + kRowChunk - 1) / kRowChunk;
   // The scales' gradient first (it reads ∂L/∂out before the rows are overwritten): per chunk
   // [q | k] × D partial sums, then in order.
-  std::vector<double> partial((size_t)chunks * 2 * D, 0.0);
+  // Kept per calling thread: the backward runs every layer of every step, and allocates nothing
+  // after the first. The team reads it through a pointer (each thread has its own thread_local).
+  static thread_local std::vector<double> storage;
+  storage.assign((size_t)chunks * 2 * D, 0.0);
+  double* const partial = storage.data();
 #pragma omp parallel for schedule(static)
   for (int c = 0; c < chunks; c++) {
-    double* dq = partial.data() + (size_t)c * 2 * D;
+    double* dq = partial + (size_t)c * 2 * D;
     double* dk = dq + D;
     for (int n = c * kRowChunk; n < std::min(a.N, (c + 1) * kRowChunk); n++) {
       const Real* d = a.dqkv + (size_t)n * a.ld;
