@@ -879,8 +879,11 @@ std::vector<OpCase> op_cases() {
             [](Backend<float>& be) { check_cached_attention(be, 70, 5, 256, 4, 2); });
   fp32_case("cached_attention_S130_R1_D128_H2_Hkv1_xsa_gated_sink", Op::attention,
             [](Backend<float>& be) { check_cached_attention(be, 130, 1, 256, 2, 1); });
-  // Head sizes 64 and 128, T not a multiple of the 64-row tiles, grouped-query heads, sinks.
-  for (AttentionShape s : {AttentionShape{2, 77, 128, 2, 0, false, false},
+  // Head sizes 20 (columns left over after the vectors at either level), 32, 64 and 128, T not a
+  // multiple of the 64-row tiles, grouped-query heads, sinks.
+  for (AttentionShape s : {AttentionShape{1, 70, 60, 3, 0, false, true},
+                           AttentionShape{2, 200, 128, 4, 2, false, false},
+                           AttentionShape{2, 77, 128, 2, 0, false, false},
                            AttentionShape{2, 77, 128, 2, 0, true, true},
                            AttentionShape{1, 130, 256, 2, 1, false, true},
                            AttentionShape{1, 130, 256, 2, 1, true, false},

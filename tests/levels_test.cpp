@@ -3,7 +3,8 @@
 //  - bit for bit the same at every level: the kernels whose sums have one order whatever the
 //    vector width (LayerNorm's sums in float64 row by row, the elementwise kernels, the embedding's
 //    row sums, attention without XSA: its row maxima and exps are elementwise, its sums run in
-//    order or in the BLAS);
+//    order: each tile product's over its inner dimension, the softmax's in 16 partial sums per row
+//    whatever the vector width);
 //  - within their derived bounds of each other (two float computations, each within its bound of
 //    exact arithmetic: tests/bounds.h): the kernels with vector-width reductions (XSA's dot
 //    products, the cross-entropy's sums, the gradient's sum of squares, the one-row product, the

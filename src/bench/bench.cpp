@@ -131,7 +131,7 @@ void run_bench(const BenchOptions& o) {
     std::printf("precision: bf16 products (oneDNN) with fp32 accumulation, fp32 elsewhere\n");
   if (o.gemm) bench_gemm(shapes, bf16, o.library_config, records);
   if (!o.no_steps) bench_steps(shapes, o.steps, o.warmup, bf16, fma_peak, records);
-  if (!o.no_attention) bench_attention(o.attn_T, records);
+  if (!o.no_attention) bench_attention(o, fma_peak, records);
   if (o.decode) bench_decode(shapes, o.steps, records);
   write_outputs(o, records);
 }

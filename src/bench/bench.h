@@ -23,7 +23,8 @@ struct BenchOptions {
   int batch = 0, seq_len = 0;  // 0: the configuration's (on a GPU 32768 tokens; gpt2 at 1024)
   bool tf32 = false, deterministic = false;
   std::vector<int> attn_T = {256, 1024, 4096, 8192};
-  bool attn_T_given = false;  // else a GPU takes 1024 … 16384
+  bool attn_T_given = false;                // else a GPU takes 1024 … 16384
+  std::vector<int> attn_D = {32, 64, 128};  // head sizes of the CPU's attention-alone table
   bool gemm = false, no_steps = false, no_attention = false, decode = false, allreduce = false;
   // With --gemm: the configuration whose ceiling shows what the product library and OpenBLAS's
   // kernel choice are worth.

@@ -336,14 +336,18 @@ void bench_steps(const std::vector<BenchShape>& shapes, int steps, int warmup, b
 
 namespace {
 
-// The attention-alone table's layer at sequence length T: one sequence, 8 heads of 64, random
-// inputs and output gradients.
+// The attention-alone table's layer at sequence length T: one sequence, 8 heads of D, random
+// inputs and output gradients, through the CPU backend of the bench's precision (bf16: bf16 tiles).
 struct AttentionBench {
-  static constexpr int B = 1, H = 8, D = 64, C = H * D;
-  int T;
+  static constexpr int B = 1, H = 8;
+  int T, D, C;
+  Backend<float>& backend;
   AlignedBuffer<float> qkv, y, z, lse, dqkv, dout, grad;
-  explicit AttentionBench(int T)
+  AttentionBench(int T, int D, Precision precision)
       : T(T),
+        D(D),
+        C(H * D),
+        backend(cpu_backend(precision)),
         qkv((size_t)B * T * 3 * C),
         y((size_t)B * T * C),
         z((size_t)B * T * C),
@@ -355,27 +359,34 @@ struct AttentionBench {
     for (size_t i = 0; i < qkv.size(); i++) qkv[i] = (float)rng.normal();
     for (size_t i = 0; i < grad.size(); i++) grad[i] = (float)rng.normal();
   }
+  // The products' FLOPs (causal: half of each T × T product): the forward's q·kᵀ and p·v, the
+  // backward's five (the probabilities recomputed), as FlashAttention counts them.
+  double gflop(bool backward) const {
+    const double one_product = (double)T * T * D * H;  // 2·(T²/2)·D per head
+    return (backward ? 7 : 2) * one_product / 1e9;
+  }
   // One forward (and backward) pass; returns its milliseconds.
   double run(bool exclusive, bool backward) {
     auto t0 = clock_type::now();
     ops::AttentionArgs<float> args;
     args.B = B, args.T = T, args.C = C, args.H = H, args.exclusive = exclusive;
     args.qkv = qkv.data(), args.y = y.data(), args.z = z.data(), args.lse = lse.data();
-    cpu_backend<float>().attention_forward(args);
+    backend.attention_forward(args);
     if (backward) {
       std::copy(grad.data(), grad.data() + grad.size(), dout.data());
       dqkv.zero();
       args.dqkv = dqkv.data(), args.d_out = dout.data();
-      cpu_backend<float>().attention_backward(args);
+      backend.attention_backward(args);
     }
     return ms_since(t0);
   }
 };
 
 // One row of the attention-alone table: SA and XSA on one pass, interleaved.
-void bench_attention_pass(AttentionBench& bench, bool backward, json& records) {
+void bench_attention_pass(AttentionBench& bench, bool backward, double fma_peak, json& records) {
   const int T = bench.T;
-  const int reps = T >= 8192 ? 5 : T >= 4096 ? 9 : 21;
+  const double work = bench.gflop(/*backward=*/true);  // the same repetitions for both passes
+  const int reps = work >= 200 ? 5 : work >= 50 ? 9 : 21;
   std::vector<double> ms[2], ratio;
   double extra[2] = {0, 0};
   for (int r = 0; r <= reps; r++) {  // r = 0: warm-up, and the memory measurement
@@ -392,35 +403,44 @@ void bench_attention_pass(AttentionBench& bench, bool backward, json& records) {
     if (r) ratio.push_back(ms[1].back() / ms[0].back());
   }
   const char* pass = backward ? "fwdbwd" : "fwd";
-  Stats rs = stats_of(ratio);
-  std::printf("| %d | %s | %.2f | %.2f | %.3f | %.1f | %.1f |\n", T, pass, stats_of(ms[0]).median,
-              stats_of(ms[1]).median, rs.median, extra[0], extra[1]);
-  for (int k = 0; k < 2; k++)
+  const Stats rs = stats_of(ratio);
+  const double sa_ms = stats_of(ms[0]).median, xsa_ms = stats_of(ms[1]).median;
+  const double gflops = bench.gflop(backward) / (sa_ms / 1e3);
+  std::printf("| %d | %d | %s | %.2f | %.2f | %.3f | %.0f | %.0f %% | %.1f | %.1f |\n", bench.D, T,
+              pass, sa_ms, xsa_ms, rs.median, gflops, 100 * gflops / fma_peak, extra[0], extra[1]);
+  for (int k = 0; k < 2; k++) {
+    const double ms_k = k ? xsa_ms : sa_ms, gflops_k = bench.gflop(backward) / (ms_k / 1e3);
     records.push_back({{"kind", "attention"},
+                       {"D", bench.D},
                        {"T", T},
                        {"pass", pass},
                        {"attn", k ? "xsa" : "sa"},
-                       {"ms_median", stats_of(ms[k]).median},
+                       {"ms_median", ms_k},
+                       {"gflops", gflops_k},
+                       {"share_of_fma_peak", gflops_k / fma_peak},
                        {"extra_mb", extra[k]}});
+  }
   records.push_back({{"kind", "ratio"},
-                     {"what", fmt::format("attention_{}_T{}_xsa_over_sa", pass, T)},
+                     {"what", fmt::format("attention_{}_D{}_T{}_xsa_over_sa", pass, bench.D, T)},
                      {"value", rs.median}});
 }
 
 }  // namespace
 
-void bench_attention(const std::vector<int>& attn_T, json& records) {
+void bench_attention(const BenchOptions& o, double fma_peak, json& records) {
   std::printf(
-      "\n## Attention alone (B %d, H %d, D %d, causal), median ms; extra MB = peak resident "
-      "memory "
-      "above inputs and outputs\n\n| T | pass | SA ms | XSA ms | XSA/SA | SA extra MB | XSA "
-      "extra MB |\n"
-      "|---|---|---|---|---|---|---|\n",
-      AttentionBench::B, AttentionBench::H, AttentionBench::D);
-  for (int T : attn_T) {
-    AttentionBench bench(T);
-    for (bool backward : {false, true}) bench_attention_pass(bench, backward, records);
-  }
+      "\n## Attention alone (B %d, H %d, causal, %s tiles), median ms; GFLOP/s and the share of "
+      "the FMA peak are SA's (7 products of T²/2 per head forward and backward, 2 forward); extra "
+      "MB = peak resident memory above inputs and outputs\n\n"
+      "| D | T | pass | SA ms | XSA ms | XSA/SA | GFLOP/s | of peak | SA extra MB | XSA extra MB "
+      "|\n"
+      "|---|---|---|---|---|---|---|---|---|---|\n",
+      AttentionBench::B, AttentionBench::H, to_string(o.precision));
+  for (int D : o.attn_D)
+    for (int T : o.attn_T) {
+      AttentionBench bench(T, D, o.precision);
+      for (bool backward : {false, true}) bench_attention_pass(bench, backward, fma_peak, records);
+    }
 }
 
 namespace {

@@ -78,7 +78,7 @@ void bench_gemm(const std::vector<BenchShape>& shapes, bool bf16, const std::str
                 json& records);
 void bench_steps(const std::vector<BenchShape>& shapes, int steps, int warmup, bool bf16,
                  double fma_peak, json& records);
-void bench_attention(const std::vector<int>& attn_T, json& records);
+void bench_attention(const BenchOptions& o, double fma_peak, json& records);
 void bench_decode(const std::vector<BenchShape>& shapes, int steps, json& records);
 void run_gpu_bench(const BenchOptions& o, const std::vector<int>& attn_T);
 

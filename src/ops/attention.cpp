@@ -1,5 +1,5 @@
 // Causal multi-head attention, flash-attention style, in O(T) memory: tiles of queries against
-// tiles of keys, an online softmax over key tiles, the tile products through BLAS. The forward
+// tiles of keys, an online softmax over key tiles, the tile products in registers. The forward
 // keeps y and the row log-sum-exp; the backward recomputes each probability tile from q, k and the
 // lse. XSA runs as separate parallel passes in the same call (docs/perf-log.md #3: fused into the
 // tile epilogue it cost more): after the tiles the forward writes z = y − (y·u)u beside y, and
@@ -16,7 +16,6 @@
 #include <type_traits>
 #include <vector>
 
-#include "xsa/ops/gemm.h"
 #include "xsa/ops/matmul_bf16.h"
 #include "xsa/ops/ops.h"
 #include "xsa/ops/vmath.h"
@@ -38,7 +37,7 @@ constexpr bool kIsFloat = std::is_same_v<Real, float>;
 // Per-thread scratch, grown on first use and then reused: no allocation in steady state.
 template <typename Real>
 Real* scratch(size_t n, int slot) {
-  thread_local std::vector<Real> buffers[6];
+  thread_local std::vector<Real> buffers[7];
   if (buffers[slot].size() < n) buffers[slot].resize(n);
   return buffers[slot].data();
 }
@@ -48,17 +47,135 @@ inline int visible_keys(int cols, int i, int j0, bool no_self) {
   return std::max(0, std::min(cols, i - j0 + (no_self ? 0 : 1)));
 }
 
-// Probabilities of one tile in place: S[r][c] (scaled scores) → exp(S − row_max[r]) for keys c that
-// query r may see (visible_keys), 0 for the others.
+// The backward's probabilities of one tile in place: S[r][c] (scaled scores) → exp(S − lse[r]) for
+// keys c that query r may see (visible_keys), 0 for the others.
 template <typename Real>
-void exp_tile(Real* S, int rows, int cols, int i0, int j0, const Real* row_max, bool no_self) {
+void exp_tile(Real* S, int rows, int cols, int i0, int j0, const Real* lse, bool no_self) {
   for (int r = 0; r < rows; r++) {
     Real* s = S + (size_t)r * kKeyTile;
     const int visible = visible_keys(cols, i0 + r, j0, no_self);
-    const Real m = row_max[r];
+    const Real m = lse[r];
 #pragma omp simd
     for (int c = 0; c < cols; c++) s[c] = c < visible ? fast_exp(s[c] - m) : Real(0);
   }
+}
+
+// ---------------------------------------------------------------- fp32 and float64 tile products
+// The tiles' products in registers: C [M, N] = alpha·A·B (+ C), A read through strides (any layout,
+// one element broadcast at a time, so a transposed A costs nothing) and B's rows contiguous. A BLAS
+// call per 64 × 64 tile spent more on its call and packing than on the products at D 32-128
+// (docs/perf-log.md #38). The register blocks (MR rows × NV vectors) fill the level's registers.
+#if XSA_LEVEL_IS_AVX512
+constexpr int kVectorBytes = 64, kRegisters = 32;
+#else
+constexpr int kVectorBytes = 32, kRegisters = 16;
+#endif
+template <typename Real>
+struct Lanes {  // the level's widest vector of Real, loaded and stored at any alignment
+  typedef Real type
+      __attribute__((vector_size(kVectorBytes), aligned(sizeof(Real)), __may_alias__));
+  static constexpr int count = kVectorBytes / sizeof(Real);
+};
+
+// A tile product's operands: A(m, p) = A[m·a_m + p·a_p], B(p, n) = B[p·ldb + n], C's rows ldc
+// apart.
+template <typename Real>
+struct Operands {
+  const Real* A;
+  size_t a_m, a_p;
+  const Real* B;
+  size_t ldb;
+  Real* C;
+  size_t ldc;
+  Operands at(int m, int n) const {  // the operands of C's block at row m, column n
+    return {A + m * a_m, a_m, a_p, B + n, ldb, C + m * ldc + n, ldc};
+  }
+};
+
+// MR rows × NV vectors of C, summed over K in order (the same bits whatever the thread count).
+template <typename Real, int MR, int NV>
+inline void product_block(int K, const Operands<Real>& o, Real alpha, bool accumulate) {
+  using V = typename Lanes<Real>::type;
+  constexpr int L = Lanes<Real>::count;
+  V acc[MR][NV];
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; r++)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; v++) acc[r][v] = V{};
+  for (int p = 0; p < K; p++) {
+    const Real* b_row = o.B + p * o.ldb;
+    V b[NV];
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; v++) b[v] = *(const V*)(b_row + v * L);
+#pragma GCC unroll 16
+    for (int r = 0; r < MR; r++) {
+      const Real a = o.A[r * o.a_m + p * o.a_p];
+#pragma GCC unroll 4
+      for (int v = 0; v < NV; v++) acc[r][v] += a * b[v];
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < MR; r++)
+#pragma GCC unroll 4
+    for (int v = 0; v < NV; v++) {
+      V* c = (V*)(o.C + r * o.ldc + v * L);
+      *c = accumulate ? acc[r][v] * alpha + *c : acc[r][v] * alpha;
+    }
+}
+
+// `rows` (< R) rows of NV vectors: the block of that many rows.
+template <typename Real, int NV, int R>
+void product_rows_left(int rows, int K, const Operands<Real>& o, Real alpha, bool accumulate) {
+  if constexpr (R > 1)
+    if (rows < R) return product_rows_left<Real, NV, R - 1>(rows, K, o, alpha, accumulate);
+  product_block<Real, R, NV>(K, o, alpha, accumulate);
+}
+
+// Every row of NV vectors' columns, in blocks of as many rows as the registers hold.
+template <typename Real, int NV>
+void product_columns(int M, int K, const Operands<Real>& o, Real alpha, bool accumulate) {
+  constexpr int MR = std::min(12, (kRegisters - NV - 2) / NV);
+  int m = 0;
+  for (; m + MR <= M; m += MR) product_block<Real, MR, NV>(K, o.at(m, 0), alpha, accumulate);
+  if (m < M) product_rows_left<Real, NV, MR - 1>(M - m, K, o.at(m, 0), alpha, accumulate);
+}
+
+// C [M, N] = alpha · A · B (+ C when accumulate): blocks of 4, 2 and 1 vectors of columns, then
+// the columns left over one at a time.
+template <typename Real>
+void tile_product(int M, int N, int K, const Operands<Real>& o, Real alpha, bool accumulate) {
+  constexpr int L = Lanes<Real>::count, widest = kRegisters == 32 ? 4 : 2;
+  int n = 0;
+  for (; n + widest * L <= N; n += widest * L)
+    product_columns<Real, widest>(M, K, o.at(0, n), alpha, accumulate);
+  if constexpr (widest == 4)
+    for (; n + 2 * L <= N; n += 2 * L)
+      product_columns<Real, 2>(M, K, o.at(0, n), alpha, accumulate);
+  for (; n + L <= N; n += L) product_columns<Real, 1>(M, K, o.at(0, n), alpha, accumulate);
+  for (; n < N; n++)
+    for (int m = 0; m < M; m++) {
+      Real sum = 0;
+      for (int p = 0; p < K; p++) sum += o.A[m * o.a_m + p * o.a_p] * o.B[p * o.ldb + n];
+      Real& c = o.C[m * o.ldc + n];
+      c = accumulate ? sum * alpha + c : sum * alpha;
+    }
+}
+
+// Rows of keys or values as tile products' B operands: transposed per key tile (kᵀ for q·kᵀ, vᵀ for
+// dy·vᵀ: [D][kKeyTile] blocks, one after another, so that a tile's rows are near each other in
+// the cache whatever T), or copied as contiguous rows [T][D] (v for p·v, k for ds·k).
+template <typename Real>
+void pack_tiles_transposed(const Real* X, int T, int D, int ld, Real* out) {
+  for (int j0 = 0; j0 < T; j0 += kKeyTile) {
+    const int cols = std::min(kKeyTile, T - j0);
+    Real* block = out + (size_t)j0 * D;
+    for (int c = 0; c < cols; c++)
+      for (int d = 0; d < D; d++) block[(size_t)d * kKeyTile + c] = X[(size_t)(j0 + c) * ld + d];
+  }
+}
+template <typename Real>
+size_t tiles_transposed_size(int T, int D) {
+  return (size_t)(T + kKeyTile - 1) / kKeyTile * kKeyTile * D;
 }
 
 // ---------------------------------------------------------------- bf16 tile products
@@ -255,86 +372,138 @@ struct AttentionPlan {
         D2((D + 1) / 2) {}
 };
 
-// bf16 tiles: each (sequence, kv head)'s kᵀ and its v as pairs of rows, packed once for all the
-// query tiles that read them; `kv_words` words per (sequence, kv head).
+// Each (sequence, kv head)'s keys and values packed once for all the query tiles that read them:
+// kᵀ per key tile and v's rows (fp32 and float64 tiles, in `reals`), or kᵀ and v as pairs of rows
+// (bf16 tiles, in `words`); `per_head` elements per (sequence, kv head), v after `kt_size`.
 template <typename Real>
-Word* pack_keys_and_values(const AttentionPlan<Real>& p, size_t kt_words, size_t kv_words) {
-  if constexpr (kIsFloat<Real>) {
-    const AttentionArgs<Real>& a = p.args;
+struct PackedKeysValues {
+  size_t kt_size = 0, per_head = 0;
+  const Real* reals = nullptr;
+  const Word* words = nullptr;
+};
+
+template <typename Real>
+PackedKeysValues<Real> pack_keys_and_values(const AttentionPlan<Real>& p) {
+  const AttentionArgs<Real>& a = p.args;
+  PackedKeysValues<Real> packed;
+  const size_t heads = (size_t)a.B * p.Hk;
+  if (!p.bf16) {
+    packed.kt_size = tiles_transposed_size<Real>(a.T, p.D);
+    packed.per_head = packed.kt_size + (size_t)a.T * p.D;
+    thread_local std::vector<Real> store;
+    if (store.size() < heads * packed.per_head) store.resize(heads * packed.per_head);
+    Real* reals = store.data();  // the calling thread's store: the team writes it through this
+    packed.reals = reals;
+#pragma omp parallel for collapse(2)
+    for (int b = 0; b < a.B; b++)
+      for (int g = 0; g < p.Hk; g++) {
+        const Real* base = a.qkv + (size_t)b * a.T * p.ld;
+        Real* out = reals + (b * p.Hk + g) * packed.per_head;
+        pack_tiles_transposed(base + a.C + g * p.D, a.T, p.D, p.ld, out);
+        copy_rows(out + packed.kt_size, p.D, base + a.C + p.Ck + g * p.D, p.ld, a.T, p.D);
+      }
+  } else if constexpr (kIsFloat<Real>) {
+    packed.kt_size = transposed_words(a.T, p.D);
+    packed.per_head = packed.kt_size + row_pair_words(a.T, p.D);
     thread_local std::vector<Word> store;
-    if (store.size() < a.B * p.Hk * kv_words) store.resize(a.B * p.Hk * kv_words);
-    Word* packed_kv = store.data();
+    if (store.size() < heads * packed.per_head) store.resize(heads * packed.per_head);
+    Word* words = store.data();
+    packed.words = words;
 #pragma omp parallel for collapse(2)
     for (int b = 0; b < a.B; b++)
       for (int g = 0; g < p.Hk; g++) {
         const float* base = a.qkv + (size_t)b * a.T * p.ld;
-        Word* out = packed_kv + (b * p.Hk + g) * kv_words;
+        Word* out = words + (b * p.Hk + g) * packed.per_head;
         pack_transposed(base + a.C + g * p.D, a.T, p.D, p.ld, out);
-        pack_row_pairs(base + a.C + p.Ck + g * p.D, a.T, p.D, p.ld, out + kt_words, p.D);
+        pack_row_pairs(base + a.C + p.Ck + g * p.D, a.T, p.D, p.ld, out + packed.kt_size, p.D);
       }
-    return packed_kv;
   }
-  return nullptr;
+  return packed;
 }
 
-// Online softmax over one tile of exps S (rows × cols, from the scores): raise each row's running
-// max m to new_max, rescale what l and acc accumulated under the old one, add the tile's sums.
+// Each row's sum of exps is kept as kSumLanes partial sums (lane j: the columns ≡ j mod kSumLanes),
+// added up once at the end of the row's key tiles: adding a tile's exps into one number per tile
+// was a serial chain of scalar additions that cost more than the tile's q·kᵀ at D 32.
+constexpr int kSumLanes = 16;
+static_assert(kKeyTile % kSumLanes == 0);
+
+// Online softmax over one tile of scores S (rows × cols): each row's running max m raised to the
+// tile's, what the partial sums l and acc hold rescaled to it, the tile's scores turned into their
+// exps in place (0 for keys the row may not see) and added to l. One pass per row while it is in
+// the cache.
 template <typename Real>
-void online_softmax_update(const Real* S, int rows, int cols, const Real* new_max, Real* m, Real* l,
-                           Real* acc, int D) {
+void online_softmax_tile(Real* S, int rows, int cols, int i0, int j0, bool no_self, Real* m,
+                         Real* l, Real* acc, int D) {
   for (int r = 0; r < rows; r++) {
-    if (new_max[r] == -std::numeric_limits<Real>::infinity()) continue;  // no visible key yet
-    const Real correction = m[r] == new_max[r] ? Real(1) : fast_exp(m[r] - new_max[r]);
-    Real sum = 0;
-    for (int c = 0; c < cols; c++) sum += S[(size_t)r * kKeyTile + c];
-    l[r] = l[r] * correction + sum;
-    if (correction != Real(1))
+    Real* s = S + (size_t)r * kKeyTile;
+    Real* lr = l + (size_t)r * kSumLanes;
+    const int visible = visible_keys(cols, i0 + r, j0, no_self);
+    const Real new_max = max_of(s, visible, m[r]);
+    if (new_max == -std::numeric_limits<Real>::infinity()) {  // no visible key yet
+      std::fill(s, s + cols, Real(0));
+      continue;
+    }
+    if (m[r] != new_max) {
+      const Real correction = fast_exp(m[r] - new_max);
+#pragma omp simd
+      for (int j = 0; j < kSumLanes; j++) lr[j] *= correction;
       for (int d = 0; d < D; d++) acc[(size_t)r * D + d] *= correction;
-    m[r] = new_max[r];
+      m[r] = new_max;
+    }
+    Real part[kSumLanes];  // in registers while the exps are written (s might alias lr)
+    std::copy(lr, lr + kSumLanes, part);
+    for (int c0 = 0; c0 < cols; c0 += kSumLanes) {  // the row holds kKeyTile, a multiple of these
+#pragma omp simd
+      for (int j = 0; j < kSumLanes; j++) {
+        const int c = c0 + j;
+        const Real e = c < visible ? fast_exp(s[c] - new_max) : Real(0);
+        s[c] = e;
+        part[j] += e;
+      }
+    }
+    std::copy(part, part + kSumLanes, lr);
   }
 }
 
 // One query tile of one (sequence, head): its rows of y and their log-sum-exp, over every key tile
-// it sees. kt: the kv head's packed kᵀ then v (bf16 tiles), else null.
+// it sees, from its kv head's packed keys and values.
 template <typename Real>
-void forward_query_tile(const AttentionPlan<Real>& p, int b, int h, int i0, const Word* kt,
-                        size_t kt_words) {
+void forward_query_tile(const AttentionPlan<Real>& p, const PackedKeysValues<Real>& packed, int b,
+                        int h, int i0) {
   const AttentionArgs<Real>& a = p.args;
   const int T = a.T, C = a.C, D = p.D, D2 = p.D2, ld = p.ld, rows = std::min(kQueryTile, T - i0);
-  const Real* base = a.qkv + (size_t)b * T * ld;
-  const Real* Q = base + (size_t)i0 * ld + h * D;
+  const Real* Q = a.qkv + ((size_t)b * T + i0) * ld + h * D;
+  const size_t head = (size_t)b * p.Hk + h / p.group;
+  const Real* kt = packed.reals ? packed.reals + head * packed.per_head : nullptr;
+  const Word* kt_words = packed.words ? packed.words + head * packed.per_head : nullptr;
   Real* S = scratch<Real>((size_t)kQueryTile * kKeyTile, 0);
-  const Word* v_rows = p.bf16 ? kt + kt_words : nullptr;
   Word* q_words = p.bf16 ? word_scratch((size_t)kQueryTile * D2, 0) : nullptr;
   Word* p_words = p.bf16 ? word_scratch((size_t)kQueryTile * kKeyTile / 2, 1) : nullptr;
   if constexpr (kIsFloat<Real>)
     if (p.bf16) pack_column_pairs(Q, rows, D, ld, q_words, D2, 1);
   Real* acc = scratch<Real>((size_t)kQueryTile * D, 1);
-  Real* m = scratch<Real>(2 * kQueryTile, 2);
-  Real* l = m + kQueryTile;
+  Real* m = scratch<Real>((size_t)kQueryTile * (1 + kSumLanes), 2);
+  Real* l = m + kQueryTile;  // each row's kSumLanes partial sums
   std::fill(acc, acc + (size_t)rows * D, Real(0));
   // A sink starts every row with its logit and exp(b − b) = 1 in the sum; its value is zero.
   std::fill(m, m + rows, a.sink ? a.sink[h] : -std::numeric_limits<Real>::infinity());
-  std::fill(l, l + rows, a.sink ? Real(1) : Real(0));
+  std::fill(l, l + (size_t)rows * kSumLanes, Real(0));
+  if (a.sink)
+    for (int r = 0; r < rows; r++) l[(size_t)r * kSumLanes] = 1;
   for (int j0 = 0; j0 < i0 + rows; j0 += kKeyTile) {
     const int cols = std::min(kKeyTile, i0 + rows - j0);
-    const Real* K = base + (size_t)j0 * ld + C + (h / p.group) * D;
-    const Real* V = base + (size_t)j0 * ld + C + p.Ck + (h / p.group) * D;
-    if (!p.bf16)
-      gemm(false, true, rows, cols, D, p.scale, Q, ld, K, ld, Real(0), S, kKeyTile);  // Q Kᵀ/√D
+    if (!p.bf16)  // S = Q Kᵀ/√D
+      tile_product(rows, cols, D, {Q, (size_t)ld, 1, kt + (size_t)j0 * D, kKeyTile, S, kKeyTile},
+                   p.scale, false);
     else if constexpr (kIsFloat<Real>)
-      tile_product_bf16(rows, cols, D2, {q_words, (size_t)D2, 1, kt + j0, T, S, kKeyTile}, p.scale,
-                        false);
-    Real new_max[kQueryTile];
-    for (int r = 0; r < rows; r++) {
-      const int visible = visible_keys(cols, i0 + r, j0, a.no_self);
-      new_max[r] = max_of(S + (size_t)r * kKeyTile, visible, m[r]);
-    }
-    exp_tile(S, rows, cols, i0, j0, new_max, a.no_self);
-    online_softmax_update(S, rows, cols, new_max, m, l, acc, D);
-    if (!p.bf16) {
-      gemm(false, false, rows, D, cols, Real(1), S, kKeyTile, V, ld, Real(1), acc, D);  // += P V
+      tile_product_bf16(rows, cols, D2, {q_words, (size_t)D2, 1, kt_words + j0, T, S, kKeyTile},
+                        p.scale, false);
+    online_softmax_tile(S, rows, cols, i0, j0, a.no_self, m, l, acc, D);
+    if (!p.bf16) {  // acc += P V
+      const Real* V = kt + packed.kt_size + (size_t)j0 * D;
+      tile_product(rows, D, cols, {S, kKeyTile, 1, V, (size_t)D, acc, (size_t)D}, Real(1), true);
     } else if constexpr (kIsFloat<Real>) {
+      const Word* v_rows = kt_words + packed.kt_size;
       pack_column_pairs(S, rows, cols, kKeyTile, p_words, kKeyTile / 2, 1);
       tile_product_bf16(rows, D, (cols + 1) / 2,
                         {p_words, kKeyTile / 2, 1, v_rows + (size_t)j0 / 2 * D, D, acc, D}, 1.0f,
@@ -344,9 +513,11 @@ void forward_query_tile(const AttentionPlan<Real>& p, int b, int h, int i0, cons
   for (int r = 0; r < rows; r++) {
     const int i = i0 + r;
     Real* yi = a.y + ((size_t)b * T + i) * C + h * D;
-    const Real inv_l = l[r] > Real(0) ? Real(1) / l[r] : Real(0);  // no key seen (no-self): 0
+    Real sum = 0;
+    for (int j = 0; j < kSumLanes; j++) sum += l[(size_t)r * kSumLanes + j];
+    const Real inv_l = sum > Real(0) ? Real(1) / sum : Real(0);  // no key seen (no-self): 0
     for (int d = 0; d < D; d++) yi[d] = acc[(size_t)r * D + d] * inv_l;
-    a.lse[((size_t)b * a.H + h) * T + i] = m[r] + std::log(l[r]);
+    a.lse[((size_t)b * a.H + h) * T + i] = m[r] + std::log(sum);
   }
 }
 
@@ -358,15 +529,12 @@ void attention_forward(const AttentionArgs<Real>& args, Storage tile_products) {
   const AttentionPlan<Real> plan(args, tile_products);
   const int B = args.B, T = args.T, H = args.H;
   const int q_tiles = (T + kQueryTile - 1) / kQueryTile, tasks = B * H * q_tiles;
-  const size_t kt_words = transposed_words(T, plan.D),
-               kv_words = kt_words + row_pair_words(T, plan.D);
-  const Word* packed_kv = plan.bf16 ? pack_keys_and_values(plan, kt_words, kv_words) : nullptr;
+  const PackedKeysValues<Real> packed = pack_keys_and_values(plan);
   // Later query tiles see more keys: hand them out first so the threads finish together.
 #pragma omp parallel for schedule(dynamic, 1)
   for (int task = 0; task < tasks; task++) {
     const int qt = q_tiles - 1 - task % q_tiles, bh = task / q_tiles, b = bh / H, h = bh % H;
-    const Word* kt = plan.bf16 ? packed_kv + (b * plan.Hk + h / plan.group) * kv_words : nullptr;
-    forward_query_tile(plan, b, h, qt * kQueryTile, kt, kt_words);
+    forward_query_tile(plan, packed, b, h, qt * kQueryTile);
   }
   if (args.exclusive) XSA_LEVEL::xsa_forward(args);  // qualified: ADL finds the dispatcher too
 }
@@ -444,6 +612,9 @@ struct BackwardTask {
   Real* dbase = nullptr;       // and their gradient
   Real *Di = nullptr, *P = nullptr, *dS = nullptr, *dK_acc = nullptr, *dV_acc = nullptr,
        *dQ_acc = nullptr, *dK_rows = nullptr, *dV_rows = nullptr;
+  // fp32 and float64 tiles: kᵀ and vᵀ per key tile, k, and the query tile's q and dy as rows
+  Real *kt_tiles = nullptr, *vt_tiles = nullptr, *k_copy = nullptr, *q_copy = nullptr,
+       *dy_copy = nullptr;
   Word *kt = nullptr, *vt = nullptr, *k_rows = nullptr, *q_words = nullptr, *q_rows = nullptr,
        *dy_words = nullptr, *dy_rows = nullptr, *p_rows = nullptr, *ds_words = nullptr,
        *ds_rows = nullptr;
@@ -471,6 +642,16 @@ BackwardTask<Real> start_backward_task(const AttentionPlan<Real>& p, int b, int 
   t.dV_rows = t.dbase + C + p.Ck + g * D;
   start_rows(t.dK_acc, t.dK_rows, ld, T, D, !a.write_dqkv);
   start_rows(t.dV_acc, t.dV_rows, ld, T, D, !a.write_dqkv || a.exclusive);
+  if (!p.bf16) {
+    const size_t kv_t = tiles_transposed_size<Real>(T, D);
+    t.kt_tiles = scratch<Real>(2 * kv_t + (size_t)T * D, 5);
+    t.vt_tiles = t.kt_tiles + kv_t, t.k_copy = t.vt_tiles + kv_t;
+    pack_tiles_transposed(t.base + C + g * D, T, D, ld, t.kt_tiles);
+    pack_tiles_transposed(t.base + C + p.Ck + g * D, T, D, ld, t.vt_tiles);
+    copy_rows(t.k_copy, D, t.base + C + g * D, ld, T, D);
+    t.q_copy = scratch<Real>(2 * (size_t)kQueryTile * D, 6);
+    t.dy_copy = t.q_copy + (size_t)kQueryTile * D;
+  }
   if constexpr (kIsFloat<Real>) {
     if (p.bf16) {
       const size_t kv_t = transposed_words(T, D);
@@ -498,7 +679,7 @@ void row_dots_and_sink(const AttentionPlan<Real>& p, BackwardTask<Real>& t, int 
   for (int i = 0; i < T; i++) {
     const Real* dyi = a.d_out + ((size_t)t.b * T + i) * C + h * D;
     const Real* yi = a.y + ((size_t)t.b * T + i) * C + h * D;
-    Real s = 0;
+    Real s = 0;  // in order: the same bits at every level (tests/levels_test.cpp)
     for (int d = 0; d < D; d++) s += dyi[d] * yi[d];
     t.Di[i] = s;
   }
@@ -515,7 +696,7 @@ void row_dots_and_sink(const AttentionPlan<Real>& p, BackwardTask<Real>& t, int 
 template <typename Real>
 void backward_query_tile(const AttentionPlan<Real>& p, BackwardTask<Real>& t, int h, int i0) {
   const AttentionArgs<Real>& a = p.args;
-  const int T = a.T, C = a.C, D = p.D, D2 = p.D2, ld = p.ld, g = t.g, K2 = kKeyTile / 2;
+  const int T = a.T, C = a.C, D = p.D, D2 = p.D2, ld = p.ld, K2 = kKeyTile / 2;
   const int rows = std::min(kQueryTile, T - i0), rows2 = (rows + 1) / 2;
   const Real scale = p.scale;
   const Real* row_lse = a.lse + ((size_t)t.b * a.H + h) * T;
@@ -524,6 +705,10 @@ void backward_query_tile(const AttentionPlan<Real>& p, BackwardTask<Real>& t, in
   Real* dQ_rows = t.dbase + (size_t)i0 * ld + h * D;
   start_rows(dQ, dQ_rows, ld, rows, D, !a.write_dqkv);
   const Real* dY = a.d_out + ((size_t)t.b * T + i0) * C + h * D;
+  if (!p.bf16) {
+    copy_rows(t.q_copy, D, Q, ld, rows, D);
+    copy_rows(t.dy_copy, D, dY, C, rows, D);
+  }
   if constexpr (kIsFloat<Real>) {
     if (p.bf16) {
       pack_column_pairs(Q, rows, D, ld, t.q_words, D2, 1);
@@ -534,15 +719,16 @@ void backward_query_tile(const AttentionPlan<Real>& p, BackwardTask<Real>& t, in
   }
   for (int j0 = 0; j0 < i0 + rows; j0 += kKeyTile) {
     const int cols = std::min(kKeyTile, i0 + rows - j0), cols2 = (cols + 1) / 2;
-    const Real* K = t.base + (size_t)j0 * ld + C + g * D;
-    const Real* V = t.base + (size_t)j0 * ld + C + p.Ck + g * D;
+    const size_t dd = D;
     Real* dK = t.dK_acc + (size_t)j0 * D;
     Real* dV = t.dV_acc + (size_t)j0 * D;
     if (!p.bf16) {
-      gemm(false, true, rows, cols, D, scale, Q, ld, K, ld, Real(0), P, kKeyTile);
-      exp_tile(P, rows, cols, i0, j0, row_lse + i0, a.no_self);                        // P
-      gemm(true, false, cols, D, rows, Real(1), P, kKeyTile, dY, C, Real(1), dV, D);   // += Pᵀ dY
-      gemm(false, true, rows, cols, D, Real(1), dY, C, V, ld, Real(0), dS, kKeyTile);  // dY Vᵀ
+      const Real *Kt = t.kt_tiles + (size_t)j0 * D, *Vt = t.vt_tiles + (size_t)j0 * D;
+      tile_product(rows, cols, D, {t.q_copy, dd, 1, Kt, kKeyTile, P, kKeyTile}, scale, false);
+      exp_tile(P, rows, cols, i0, j0, row_lse + i0, a.no_self);                             // P
+      tile_product(cols, D, rows, {P, 1, kKeyTile, t.dy_copy, dd, dV, dd}, Real(1), true);  // Pᵀ dY
+      tile_product(rows, cols, D, {t.dy_copy, dd, 1, Vt, kKeyTile, dS, kKeyTile}, Real(1),
+                   false);  // dY Vᵀ
     } else if constexpr (kIsFloat<Real>) {
       tile_product_bf16(rows, cols, D2, {t.q_words, (size_t)D2, 1, t.kt + j0, T, P, kKeyTile},
                         scale, false);
@@ -560,8 +746,9 @@ void backward_query_tile(const AttentionPlan<Real>& p, BackwardTask<Real>& t, in
       for (int c = 0; c < cols; c++) ds[c] = pr[c] * (ds[c] - d_row) * scale;
     }
     if (!p.bf16) {
-      gemm(false, false, rows, D, cols, Real(1), dS, kKeyTile, K, ld, Real(1), dQ, D);  // += dS K
-      gemm(true, false, cols, D, rows, Real(1), dS, kKeyTile, Q, ld, Real(1), dK, D);  // += dSᵀ Q
+      const Real* K = t.k_copy + (size_t)j0 * D;
+      tile_product(rows, D, cols, {dS, kKeyTile, 1, K, dd, dQ, dd}, Real(1), true);  // += dS K
+      tile_product(cols, D, rows, {dS, 1, kKeyTile, t.q_copy, dd, dK, dd}, Real(1), true);  // dSᵀ Q
     } else if constexpr (kIsFloat<Real>) {
       pack_column_pairs(dS, rows, cols, kKeyTile, t.ds_words, K2, 1);
       pack_row_pairs(dS, rows, cols, kKeyTile, t.ds_rows, kKeyTile);

@@ -1,6 +1,7 @@
 // Row-major GEMM through the BLAS (OpenBLAS, or one put first with LD_PRELOAD) for float and
-// double: C = alpha·op(A)·op(B) + beta·C, C [M, N]. The attention's tile products and the float64
-// products; the model's fp32 products go to oneDNN when built with it (ops/matmul_bf16.h).
+// double: C = alpha·op(A)·op(B) + beta·C, C [M, N]. The float64 products; the model's fp32
+// products go to oneDNN when built with it (ops/matmul_bf16.h); attention's tiles have their own
+// (ops/attention.cpp).
 // Inside an OpenMP parallel region OpenBLAS (its OpenMP build) runs single-threaded, so kernels may
 // call it per tile from their own threads.
 #pragma once

@@ -25,6 +25,9 @@ void add_bench_command(CLI::App& root) {
   cmd->add_option("--threads", o->threads, "Threads (0: every core)")->capture_default_str();
   cmd->add_option("--attn-T", o->attn_T, "Sequence lengths of the attention-alone table")
       ->delimiter(',');
+  cmd->add_option("--attn-D", o->attn_D, "Head sizes of the CPU's attention-alone table (8 heads)")
+      ->delimiter(',')
+      ->check(CLI::Range(1, 512));
   cmd->add_flag(
       "--gemm", o->gemm,
       "Also print the GEMM ceiling per shape (bf16 with --precision bf16) and the effect of "
@@ -59,7 +62,7 @@ void add_bench_command(CLI::App& root) {
     o->attn_T_given = cmd->count("--attn-T") > 0;
     if (smoke_test()) {
       o->config = o->library_config = "tiny", o->steps = 1, o->warmup = 0, o->attn_T = {256};
-      o->attn_T_given = true;
+      o->attn_T_given = true, o->attn_D = {64};
     }
     bench::validate(*o);
     if (*child) {
