@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <tuple>
@@ -329,8 +330,8 @@ TEST_F(Cli, BenchInBf16) {
 // (--config: the old name of --model, still taken.)
 TEST_F(Cli, BenchWritesItsRecords) {
   Result r =
-      xsa("bench --config tiny --steps 1 --warmup 0 --threads 1 --attn-T 64,130 --json bench.json "
-          "--csv bench.csv");
+      xsa("bench --config tiny --steps 1 --warmup 0 --threads 1 --attn-T 64,130 --attn-D 16 "
+          "--json bench.json --csv bench.csv");
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("| tiny | sa |"), std::string::npos) << r.out;
   auto records = nlohmann::json::parse(read_file(work_dir() / "bench.json"));
@@ -352,8 +353,10 @@ TEST_F(Cli, BenchWritesItsRecords) {
       EXPECT_EQ(rec["gemm_ceiling_round_min_gflops"], rec["gemm_ceiling_round_max_gflops"]);
     } else if (rec["kind"] == "attention") {
       attention++;
-      for (const char* key : {"T", "pass", "attn", "ms_median", "extra_mb"})
+      for (const char* key :
+           {"D", "T", "pass", "attn", "ms_median", "gflops", "share_of_fma_peak", "extra_mb"})
         EXPECT_TRUE(rec.contains(key)) << key;
+      EXPECT_EQ(rec["D"], 16);
     } else if (rec["kind"] == "ratio") {
       ratios++;
       EXPECT_TRUE(rec.contains("what") && rec.contains("value"));
@@ -364,7 +367,40 @@ TEST_F(Cli, BenchWritesItsRecords) {
   EXPECT_EQ(ratios, 5);
   EXPECT_NE(read_file(work_dir() / "bench.csv").find("kind,"), std::string::npos);
   r = xsa("bench --model huge");
-  EXPECT_EQ(r.err, "xsa: error: --model huge is not known (expected tiny, small, gpt2 or all)\n");
+  EXPECT_EQ(r.err,
+            "xsa: error: --model huge is not known (expected tiny, demo, small, gpt2 or all)\n");
+}
+
+// --profile: every kernel entry a step calls, timed; the work behind each rate counted from the
+// entry's arguments (here checked for attention against the model's own shape: 2 layers, T 64,
+// 4 heads of 16, batch 4, the causal T(T+1)/2 pairs), and the entries' time within the step's.
+TEST_F(Cli, BenchProfilesAStep) {
+  Result r = xsa(
+      "bench --profile --model tiny --attn xsa --steps 2 --warmup 1 --threads 1 --json prof.json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("| attention_backward | backward | 2 |"), std::string::npos) << r.out;
+  double in_ops = 0, step_ms = 0;
+  std::map<std::string, nlohmann::json> ops;
+  for (const auto& rec : nlohmann::json::parse(read_file(work_dir() / "prof.json")))
+    if (rec["kind"] == "profile") {
+      ops[rec["op"]] = rec;
+      in_ops += rec["ms_per_step"].get<double>();
+    } else if (rec["kind"] == "profile_step") {
+      step_ms = rec["ms_per_step"].get<double>();
+    }
+  for (const char* op : {"matmul_forward", "matmul_backward", "attention_forward",
+                         "attention_backward", "layernorm_forward", "adamw_update"})
+    EXPECT_TRUE(ops.count(op)) << op;
+  EXPECT_LE(in_ops, step_ms * (1 + 1e-9));
+  const double pairs = 64.0 * 65 / 2, per_product = 2 * pairs * 16 * 4 * 4 * 2;  // × layers
+  const auto flops = [&](const char* op) {
+    return ops[op]["gflops"].get<double>() * 1e9 * ops[op]["ms_per_step"].get<double>() / 1e3;
+  };
+  EXPECT_NEAR(flops("attention_forward"), 2 * per_product, 1e-9 * per_product);
+  EXPECT_NEAR(flops("attention_backward"), 5 * per_product, 1e-9 * per_product);
+  r = xsa("bench --profile --model tiny --attn xsa+bogus");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.err.rfind("xsa: error: --attn", 0), 0u) << r.err;
 }
 
 // On a CPU that OpenBLAS does not recognise it runs generic kernels; xsa restarts itself with

@@ -9,6 +9,7 @@
 #include "xsa/bench/measure.h"
 #include "xsa/dist/agree.h"
 #include "xsa/dist/comm.h"
+#include "xsa/model/attention.h"
 #include "xsa/ops/matmul_bf16.h"
 #include "xsa/ops/ops.h"
 #include "xsa/util/blas.h"
@@ -82,6 +83,13 @@ void validate(const BenchOptions& o) {
   // it does not have), before anything runs: the tables are never timed in another precision.
   if (o.device == "cpu") cpu_backend(o.precision);
   shapes_of(o.config);  // an unknown --config
+  if (o.profile) {
+    ModelConfig cfg;
+    parse_attention(o.attn, cfg.n_layer, "--attn");  // a bad --attn, before timing
+    if (o.layers < 0 || o.embd < 0 || o.heads < 0)
+      fail("--layers, --embd and --heads must be non-negative");
+    if (o.device != "cpu") fail("--profile runs on the CPU (--device cpu)");
+  }
 }
 
 void run_bench(const BenchOptions& o) {
@@ -126,6 +134,10 @@ void run_bench(const BenchOptions& o) {
   std::vector<BenchShape> shapes = shapes_of(o.config);
   for (BenchShape& s : shapes) s.gpt2_architecture = o.arch == "gpt2";
   if (o.arch == "gpt2") std::printf("architecture: gpt2 (learned positions, linear biases)\n");
+  if (o.profile) {
+    bench_profile(o, fma_peak, records);
+    return write_outputs(o, records);
+  }
   const bool bf16 = o.precision == Precision::bf16;
   if (bf16)
     std::printf("precision: bf16 products (oneDNN) with fp32 accumulation, fp32 elsewhere\n");

@@ -26,6 +26,11 @@ struct BenchOptions {
   bool attn_T_given = false;                // else a GPU takes 1024 … 16384
   std::vector<int> attn_D = {32, 64, 128};  // head sizes of the CPU's attention-alone table
   bool gemm = false, no_steps = false, no_attention = false, decode = false, allreduce = false;
+  // --profile: each op family's time in a step of --model (its layers, width, heads, T and batch
+  // replaced where given) with --attn's attention, instead of the other tables.
+  bool profile = false;
+  std::string attn = "xsa";
+  int layers = 0, embd = 0, heads = 0;
   // With --gemm: the configuration whose ceiling shows what the product library and OpenBLAS's
   // kernel choice are worth.
   std::string library_config = "small";

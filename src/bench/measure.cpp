@@ -80,7 +80,8 @@ std::vector<BenchShape> shapes_of(const std::string& config) {
   std::vector<BenchShape> shapes;
   for (const BenchShape& s : kShapes)
     if (config == "all" || config == s.name) shapes.push_back(s);
-  if (shapes.empty()) fail("--model {} is not known (expected tiny, small, gpt2 or all)", config);
+  if (shapes.empty())
+    fail("--model {} is not known (expected tiny, demo, small, gpt2 or all)", config);
   return shapes;
 }
 

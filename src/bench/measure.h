@@ -11,8 +11,8 @@
 
 #include "xsa/backend/backend.h"
 #include "xsa/bench/bench.h"
-#include "xsa/model/model_config.h"
 #include "xsa/model/gpt.h"
+#include "xsa/model/model_config.h"
 #include "xsa/train/step.h"
 
 namespace xsa::bench {
@@ -26,6 +26,7 @@ struct BenchShape {
   bool gpt2_architecture = false;  // --arch gpt2: learned positions and linear biases
 };
 inline constexpr BenchShape kShapes[] = {{"tiny", 256, 2, 64, 4, 64, 4},
+                                         {"demo", 256, 4, 128, 4, 256, 16},
                                          {"small", 50304, 6, 384, 6, 256, 8},
                                          {"gpt2", 50304, 12, 768, 12, 256, 4}};
 
@@ -79,6 +80,10 @@ void bench_gemm(const std::vector<BenchShape>& shapes, bool bf16, const std::str
 void bench_steps(const std::vector<BenchShape>& shapes, int steps, int warmup, bool bf16,
                  double fma_peak, json& records);
 void bench_attention(const BenchOptions& o, double fma_peak, json& records);
+// --profile (profile.cpp): each kernel entry's time in a training step, with its roofline share.
+void bench_profile(const BenchOptions& o, double fma_peak, json& records);
+// The machine's memory bandwidth in GB/s (a triad on every thread), the streaming ops' roofline.
+double memory_bandwidth_gbs();
 void bench_decode(const std::vector<BenchShape>& shapes, int steps, json& records);
 void run_gpu_bench(const BenchOptions& o, const std::vector<int>& attn_T);
 

@@ -14,8 +14,10 @@ void add_bench_command(CLI::App& root) {
                                   "SA vs XSA, and the GEMM ceiling");
   auto o = std::make_shared<bench::BenchOptions>();
   auto child = std::make_shared<bool>(false);
-  cmd->add_option("--model,--config", o->config,
-                  "tiny, small, gpt2 or all (docs/SPEC.md §4); --config is its old name")
+  cmd->add_option(
+         "--model,--config", o->config,
+         "tiny, demo, small, gpt2 or all (docs/SPEC.md §4; demo: the main job's model); --config "
+         "is its old name")
       ->capture_default_str();
   cmd->add_option("--arch", o->arch,
                   "xsa (RoPE, no linear biases) or gpt2 (learned positions, linear biases)")
@@ -32,6 +34,14 @@ void add_bench_command(CLI::App& root) {
       "--gemm", o->gemm,
       "Also print the GEMM ceiling per shape (bf16 with --precision bf16) and the effect of "
       "the BLAS kernel choice");
+  cmd->add_flag("--profile", o->profile,
+                "Instead of the tables: each op's time in a training step of --model (demo, tiny, "
+                "small, gpt2), its share, rate and share of its roofline (docs/performance.md)");
+  cmd->add_option("--attn", o->attn, "With --profile: the attention (as xsa train's --attn)")
+      ->capture_default_str();
+  cmd->add_option("--layers", o->layers, "With --profile: layers (0: the model's)");
+  cmd->add_option("--embd", o->embd, "With --profile: width (0: the model's)");
+  cmd->add_option("--heads", o->heads, "With --profile: heads (0: the model's)");
   cmd->add_flag("--no-steps", o->no_steps, "Skip the training-step table");
   cmd->add_flag("--no-attention", o->no_attention, "Skip the attention-alone table");
   cmd->add_flag("--decode", o->decode,
@@ -42,11 +52,15 @@ void add_bench_command(CLI::App& root) {
                   "cpu, cuda, cuda:N or auto: on a GPU the step table (gpt2 at T 1024) reports "
                   "model FLOPs utilisation and device memory, the attention table T 1024-16384")
       ->capture_default_str();
-  cmd->add_option("--batch", o->batch,
-                  "Sequences per step (0: the configuration's; on a GPU 32768 tokens)")
+  cmd->add_option(
+         "--batch", o->batch,
+         "Sequences per step (0: the configuration's; on a GPU 32768 tokens); with --profile the "
+         "profiled model's")
       ->capture_default_str();
-  cmd->add_option("--seq-len", o->seq_len,
-                  "Tokens per sequence (0: the configuration's; gpt2 on a GPU 1024)")
+  cmd->add_option(
+         "--seq-len", o->seq_len,
+         "Tokens per sequence (0: the configuration's; gpt2 on a GPU 1024); with --profile the "
+         "profiled model's")
       ->capture_default_str();
   cmd->add_flag("--tf32", o->tf32, "On a GPU with --precision fp32: TF32 products");
   cmd->add_flag("--deterministic", o->deterministic,
