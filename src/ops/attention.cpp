@@ -78,14 +78,14 @@ struct Lanes {  // the level's widest vector of Real, loaded and stored at any a
 };
 
 // A tile product's operands: A(m, p) = A[m·a_m + p·a_p], B(p, n) = B[p·ldb + n], C's rows ldc
-// apart.
-template <typename Real>
+// apart. In: Real for the fp32 and float64 tiles, a word of two bf16 for the bf16 ones (C fp32).
+template <typename In, typename Out = In>
 struct Operands {
-  const Real* A;
+  const In* A;
   size_t a_m, a_p;
-  const Real* B;
+  const In* B;
   size_t ldb;
-  Real* C;
+  Out* C;
   size_t ldc;
   Operands at(int m, int n) const {  // the operands of C's block at row m, column n
     return {A + m * a_m, a_m, a_p, B + n, ldb, C + m * ldc + n, ldc};
@@ -224,16 +224,9 @@ void pack_row_pairs(const float* X, int R, int W, int ld, Word* out, int ldo) {
   }
 }
 
-// A tile product's operands: A's word (m, p) at A[m·a_m + p·a_p] (any strides, since the kernel
-// broadcasts it), B's words of row p at B[p·ldb …], C's rows ldc apart.
-struct TileOperands {
-  const Word* A;
-  size_t a_m, a_p;
-  const Word* B;
-  int ldb;
-  float* C;
-  int ldc;
-};
+// The bf16 tiles' operands: A's word (m, p) (any strides, since the kernel broadcasts it), B's
+// words of row p contiguous.
+using TileOperands = Operands<Word, float>;
 
 #if XSA_LEVEL_IS_AVX512
 #define XSA_BF16_TARGET __attribute__((target("avx512f,avx512bf16")))
@@ -245,7 +238,7 @@ XSA_BF16_TARGET void tile_rows_bf16(int N, int K2, const TileOperands& o, float 
                                     bool accumulate) {
   const Word *A = o.A, *B = o.B;
   const size_t a_m = o.a_m, a_p = o.a_p;
-  const int ldb = o.ldb, ldc = o.ldc;
+  const size_t ldb = o.ldb, ldc = o.ldc;
   float* C = o.C;
   for (int n0 = 0; n0 < N; n0 += 64) {
     __mmask16 mask[4];
@@ -496,8 +489,9 @@ void forward_query_tile(const AttentionPlan<Real>& p, const PackedKeysValues<Rea
       tile_product(rows, cols, D, {Q, (size_t)ld, 1, kt + (size_t)j0 * D, kKeyTile, S, kKeyTile},
                    p.scale, false);
     else if constexpr (kIsFloat<Real>)
-      tile_product_bf16(rows, cols, D2, {q_words, (size_t)D2, 1, kt_words + j0, T, S, kKeyTile},
-                        p.scale, false);
+      tile_product_bf16(rows, cols, D2,
+                        {q_words, (size_t)D2, 1, kt_words + j0, (size_t)T, S, kKeyTile}, p.scale,
+                        false);
     online_softmax_tile(S, rows, cols, i0, j0, a.no_self, m, l, acc, D);
     if (!p.bf16) {  // acc += P V
       const Real* V = kt + packed.kt_size + (size_t)j0 * D;
@@ -505,9 +499,10 @@ void forward_query_tile(const AttentionPlan<Real>& p, const PackedKeysValues<Rea
     } else if constexpr (kIsFloat<Real>) {
       const Word* v_rows = kt_words + packed.kt_size;
       pack_column_pairs(S, rows, cols, kKeyTile, p_words, kKeyTile / 2, 1);
-      tile_product_bf16(rows, D, (cols + 1) / 2,
-                        {p_words, kKeyTile / 2, 1, v_rows + (size_t)j0 / 2 * D, D, acc, D}, 1.0f,
-                        true);
+      tile_product_bf16(
+          rows, D, (cols + 1) / 2,
+          {p_words, kKeyTile / 2, 1, v_rows + (size_t)j0 / 2 * D, (size_t)D, acc, (size_t)D}, 1.0f,
+          true);
     }
   }
   for (int r = 0; r < rows; r++) {
@@ -730,13 +725,15 @@ void backward_query_tile(const AttentionPlan<Real>& p, BackwardTask<Real>& t, in
       tile_product(rows, cols, D, {t.dy_copy, dd, 1, Vt, kKeyTile, dS, kKeyTile}, Real(1),
                    false);  // dY Vᵀ
     } else if constexpr (kIsFloat<Real>) {
-      tile_product_bf16(rows, cols, D2, {t.q_words, (size_t)D2, 1, t.kt + j0, T, P, kKeyTile},
-                        scale, false);
+      tile_product_bf16(rows, cols, D2,
+                        {t.q_words, (size_t)D2, 1, t.kt + j0, (size_t)T, P, kKeyTile}, scale,
+                        false);
       exp_tile(P, rows, cols, i0, j0, row_lse + i0, a.no_self);
       pack_row_pairs(P, rows, cols, kKeyTile, t.p_rows, kKeyTile);
-      tile_product_bf16(cols, D, rows2, {t.p_rows, 1, kKeyTile, t.dy_rows, D, dV, D}, 1.0f, true);
-      tile_product_bf16(rows, cols, D2, {t.dy_words, (size_t)D2, 1, t.vt + j0, T, dS, kKeyTile},
-                        1.0f, false);
+      tile_product_bf16(cols, D, rows2, {t.p_rows, 1, kKeyTile, t.dy_rows, dd, dV, dd}, 1.0f, true);
+      tile_product_bf16(rows, cols, D2,
+                        {t.dy_words, (size_t)D2, 1, t.vt + j0, (size_t)T, dS, kKeyTile}, 1.0f,
+                        false);
     }
     for (int r = 0; r < rows; r++) {
       const Real d_row = t.Di[i0 + r];
@@ -753,9 +750,9 @@ void backward_query_tile(const AttentionPlan<Real>& p, BackwardTask<Real>& t, in
       pack_column_pairs(dS, rows, cols, kKeyTile, t.ds_words, K2, 1);
       pack_row_pairs(dS, rows, cols, kKeyTile, t.ds_rows, kKeyTile);
       tile_product_bf16(rows, D, cols2,
-                        {t.ds_words, (size_t)K2, 1, t.k_rows + (size_t)j0 / 2 * D, D, dQ, D}, 1.0f,
-                        true);
-      tile_product_bf16(cols, D, rows2, {t.ds_rows, 1, kKeyTile, t.q_rows, D, dK, D}, 1.0f, true);
+                        {t.ds_words, (size_t)K2, 1, t.k_rows + (size_t)j0 / 2 * D, dd, dQ, dd},
+                        1.0f, true);
+      tile_product_bf16(cols, D, rows2, {t.ds_rows, 1, kKeyTile, t.q_rows, dd, dK, dd}, 1.0f, true);
     }
   }
   copy_rows(dQ_rows, ld, dQ, D, rows, D);

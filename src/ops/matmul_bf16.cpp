@@ -365,12 +365,12 @@ std::string products_summary() {
   const std::string blas = blas_summary();
 #ifdef XSA_WITH_DNNL
   if (fp32_product_library() == ProductLibrary::onednn)
-    return fmt::format("products: fp32 and bf16 by {}; attention tiles and float64 by {}",
+    return fmt::format("products: fp32 and bf16 by {}; float64 by {}; attention's tiles by xsa",
                        onednn_summary(), blas);
-  return fmt::format("products: fp32, attention tiles and float64 by {}; bf16 by {}", blas,
+  return fmt::format("products: fp32 and float64 by {}; bf16 by {}; attention's tiles by xsa", blas,
                      onednn_summary());
 #else
-  return fmt::format("products: by {}", blas);
+  return fmt::format("products: by {}; attention's tiles by xsa", blas);
 #endif
 }
 
