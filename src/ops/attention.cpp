@@ -375,41 +375,44 @@ struct PackedKeysValues {
   const Word* words = nullptr;
 };
 
+// Each (sequence, kv head)'s keys and values (rows ld apart) handed to pack(keys, values, out),
+// which fills per_head elements at out; the store is kept by the calling thread.
+template <typename Element, typename Real, typename Pack>
+const Element* pack_every_head(const AttentionPlan<Real>& p, size_t per_head, Pack pack) {
+  const AttentionArgs<Real>& a = p.args;
+  thread_local std::vector<Element> store;
+  const size_t n = (size_t)a.B * p.Hk * per_head;
+  if (store.size() < n) store.resize(n);
+  Element* out = store.data();  // the calling thread's store: the team writes it through this
+#pragma omp parallel for collapse(2)
+  for (int b = 0; b < a.B; b++)
+    for (int g = 0; g < p.Hk; g++) {
+      const Real* keys = a.qkv + (size_t)b * a.T * p.ld + a.C + g * p.D;
+      pack(keys, keys + p.Ck, out + (b * p.Hk + g) * per_head);
+    }
+  return out;
+}
+
 template <typename Real>
 PackedKeysValues<Real> pack_keys_and_values(const AttentionPlan<Real>& p) {
-  const AttentionArgs<Real>& a = p.args;
+  const int T = p.args.T, D = p.D, ld = p.ld;
   PackedKeysValues<Real> packed;
-  const size_t heads = (size_t)a.B * p.Hk;
   if (!p.bf16) {
-    packed.kt_size = tiles_transposed_size<Real>(a.T, p.D);
-    packed.per_head = packed.kt_size + (size_t)a.T * p.D;
-    thread_local std::vector<Real> store;
-    if (store.size() < heads * packed.per_head) store.resize(heads * packed.per_head);
-    Real* reals = store.data();  // the calling thread's store: the team writes it through this
-    packed.reals = reals;
-#pragma omp parallel for collapse(2)
-    for (int b = 0; b < a.B; b++)
-      for (int g = 0; g < p.Hk; g++) {
-        const Real* base = a.qkv + (size_t)b * a.T * p.ld;
-        Real* out = reals + (b * p.Hk + g) * packed.per_head;
-        pack_tiles_transposed(base + a.C + g * p.D, a.T, p.D, p.ld, out);
-        copy_rows(out + packed.kt_size, p.D, base + a.C + p.Ck + g * p.D, p.ld, a.T, p.D);
-      }
+    const size_t kt_size = packed.kt_size = tiles_transposed_size<Real>(T, D);
+    packed.per_head = kt_size + (size_t)T * D;
+    packed.reals =
+        pack_every_head<Real>(p, packed.per_head, [&](const Real* k, const Real* v, Real* out) {
+          pack_tiles_transposed(k, T, D, ld, out);
+          copy_rows(out + kt_size, D, v, ld, T, D);
+        });
   } else if constexpr (kIsFloat<Real>) {
-    packed.kt_size = transposed_words(a.T, p.D);
-    packed.per_head = packed.kt_size + row_pair_words(a.T, p.D);
-    thread_local std::vector<Word> store;
-    if (store.size() < heads * packed.per_head) store.resize(heads * packed.per_head);
-    Word* words = store.data();
-    packed.words = words;
-#pragma omp parallel for collapse(2)
-    for (int b = 0; b < a.B; b++)
-      for (int g = 0; g < p.Hk; g++) {
-        const float* base = a.qkv + (size_t)b * a.T * p.ld;
-        Word* out = words + (b * p.Hk + g) * packed.per_head;
-        pack_transposed(base + a.C + g * p.D, a.T, p.D, p.ld, out);
-        pack_row_pairs(base + a.C + p.Ck + g * p.D, a.T, p.D, p.ld, out + packed.kt_size, p.D);
-      }
+    const size_t kt_size = packed.kt_size = transposed_words(T, D);
+    packed.per_head = kt_size + row_pair_words(T, D);
+    packed.words =
+        pack_every_head<Word>(p, packed.per_head, [&](const float* k, const float* v, Word* out) {
+          pack_transposed(k, T, D, ld, out);
+          pack_row_pairs(v, T, D, ld, out + kt_size, D);
+        });
   }
   return packed;
 }
