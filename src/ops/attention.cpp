@@ -55,6 +55,11 @@ void exp_tile(Real* S, int rows, int cols, int i0, int j0, const Real* lse, bool
     Real* s = S + (size_t)r * kKeyTile;
     const int visible = visible_keys(cols, i0 + r, j0, no_self);
     const Real m = lse[r];
+    if (visible == kKeyTile) {  // every key visible (most tiles at long context): no masks
+#pragma omp simd
+      for (int c = 0; c < kKeyTile; c++) s[c] = fast_exp(s[c] - m);
+      continue;
+    }
 #pragma omp simd
     for (int c = 0; c < cols; c++) s[c] = c < visible ? fast_exp(s[c] - m) : Real(0);
   }
@@ -427,37 +432,50 @@ static_assert(kKeyTile % kSumLanes == 0);
 // tile's, what the partial sums l and acc hold rescaled to it, the tile's scores turned into their
 // exps in place (0 for keys the row may not see) and added to l. One pass per row while it is in
 // the cache.
+template <bool kAllVisible, typename Real>
+inline void online_softmax_row(Real* s, int cols, int visible, Real& m, Real* lr, Real* acc,
+                               int D) {
+  // kAllVisible: every key of a whole tile visible (most tiles at long context): loops of a fixed
+  // length and no masks.
+  const int n = kAllVisible ? kKeyTile : cols;
+  const Real new_max = max_of(s, kAllVisible ? kKeyTile : visible, m);
+  if (new_max == -std::numeric_limits<Real>::infinity()) {  // no visible key yet
+    std::fill(s, s + n, Real(0));
+    return;
+  }
+  if (m != new_max) {
+    const Real correction = fast_exp(m - new_max);
+#pragma omp simd
+    for (int j = 0; j < kSumLanes; j++) lr[j] *= correction;
+    for (int d = 0; d < D; d++) acc[d] *= correction;
+    m = new_max;
+  }
+  Real part[kSumLanes];  // in registers while the exps are written (s might alias lr)
+  std::copy(lr, lr + kSumLanes, part);
+#pragma GCC unroll 4
+  for (int c0 = 0; c0 < n; c0 += kSumLanes) {  // the row holds kKeyTile, a multiple of these
+#pragma omp simd
+    for (int j = 0; j < kSumLanes; j++) {
+      const int c = c0 + j;
+      const Real e = kAllVisible || c < visible ? fast_exp(s[c] - new_max) : Real(0);
+      s[c] = e;
+      part[j] += e;
+    }
+  }
+  std::copy(part, part + kSumLanes, lr);
+}
+
 template <typename Real>
 void online_softmax_tile(Real* S, int rows, int cols, int i0, int j0, bool no_self, Real* m,
                          Real* l, Real* acc, int D) {
   for (int r = 0; r < rows; r++) {
     Real* s = S + (size_t)r * kKeyTile;
-    Real* lr = l + (size_t)r * kSumLanes;
+    Real *lr = l + (size_t)r * kSumLanes, *acc_r = acc + (size_t)r * D;
     const int visible = visible_keys(cols, i0 + r, j0, no_self);
-    const Real new_max = max_of(s, visible, m[r]);
-    if (new_max == -std::numeric_limits<Real>::infinity()) {  // no visible key yet
-      std::fill(s, s + cols, Real(0));
-      continue;
-    }
-    if (m[r] != new_max) {
-      const Real correction = fast_exp(m[r] - new_max);
-#pragma omp simd
-      for (int j = 0; j < kSumLanes; j++) lr[j] *= correction;
-      for (int d = 0; d < D; d++) acc[(size_t)r * D + d] *= correction;
-      m[r] = new_max;
-    }
-    Real part[kSumLanes];  // in registers while the exps are written (s might alias lr)
-    std::copy(lr, lr + kSumLanes, part);
-    for (int c0 = 0; c0 < cols; c0 += kSumLanes) {  // the row holds kKeyTile, a multiple of these
-#pragma omp simd
-      for (int j = 0; j < kSumLanes; j++) {
-        const int c = c0 + j;
-        const Real e = c < visible ? fast_exp(s[c] - new_max) : Real(0);
-        s[c] = e;
-        part[j] += e;
-      }
-    }
-    std::copy(part, part + kSumLanes, lr);
+    if (visible == kKeyTile)
+      online_softmax_row<true>(s, cols, visible, m[r], lr, acc_r, D);
+    else
+      online_softmax_row<false>(s, cols, visible, m[r], lr, acc_r, D);
   }
 }
 
