@@ -359,12 +359,8 @@ struct AttentionBench {
     for (size_t i = 0; i < qkv.size(); i++) qkv[i] = (float)rng.normal();
     for (size_t i = 0; i < grad.size(); i++) grad[i] = (float)rng.normal();
   }
-  // The products' FLOPs (causal: half of each T × T product): the forward's q·kᵀ and p·v, the
-  // backward's five (the probabilities recomputed), as FlashAttention counts them.
-  double gflop(bool backward) const {
-    const double one_product = (double)T * T * D * H;  // 2·(T²/2)·D per head
-    return (backward ? 7 : 2) * one_product / 1e9;
-  }
+  // The products' GFLOPs: the forward's two, and with the backward seven.
+  double gflop(bool backward) const { return attention_flops(B, T, C, backward ? 7 : 2) / 1e9; }
   // One forward (and backward) pass; returns its milliseconds.
   double run(bool exclusive, bool backward) {
     auto t0 = clock_type::now();
@@ -430,7 +426,8 @@ void bench_attention_pass(AttentionBench& bench, bool backward, double fma_peak,
 void bench_attention(const BenchOptions& o, double fma_peak, json& records) {
   std::printf(
       "\n## Attention alone (B %d, H %d, causal, %s tiles), median ms; GFLOP/s and the share of "
-      "the FMA peak are SA's (7 products of T²/2 per head forward and backward, 2 forward); extra "
+      "the FMA peak are SA's (7 products over the T(T+1)/2 visible pairs per head forward and "
+      "backward, 2 forward); extra "
       "MB = peak resident memory above inputs and outputs\n\n"
       "| D | T | pass | SA ms | XSA ms | XSA/SA | GFLOP/s | of peak | SA extra MB | XSA extra MB "
       "|\n"

@@ -29,10 +29,14 @@ double ms_since(clock_type::time_point t0) {
   return std::chrono::duration<double, std::milli>(clock_type::now() - t0).count();
 }
 
+double attention_flops(int B, int T, int C, int products) {
+  return products * 2.0 * B * C * (T * (T + 1.0) / 2);  // each a (visible pairs) × D per head
+}
+
 double step_flops(const ModelConfig& cfg, int B, int T) {
   const double N = (double)B * T, C = cfg.n_embd;
   const double matmul = 12.0 * C * C * cfg.n_layer + C * cfg.padded_vocab;
-  const double attention = 2.0 * B * cfg.n_layer * C * T * (T + 1.0);  // per forward, all heads
+  const double attention = cfg.n_layer * attention_flops(B, T, cfg.n_embd, 2);  // per forward
   return 3.0 * (2.0 * N * matmul + attention);
 }
 

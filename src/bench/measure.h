@@ -44,6 +44,10 @@ double ms_since(clock_type::time_point t0);
 // products of every layer and of the tied head, and causal attention (q·k and p·v over the
 // T(T+1)/2 visible pairs of each head).
 double step_flops(const ModelConfig& cfg, int B, int T);
+// FLOPs of `products` causal attention products over B sequences of T with C = heads × D (each
+// over the T(T+1)/2 visible pairs of every head): 2 forward (q·kᵀ, p·v), 5 backward (the
+// probabilities recomputed, dv, dp, dq, dk), as FlashAttention counts them.
+double attention_flops(int B, int T, int C, int products);
 
 // A model and its training step on a backend, timed step by step.
 struct StepBench {

@@ -3,8 +3,6 @@
 // family's time, its share of the step, its rate and that rate's share of its roofline come from
 // the step itself: the FMA peak for the products and attention, the machine's measured memory
 // bandwidth for the ops that stream memory. A new entry of the table is timed with no line here.
-#include <omp.h>
-
 #include <array>
 #include <cstdio>
 #include <tuple>
@@ -59,8 +57,7 @@ Work work_of(const Args&... args) {
     return {2.0 * products * s.N * s.in_dim * s.out_dim, 0};
   } else if constexpr (E == Entry::attention_forward || E == Entry::attention_backward) {
     const auto& a = arg<0>(args...);
-    const double pairs = (double)a.T * (a.T + 1) / 2, D = a.C / a.H;
-    return {(E == Entry::attention_forward ? 2 : 5) * 2 * pairs * D * a.H * a.B, 0};
+    return {attention_flops(a.B, a.T, a.C, E == Entry::attention_forward ? 2 : 5), 0};
   } else if constexpr (E == Entry::classifier_forward_backward) {
     const auto& a = arg<0>(args...);
     const double product = 2.0 * a.rows * a.C * a.Vp;
