@@ -11,7 +11,8 @@
 set -euo pipefail
 build=(build-essential cmake pkg-config libopenblas-openmp-dev libgtest-dev libbenchmark-dev
        libcli11-dev nlohmann-json3-dev libfmt-dev libpcre2-dev librsvg2-bin openmpi-bin
-       libopenmpi-dev libdnnl-dev libcpp-httplib-dev libsentencepiece-dev libboost-dev)
+       libopenmpi-dev libdnnl-dev libcpp-httplib-dev libsentencepiece-dev libboost-dev
+       zlib1g-dev libzstd-dev)
 torch=(python3-torch libtorch-dev python3-dev pybind11-dev)
 test=(qemu-user libblis4-openmp libblas3 chromium sentencepiece "${torch[@]}")
 check=(clang libclang-rt-14-dev libomp-dev)

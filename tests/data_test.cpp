@@ -1,12 +1,19 @@
 // Data pipeline: shard write/read and header validation, streams across shards, the batch loader
 // (windows, shuffling, rank splitting, resume position), datasets from folders, globs and text, and
-// xsa prepare with each bad input.
+// xsa prepare: formats, compressed inputs, the split by document, bad input stopped or skipped.
 #include <gtest/gtest.h>
 #include <unistd.h>
 
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <set>
+
+#if __has_include(<zlib.h>) && __has_include(<zstd.h>)
+#include <zlib.h>
+#include <zstd.h>
+#define XSA_TEST_COMPRESSION 1
+#endif
 
 #include "test_util.h"
 #include "xsa/data/dataset.h"
@@ -15,6 +22,7 @@
 #include "xsa/tokenizer/tokenizer.h"
 #include "xsa/util/error.h"
 #include "xsa/util/files.h"
+#include "xsa/util/rng.h"
 
 namespace xsa {
 namespace {
@@ -463,6 +471,191 @@ TEST_F(PrepareTest, BadInputsFailCleanly) {
   prepare(c);
   EXPECT_NE(read_file(dir / "out/meta.json"), before);
 }
+
+// Every file of a prepared folder, by name: its size and a hash of its bytes (meta.json without
+// its "sources", which name the inputs' paths).
+std::map<std::string, std::string> prepared_files(const fs::path& out) {
+  std::map<std::string, std::string> files;
+  for (const auto& e : fs::recursive_directory_iterator(out)) {
+    if (!e.is_regular_file()) continue;
+    std::string bytes = read_file(e.path());
+    if (e.path().filename() == "meta.json") {
+      auto meta = nlohmann::json::parse(bytes);
+      meta.erase("sources");
+      bytes = meta.dump();
+    }
+    files[fs::relative(e.path(), out).string()] =
+        fmt::format("{} bytes, hash {:016x}", bytes.size(), hash_name(bytes, 0));
+  }
+  return files;
+}
+
+// The same documents in any batch size and thread count give the same files, byte for byte.
+TEST_F(PrepareTest, BatchSizeAndThreadsLeaveTheShardsAsTheyAre) {
+  prepare(cfg);
+  const auto whole = prepared_files(dir / "out");
+  for (int threads : {1, 2}) {
+    PrepareConfig c = cfg;
+    c.out = (dir / fmt::format("small-batches-{}", threads)).string();
+    c.batch_bytes = 4096, c.threads = threads;
+    prepare(c);
+    EXPECT_EQ(prepared_files(c.out), whole) << threads << " threads";
+  }
+}
+
+// A document's split is drawn from its text: the inputs in another order put the same documents
+// in validation.
+TEST_F(PrepareTest, ValidationIsTheSameWhateverTheInputsOrder) {
+  prepare(cfg);
+  PrepareConfig c = cfg;
+  std::reverse(c.inputs.begin(), c.inputs.end());
+  c.out = (dir / "reversed").string();
+  prepare(c);
+  auto val = documents((dir / "out/val_*.bin").string());
+  auto val_reversed = documents((dir / "reversed/val_*.bin").string());
+  EXPECT_EQ(std::set<std::string>(val.begin(), val.end()),
+            std::set<std::string>(val_reversed.begin(), val_reversed.end()));
+  EXPECT_NE(val, val_reversed);  // (the order is the inputs')
+}
+
+// A text file of at most 1 MiB is one document, as it is; a larger one is split at blank lines.
+TEST_F(PrepareTest, ALargeTextFileIsSplitAtBlankLines) {
+  std::string big;
+  int paragraphs = 0;
+  while (big.size() <= kTextDocumentMaxBytes) {
+    big += fmt::format("paragraph {}\nits second line\n\n \n", paragraphs++);
+  }
+  std::ofstream(dir / "big.txt") << big;
+  std::ofstream(dir / "small.txt") << "one\n\ndocument\n";
+  cfg.inputs = {{(dir / "big.txt").string()}, {(dir / "small.txt").string()}};
+  cfg.val_fraction = 0;
+  const PrepareResult r = prepare(cfg);
+  EXPECT_EQ(r.train_documents, (size_t)paragraphs + 1);
+  std::vector<int32_t> ids;
+  Dataset d = open_dataset((dir / "out").string(), std::nullopt, 0, 1, 1);
+  ids.resize(d.train.size());
+  d.train.copy(0, ids.size(), ids.data());
+  const std::string text(ids.begin(), ids.end());
+  EXPECT_EQ(text.substr(0, 40), "paragraph 0\nits second line\nparagraph 1\n");
+  EXPECT_EQ(text.substr(text.size() - 14), "one\n\ndocument\n");  // whole, as it is
+}
+
+TEST_F(PrepareTest, TextFieldAndGlobs) {
+  std::ofstream jl(dir / "in/body.jsonl");
+  for (int i = 0; i < 100; i++) jl << nlohmann::json{{"body", fmt::format("doc {}", i)}} << "\n";
+  jl.close();
+  std::ofstream(dir / "in/other.jsonl") << "{\"body\": \"doc 100\"}\n";
+  cfg.inputs = {{(dir / "in/*.jsonl").string()}};
+  cfg.text_field = "body";
+  EXPECT_NE(error_of([&] { prepare(cfg); }).find("b.jsonl:1: has no \"body\" field"),
+            std::string::npos);
+  cfg.inputs = {{(dir / "in/[bo]*y.jsonl").string()}, {(dir / "in/o*.jsonl").string()}};
+  const PrepareResult r = prepare(cfg);
+  EXPECT_EQ(r.train_documents + r.val_documents, 101u);
+  cfg.inputs = {{(dir / "in/*.nothing").string()}};
+  cfg.out = (dir / "none").string();
+  EXPECT_NE(error_of([&] { prepare(cfg); }).find("*.nothing: no file matches"), std::string::npos);
+}
+
+// Bad input: one line naming file and line (stop, the default), or left out and counted (skip).
+TEST_F(PrepareTest, InvalidUtf8StopsOrIsSkipped) {
+  std::ofstream(dir / "in/bad.jsonl") << "{\"text\": \"fine\"}\n{\"text\": \"caf\xe9\"}\n"
+                                      << "{\"text\": \"fine too\"}\n";
+  std::ofstream(dir / "in/latin1.txt") << "line one\nna\xefve\n";
+  std::ofstream(dir / "in/overlong.txt") << "\xc0\xaf\n";
+  std::ofstream(dir / "in/surrogate.txt") << "\xed\xa0\x80\n";
+  for (const char* name : {"bad.jsonl", "latin1.txt", "overlong.txt", "surrogate.txt"}) {
+    PrepareConfig c = cfg;
+    c.inputs.push_back({(dir / "in" / name).string()});
+    c.out = (dir / "o").string();
+    const std::string err = error_of([&] { prepare(c); });
+    EXPECT_NE(err.find(std::string(name) + ":"), std::string::npos) << err;
+    EXPECT_NE(err.find("not valid UTF-8"), std::string::npos) << err;
+    EXPECT_FALSE(fs::exists(dir / "o"));
+  }
+  EXPECT_NE(error_of([&] {
+              PrepareConfig c = cfg;
+              c.inputs = {{(dir / "in/latin1.txt").string()}};
+              prepare(c);
+            }).find("latin1.txt:2: not valid UTF-8 (byte 0xef)"),
+            std::string::npos);
+  cfg.on_bad = BadInput::skip;
+  cfg.inputs.push_back({(dir / "in/bad.jsonl").string()});
+  cfg.inputs.push_back({(dir / "in/latin1.txt").string()});
+  const PrepareResult r = prepare(cfg);
+  EXPECT_EQ(r.skipped, 2u);
+  EXPECT_EQ(r.train_documents + r.val_documents, 202u);  // the 200, "fine", "fine too"
+  const auto meta = nlohmann::json::parse(read_file(dir / "out/meta.json"));
+  EXPECT_EQ(meta["skipped"], 2);
+  EXPECT_EQ(meta["sources"].back()["skipped"], 1);
+  EXPECT_EQ(meta["sources"].back()["documents"], 0);
+}
+
+#ifdef XSA_TEST_COMPRESSION
+void write_gzip(const fs::path& path, const std::string& bytes) {
+  gzFile f = gzopen(path.c_str(), "wb");
+  ASSERT_TRUE(f);
+  ASSERT_EQ(gzwrite(f, bytes.data(), (unsigned)bytes.size()), (int)bytes.size());
+  gzclose(f);
+}
+void write_zstd(const fs::path& path, const std::string& bytes) {
+  std::string out(ZSTD_compressBound(bytes.size()), '\0');
+  const size_t n = ZSTD_compress(out.data(), out.size(), bytes.data(), bytes.size(), 3);
+  ASSERT_FALSE(ZSTD_isError(n));
+  out.resize(n);
+  std::ofstream(path, std::ios::binary) << out;
+}
+
+// .gz and .zst, text and JSON lines, give the shards of the plain files; a truncated archive stops
+// with its name, or (skip) ends its file there.
+TEST_F(PrepareTest, CompressedInputsReadAsPlainOnes) {
+  prepare(cfg);
+  const auto plain = prepared_files(dir / "out");
+  const std::string jsonl = read_file(dir / "in/b.jsonl");
+  for (const char* ext : {"gz", "zst"}) {
+    fs::path packed = dir / "packed" / ext;
+    fs::create_directories(packed / "texts");
+    for (int i = 0; i < 50; i++) {
+      const std::string name = fmt::format("{:03d}.txt", i);
+      const std::string text = read_file(dir / "in/texts" / name);
+      (ext == std::string("gz") ? write_gzip : write_zstd)(packed / "texts" / (name + "." + ext),
+                                                           text);
+    }
+    (ext == std::string("gz") ? write_gzip : write_zstd)(packed / (std::string("b.jsonl.") + ext),
+                                                         jsonl);
+    PrepareConfig c = cfg;
+    c.inputs = {{(packed / "texts").string()},
+                {(packed / (std::string("b.jsonl.") + ext)).string()},
+                {(dir / "in/c.json").string()}};
+    c.out = (dir / fmt::format("out-{}", ext)).string();
+    prepare(c);
+    EXPECT_EQ(prepared_files(c.out), plain) << ext;
+
+    // Cut in the middle (of many compressed blocks): named, with the line reached; skipped, the
+    // documents before the cut stay.
+    std::string many;
+    for (int i = 0; i < 40000; i++)
+      many +=
+          nlohmann::json{{"text", fmt::format("line {} {}", i, i * 7919 % 10007)}}.dump() + "\n";
+    const fs::path cut = packed / (std::string("cut.jsonl.") + ext);
+    (ext == std::string("gz") ? write_gzip : write_zstd)(cut, many);
+    const std::string bytes = read_file(cut);
+    std::ofstream(cut, std::ios::binary) << bytes.substr(0, bytes.size() * 2 / 3);
+    c.inputs = {{cut.string()}};
+    c.out = (dir / "cut").string();
+    const std::string err = error_of([&] { prepare(c); });
+    EXPECT_NE(err.find(cut.string() + ": "), std::string::npos) << err;
+    EXPECT_NE(err.find("truncated"), std::string::npos) << err;
+    EXPECT_NE(err.find("(line "), std::string::npos) << err;
+    c.on_bad = BadInput::skip;
+    const PrepareResult r = prepare(c);
+    EXPECT_EQ(r.skipped, 1u) << ext;
+    EXPECT_GT(r.train_documents + r.val_documents, 10000u) << ext;
+    EXPECT_LT(r.train_documents + r.val_documents, 40000u) << ext;
+    fs::remove_all(c.out);
+  }
+}
+#endif
 
 }  // namespace
 }  // namespace xsa

@@ -7,12 +7,14 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <regex>
@@ -25,6 +27,7 @@
 #include "xsa/util/error.h"
 #include "xsa/util/files.h"
 #include "xsa/util/fmt.h"
+#include "xsa/util/rng.h"
 
 extern char** environ;
 
@@ -150,28 +153,115 @@ TEST_F(Faults, SigtermSavesTheStepAndResumeStaysOnTheCurve) {
   }
 }
 
-TEST_F(Faults, AnInterruptedPrepareLeavesNothing) {
-  fs::create_directories(work_dir() / "many");
-  for (int k = 0; k < 100; k++)
-    std::ofstream(work_dir() / "many" / fmt::format("doc{:03d}.txt", k)) << text_of(100000);
-  Background b = start_xsa(std::string("prepare --input many --tokenizer gpt2 --threads 1 ") +
-                               "--vocab-dir " + XSA_VOCAB_DIR + " --out many_shards --quiet",
-                           "prep");
-  ASSERT_TRUE(wait_until([&] {
-    for (const auto& e : fs::directory_iterator(work_dir()))
-      if (e.path().filename().string().rfind("many_shards.partial", 0) == 0) return true;
-    return false;
-  }));
+// JSON lines of `n` distinct documents of about 1 kB.
+void write_corpus(const fs::path& path, int n) {
+  std::ofstream out(path);
+  for (int i = 0; i < n; i++)
+    out << json{{"text", fmt::format("document {}: {}", i, text_of(900 + i % 200))}}.dump() << "\n";
+}
+
+// Every file of a prepared folder, by name: its size and a hash of its bytes (long/meta.json
+// without the name of the folder it belongs to).
+std::map<std::string, std::string> folder_files(const fs::path& dir) {
+  std::map<std::string, std::string> files;
+  for (const auto& e : fs::recursive_directory_iterator(dir)) {
+    if (!e.is_regular_file()) continue;
+    std::string bytes = read_file(e.path());
+    const std::string name = fs::relative(e.path(), dir).string();
+    if (name == "long/meta.json") {
+      json meta = json::parse(bytes);
+      meta.erase("long_documents_of");
+      bytes = meta.dump();
+    }
+    files[name] = fmt::format("{} bytes, hash {:016x}", bytes.size(), hash_name(bytes, 0));
+  }
+  return files;
+}
+
+const std::string kPrepare =
+    "prepare --input corpus.jsonl --tokenizer byte --shard-tokens 1000000 --batch-bytes 65536 "
+    "--long-min-tokens 1000 --long-fraction 0.2 --quiet --out ";
+
+// Ctrl-C keeps what is done in OUT.partial; the same command continues it to the shards of an
+// uninterrupted run.
+TEST_F(Faults, AnInterruptedPrepareContinuesToTheSameShards) {
+  write_corpus(work_dir() / "corpus.jsonl", 20000);
+  ASSERT_EQ(xsa(kPrepare + "whole_shards").status, 0);
+  Background b = start_xsa(kPrepare + "stopped_shards --threads 1", "prep");
+  ASSERT_TRUE(wait_until(
+      [&] { return fs::exists(work_dir() / "stopped_shards.partial" / "progress.json"); }));
   ::kill(b.pid, SIGINT);
-  const test::CommandResult r = finish(b);
-  EXPECT_EQ(r.status, 128 + SIGINT) << r.err;
-  EXPECT_NE(r.err.find("xsa: interrupted by SIGINT: stopped after many/doc"), std::string::npos)
-      << r.err;
-  EXPECT_NE(r.err.find("; nothing written to many_shards; run the command again to prepare it"),
+  test::CommandResult r = finish(b);
+  ASSERT_EQ(r.status, 128 + SIGINT) << r.err;
+  EXPECT_NE(r.err.find("xsa: interrupted by SIGINT: stopped after"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("kept in stopped_shards.partial: run the same command again to continue"),
             std::string::npos)
       << r.err;
-  for (const auto& e : fs::directory_iterator(work_dir()))
-    EXPECT_EQ(e.path().filename().string().rfind("many_shards", 0), std::string::npos) << e.path();
+  EXPECT_FALSE(fs::exists(work_dir() / "stopped_shards"));
+  r = xsa(kPrepare + "stopped_shards");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_FALSE(fs::exists(work_dir() / "stopped_shards.partial"));
+  EXPECT_EQ(folder_files(work_dir() / "stopped_shards"), folder_files(work_dir() / "whole_shards"));
+}
+
+// Killed (SIGKILL) at random moments, several times over, and run again each time: the shards of
+// an uninterrupted run. Other options start over instead of continuing.
+TEST_F(Faults, APrepareKilledAtRandomContinuesToTheSameShards) {
+  write_corpus(work_dir() / "corpus.jsonl", 20000);
+  ASSERT_EQ(xsa(kPrepare + "uninterrupted").status, 0);
+  std::mt19937 rng(7);
+  int continued = 0;
+  for (int round = 0; round < 6; round++) {
+    Background b = start_xsa(kPrepare + "killed_shards --threads 1", "killed_prep");
+    std::this_thread::sleep_for(std::chrono::milliseconds(20 + rng() % 300));
+    ::kill(b.pid, SIGKILL);
+    finish(b);
+    continued += fs::exists(work_dir() / "killed_shards.partial" / "progress.json");
+    if (fs::exists(work_dir() / "killed_shards")) break;  // it finished first
+  }
+  EXPECT_GT(continued, 0) << "no kill landed after a saved batch";
+  test::CommandResult r = xsa(kPrepare + "killed_shards --threads 2");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(folder_files(work_dir() / "killed_shards"), folder_files(work_dir() / "uninterrupted"));
+
+  // A partial output of other options is not continued: said, and started over.
+  Background b = start_xsa(kPrepare + "other_shards --threads 1", "other_prep");
+  ASSERT_TRUE(wait_until(
+      [&] { return fs::exists(work_dir() / "other_shards.partial" / "progress.json"); }));
+  ::kill(b.pid, SIGKILL);
+  finish(b);
+  const std::string loud = std::regex_replace(kPrepare, std::regex(" --quiet"), "");
+  r = xsa(loud + "other_shards --seed 2");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("other_shards.partial holds an interrupted prepare of other inputs or "
+                       "options; starting over"),
+            std::string::npos)
+      << r.err;
+  r = xsa(kPrepare + "other_seed --seed 2");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(folder_files(work_dir() / "other_shards"), folder_files(work_dir() / "other_seed"));
+}
+
+// Peak resident memory of `xsa ARGS` (kB), after it succeeded.
+long peak_rss_kb(const std::string& args) {
+  Background b = start_xsa(args, "rss");
+  int raw = 0;
+  rusage usage{};
+  EXPECT_EQ(::wait4(b.pid, &raw, 0, &usage), b.pid);
+  EXPECT_TRUE(WIFEXITED(raw) && WEXITSTATUS(raw) == 0) << read_file(work_dir() / "rss.err");
+  return usage.ru_maxrss;
+}
+
+// Prepare streams: eight times the input takes the same memory (within 10 %).
+TEST_F(Faults, PrepareMemoryDoesNotGrowWithTheInput) {
+  write_corpus(work_dir() / "small.jsonl", 4000);   // 4 MB
+  write_corpus(work_dir() / "large.jsonl", 32000);  // 32 MB
+  const std::string args =
+      "prepare --tokenizer byte --batch-bytes 262144 --threads 1 --quiet --force --input ";
+  const long small = peak_rss_kb(args + "small.jsonl --out rss_small");
+  const long large = peak_rss_kb(args + "large.jsonl --out rss_large");
+  EXPECT_LT(large, small * 1.10) << "peak RSS " << small << " kB for 4 MB, " << large
+                                 << " kB for 32 MB";
 }
 
 TEST_F(Faults, SecondSignalStopsAtOnce) {

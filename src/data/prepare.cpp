@@ -1,15 +1,20 @@
 #include "xsa/data/prepare.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
-#include <cmath>
+#include <condition_variable>
 #include <cstdio>
+#include <cstring>
+#include <deque>
+#include <exception>
 #include <filesystem>
-#include <fstream>
+#include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
-#include <sstream>
+#include <thread>
 
 #include "xsa/data/shards.h"
 #include "xsa/tokenizer/spm_tokenizer.h"
@@ -23,142 +28,111 @@
 namespace xsa {
 
 namespace fs = std::filesystem;
-
-std::string strip_brown_tags(const std::string& tagged) {
-  // Each line is a sentence of word/tag tokens. Drop the tags, then undo the tokenization:
-  // no space before closing punctuation, `` and '' become double quotes that hug their words.
-  std::istringstream in(tagged);
-  std::string line, out;
-  while (std::getline(in, line)) {
-    std::istringstream words(line);
-    std::string sentence, word;
-    bool hug_next = false;  // after an opening quote or parenthesis
-    while (words >> word) {
-      size_t slash = word.rfind('/');
-      if (slash != std::string::npos && slash > 0) word.resize(slash);
-      const bool closing = word == "''" || word == "," || word == "." || word == ";" ||
-                           word == ":" || word == "?" || word == "!" || word == ")";
-      if (!sentence.empty() && !closing && !hug_next) sentence += ' ';
-      sentence += word == "``" || word == "''" ? "\"" : word;
-      hug_next = word == "``" || word == "(";
-    }
-    if (!sentence.empty()) out += sentence + "\n";
-  }
-  return out;
-}
-
-// Every file of the inputs, folders walked in sorted order, each with its format resolved.
-std::vector<PrepareInput> list_input_files(const std::vector<PrepareInput>& inputs) {
-  std::vector<PrepareInput> files;
-  std::error_code ec;
-  for (const PrepareInput& in : inputs) {
-    if (!fs::exists(in.path, ec)) fail("{}: no such file or folder", in.path);
-    std::vector<std::string> found;
-    if (fs::is_directory(in.path, ec)) {
-      for (auto it = fs::recursive_directory_iterator(in.path, ec);
-           it != fs::recursive_directory_iterator(); ++it) {
-        const std::string name = it->path().filename().string();
-        if (!name.empty() && name[0] == '.') {
-          if (it->is_directory()) it.disable_recursion_pending();
-          continue;
-        }
-        if (it->is_regular_file()) found.push_back(it->path().string());
-      }
-      std::sort(found.begin(), found.end());
-    } else {
-      found.push_back(in.path);
-    }
-    for (const std::string& f : found) {
-      std::string format = in.format;
-      if (format == "auto") {
-        std::string ext = fs::path(f).extension().string();
-        format = ext == ".jsonl" ? "jsonl" : ext == ".json" ? "json" : "text";
-      }
-      if (format != "text" && format != "jsonl" && format != "json" && format != "brown")
-        fail("--format {} is not known (expected auto, text, jsonl, json or brown)", format);
-      files.push_back({f, format});
-    }
-  }
-  return files;
-}
-
-// Splits one file into documents, appending them to `docs`.
-void read_input_documents(const PrepareInput& file, std::vector<std::string>& docs) {
-  std::string bytes = read_file(file.path);
-  if (file.format == "text") {
-    if (!bytes.empty()) docs.push_back(std::move(bytes));
-  } else if (file.format == "brown") {
-    std::string text = strip_brown_tags(bytes);
-    if (!text.empty()) docs.push_back(std::move(text));
-  } else if (file.format == "jsonl") {
-    std::istringstream in(bytes);
-    std::string line;
-    for (int line_no = 1; std::getline(in, line); line_no++) {
-      if (line.find_first_not_of(" \t\r") == std::string::npos) continue;
-      nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-      if (j.is_discarded()) fail("{}:{}: not valid JSON", file.path, line_no);
-      if (!j.is_object() || !j.contains("text") || !j["text"].is_string())
-        fail("{}:{}: has no \"text\" field holding a string", file.path, line_no);
-      std::string text = j["text"].get<std::string>();
-      if (!text.empty()) docs.push_back(std::move(text));
-    }
-  } else {  // json: an array of strings, or of objects with a text field
-    nlohmann::json j = nlohmann::json::parse(bytes, nullptr, false);
-    if (j.is_discarded()) fail("{}: not valid JSON", file.path);
-    if (!j.is_array()) fail("{}: not a JSON array of documents", file.path);
-    for (size_t i = 0; i < j.size(); i++) {
-      const auto& item = j[i];
-      if (item.is_string()) {
-        if (!item.get<std::string>().empty()) docs.push_back(item.get<std::string>());
-      } else if (item.is_object() && item.contains("text") && item["text"].is_string()) {
-        if (!item["text"].get<std::string>().empty())
-          docs.push_back(item["text"].get<std::string>());
-      } else {
-        fail("{}: item {} is neither a string nor an object with a \"text\" string", file.path, i);
-      }
-    }
-  }
-}
+using json = nlohmann::json;
 
 namespace {
 
-struct Document {
-  std::string text;
-  bool val;
-  size_t index;  // in the order of the inputs
-};
-
-// Buffers one split's tokens and writes a shard file each time shard_tokens are reached.
+// Streams one split's tokens into shard files of shard_tokens tokens in `dir`: the open shard
+// grows on disk and gets its header's count when it closes. sync() makes what was appended
+// durable and says where the writer stands; resume() takes it back to such a state (the open
+// shard cut back to its synced length, files begun after it removed).
 class ShardWriter {
  public:
   ShardWriter(fs::path dir, std::string split, size_t shard_tokens)
-      : dir_(std::move(dir)), split_(std::move(split)), shard_tokens_(shard_tokens) {}
+      : dir_(std::move(dir)), split_(std::move(split)), shard_tokens_(shard_tokens) {
+    buffer_.reserve(kBufferTokens);
+  }
+  ~ShardWriter() {
+    if (file_) std::fclose(file_);
+  }
+  ShardWriter(const ShardWriter&) = delete;
+  ShardWriter& operator=(const ShardWriter&) = delete;
+
   void append(const std::vector<int32_t>& ids) {
     for (int32_t id : ids) {
+      if (!file_) open_shard();
       buffer_.push_back((uint16_t)id);
-      if (buffer_.size() == shard_tokens_) flush();
+      open_tokens_++;
+      if (buffer_.size() == kBufferTokens) write_buffer();
+      if (open_tokens_ == shard_tokens_) close_shard();
     }
     total_ += ids.size();
   }
   void finish() {
-    if (!buffer_.empty()) flush();
+    if (file_) close_shard();
+  }
+  json sync() {
+    if (file_) {
+      write_buffer();
+      if (std::fflush(file_) != 0 || ::fsync(fileno(file_)) != 0)
+        fail("{}: flush failed: {}", open_path().string(), std::strerror(errno));
+    }
+    return {{"files", files_}, {"open_tokens", open_tokens_}, {"total", total_}};
+  }
+  void resume(const json& state) {
+    files_ = state.at("files").get<std::vector<std::string>>();
+    open_tokens_ = state.at("open_tokens").get<size_t>();
+    total_ = state.at("total").get<size_t>();
+    std::error_code ec;
+    // Shards begun after the state was saved go; the open one is cut back.
+    for (size_t index = files_.size() + (open_tokens_ > 0);; index++) {
+      if (!fs::remove(dir_ / shard_name(index), ec)) break;
+    }
+    if (open_tokens_ == 0) return;
+    const fs::path path = open_path();
+    const size_t length = kShardHeaderInts * 4 + open_tokens_ * sizeof(uint16_t);
+    if (fs::file_size(path, ec) < length || ec)
+      fail("{}: shorter than its saved state ({} tokens); remove {} to start over", path.string(),
+           open_tokens_, dir_.string());
+    fs::resize_file(path, length, ec);
+    if (ec) fail("{}: cannot cut back: {}", path.string(), ec.message());
+    file_ = std::fopen(path.c_str(), "r+b");
+    if (!file_ || std::fseek(file_, 0, SEEK_END) != 0)
+      fail("{}: cannot reopen: {}", path.string(), std::strerror(errno));
   }
   size_t total() const { return total_; }
   const std::vector<std::string>& files() const { return files_; }
 
  private:
-  void flush() {
-    std::string name = fmt::format("{}_{:06d}.bin", split_, files_.size());
-    write_file_atomic(dir_ / name, encode_shard(buffer_.data(), buffer_.size()));
-    files_.push_back(name);
+  static constexpr size_t kBufferTokens = 1 << 16;
+  std::string shard_name(size_t index) const { return fmt::format("{}_{:06d}.bin", split_, index); }
+  fs::path open_path() const { return dir_ / shard_name(files_.size()); }
+  void open_shard() {
+    file_ = std::fopen(open_path().c_str(), "w+b");
+    if (!file_) fail("{}: cannot create: {}", open_path().string(), std::strerror(errno));
+    const std::string header = encode_shard(nullptr, 0);  // the count comes at close
+    write_bytes(header.data(), header.size());
+    open_tokens_ = 0;
+  }
+  void write_bytes(const void* data, size_t n) {
+    if (n && std::fwrite(data, 1, n, file_) != n)
+      fail("{}: write failed: {}", open_path().string(), std::strerror(errno));
+  }
+  void write_buffer() {
+    write_bytes(buffer_.data(), buffer_.size() * sizeof(uint16_t));
     buffer_.clear();
   }
+  void close_shard() {
+    write_buffer();
+    const int32_t count = (int32_t)open_tokens_;
+    if (std::fseek(file_, 2 * sizeof(int32_t), SEEK_SET) != 0)
+      fail("{}: seek failed: {}", open_path().string(), std::strerror(errno));
+    write_bytes(&count, sizeof count);
+    if (std::fflush(file_) != 0 || ::fsync(fileno(file_)) != 0)
+      fail("{}: flush failed: {}", open_path().string(), std::strerror(errno));
+    std::fclose(file_);
+    file_ = nullptr;
+    files_.push_back(shard_name(files_.size()));
+    open_tokens_ = 0;
+  }
+
   fs::path dir_;
   std::string split_;
   size_t shard_tokens_;
   std::vector<uint16_t> buffer_;
   std::vector<std::string> files_;
-  size_t total_ = 0;
+  std::FILE* file_ = nullptr;
+  size_t open_tokens_ = 0, total_ = 0;
 };
 
 std::string format_bytes(double b) {
@@ -181,8 +155,14 @@ void check_config(const PrepareConfig& cfg) {
     fail("--val-fraction {} must be in [0, 1)", cfg.val_fraction);
   if (cfg.shard_tokens < 1024)
     fail("--shard-tokens {} is too small (at least 1024)", cfg.shard_tokens);
+  if (cfg.shard_tokens > (size_t)INT32_MAX)
+    fail("--shard-tokens {} is too large (a shard holds at most 2^31 - 1 tokens)",
+         cfg.shard_tokens);
+  if (cfg.batch_bytes < 4096)
+    fail("--batch-bytes {} is too small (at least 4096)", cfg.batch_bytes);
   if (cfg.long_min_tokens > 0 && !(cfg.long_fraction > 0 && cfg.long_fraction < 1))
     fail("--long-fraction {} must be in (0, 1)", cfg.long_fraction);
+  if (cfg.text_field.empty()) fail("--text-field must name a field");
   check_output_folder(cfg.out, cfg.force, "meta.json");
 }
 
@@ -204,20 +184,22 @@ class ProgressLine {
         start_(start),
         last_report_(clock_type::now()) {}
 
-  void report(const PrepareResult& result, bool final) {
+  // `bytes_this_run`: what this run read (a resumed run's rate leaves out the earlier run's).
+  void report(const PrepareResult& result, size_t bytes_this_run, bool final) {
     if (quiet_) return;
     double seconds = seconds_since(start_);
     if (!final && !tty_ && seconds_since(last_report_) < 5) return;
     last_report_ = clock_type::now();
-    double rate = result.bytes / std::max(seconds, 1e-9);
+    double rate = bytes_this_run / std::max(seconds, 1e-9);
     double eta = (total_bytes_ - std::min(total_bytes_, result.bytes)) / std::max(rate, 1.0);
     int pct = total_bytes_ ? (int)(100.0 * result.bytes / total_bytes_) : 100;
-    std::string bar(pct / 5, '#');
+    std::string bar(std::min(pct, 100) / 5, '#');
     bar.resize(20, '.');
     std::fprintf(stderr, "%sprepare [%s] %3d%% %s of %s, %s/s, %zu docs, ETA %.0fs%s",
                  tty_ ? "\r\033[K" : "", bar.c_str(), pct, format_bytes(result.bytes).c_str(),
                  format_bytes(total_bytes_).c_str(), format_bytes(rate).c_str(),
-                 result.train_documents + result.val_documents, eta, tty_ && !final ? "" : "\n");
+                 result.train_documents + result.val_documents + result.long_documents, eta,
+                 tty_ && !final ? "" : "\n");
   }
 
  private:
@@ -226,111 +208,213 @@ class ProgressLine {
   clock_type::time_point start_, last_report_;
 };
 
-// A long document's draw into the long-document set depends only on (seed, its index).
-bool drawn_for_long(size_t doc_index, const PrepareConfig& cfg) {
-  Rng pick(hash_name("long:" + std::to_string(doc_index), cfg.seed));
+// A document's draws depend only on (seed, its text): the same whatever the inputs' order or the
+// thread count, and a duplicated document goes where its twin goes.
+bool drawn_for_val(const std::string& text, const PrepareConfig& cfg) {
+  Rng pick(hash_name(text, cfg.seed));
+  return pick.uniform() < cfg.val_fraction;
+}
+bool drawn_for_long(const std::string& text, const PrepareConfig& cfg) {
+  Rng pick(hash_name(text, cfg.seed ^ 0x6c6f6e67646f6373ull));  // "longdocs"
   return pick.uniform() < cfg.long_fraction;
 }
 
-// Documents gathered into batches of about 32 MB, tokenized in parallel, written in order to
-// their split's shards (and counted in `result`). A document validation did not draw goes to the
-// long-document set (`long_docs`, when there is one) if it has enough tokens and is drawn for it.
-class BatchTokenizer {
+// Documents the reader gathered, and where it stands after the last of them.
+struct Batch {
+  std::vector<std::string> texts;
+  size_t bytes = 0;
+  size_t file = 0, documents_in_file = 0;  // the next document: of file `file`, after this many
+  json finished_sources = json::array();   // meta.json's entries of the files that ended
+  uint64_t consumed = 0;                   // input bytes read through this batch
+  bool last = false;
+};
+
+// Reads the files on a thread of its own, one batch ahead of the tokenizer, from a position
+// (file, documents of it already done). pop() hands batches out in order and rethrows the
+// reader's error; the destructor stops the reader.
+class BatchReader {
  public:
-  BatchTokenizer(const Tokenizer& tokenizer, const PrepareConfig& cfg, ShardWriter& train,
-                 ShardWriter& val, ShardWriter* long_docs, PrepareResult& result)
-      : tokenizer_(tokenizer),
-        eot_(tokenizer.end_of_text()),
-        cfg_(cfg),
-        train_(train),
-        val_(val),
-        long_(long_docs),
-        result_(result) {}
-
-  void add(std::string text, bool is_val, size_t index) {
-    batch_bytes_ += text.size();
-    batch_.push_back({std::move(text), is_val, index});
+  BatchReader(const std::vector<PrepareInput>& files, const PrepareConfig& cfg, size_t start_file,
+              size_t start_document)
+      : thread_([=, this, &files, &cfg] { run(files, cfg, start_file, start_document); }) {}
+  ~BatchReader() {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      cancelled_ = true;
+    }
+    changed_.notify_all();
+    thread_.join();
   }
-  bool full() const { return batch_bytes_ >= (32u << 20); }
-
-  void flush() {
-    ids_.assign(batch_.size(), {});
-#pragma omp parallel for schedule(dynamic, 16)
-    for (size_t i = 0; i < batch_.size(); i++) {
-      // GPT-2 and SentencePiece: the end-of-text token (<|endoftext|>, </s>) opens every document
-      // (as llm.c's scripts write it). A tokenizer with none (bytes, a SentencePiece model without
-      // eos): documents end with a newline, encoded by the tokenizer.
-      if (eot_ >= 0) ids_[i].push_back(eot_);
-      tokenizer_.encode(batch_[i].text, ids_[i]);
-      if (eot_ < 0 && batch_[i].text.back() != '\n') tokenizer_.encode("\n", ids_[i]);
-    }
-    for (size_t i = 0; i < batch_.size(); i++) {
-      if (!batch_[i].val && long_ && ids_[i].size() >= cfg_.long_min_tokens &&
-          drawn_for_long(batch_[i].index, cfg_)) {
-        long_->append(ids_[i]);
-        result_.long_documents++;
-        continue;
-      }
-      (batch_[i].val ? val_ : train_).append(ids_[i]);
-      (batch_[i].val ? result_.val_documents : result_.train_documents)++;
-    }
-    batch_.clear(), batch_bytes_ = 0;
+  Batch pop() {
+    std::unique_lock<std::mutex> lock(mutex_);
+    changed_.wait(lock, [&] { return !queue_.empty() || error_; });
+    if (queue_.empty()) std::rethrow_exception(error_);
+    Batch b = std::move(queue_.front());
+    queue_.pop_front();
+    changed_.notify_all();
+    return b;
   }
 
  private:
-  const Tokenizer& tokenizer_;
-  const int eot_;
-  const PrepareConfig& cfg_;
-  ShardWriter &train_, &val_;
-  ShardWriter* long_;
-  PrepareResult& result_;
-  std::vector<Document> batch_;
-  size_t batch_bytes_ = 0;
-  std::vector<std::vector<int32_t>> ids_;
+  bool push(Batch&& b) {  // false when cancelled
+    std::unique_lock<std::mutex> lock(mutex_);
+    changed_.wait(lock, [&] { return queue_.empty() || cancelled_; });
+    if (cancelled_) return false;
+    queue_.push_back(std::move(b));
+    changed_.notify_all();
+    return true;
+  }
+  void run(const std::vector<PrepareInput>& files, const PrepareConfig& cfg, size_t start_file,
+           size_t start_document) {
+    try {
+      std::error_code ec;
+      uint64_t consumed = 0;
+      for (size_t f = 0; f < start_file && f < files.size(); f++)
+        consumed += fs::file_size(files[f].path, ec);
+      Batch batch;
+      std::string text;
+      for (size_t f = start_file; f < files.size(); f++) {
+        DocumentReader reader(files[f], cfg.text_field, cfg.on_bad);
+        size_t documents = 0;
+        while (reader.next(text)) {
+          if (++documents <= (f == start_file ? start_document : 0)) continue;  // done before
+          batch.bytes += text.size();
+          batch.texts.push_back(std::move(text));
+          if (batch.bytes >= cfg.batch_bytes) {
+            batch.file = f, batch.documents_in_file = documents;
+            batch.consumed = consumed + reader.consumed();
+            if (!push(std::move(batch))) return;
+            batch = Batch();
+          }
+        }
+        const uint64_t size = fs::file_size(files[f].path, ec);
+        batch.finished_sources.push_back({{"path", files[f].path},
+                                          {"format", files[f].format},
+                                          {"documents", documents},
+                                          {"skipped", reader.skipped()},
+                                          {"bytes", size}});
+        consumed += size;
+        batch.file = f + 1, batch.documents_in_file = 0, batch.consumed = consumed;
+      }
+      batch.last = true;
+      push(std::move(batch));
+    } catch (...) {
+      std::lock_guard<std::mutex> lock(mutex_);
+      error_ = std::current_exception();
+      changed_.notify_all();
+    }
+  }
+
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<Batch> queue_;
+  std::exception_ptr error_;
+  bool cancelled_ = false;
+  std::thread thread_;  // last: starts once the rest is built
 };
 
-// A document's split depends only on (seed, its index): reproducible, independent of threads.
-bool drawn_for_val(size_t doc_index, const PrepareConfig& cfg) {
-  Rng pick(hash_name(std::to_string(doc_index), cfg.seed));
-  return pick.uniform() < cfg.val_fraction;
+// The shards being written and the counts so far; saved after every batch as progress.json in
+// the partial output, so that a killed prepare continues where the last batch ended.
+struct Output {
+  Output(const fs::path& dir, const PrepareConfig& cfg)
+      : train(dir, "train", cfg.shard_tokens), val(dir, "val", cfg.shard_tokens) {
+    if (cfg.long_min_tokens > 0) long_docs.emplace(dir / "long", "val", cfg.shard_tokens);
+  }
+  ShardWriter train, val;
+  std::optional<ShardWriter> long_docs;
+  PrepareResult result;
+  json sources = json::array();
+  size_t file = 0, documents_in_file = 0;
+
+  json state(const json& fingerprint) {
+    return {{"fingerprint", fingerprint},
+            {"file", file},
+            {"documents_in_file", documents_in_file},
+            {"bytes", result.bytes},
+            {"train_documents", result.train_documents},
+            {"val_documents", result.val_documents},
+            {"long_documents", result.long_documents},
+            {"skipped", result.skipped},
+            {"sources", sources},
+            {"train", train.sync()},
+            {"val", val.sync()},
+            {"long", long_docs ? long_docs->sync() : json(nullptr)}};
+  }
+  void resume(const json& s) {
+    file = s.at("file"), documents_in_file = s.at("documents_in_file");
+    result.bytes = s.at("bytes"), result.skipped = s.at("skipped");
+    result.train_documents = s.at("train_documents"), result.val_documents = s.at("val_documents");
+    result.long_documents = s.at("long_documents");
+    sources = s.at("sources");
+    train.resume(s.at("train")), val.resume(s.at("val"));
+    if (long_docs) long_docs->resume(s.at("long"));
+  }
+};
+
+// What decides the output: a partial output made from other inputs or options is not continued.
+json fingerprint_of(const PrepareConfig& cfg, const std::vector<PrepareInput>& files,
+                    const Tokenizer& tokenizer) {
+  json inputs = json::array();
+  std::error_code ec;
+  for (const PrepareInput& f : files)
+    inputs.push_back({f.path, f.format, fs::file_size(f.path, ec),
+                      (int64_t)fs::last_write_time(f.path, ec).time_since_epoch().count()});
+  const auto* spm = dynamic_cast<const SpmTokenizer*>(&tokenizer);
+  return {{"version", 2},
+          {"inputs", inputs},
+          {"tokenizer", to_string(cfg.tokenizer)},
+          {"vocab_dir", cfg.vocab_dir},
+          {"vocabulary_checksum", spm ? spm->checksum() : ""},
+          {"val_fraction", cfg.val_fraction},
+          {"seed", cfg.seed},
+          {"long_min_tokens", cfg.long_min_tokens},
+          {"long_fraction", cfg.long_fraction},
+          {"shard_tokens", cfg.shard_tokens},
+          {"text_field", cfg.text_field},
+          {"on_bad_input", cfg.on_bad == BadInput::skip ? "skip" : "stop"}};
 }
 
-// Reads every file's documents into `batches`, each drawn into its split; returns meta.json's
-// "sources" (one entry per file).
-nlohmann::json tokenize_files(const std::vector<PrepareInput>& files, const PrepareConfig& cfg,
-                              BatchTokenizer& batches, ProgressLine& progress,
-                              PrepareResult& result) {
-  nlohmann::json sources = nlohmann::json::array();
-  std::error_code ec;
-  size_t doc_index = 0;
-  std::vector<std::string> docs;
-  for (const PrepareInput& f : files) {
-    docs.clear();
-    read_input_documents(f, docs);
-    size_t file_bytes = fs::file_size(f.path, ec);
-    sources.push_back({{"path", f.path},
-                       {"format", f.format},
-                       {"documents", docs.size()},
-                       {"bytes", file_bytes}});
-    for (std::string& d : docs) {
-      batches.add(std::move(d), drawn_for_val(doc_index, cfg), doc_index);
-      doc_index++;
-    }
-    result.bytes += file_bytes;
-    if (batches.full()) batches.flush();
-    progress.report(result, false);
-    if (const int signal = stop_signal())  // the partial output goes with FolderOutput
-      throw Interrupted(signal, fmt::format("stopped after {}; nothing written to {}; run the "
-                                            "command again to prepare it",
-                                            f.path, cfg.out));
+// One batch tokenized in parallel, its documents written in order to their split's shards.
+// GPT-2 and SentencePiece: the end-of-text token (<|endoftext|>, </s>) opens every document (as
+// llm.c's scripts write it); a tokenizer with none (bytes, a SentencePiece model without eos):
+// documents end with a newline, encoded by the tokenizer. A document validation did not draw goes
+// to the long-document set (when there is one) if it has enough tokens and is drawn for it.
+void tokenize_batch(Batch& batch, const Tokenizer& tokenizer, const PrepareConfig& cfg,
+                    Output& out) {
+  const int eot = tokenizer.end_of_text();
+  const size_t n = batch.texts.size();
+  std::vector<std::vector<int32_t>> ids(n);
+  std::vector<char> val(n), held(n);
+#pragma omp parallel for schedule(dynamic, 16)
+  for (size_t i = 0; i < n; i++) {
+    const std::string& text = batch.texts[i];
+    if (eot >= 0) ids[i].push_back(eot);
+    tokenizer.encode(text, ids[i]);
+    if (eot < 0 && text.back() != '\n') tokenizer.encode("\n", ids[i]);
+    val[i] = drawn_for_val(text, cfg);
+    held[i] = !val[i] && out.long_docs && ids[i].size() >= cfg.long_min_tokens &&
+              drawn_for_long(text, cfg);
   }
-  batches.flush();
-  return sources;
+  for (size_t i = 0; i < n; i++) {
+    if (held[i]) {
+      out.long_docs->append(ids[i]);
+      out.result.long_documents++;
+    } else {
+      (val[i] ? out.val : out.train).append(ids[i]);
+      (val[i] ? out.result.val_documents : out.result.train_documents)++;
+    }
+  }
+  for (const json& source : batch.finished_sources) {
+    out.sources.push_back(source);
+    out.result.skipped += source["skipped"].get<size_t>();
+  }
+  out.file = batch.file, out.documents_in_file = batch.documents_in_file;
+  out.result.bytes = batch.consumed;
 }
 
 // Inputs that leave a split empty.
 void check_splits(const PrepareResult& result, double val_fraction) {
-  if (result.train_documents + result.val_documents == 0)
+  if (result.train_documents + result.val_documents + result.long_documents == 0)
     fail("the inputs hold no documents (every file and text field is empty)");
   if (result.train_tokens == 0) fail("no document was left for training; lower --val-fraction");
   if (val_fraction > 0 && result.val_documents == 0)
@@ -340,10 +424,9 @@ void check_splits(const PrepareResult& result, double val_fraction) {
         result.train_documents, val_fraction);
 }
 
-nlohmann::json meta_json(const PrepareConfig& cfg, const Tokenizer& tokenizer,
-                         const PrepareResult& result, const ShardWriter& train,
-                         const ShardWriter& val, const nlohmann::json& sources) {
-  nlohmann::json long_set = nullptr;
+json meta_json(const PrepareConfig& cfg, const Tokenizer& tokenizer, const Output& out) {
+  const PrepareResult& result = out.result;
+  json long_set = nullptr;
   if (cfg.long_min_tokens > 0)
     long_set = {{"folder", "long"},
                 {"min_tokens", cfg.long_min_tokens},
@@ -361,42 +444,71 @@ nlohmann::json meta_json(const PrepareConfig& cfg, const Tokenizer& tokenizer,
           {"val_documents", result.val_documents},
           {"val_fraction", cfg.val_fraction},
           {"seed", cfg.seed},
-          {"train_shards", train.files()},
-          {"val_shards", val.files()},
+          {"validation_draw", "seeded hash of each document's text"},
+          {"text_field", cfg.text_field},
+          {"skipped", result.skipped},
+          {"train_shards", out.train.files()},
+          {"val_shards", out.val.files()},
           {"long_documents", long_set},
-          {"sources", sources}};
+          {"sources", out.sources}};
 }
 
 // long/meta.json: the long-document set, a shard folder of validation shards alone.
-nlohmann::json long_meta_json(const PrepareConfig& cfg, const Tokenizer& tokenizer,
-                              const PrepareResult& result, const ShardWriter& docs) {
+json long_meta_json(const PrepareConfig& cfg, const Tokenizer& tokenizer, const Output& out) {
   return {{"format", "xsa-shards"},
           {"version", 1},
           {"tokenizer", to_string(cfg.tokenizer)},
           {"vocab_size", tokenizer.vocab_size()},
           {"end_of_text", tokenizer.end_of_text()},
           {"train_tokens", 0},
-          {"val_tokens", result.long_tokens},
-          {"val_documents", result.long_documents},
-          {"val_shards", docs.files()},
+          {"val_tokens", out.result.long_tokens},
+          {"val_documents", out.result.long_documents},
+          {"val_shards", out.long_docs->files()},
           {"long_documents_of", folder_path(cfg.out).filename().string()},
           {"min_tokens", cfg.long_min_tokens},
           {"fraction", cfg.long_fraction},
           {"seed", cfg.seed}};
 }
 
-void print_summary(const PrepareConfig& cfg, const PrepareResult& result, int threads) {
+void print_summary(const PrepareConfig& cfg, const PrepareResult& result, size_t bytes_this_run,
+                   int threads) {
   std::printf(
       "prepared %s: %zu train tokens (%zu documents), %zu val tokens (%zu documents), %d shards, "
-      "%s tokenizer, %.1f s on %d threads (%s/s)\n",
+      "%s tokenizer, %.1f s on %d threads (%s/s)%s\n",
       cfg.out.c_str(), result.train_tokens, result.train_documents, result.val_tokens,
       result.val_documents, result.shards, to_string(cfg.tokenizer), result.seconds, threads,
-      format_bytes(result.bytes / std::max(result.seconds, 1e-9)).c_str());
+      format_bytes(bytes_this_run / std::max(result.seconds, 1e-9)).c_str(),
+      result.resumed ? " (continued an interrupted run: this run's time and bytes)" : "");
+  if (result.skipped > 0)
+    std::printf(
+        "skipped %zu bad lines, documents or archive ends (--on-bad-input skip): see "
+        "meta.json's sources\n",
+        result.skipped);
   if (cfg.long_min_tokens > 0)
     std::printf(
         "long documents: %zu tokens (%zu documents of at least %zu tokens) in %s/long, for "
         "evaluation (--eval-data)\n",
         result.long_tokens, result.long_documents, cfg.long_min_tokens, cfg.out.c_str());
+}
+
+// The partial output's saved state when it was made by this command (same inputs and options);
+// otherwise its contents go and the prepare starts over.
+std::optional<json> saved_state(const fs::path& tmp, const json& fingerprint, bool quiet) {
+  std::error_code ec;
+  const fs::path progress = tmp / "progress.json";
+  std::optional<json> state;
+  if (fs::exists(progress, ec)) {
+    json s = json::parse(read_file(progress), nullptr, false);
+    if (!s.is_discarded() && s.is_object() && s.value("fingerprint", json()) == fingerprint)
+      return s;
+    if (!quiet)
+      std::fprintf(stderr,
+                   "prepare: %s holds an interrupted prepare of other inputs or options; "
+                   "starting over\n",
+                   tmp.string().c_str());
+  }
+  for (const auto& entry : fs::directory_iterator(tmp, ec)) fs::remove_all(entry.path(), ec);
+  return std::nullopt;
 }
 
 }  // namespace
@@ -412,6 +524,7 @@ PrepareResult prepare(const PrepareConfig& cfg) {
          tokenizer->vocab_size());
   const int threads = set_thread_count(cfg.threads);
   const size_t total_bytes = total_size(files);
+  const json fingerprint = fingerprint_of(cfg, files, *tokenizer);
 
   std::error_code ec;
   if (out.has_parent_path()) fs::create_directories(out.parent_path(), ec);
@@ -419,55 +532,79 @@ PrepareResult prepare(const PrepareConfig& cfg) {
   // end), and the output's absence is checked again under it.
   const FolderLock lock(out.string() + ".lock", out);
   check_config(cfg);
-  FolderOutput output(out, cfg.force, "meta.json");
+  FolderOutput output(out, cfg.force, "meta.json", FolderOutput::Resumable::yes);
   const fs::path& tmp = output.tmp();
-
-  ShardWriter train(tmp, "train", cfg.shard_tokens), val(tmp, "val", cfg.shard_tokens);
-  std::optional<ShardWriter> long_docs;
+  const std::optional<json> saved = saved_state(tmp, fingerprint, cfg.quiet);
   if (cfg.long_min_tokens > 0) {
     fs::create_directories(tmp / "long", ec);
     if (ec) fail("{}: cannot create: {}", (tmp / "long").string(), ec.message());
-    long_docs.emplace(tmp / "long", "val", cfg.shard_tokens);
   }
-  PrepareResult result;
+  Output shards(tmp, cfg);
+  if (saved) {
+    shards.resume(*saved);
+    shards.result.resumed = true;
+    if (!cfg.quiet)
+      std::fprintf(stderr, "prepare: continuing the interrupted prepare in %s from %s\n",
+                   tmp.string().c_str(),
+                   shards.file < files.size() ? files[shards.file].path.c_str() : "its end");
+  }
+  const size_t bytes_before = shards.result.bytes;
   ProgressLine progress(cfg.quiet, total_bytes, start);
-  BatchTokenizer batches(*tokenizer, cfg, train, val, long_docs ? &*long_docs : nullptr, result);
-  const nlohmann::json sources = tokenize_files(files, cfg, batches, progress, result);
-  train.finish();
-  val.finish();
-  result.train_tokens = train.total(), result.val_tokens = val.total();
-  result.shards = (int)(train.files().size() + val.files().size());
+  {
+    BatchReader reader(files, cfg, shards.file, shards.documents_in_file);
+    for (bool last = false; !last;) {
+      Batch batch = reader.pop();
+      tokenize_batch(batch, *tokenizer, cfg, shards);
+      last = batch.last;
+      write_file_atomic(tmp / "progress.json", shards.state(fingerprint).dump() + "\n");
+      progress.report(shards.result, shards.result.bytes - bytes_before, false);
+      if (const int signal = stop_signal(); signal && !last) {
+        output.keep();
+        throw Interrupted(signal,
+                          fmt::format("stopped after {} of {}; kept in {}: run the same command "
+                                      "again to continue",
+                                      format_bytes(shards.result.bytes), format_bytes(total_bytes),
+                                      tmp.string()));
+      }
+    }
+  }
+  PrepareResult& result = shards.result;
+  shards.train.finish();
+  shards.val.finish();
+  result.train_tokens = shards.train.total(), result.val_tokens = shards.val.total();
+  result.shards = (int)(shards.train.files().size() + shards.val.files().size());
   check_splits(result, cfg.val_fraction);
-  if (long_docs) {
-    long_docs->finish();
-    result.long_tokens = long_docs->total();
+  if (shards.long_docs) {
+    shards.long_docs->finish();
+    result.long_tokens = shards.long_docs->total();
     if (result.long_documents == 0)
       fail(
           "no document left for the long-document set: none of at least {} tokens was drawn "
           "(--long-fraction {}); lower --long-min-tokens or raise --long-fraction",
           cfg.long_min_tokens, cfg.long_fraction);
   }
-  nlohmann::json meta = meta_json(cfg, *tokenizer, result, train, val, sources);
+  json meta = meta_json(cfg, *tokenizer, shards);
   const auto* spm = dynamic_cast<const SpmTokenizer*>(tokenizer.get());
   // The vocabulary travels with its shards (the long set's too): training, evaluation and
   // sampling find it there.
   for (const fs::path& dir : {tmp, tmp / "long"}) {
-    if (!spm || (dir != tmp && !long_docs)) continue;
+    if (!spm || (dir != tmp && !shards.long_docs)) continue;
     for (const fs::path& file : spm_vocabulary_files(spm->dir()))
       write_file_atomic(dir / file.filename(), read_file(file));
   }
   if (spm) meta["vocabulary_checksum"] = spm->checksum();
-  if (long_docs) {
-    nlohmann::json long_meta = long_meta_json(cfg, *tokenizer, result, *long_docs);
+  if (shards.long_docs) {
+    json long_meta = long_meta_json(cfg, *tokenizer, shards);
     if (spm) long_meta["vocabulary_checksum"] = spm->checksum();
     write_file_atomic(tmp / "long" / "meta.json", long_meta.dump(2) + "\n");
   }
+  fs::remove(tmp / "progress.json", ec);
   write_file_atomic(tmp / "meta.json", meta.dump(2) + "\n");
 
   output.commit();
   result.seconds = seconds_since(start);
-  progress.report(result, true);
-  if (!cfg.quiet) print_summary(cfg, result, threads);
+  progress.report(result, result.bytes - bytes_before, true);
+  if (!cfg.quiet) print_summary(cfg, result, result.bytes - bytes_before, threads);
   return result;
 }
 

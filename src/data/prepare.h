@@ -1,23 +1,21 @@
-// xsa prepare: text in (plain files, folders of them, JSON-lines with a `text` field, JSON arrays
-// of strings, the POS-tagged Brown corpus), token shards out: train_NNNNNN.bin, val_NNNNNN.bin and
-// meta.json in one folder. Documents are tokenized in parallel; validation documents are drawn
-// deterministically at random (by seed) from all inputs, never the tail of the concatenation; a
-// set of long documents for evaluation can be held out beside them (long/).
+// xsa prepare: corpora in (text, JSON lines, JSON arrays, the POS-tagged Brown corpus; plain, .gz
+// or .zst; files, folders, globs), token shards out: train_NNNNNN.bin, val_NNNNNN.bin and meta.json
+// in one folder. It streams: memory stays bounded by the batch size whatever the input's size (a
+// reader thread gathers documents into batches of batch_bytes, tokenized in parallel and written
+// in order). A document goes to validation by a seeded hash of its text (the same split whatever
+// the inputs' order or the thread count; duplicates go together); a set of long documents for
+// evaluation can be held out beside the splits (long/). A killed prepare continues on the same
+// command from its last finished batch (kept in <out>.partial) to the same shards.
 #pragma once
 
 #include <cstdint>
 #include <string>
 #include <vector>
 
+#include "xsa/data/corpus_reader.h"
 #include "xsa/tokenizer/kind.h"
 
 namespace xsa {
-
-struct PrepareInput {
-  std::string path;  // a file or a folder (searched recursively, hidden files skipped)
-  std::string format =
-      "auto";  // auto (by extension: .jsonl, .json, else text), text, jsonl, json, brown
-};
 
 struct PrepareConfig {
   std::vector<PrepareInput> inputs;
@@ -32,6 +30,14 @@ struct PrepareConfig {
   size_t long_min_tokens = 0;
   double long_fraction = 0.1;
   size_t shard_tokens = 100'000'000;
+  std::string text_field = "text";  // JSON lines' and arrays' field holding a document
+  BadInput on_bad = BadInput::stop;
+  // Documents are read, tokenized and written in batches of about this many bytes of text. Three
+  // batches are held at once (one being read, one waiting, one being tokenized, with its tokens
+  // at 4 bytes each): resident memory is about 7 times this, plus the tokenizer and the largest
+  // document (a text file's are at most kTextDocumentMaxBytes), whatever the input's size. A
+  // run saves where it stands after every batch.
+  size_t batch_bytes = 8 << 20;
   int threads = 0;     // 0: every core
   bool force = false;  // replace an existing output folder
   bool quiet = false;
@@ -40,18 +46,16 @@ struct PrepareConfig {
 struct PrepareResult {
   size_t train_tokens = 0, val_tokens = 0, train_documents = 0, val_documents = 0, bytes = 0;
   size_t long_tokens = 0, long_documents = 0;
+  size_t skipped = 0;  // bad lines, documents or archives left out (on_bad skip)
   int shards = 0;
+  bool resumed = false;  // continued an interrupted prepare
   double seconds = 0;
 };
 
-// Every file of the inputs, folders walked in sorted order, each with its format resolved; throws
-// Error naming an input that does not exist.
-std::vector<PrepareInput> list_input_files(const std::vector<PrepareInput>& inputs);
-// Splits one file into documents (by its format), appending them to `docs`.
-void read_input_documents(const PrepareInput& file, std::vector<std::string>& docs);
-
-// Writes into a temporary folder beside `out` and renames it into place when complete; on any
-// error the partial output is removed and an existing `out` is left as it was.
+// Writes into <out>.partial and renames it into place when complete, so `out` is there whole or
+// not at all. An error in the input removes the partial output; an interruption (a signal, a kill,
+// a crash) leaves it, and the same command continues it (other inputs or options start over). An
+// existing `out` is left as it was until the new one is complete.
 PrepareResult prepare(const PrepareConfig& cfg);
 
 // Inputs and output of `xsa prepare --default`: the npm corpora fetched by scripts/get_data.sh
@@ -61,8 +65,5 @@ PrepareResult prepare(const PrepareConfig& cfg);
 // longest context the study trains (4 096 bytes; 1 024 tokens of a vocabulary of pieces).
 inline constexpr int kDefaultLongWindows = 3;
 PrepareConfig default_corpus_config(TokenizerKind tokenizer, const std::string& spm_dir = "");
-
-// The Brown corpus's "word/tag word/tag" lines back to plain text.
-std::string strip_brown_tags(const std::string& tagged);
 
 }  // namespace xsa

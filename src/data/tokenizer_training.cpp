@@ -49,9 +49,8 @@ Corpus read_corpus(const SpmTrainConfig& cfg) {
   Corpus c;
   uint64_t h = 1469598103934665603ull;
   for (const PrepareInput& file : list_input_files(cfg.inputs)) {
-    std::vector<std::string> docs;
-    read_input_documents(file, docs);
-    for (const std::string& d : docs) {
+    DocumentReader reader(file, "text", BadInput::stop);
+    for (std::string d; reader.next(d);) {
       c.documents++, c.bytes += d.size();
       for (unsigned char ch : d) h = (h ^ ch) * 1099511628211ull;
       h = (h ^ 0xffu) * 1099511628211ull;  // a document boundary counts

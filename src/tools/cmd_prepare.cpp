@@ -12,17 +12,28 @@ void add_prepare_command(CLI::App& root) {
   struct Args {
     PrepareConfig cfg;
     std::vector<std::string> inputs;
-    std::string format = "auto", tokenizer = "gpt2";
+    std::string format = "auto", tokenizer = "gpt2", on_bad = "stop";
     bool use_default = false;
   };
   auto a = std::make_shared<Args>();
   PrepareConfig& c = a->cfg;
   cmd->add_option("--input", a->inputs,
-                  "Text files or folders (recursively); .jsonl: a \"text\" field per line; "
-                  ".json: an array of strings")
+                  "Files, folders (recursively) or quoted globs; .jsonl: a \"text\" field per "
+                  "line; .json: an array of strings; .gz and .zst read as they are")
       ->expected(1, -1);
   cmd->add_option("--format", a->format,
-                  "auto, text, jsonl, json or brown (POS-tagged Brown corpus)")
+                  "auto (by extension), text (a file over 1 MiB: documents split at blank "
+                  "lines), jsonl, json or brown (POS-tagged Brown corpus)")
+      ->capture_default_str();
+  cmd->add_option("--text-field", c.text_field, "The JSON field holding a document's text")
+      ->capture_default_str();
+  cmd->add_option("--on-bad-input", a->on_bad,
+                  "A line that is not JSON, invalid UTF-8, a truncated archive: stop (one line "
+                  "naming file and line) or skip (counted in the summary and meta.json)")
+      ->capture_default_str();
+  cmd->add_option("--batch-bytes", c.batch_bytes,
+                  "Bytes of text read and tokenized at once (memory is about 7 times this); a "
+                  "killed prepare continues from its last batch")
       ->capture_default_str();
   cmd->add_option("--tokenizer", a->tokenizer,
                   "gpt2, byte or spm:FOLDER (a vocabulary of xsa tokenizer train)")
@@ -49,8 +60,9 @@ void add_prepare_command(CLI::App& root) {
                 "Union addresses, installed by scripts/get_data.sh) into data/default (gpt2), "
                 "data/default-byte or data/default-<the spm:FOLDER's name>, with its long/ set");
   cmd->callback([a, cmd] {
-    catch_stop_signals();  // Ctrl-C: stop after the file being read, leaving nothing partial
+    catch_stop_signals();  // Ctrl-C: stop after the batch at work; the same command continues
     PrepareConfig cfg = a->cfg;
+    cfg.on_bad = parse_bad_input(a->on_bad);
     const TokenizerChoice choice = parse_tokenizer_choice(a->tokenizer);
     cfg.tokenizer = choice.kind;
     if (choice.kind == TokenizerKind::spm) cfg.vocab_dir = choice.spm_dir;

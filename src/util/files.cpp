@@ -106,11 +106,19 @@ void check_output_folder(const std::filesystem::path& out, bool force, const cha
          out.string(), marker);
 }
 
-FolderOutput::FolderOutput(std::filesystem::path out, bool force, const char* marker)
+FolderOutput::FolderOutput(std::filesystem::path out, bool force, const char* marker,
+                           Resumable resumable)
     : out_(folder_path(out)) {
   check_output_folder(out_, force, marker);
-  tmp_ = out_.parent_path() / (out_.filename().string() + ".partial-" + std::to_string(::getpid()));
   std::error_code ec;
+  if (resumable == Resumable::yes) {
+    tmp_ = out_.parent_path() / (out_.filename().string() + ".partial");
+    std::filesystem::create_directory(tmp_, ec);
+    if (!std::filesystem::is_directory(tmp_, ec))
+      fail("{}: cannot create: {}", tmp_.string(), ec ? ec.message() : "not a folder");
+    return;
+  }
+  tmp_ = out_.parent_path() / (out_.filename().string() + ".partial-" + std::to_string(::getpid()));
   std::filesystem::remove_all(tmp_, ec);
   if (!std::filesystem::create_directory(tmp_, ec))
     fail("{}: cannot create: {}", tmp_.string(), ec.message());
@@ -118,7 +126,7 @@ FolderOutput::FolderOutput(std::filesystem::path out, bool force, const char* ma
 
 FolderOutput::~FolderOutput() {
   std::error_code ec;
-  if (!committed_) std::filesystem::remove_all(tmp_, ec);
+  if (!committed_ && !keep_) std::filesystem::remove_all(tmp_, ec);
 }
 
 void FolderOutput::commit() {

@@ -28,18 +28,23 @@ void check_output_folder(const std::filesystem::path& out, bool force, const cha
 // It is built in a temporary folder beside `out` and renamed into place by commit(), so it is there
 // complete or not at all; the temporary folder goes when the work fails first. An old `out` moves
 // aside first and goes once the new one is in.
+// A resumable output's temporary folder is <out>.partial, found again by the next run (one live
+// process per output: FolderLock), and kept when keep() was called before the work failed.
 class FolderOutput {
  public:
-  FolderOutput(std::filesystem::path out, bool force, const char* marker);
+  enum class Resumable { no, yes };
+  FolderOutput(std::filesystem::path out, bool force, const char* marker,
+               Resumable resumable = Resumable::no);
   ~FolderOutput();
   FolderOutput(const FolderOutput&) = delete;
   FolderOutput& operator=(const FolderOutput&) = delete;
   const std::filesystem::path& tmp() const { return tmp_; }
+  void keep() { keep_ = true; }  // the work stops here and may continue: leave tmp() as it is
   void commit();
 
  private:
   std::filesystem::path out_, tmp_;
-  bool committed_ = false;
+  bool committed_ = false, keep_ = false;
 };
 
 // One live process per folder. The lock file (created if missing) is held with flock(2) for the

@@ -1,0 +1,455 @@
+#include "xsa/data/corpus_reader.h"
+
+#include <glob.h>
+
+#include <algorithm>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "xsa/util/error.h"
+
+#ifdef XSA_WITH_ZLIB
+#include <zlib.h>
+#endif
+#ifdef XSA_WITH_ZSTD
+#include <zstd.h>
+#endif
+
+namespace xsa {
+
+namespace fs = std::filesystem;
+
+BadInput parse_bad_input(const std::string& name) {
+  if (name == "stop") return BadInput::stop;
+  if (name == "skip") return BadInput::skip;
+  fail("--on-bad-input {} is not known (expected stop or skip)", name);
+}
+
+namespace {
+
+enum class Compression { none, gzip, zstd };
+
+Compression compression_of(const fs::path& path) {
+  const std::string ext = path.extension().string();
+  return ext == ".gz" ? Compression::gzip : ext == ".zst" ? Compression::zstd : Compression::none;
+}
+
+// The format an extension implies, after a compression suffix.
+std::string format_of(const fs::path& path) {
+  fs::path inner = path;
+  if (compression_of(path) != Compression::none) inner = path.stem();
+  const std::string ext = inner.extension().string();
+  return ext == ".jsonl" ? "jsonl" : ext == ".json" ? "json" : "text";
+}
+
+bool has_glob_characters(const std::string& s) {
+  return s.find_first_of("*?[") != std::string::npos;
+}
+
+}  // namespace
+
+// One codec per kind of file: the raw file, and a decompressor's state where there is one.
+struct ByteSource::Codec {
+  Compression kind = Compression::none;
+  std::FILE* file = nullptr;
+  uint64_t raw_read = 0;
+#ifdef XSA_WITH_ZLIB
+  gzFile gz = nullptr;
+#endif
+#ifdef XSA_WITH_ZSTD
+  ZSTD_DStream* zstd = nullptr;
+  std::vector<char> in;
+  ZSTD_inBuffer in_buffer{nullptr, 0, 0};
+  size_t frame_left = 0;  // ZSTD_decompressStream's last hint: 0 at the end of a whole frame
+  bool file_done = false;
+#endif
+  ~Codec() {
+#ifdef XSA_WITH_ZLIB
+    if (gz) gzclose(gz);
+#endif
+#ifdef XSA_WITH_ZSTD
+    if (zstd) ZSTD_freeDStream(zstd);
+#endif
+    if (file) std::fclose(file);
+  }
+};
+
+ByteSource::ByteSource(const fs::path& path) : path_(path), codec_(std::make_unique<Codec>()) {
+  codec_->kind = compression_of(path);
+  switch (codec_->kind) {
+    case Compression::gzip:
+#ifdef XSA_WITH_ZLIB
+      codec_->gz = gzopen(path.c_str(), "rb");
+      if (!codec_->gz) fail("{}: cannot open: {}", path.string(), std::strerror(errno));
+      gzbuffer(codec_->gz, 1 << 18);
+      return;
+#else
+      fail("{}: this build of xsa reads no gzip (rebuild with zlib: apt install zlib1g-dev)",
+           path.string());
+#endif
+    case Compression::zstd:
+#ifdef XSA_WITH_ZSTD
+      codec_->zstd = ZSTD_createDStream();
+      ZSTD_initDStream(codec_->zstd);
+      codec_->in.resize(ZSTD_DStreamInSize());
+      break;
+#else
+      fail("{}: this build of xsa reads no zstd (rebuild with libzstd: apt install libzstd-dev)",
+           path.string());
+#endif
+    case Compression::none:
+      break;
+  }
+  codec_->file = std::fopen(path.c_str(), "rb");
+  if (!codec_->file) fail("{}: cannot open: {}", path.string(), std::strerror(errno));
+}
+
+ByteSource::~ByteSource() = default;
+
+uint64_t ByteSource::consumed() const {
+#ifdef XSA_WITH_ZLIB
+  if (codec_->gz) return (uint64_t)std::max<z_off_t>(0, gzoffset(codec_->gz));
+#endif
+  return codec_->raw_read;
+}
+
+size_t ByteSource::read(char* out, size_t n) {
+  Codec& c = *codec_;
+  switch (c.kind) {
+    case Compression::none: {
+      const size_t got = std::fread(out, 1, n, c.file);
+      if (got == 0 && std::ferror(c.file)) fail("{}: read error", path_.string());
+      c.raw_read += got;
+      return got;
+    }
+    case Compression::gzip: {
+#ifdef XSA_WITH_ZLIB
+      const int got = gzread(c.gz, out, (unsigned)std::min<size_t>(n, 1u << 30));
+      int code = Z_OK;
+      const char* message = gzerror(c.gz, &code);
+      if (got < 0 || (code != Z_OK && code != Z_STREAM_END))
+        fail("{}: corrupt or truncated gzip data after {} bytes ({})", path_.string(), consumed(),
+             message);
+      return (size_t)got;
+#else
+      return 0;
+#endif
+    }
+    case Compression::zstd: {
+#ifdef XSA_WITH_ZSTD
+      ZSTD_outBuffer out_buffer{out, n, 0};
+      while (out_buffer.pos == 0) {
+        if (c.in_buffer.pos == c.in_buffer.size && !c.file_done) {
+          const size_t got = std::fread(c.in.data(), 1, c.in.size(), c.file);
+          if (got == 0 && std::ferror(c.file)) fail("{}: read error", path_.string());
+          c.raw_read += got;
+          c.in_buffer = {c.in.data(), got, 0};
+          c.file_done = got == 0;
+        }
+        if (c.file_done && c.in_buffer.pos == c.in_buffer.size) {
+          if (c.frame_left != 0)
+            fail("{}: truncated zstd data after {} bytes (the last frame is incomplete)",
+                 path_.string(), c.raw_read);
+          return 0;
+        }
+        const size_t hint = ZSTD_decompressStream(c.zstd, &out_buffer, &c.in_buffer);
+        if (ZSTD_isError(hint))
+          fail("{}: corrupt zstd data after {} bytes ({})", path_.string(), c.raw_read,
+               ZSTD_getErrorName(hint));
+        c.frame_left = hint;
+      }
+      return out_buffer.pos;
+#else
+      return 0;
+#endif
+    }
+  }
+  return 0;
+}
+
+std::vector<PrepareInput> list_input_files(const std::vector<PrepareInput>& inputs) {
+  std::vector<PrepareInput> files;
+  std::error_code ec;
+  for (const PrepareInput& in : inputs) {
+    std::vector<std::string> found;
+    if (!fs::exists(in.path, ec) && has_glob_characters(in.path)) {
+      glob_t matches{};
+      if (::glob(in.path.c_str(), 0, nullptr, &matches) == 0)
+        for (size_t i = 0; i < matches.gl_pathc; i++)
+          if (fs::is_regular_file(matches.gl_pathv[i], ec)) found.push_back(matches.gl_pathv[i]);
+      globfree(&matches);
+      if (found.empty()) fail("{}: no file matches", in.path);
+      std::sort(found.begin(), found.end());
+    } else if (!fs::exists(in.path, ec)) {
+      fail("{}: no such file or folder", in.path);
+    } else if (fs::is_directory(in.path, ec)) {
+      for (auto it = fs::recursive_directory_iterator(in.path, ec);
+           it != fs::recursive_directory_iterator(); ++it) {
+        const std::string name = it->path().filename().string();
+        if (!name.empty() && name[0] == '.') {
+          if (it->is_directory()) it.disable_recursion_pending();
+          continue;
+        }
+        if (it->is_regular_file()) found.push_back(it->path().string());
+      }
+      std::sort(found.begin(), found.end());
+    } else {
+      found.push_back(in.path);
+    }
+    for (const std::string& f : found) {
+      const std::string format = in.format == "auto" ? format_of(f) : in.format;
+      if (format != "text" && format != "jsonl" && format != "json" && format != "brown")
+        fail("--format {} is not known (expected auto, text, jsonl, json or brown)", format);
+      files.push_back({f, format});
+    }
+  }
+  return files;
+}
+
+bool valid_utf8(const std::string& text, size_t* bad_at) {
+  const auto* s = reinterpret_cast<const unsigned char*>(text.data());
+  const size_t n = text.size();
+  size_t i = 0;
+  while (i < n) {
+    // ASCII runs eight bytes at a time.
+    while (i + 8 <= n) {
+      uint64_t word;
+      std::memcpy(&word, s + i, 8);
+      if (word & 0x8080808080808080ull) break;
+      i += 8;
+    }
+    if (i >= n) break;
+    const unsigned char c = s[i];
+    size_t len = 0;
+    uint32_t min = 0, code = 0;
+    if (c < 0x80) {
+      i++;
+      continue;
+    } else if ((c & 0xE0) == 0xC0) {
+      len = 2, min = 0x80, code = c & 0x1F;
+    } else if ((c & 0xF0) == 0xE0) {
+      len = 3, min = 0x800, code = c & 0x0F;
+    } else if ((c & 0xF8) == 0xF0) {
+      len = 4, min = 0x10000, code = c & 0x07;
+    }
+    bool ok = len > 0 && i + len <= n;
+    for (size_t k = 1; ok && k < len; k++) {
+      ok = (s[i + k] & 0xC0) == 0x80;
+      code = (code << 6) | (s[i + k] & 0x3F);
+    }
+    // Overlong forms, surrogates and code points past U+10FFFF are not UTF-8.
+    ok = ok && code >= min && code <= 0x10FFFF && !(code >= 0xD800 && code <= 0xDFFF);
+    if (!ok) {
+      if (bad_at) *bad_at = i;
+      return false;
+    }
+    i += len;
+  }
+  return true;
+}
+
+std::string strip_brown_tags(const std::string& tagged) {
+  // Each line is a sentence of word/tag tokens. Drop the tags, then undo the tokenization:
+  // no space before closing punctuation, `` and '' become double quotes that hug their words.
+  std::istringstream in(tagged);
+  std::string line, out;
+  while (std::getline(in, line)) {
+    std::istringstream words(line);
+    std::string sentence, word;
+    bool hug_next = false;  // after an opening quote or parenthesis
+    while (words >> word) {
+      size_t slash = word.rfind('/');
+      if (slash != std::string::npos && slash > 0) word.resize(slash);
+      const bool closing = word == "''" || word == "," || word == "." || word == ";" ||
+                           word == ":" || word == "?" || word == "!" || word == ")";
+      if (!sentence.empty() && !closing && !hug_next) sentence += ' ';
+      sentence += word == "``" || word == "''" ? "\"" : word;
+      hug_next = word == "``" || word == "(";
+    }
+    if (!sentence.empty()) out += sentence + "\n";
+  }
+  return out;
+}
+
+DocumentReader::DocumentReader(const PrepareInput& file, std::string text_field, BadInput on_bad)
+    : file_(file), text_field_(std::move(text_field)), on_bad_(on_bad), source_(file.path) {
+  buffer_.resize(1 << 18);
+}
+
+bool DocumentReader::bad(const std::string& what) {
+  if (on_bad_ == BadInput::stop) throw Error(what);
+  skipped_++;
+  return true;
+}
+
+// The next line, its '\n' kept, at most max_bytes (a longer line comes in pieces); false at the
+// end. A corrupt or truncated archive ends the file here when skipping (counted once).
+bool DocumentReader::next_line(std::string& line, size_t max_bytes) {
+  line.clear();
+  while (line.size() < max_bytes) {
+    if (buffer_pos_ == buffer_end_) {
+      if (source_done_) break;
+      try {
+        buffer_end_ = source_.read(buffer_.data(), buffer_.size());
+      } catch (const Error& e) {
+        bad(fmt::format("{} (line {})", e.what(), line_ + 1));
+        buffer_end_ = 0, line.clear();  // the broken line goes with the rest
+      }
+      buffer_pos_ = 0;
+      if (buffer_end_ == 0) {
+        source_done_ = true;
+        break;
+      }
+    }
+    const char* start = buffer_.data() + buffer_pos_;
+    const size_t available = std::min(buffer_end_ - buffer_pos_, max_bytes - line.size());
+    const char* newline = (const char*)std::memchr(start, '\n', available);
+    const size_t take = newline ? (size_t)(newline - start) + 1 : available;
+    line.append(start, take);
+    buffer_pos_ += take;
+    if (newline) {
+      line_++;
+      return true;
+    }
+  }
+  if (line.empty()) return false;
+  if (line.back() != '\n' && source_done_) line_++;  // the last line, without its newline
+  return true;
+}
+
+namespace {
+
+bool blank(const std::string& line) {
+  return line.find_first_not_of(" \t\r\n\f\v") == std::string::npos;
+}
+
+// The line (1-based, from `first_line`) of byte `offset` of `text`.
+size_t line_of(const std::string& text, size_t offset, size_t first_line) {
+  return first_line + (size_t)std::count(text.begin(), text.begin() + offset, '\n');
+}
+
+}  // namespace
+
+bool DocumentReader::next_text(std::string& text) {
+  // A document is ready (valid UTF-8, or left out) when it ends; returns whether one is queued.
+  auto finish_document = [&] {
+    if (document_.empty()) return;
+    size_t at = 0;
+    if (!valid_utf8(document_, &at))
+      bad(fmt::format("{}:{}: not valid UTF-8 (byte {:#04x})", file_.path,
+                      line_of(document_, at, document_line_), (unsigned char)document_[at]));
+    else
+      ready_.push_back(std::move(document_));
+    document_.clear();
+  };
+  auto feed = [&](const std::string& line, size_t line_number) {
+    if (blank(line)) return finish_document();
+    if (document_.empty()) document_line_ = line_number;
+    document_ += line;
+    if (document_.size() < kTextDocumentMaxBytes) return;
+    if (line.back() == '\n') return finish_document();
+    // A line of several limits without an end: cut before its last character, which opens
+    // the next document (a cut inside a character would make both halves bad UTF-8).
+    if (document_.size() < 4 * kTextDocumentMaxBytes) return;
+    size_t cut = document_.size() - 1;
+    while (cut > 0 && ((unsigned char)document_[cut] & 0xC0) == 0x80) cut--;
+    std::string rest = document_.substr(cut);
+    document_.resize(cut);
+    finish_document();
+    document_ = std::move(rest), document_line_ = line_number;
+  };
+  std::string line;
+  if (!text_split_) {
+    // The opening decides: the whole file within the limit is one document, as it is.
+    std::vector<std::pair<std::string, size_t>> opening;
+    size_t bytes = 0;
+    while (bytes <= kTextDocumentMaxBytes && next_line(line, kTextDocumentMaxBytes + 1)) {
+      bytes += line.size();
+      opening.emplace_back(std::move(line), line_);
+    }
+    text_split_ = true;
+    if (bytes <= kTextDocumentMaxBytes) {
+      for (auto& [l, number] : opening) document_ += l;
+      document_line_ = 1;
+      if (!blank(document_)) finish_document();
+      document_.clear();
+    } else {
+      for (auto& [l, number] : opening) feed(l, number);
+    }
+  }
+  while (ready_.empty() && next_line(line, kTextDocumentMaxBytes)) feed(line, line_);
+  if (ready_.empty()) finish_document();
+  if (ready_.empty()) return false;
+  text = std::move(ready_.front());
+  ready_.pop_front();
+  return true;
+}
+
+bool DocumentReader::next_jsonl(std::string& text) {
+  std::string line;
+  while (next_line(line, SIZE_MAX)) {
+    if (blank(line)) continue;
+    size_t at = 0;
+    if (!valid_utf8(line, &at)) {
+      bad(fmt::format("{}:{}: not valid UTF-8 (byte {:#04x} at column {})", file_.path, line_,
+                      (unsigned char)line[at], at + 1));
+      continue;
+    }
+    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+    if (j.is_discarded()) {
+      bad(fmt::format("{}:{}: not valid JSON", file_.path, line_));
+      continue;
+    }
+    auto field = j.is_object() ? j.find(text_field_) : j.end();
+    if (!j.is_object() || field == j.end() || !field->is_string()) {
+      bad(fmt::format("{}:{}: has no \"{}\" field holding a string", file_.path, line_,
+                      text_field_));
+      continue;
+    }
+    text = field->get<std::string>();
+    if (!text.empty()) return true;
+  }
+  return false;
+}
+
+void DocumentReader::read_whole_file() {
+  whole_read_ = true;
+  std::string bytes, line;
+  while (next_line(line, 1 << 20)) bytes += line;
+  if (file_.format == "brown") {
+    std::string text = strip_brown_tags(bytes);
+    if (!text.empty()) ready_.push_back(std::move(text));
+    return;
+  }
+  // json: an array of strings, or of objects with the text field
+  nlohmann::json j = nlohmann::json::parse(bytes, nullptr, false);
+  if (j.is_discarded()) return (void)bad(fmt::format("{}: not valid JSON", file_.path));
+  if (!j.is_array()) return (void)bad(fmt::format("{}: not a JSON array of documents", file_.path));
+  for (size_t i = 0; i < j.size(); i++) {
+    auto& item = j[i];
+    auto field = item.is_object() ? item.find(text_field_) : item.end();
+    if (item.is_string()) {
+      if (!item.get_ref<const std::string&>().empty())
+        ready_.push_back(std::move(item.get_ref<std::string&>()));
+    } else if (item.is_object() && field != item.end() && field->is_string()) {
+      if (!field->get_ref<const std::string&>().empty())
+        ready_.push_back(std::move(field->get_ref<std::string&>()));
+    } else {
+      bad(fmt::format("{}: item {} is neither a string nor an object with a \"{}\" string",
+                      file_.path, i, text_field_));
+    }
+  }
+}
+
+bool DocumentReader::next(std::string& text) {
+  if (file_.format == "text") return next_text(text);
+  if (file_.format == "jsonl") return next_jsonl(text);
+  if (!whole_read_) read_whole_file();
+  if (ready_.empty()) return false;
+  text = std::move(ready_.front());
+  ready_.pop_front();
+  return true;
+}
+
+}  // namespace xsa

@@ -1,0 +1,96 @@
+// Corpora as they ship, read one document at a time in bounded memory: plain, gzip (.gz) and
+// zstd (.zst) files holding text, JSON lines, a JSON array or the POS-tagged Brown corpus.
+// xsa prepare's input side (data/prepare.h).
+#pragma once
+
+#include <cstdint>
+#include <cstdio>
+#include <deque>
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace xsa {
+
+struct PrepareInput {
+  std::string path;  // a file, a folder (searched recursively, hidden files skipped) or a glob
+  // auto (by extension, after .gz or .zst: .jsonl, .json, else text), text, jsonl, json, brown
+  std::string format = "auto";
+};
+
+// What a bad line, document or archive does: stop the prepare with one line naming the file and
+// line, or leave it out and count it (in meta.json's "sources" and the summary).
+enum class BadInput { stop, skip };
+BadInput parse_bad_input(const std::string& name);  // "stop" or "skip"; throws Error otherwise
+
+// A text file larger than this is a collection of documents separated by blank lines; a smaller
+// one is one document. No document of a text file grows past it: a longer run of lines is cut at
+// the first line end after it (a line of over four times it, before the character that crosses).
+inline constexpr size_t kTextDocumentMaxBytes = 1 << 20;
+
+// The bytes of one file, decompressed by its extension (.gz: zlib, .zst: libzstd, else as they
+// are). Errors (unreadable, corrupt or truncated archive) name the file.
+class ByteSource {
+ public:
+  explicit ByteSource(const std::filesystem::path& path);
+  ~ByteSource();
+  ByteSource(const ByteSource&) = delete;
+  ByteSource& operator=(const ByteSource&) = delete;
+  // Up to n bytes into out; 0 at the end.
+  size_t read(char* out, size_t n);
+  uint64_t consumed() const;  // bytes of the file itself (compressed) read so far
+
+ private:
+  struct Codec;
+  std::filesystem::path path_;
+  std::unique_ptr<Codec> codec_;
+};
+
+// Every file of the inputs, folders walked in sorted order and globs expanded (sorted), each with
+// its format resolved; throws Error naming an input that does not exist or matches nothing.
+std::vector<PrepareInput> list_input_files(const std::vector<PrepareInput>& inputs);
+
+// The documents of one input file, in order, never empty.
+class DocumentReader {
+ public:
+  DocumentReader(const PrepareInput& file, std::string text_field, BadInput on_bad);
+  // The next document into `text`; false at the end of the file. A bad one stops with an Error
+  // naming file and line, or (skip) is counted and passed over; a corrupt or truncated archive
+  // ends the file there (skip) or stops.
+  bool next(std::string& text);
+  size_t skipped() const { return skipped_; }
+  uint64_t consumed() const { return source_.consumed(); }
+
+ private:
+  bool next_line(std::string& line, size_t max_bytes);
+  bool next_text(std::string& text);
+  bool next_jsonl(std::string& text);
+  void read_whole_file();             // json and brown: parsed whole into ready_
+  bool bad(const std::string& what);  // skip: counts and returns true; stop: throws
+
+  PrepareInput file_;
+  std::string text_field_;
+  BadInput on_bad_;
+  ByteSource source_;
+  std::vector<char> buffer_;
+  size_t buffer_pos_ = 0, buffer_end_ = 0;
+  bool source_done_ = false;
+  size_t line_ = 0;  // lines read so far (the last line's number)
+  size_t skipped_ = 0;
+  std::deque<std::string> ready_;  // documents read ahead
+  bool whole_read_ = false;
+  // text: the file's opening, up to kTextDocumentMaxBytes, until it shows whether the file is
+  // one document or a collection; then the document being gathered and its first line.
+  bool text_split_ = false;
+  std::string document_;
+  size_t document_line_ = 0;
+};
+
+// Whether `text` is valid UTF-8; otherwise the offset of the first bad byte in `bad_at`.
+bool valid_utf8(const std::string& text, size_t* bad_at = nullptr);
+
+// The Brown corpus's "word/tag word/tag" lines back to plain text.
+std::string strip_brown_tags(const std::string& tagged);
+
+}  // namespace xsa
