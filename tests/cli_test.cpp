@@ -328,6 +328,37 @@ TEST_F(Cli, BenchInBf16) {
 }
 
 // (--config: the old name of --model, still taken.)
+// The data side: the tokenizers and prepare at 1 and 2 threads, and the loader against training.
+TEST_F(Cli, BenchMeasuresTheDataSide) {
+  Result r = xsa("bench --data --data-text-mb 1 --data-gb 0.01 --threads 2 --json data.json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("## The loader"), std::string::npos) << r.out;
+  auto records = nlohmann::json::parse(read_file(work_dir() / "data.json"));
+  int prepares = 0, loaders = 0;
+  std::map<std::string, double> single_thread;  // tokenizer → its rate alone on 1 thread
+  for (const auto& rec : records)
+    if (rec["kind"] == "prepare" && rec["threads"] == 1)
+      single_thread[rec["tokenizer"]] = rec["tokenizer_mbs"];
+  for (const auto& rec : records) {
+    if (rec["kind"] == "prepare") {
+      prepares++;
+      EXPECT_GT(rec["prepare_mbs"].get<double>(), 0);
+      // efficiency = prepare ÷ (the tokenizer alone on 1 thread × threads)
+      EXPECT_NEAR(rec["efficiency"].get<double>(),
+                  rec["prepare_mbs"].get<double>() /
+                      (single_thread.at(rec["tokenizer"]) * rec["threads"].get<double>()),
+                  1e-9);
+    } else if (rec["kind"] == "loader") {
+      loaders++;
+      // Shuffled windows out of a memory map outrun a gpt2 training step by far.
+      EXPECT_GT(rec["served_tokens_per_s"].get<double>(),
+                100 * rec["gpt2_train_tokens_per_s"].get<double>());
+    }
+  }
+  EXPECT_EQ(prepares, 4);  // gpt2 and byte, 1 and 2 threads
+  EXPECT_EQ(loaders, 1);
+}
+
 TEST_F(Cli, BenchWritesItsRecords) {
   Result r =
       xsa("bench --config tiny --steps 1 --warmup 0 --threads 1 --attn-T 64,130 --attn-D 16 "

@@ -90,6 +90,8 @@ void validate(const BenchOptions& o) {
       fail("--layers, --embd and --heads must be non-negative");
     if (o.device != "cpu") fail("--profile runs on the CPU (--device cpu)");
   }
+  if (o.data && (o.data_text_mb < 1 || !(o.data_gb > 0)))
+    fail("--data-text-mb must be at least 1 and --data-gb positive");
 }
 
 void run_bench(const BenchOptions& o) {
@@ -136,6 +138,10 @@ void run_bench(const BenchOptions& o) {
   if (o.arch == "gpt2") std::printf("architecture: gpt2 (learned positions, linear biases)\n");
   if (o.profile) {
     bench_profile(o, fma_peak, records);
+    return write_outputs(o, records);
+  }
+  if (o.data) {
+    bench_data(o, threads, records);
     return write_outputs(o, records);
   }
   const bool bf16 = o.precision == Precision::bf16;

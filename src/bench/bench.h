@@ -1,7 +1,8 @@
 // xsa bench as a library: training-step speed of the docs/SPEC.md §4 configurations (SA and XSA
 // interleaved in one process) against the GEMM ceiling on the same shapes and the CPU's measured
 // FMA peak, attention alone up to T = 8192, what the product library and OpenBLAS's kernel choice
-// are worth, decoding with the key/value cache against recomputing the sequence, the gradient sum
+// are worth, decoding with the key/value cache against recomputing the sequence, the data side
+// (tokenizer, prepare, the loader against training's consumption), the gradient sum
 // over the processes of a job, and on a GPU the step's model FLOPs utilisation. Markdown on stdout;
 // one JSON record (or CSV row) per table row for scripts. The `xsa bench` command is a thin client.
 #pragma once
@@ -31,6 +32,11 @@ struct BenchOptions {
   bool profile = false;
   std::string attn = "xsa";
   int layers = 0, embd = 0, heads = 0;
+  // --data: the tokenizer and prepare on data_text_mb MB of text, the loader on data_gb GB of
+  // shards, instead of the other tables.
+  bool data = false;
+  int data_text_mb = 32;
+  double data_gb = 2;
   // With --gemm: the configuration whose ceiling shows what the product library and OpenBLAS's
   // kernel choice are worth.
   std::string library_config = "small";

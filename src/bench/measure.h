@@ -89,6 +89,8 @@ void bench_profile(const BenchOptions& o, double fma_peak, json& records);
 // The machine's memory bandwidth in GB/s (a triad on every thread), the streaming ops' roofline.
 double memory_bandwidth_gbs();
 void bench_decode(const std::vector<BenchShape>& shapes, int steps, json& records);
+// --data (data_bench.cpp): tokenizer, prepare and loader rates against training's consumption.
+void bench_data(const BenchOptions& o, int threads, json& records);
 void run_gpu_bench(const BenchOptions& o, const std::vector<int>& attn_T);
 
 }  // namespace xsa::bench

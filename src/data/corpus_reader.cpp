@@ -386,31 +386,27 @@ bool DocumentReader::next_text(std::string& text) {
   return true;
 }
 
-bool DocumentReader::next_jsonl(std::string& text) {
-  std::string line;
-  while (next_line(line, SIZE_MAX)) {
-    if (blank(line)) continue;
-    size_t at = 0;
-    if (!valid_utf8(line, &at)) {
-      bad(fmt::format("{}:{}: not valid UTF-8 (byte {:#04x} at column {})", file_.path, line_,
-                      (unsigned char)line[at], at + 1));
-      continue;
-    }
-    nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
-    if (j.is_discarded()) {
-      bad(fmt::format("{}:{}: not valid JSON", file_.path, line_));
-      continue;
-    }
-    auto field = j.is_object() ? j.find(text_field_) : j.end();
-    if (!j.is_object() || field == j.end() || !field->is_string()) {
-      bad(fmt::format("{}:{}: has no \"{}\" field holding a string", file_.path, line_,
-                      text_field_));
-      continue;
-    }
-    text = field->get<std::string>();
-    if (!text.empty()) return true;
+bool decode_json_line(const InputItem& item, const std::string& path, const std::string& text_field,
+                      std::string& text, std::string& error) {
+  text.clear();
+  size_t at = 0;
+  if (!valid_utf8(item.bytes, &at)) {
+    error = fmt::format("{}:{}: not valid UTF-8 (byte {:#04x} at column {})", path, item.line,
+                        (unsigned char)item.bytes[at], at + 1);
+    return false;
   }
-  return false;
+  nlohmann::json j = nlohmann::json::parse(item.bytes, nullptr, false);
+  if (j.is_discarded()) {
+    error = fmt::format("{}:{}: not valid JSON", path, item.line);
+    return false;
+  }
+  auto field = j.is_object() ? j.find(text_field) : j.end();
+  if (!j.is_object() || field == j.end() || !field->is_string()) {
+    error = fmt::format("{}:{}: has no \"{}\" field holding a string", path, item.line, text_field);
+    return false;
+  }
+  text = std::move(field->get_ref<std::string&>());
+  return true;
 }
 
 void DocumentReader::read_whole_file() {
@@ -442,14 +438,37 @@ void DocumentReader::read_whole_file() {
   }
 }
 
-bool DocumentReader::next(std::string& text) {
-  if (file_.format == "text") return next_text(text);
-  if (file_.format == "jsonl") return next_jsonl(text);
+bool DocumentReader::next_item(InputItem& item) {
+  item.json_line = file_.format == "jsonl", item.line = 0;
+  if (file_.format == "text") return next_text(item.bytes);
+  if (file_.format == "jsonl") {
+    while (next_line(item.bytes, SIZE_MAX)) {
+      item.line = line_;
+      if (!blank(item.bytes)) return true;
+    }
+    return false;
+  }
   if (!whole_read_) read_whole_file();
   if (ready_.empty()) return false;
-  text = std::move(ready_.front());
+  item.bytes = std::move(ready_.front());
   ready_.pop_front();
   return true;
+}
+
+bool DocumentReader::next(std::string& text) {
+  InputItem item;
+  std::string error;
+  while (next_item(item)) {
+    if (!item.json_line) {
+      text = std::move(item.bytes);
+      return true;
+    }
+    if (!decode_json_line(item, file_.path, text_field_, text, error))
+      bad(error);
+    else if (!text.empty())
+      return true;
+  }
+  return false;
 }
 
 }  // namespace xsa

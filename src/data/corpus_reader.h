@@ -51,6 +51,19 @@ class ByteSource {
 // its format resolved; throws Error naming an input that does not exist or matches nothing.
 std::vector<PrepareInput> list_input_files(const std::vector<PrepareInput>& inputs);
 
+// One item of an input file: a document's text, or a JSON line holding one, decoded by
+// decode_json_line where that is wanted (prepare decodes its batches' lines in parallel).
+struct InputItem {
+  std::string bytes;
+  bool json_line = false;
+  size_t line = 0;  // a JSON line's number in its file
+};
+
+// A JSON line's document into `text` (empty when its text is empty); when the line is bad (not
+// UTF-8, not JSON, no such string field), false and one line naming file and line in `error`.
+bool decode_json_line(const InputItem& item, const std::string& path, const std::string& text_field,
+                      std::string& text, std::string& error);
+
 // The documents of one input file, in order, never empty.
 class DocumentReader {
  public:
@@ -59,13 +72,15 @@ class DocumentReader {
   // naming file and line, or (skip) is counted and passed over; a corrupt or truncated archive
   // ends the file there (skip) or stops.
   bool next(std::string& text);
-  size_t skipped() const { return skipped_; }
+  // The next item, a JSON line undecoded (its blank lines passed over); false at the end. Bad
+  // input the reader itself meets (an archive's end, a text document's UTF-8) as next().
+  bool next_item(InputItem& item);
+  size_t skipped() const { return skipped_; }  // what the reader itself left out
   uint64_t consumed() const { return source_.consumed(); }
 
  private:
   bool next_line(std::string& line, size_t max_bytes);
   bool next_text(std::string& text);
-  bool next_jsonl(std::string& text);
   void read_whole_file();             // json and brown: parsed whole into ready_
   bool bad(const std::string& what);  // skip: counts and returns true; stop: throws
 

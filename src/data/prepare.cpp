@@ -3,6 +3,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -49,10 +50,12 @@ class ShardWriter {
   ShardWriter& operator=(const ShardWriter&) = delete;
 
   void append(const std::vector<int32_t>& ids) {
-    for (int32_t id : ids) {
+    for (size_t i = 0; i < ids.size();) {
       if (!file_) open_shard();
-      buffer_.push_back((uint16_t)id);
-      open_tokens_++;
+      const size_t take =
+          std::min({ids.size() - i, shard_tokens_ - open_tokens_, kBufferTokens - buffer_.size()});
+      for (size_t k = 0; k < take; k++) buffer_.push_back((uint16_t)ids[i + k]);
+      i += take, open_tokens_ += take;
       if (buffer_.size() == kBufferTokens) write_buffer();
       if (open_tokens_ == shard_tokens_) close_shard();
     }
@@ -219,24 +222,34 @@ bool drawn_for_long(const std::string& text, const PrepareConfig& cfg) {
   return pick.uniform() < cfg.long_fraction;
 }
 
-// Documents the reader gathered, and where it stands after the last of them.
+// A file the reader finished within a batch: after which of the batch's items, its meta.json
+// entry, and what the reader itself left out of it.
+struct FileEnd {
+  size_t after_items = 0;
+  json source;
+  size_t skipped = 0;
+};
+
+// Items the reader gathered (documents, or JSON lines still to decode), and where it stands after
+// the last of them.
 struct Batch {
-  std::vector<std::string> texts;
+  std::vector<InputItem> items;
+  std::vector<size_t> file_of;  // each item's input file
   size_t bytes = 0;
-  size_t file = 0, documents_in_file = 0;  // the next document: of file `file`, after this many
-  json finished_sources = json::array();   // meta.json's entries of the files that ended
-  uint64_t consumed = 0;                   // input bytes read through this batch
+  size_t file = 0, items_in_file = 0;  // the next item: of file `file`, after this many
+  std::vector<FileEnd> file_ends;
+  uint64_t consumed = 0;  // input bytes read through this batch
   bool last = false;
 };
 
 // Reads the files on a thread of its own, one batch ahead of the tokenizer, from a position
-// (file, documents of it already done). pop() hands batches out in order and rethrows the
+// (file, items of it already done). pop() hands batches out in order and rethrows the
 // reader's error; the destructor stops the reader.
 class BatchReader {
  public:
   BatchReader(const std::vector<PrepareInput>& files, const PrepareConfig& cfg, size_t start_file,
-              size_t start_document)
-      : thread_([=, this, &files, &cfg] { run(files, cfg, start_file, start_document); }) {}
+              size_t start_item)
+      : thread_([=, this, &files, &cfg] { run(files, cfg, start_file, start_item); }) {}
   ~BatchReader() {
     {
       std::lock_guard<std::mutex> lock(mutex_);
@@ -265,36 +278,36 @@ class BatchReader {
     return true;
   }
   void run(const std::vector<PrepareInput>& files, const PrepareConfig& cfg, size_t start_file,
-           size_t start_document) {
+           size_t start_item) {
     try {
       std::error_code ec;
       uint64_t consumed = 0;
       for (size_t f = 0; f < start_file && f < files.size(); f++)
         consumed += fs::file_size(files[f].path, ec);
       Batch batch;
-      std::string text;
+      InputItem item;
       for (size_t f = start_file; f < files.size(); f++) {
         DocumentReader reader(files[f], cfg.text_field, cfg.on_bad);
-        size_t documents = 0;
-        while (reader.next(text)) {
-          if (++documents <= (f == start_file ? start_document : 0)) continue;  // done before
-          batch.bytes += text.size();
-          batch.texts.push_back(std::move(text));
+        size_t items = 0;
+        while (reader.next_item(item)) {
+          if (++items <= (f == start_file ? start_item : 0)) continue;  // done before
+          batch.bytes += item.bytes.size();
+          batch.items.push_back(std::move(item));
+          batch.file_of.push_back(f);
           if (batch.bytes >= cfg.batch_bytes) {
-            batch.file = f, batch.documents_in_file = documents;
+            batch.file = f, batch.items_in_file = items;
             batch.consumed = consumed + reader.consumed();
             if (!push(std::move(batch))) return;
             batch = Batch();
           }
         }
         const uint64_t size = fs::file_size(files[f].path, ec);
-        batch.finished_sources.push_back({{"path", files[f].path},
-                                          {"format", files[f].format},
-                                          {"documents", documents},
-                                          {"skipped", reader.skipped()},
-                                          {"bytes", size}});
+        batch.file_ends.push_back(
+            {batch.items.size(),
+             {{"path", files[f].path}, {"format", files[f].format}, {"bytes", size}},
+             reader.skipped()});
         consumed += size;
-        batch.file = f + 1, batch.documents_in_file = 0, batch.consumed = consumed;
+        batch.file = f + 1, batch.items_in_file = 0, batch.consumed = consumed;
       }
       batch.last = true;
       push(std::move(batch));
@@ -324,12 +337,15 @@ struct Output {
   std::optional<ShardWriter> long_docs;
   PrepareResult result;
   json sources = json::array();
-  size_t file = 0, documents_in_file = 0;
+  size_t file = 0, items_in_file = 0;
+  size_t file_documents = 0, file_skipped = 0;  // of the file in progress
 
   json state(const json& fingerprint) {
     return {{"fingerprint", fingerprint},
             {"file", file},
-            {"documents_in_file", documents_in_file},
+            {"items_in_file", items_in_file},
+            {"file_documents", file_documents},
+            {"file_skipped", file_skipped},
             {"bytes", result.bytes},
             {"train_documents", result.train_documents},
             {"val_documents", result.val_documents},
@@ -341,7 +357,8 @@ struct Output {
             {"long", long_docs ? long_docs->sync() : json(nullptr)}};
   }
   void resume(const json& s) {
-    file = s.at("file"), documents_in_file = s.at("documents_in_file");
+    file = s.at("file"), items_in_file = s.at("items_in_file");
+    file_documents = s.at("file_documents"), file_skipped = s.at("file_skipped");
     result.bytes = s.at("bytes"), result.skipped = s.at("skipped");
     result.train_documents = s.at("train_documents"), result.val_documents = s.at("val_documents");
     result.long_documents = s.at("long_documents");
@@ -374,20 +391,29 @@ json fingerprint_of(const PrepareConfig& cfg, const std::vector<PrepareInput>& f
           {"on_bad_input", cfg.on_bad == BadInput::skip ? "skip" : "stop"}};
 }
 
-// One batch tokenized in parallel, its documents written in order to their split's shards.
+// One batch decoded (JSON lines) and tokenized in parallel, its documents written in order to
+// their split's shards, bad JSON lines stopped at (the first in order) or counted.
 // GPT-2 and SentencePiece: the end-of-text token (<|endoftext|>, </s>) opens every document (as
 // llm.c's scripts write it); a tokenizer with none (bytes, a SentencePiece model without eos):
 // documents end with a newline, encoded by the tokenizer. A document validation did not draw goes
 // to the long-document set (when there is one) if it has enough tokens and is drawn for it.
-void tokenize_batch(Batch& batch, const Tokenizer& tokenizer, const PrepareConfig& cfg,
-                    Output& out) {
+void tokenize_batch(Batch& batch, const std::vector<PrepareInput>& files,
+                    const Tokenizer& tokenizer, const PrepareConfig& cfg, Output& out) {
   const int eot = tokenizer.end_of_text();
-  const size_t n = batch.texts.size();
+  const size_t n = batch.items.size();
   std::vector<std::vector<int32_t>> ids(n);
-  std::vector<char> val(n), held(n);
+  std::vector<std::string> decoded(n), errors(n);
+  std::vector<char> val(n), held(n), bad(n);
 #pragma omp parallel for schedule(dynamic, 16)
   for (size_t i = 0; i < n; i++) {
-    const std::string& text = batch.texts[i];
+    InputItem& item = batch.items[i];
+    if (item.json_line) {
+      bad[i] = !decode_json_line(item, files[batch.file_of[i]].path, cfg.text_field, decoded[i],
+                                 errors[i]);
+      item.bytes.clear();
+    }
+    const std::string& text = item.json_line ? decoded[i] : item.bytes;
+    if (bad[i] || text.empty()) continue;
     if (eot >= 0) ids[i].push_back(eot);
     tokenizer.encode(text, ids[i]);
     if (eot < 0 && text.back() != '\n') tokenizer.encode("\n", ids[i]);
@@ -395,7 +421,27 @@ void tokenize_batch(Batch& batch, const Tokenizer& tokenizer, const PrepareConfi
     held[i] = !val[i] && out.long_docs && ids[i].size() >= cfg.long_min_tokens &&
               drawn_for_long(text, cfg);
   }
+  size_t next_end = 0;
+  auto end_files_before = [&](size_t item) {
+    for (; next_end < batch.file_ends.size() && batch.file_ends[next_end].after_items <= item;
+         next_end++) {
+      FileEnd& end = batch.file_ends[next_end];
+      end.source["documents"] = out.file_documents;
+      end.source["skipped"] = out.file_skipped + end.skipped;
+      out.result.skipped += out.file_skipped + end.skipped;
+      out.sources.push_back(std::move(end.source));
+      out.file_documents = out.file_skipped = 0;
+    }
+  };
   for (size_t i = 0; i < n; i++) {
+    end_files_before(i);
+    if (bad[i]) {
+      if (cfg.on_bad == BadInput::stop) throw Error(errors[i]);
+      out.file_skipped++;
+      continue;
+    }
+    if (ids[i].empty()) continue;  // an empty text field
+    out.file_documents++;
     if (held[i]) {
       out.long_docs->append(ids[i]);
       out.result.long_documents++;
@@ -404,11 +450,8 @@ void tokenize_batch(Batch& batch, const Tokenizer& tokenizer, const PrepareConfi
       (val[i] ? out.result.val_documents : out.result.train_documents)++;
     }
   }
-  for (const json& source : batch.finished_sources) {
-    out.sources.push_back(source);
-    out.result.skipped += source["skipped"].get<size_t>();
-  }
-  out.file = batch.file, out.documents_in_file = batch.documents_in_file;
+  end_files_before(n);
+  out.file = batch.file, out.items_in_file = batch.items_in_file;
   out.result.bytes = batch.consumed;
 }
 
@@ -550,11 +593,12 @@ PrepareResult prepare(const PrepareConfig& cfg) {
   }
   const size_t bytes_before = shards.result.bytes;
   ProgressLine progress(cfg.quiet, total_bytes, start);
+  const auto stream_start = clock_type::now();
   {
-    BatchReader reader(files, cfg, shards.file, shards.documents_in_file);
+    BatchReader reader(files, cfg, shards.file, shards.items_in_file);
     for (bool last = false; !last;) {
       Batch batch = reader.pop();
-      tokenize_batch(batch, *tokenizer, cfg, shards);
+      tokenize_batch(batch, files, *tokenizer, cfg, shards);
       last = batch.last;
       write_file_atomic(tmp / "progress.json", shards.state(fingerprint).dump() + "\n");
       progress.report(shards.result, shards.result.bytes - bytes_before, false);
@@ -569,6 +613,7 @@ PrepareResult prepare(const PrepareConfig& cfg) {
     }
   }
   PrepareResult& result = shards.result;
+  result.stream_seconds = seconds_since(stream_start);
   shards.train.finish();
   shards.val.finish();
   result.train_tokens = shards.train.total(), result.val_tokens = shards.val.total();

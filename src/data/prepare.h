@@ -49,7 +49,9 @@ struct PrepareResult {
   size_t skipped = 0;  // bad lines, documents or archives left out (on_bad skip)
   int shards = 0;
   bool resumed = false;  // continued an interrupted prepare
-  double seconds = 0;
+  // The whole run, and its streaming part: from the first batch read to the last one written
+  // (the tokenizer's loading and the listing of the inputs left out), this run's share.
+  double seconds = 0, stream_seconds = 0;
 };
 
 // Writes into <out>.partial and renames it into place when complete, so `out` is there whole or

@@ -42,6 +42,13 @@ void add_bench_command(CLI::App& root) {
   cmd->add_option("--layers", o->layers, "With --profile: layers (0: the model's)");
   cmd->add_option("--embd", o->embd, "With --profile: width (0: the model's)");
   cmd->add_option("--heads", o->heads, "With --profile: heads (0: the model's)");
+  cmd->add_flag("--data", o->data,
+                "Instead of the tables: the tokenizer and prepare (1 thread and all), and the "
+                "loader's shuffled windows from GB of shards against gpt2 training's consumption");
+  cmd->add_option("--data-text-mb", o->data_text_mb, "With --data: MB of text to tokenize")
+      ->capture_default_str();
+  cmd->add_option("--data-gb", o->data_gb, "With --data: GB of shards the loader reads")
+      ->capture_default_str();
   cmd->add_flag("--no-steps", o->no_steps, "Skip the training-step table");
   cmd->add_flag("--no-attention", o->no_attention, "Skip the attention-alone table");
   cmd->add_flag("--decode", o->decode,
@@ -76,7 +83,7 @@ void add_bench_command(CLI::App& root) {
     o->attn_T_given = cmd->count("--attn-T") > 0;
     if (smoke_test()) {
       o->config = o->library_config = "tiny", o->steps = 1, o->warmup = 0, o->attn_T = {256};
-      o->attn_T_given = true, o->attn_D = {64};
+      o->attn_T_given = true, o->attn_D = {64}, o->data_text_mb = 1, o->data_gb = 0.01;
     }
     bench::validate(*o);
     if (*child) {
