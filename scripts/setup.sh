@@ -5,7 +5,8 @@
 #   build  compile, train, compare, evaluate, sample (the main job needs only this)
 #   test   the test suite's extras: qemu-user (the binary on emulated CPUs), BLIS and the reference
 #          BLAS (BLAS libraries whose sums are ordered otherwise), Chromium (the board's page in a
-#          real browser); with it, the torch group
+#          real browser), iproute2 and Slurm's daemons (two network stacks and a one-node cluster:
+#          tests/cluster/); with it, the torch group
 #   torch  the PyTorch operator (python/xsa_torch, about a gigabyte of packages)
 #   check  the sanitizer and fuzzing build (scripts/check.sh): clang, its runtimes and OpenMP
 set -euo pipefail
@@ -14,7 +15,8 @@ build=(build-essential cmake pkg-config libopenblas-openmp-dev libgtest-dev libb
        libopenmpi-dev libdnnl-dev libcpp-httplib-dev libsentencepiece-dev libboost-dev
        zlib1g-dev libzstd-dev)
 torch=(python3-torch libtorch-dev python3-dev pybind11-dev)
-test=(qemu-user libblis4-openmp libblas3 chromium sentencepiece "${torch[@]}")
+test=(qemu-user libblis4-openmp libblas3 chromium sentencepiece iproute2 slurmctld slurmd
+      slurm-client "${torch[@]}")
 check=(clang libclang-rt-14-dev libomp-dev)
 packages=("${build[@]}")
 for group in "$@"; do
