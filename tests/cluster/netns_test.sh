@@ -11,6 +11,7 @@
 # namespaces); exits 77 (SKIPPED in ctest) with the reason where the kernel or the build cannot.
 # Usage: tests/cluster/netns_test.sh XSA_BINARY
 set -euo pipefail
+source "$(dirname "$0")/common.sh"
 xsa=$(realpath "$1")
 skip() { echo "SKIPPED: $*"; exit 77; }
 [ "$(id -u)" = 0 ] || skip "making network namespaces needs root"
@@ -54,13 +55,8 @@ EOF
 chmod +x "$work/ns_rsh"
 
 cd "$work"
-python3 -c "
-import random
-random.seed(7)
-words = 'the cat sat on a mat and ran to see what dog was doing in yard'.split()
-open('data.txt', 'w').write(' '.join(random.choice(words) for _ in range(24000)))"
-model="--data data.txt --layers 2 --heads 2 --embd 32 --seq-len 32 --lr 3e-3 --val-every 0 \
---threads 1 --quiet --warmup 0 --min-lr-fraction 1"
+write_training_text
+model="$tiny_model --threads 1"
 common_mpi="--allow-run-as-root --bind-to none -x OMP_NUM_THREADS=1"
 tcp_mpi="$common_mpi --host ${subnet}1:1,${subnet}2:1 --mca plm_rsh_agent $work/ns_rsh \
 --mca btl tcp,self --mca btl_tcp_if_include ${subnet}0/24 --mca oob_tcp_if_include ${subnet}0/24"

@@ -9,6 +9,7 @@
 # Needs root (the daemons) and slurm-wlm; exits 77 (SKIPPED in ctest) with the reason otherwise.
 # Usage: tests/cluster/slurm_test.sh XSA_BINARY SOURCE_DIR
 set -euo pipefail
+source "$(dirname "$0")/common.sh"
 xsa=$(realpath "$1")
 src=$(realpath "$2")
 skip() { echo "SKIPPED: $*"; exit 77; }
@@ -69,13 +70,8 @@ done
 sinfo -h -o %T | grep -q idle || { cat "$work/slurmctld.log" "$work/slurmd.log" | tail -20; echo "FAIL: the node never became idle"; exit 1; }
 
 cd "$work"
-python3 -c "
-import random
-random.seed(7)
-words = 'the cat sat on a mat and ran to see what dog was doing in yard'.split()
-open('data.txt', 'w').write(' '.join(random.choice(words) for _ in range(24000)))"
-model="--data data.txt --layers 2 --heads 2 --embd 32 --seq-len 32 --lr 3e-3 --val-every 0 \
---quiet --warmup 0 --min-lr-fraction 1 --batch 4 --total-batch-tokens 256 --ckpt-every 10"
+write_training_text
+model="$tiny_model --batch 4 --total-batch-tokens 256 --ckpt-every 10"
 
 # The job script users copy (docs/distributed.md), with the model of this test.
 sed -e "s|^XSA=.*|XSA=$xsa|" -e "s|^ARGS=.*|ARGS=\"$model --steps \$STEPS\"|" \
