@@ -190,9 +190,10 @@ void bench_loader(const BenchOptions& o, int threads, json& records) {
   }
   write_file_atomic(folder.path / "val_000000.bin", encode_shard(tokens.data(), 1 << 20));
   tokens = {};
-  BenchShape gpt2 = shapes_of("gpt2").front();
-  gpt2.T = 1024;
-  const int B = gpt2.B, T = gpt2.T;
+  // Training's consumption: --model's (gpt2 unless one is named) at T 1 024.
+  BenchShape model = shapes_of(o.config == "all" ? "gpt2" : o.config).front();
+  model.T = 1024;
+  const int B = model.B, T = model.T;
   const Dataset data = open_dataset(folder.path.string(), TokenizerKind::gpt2, 0, B, T);
   BatchLoader loader(data.train, B, T, /*shuffle=*/true, 1);
   std::vector<int32_t> inputs((size_t)B * T), targets((size_t)B * T);
@@ -204,8 +205,8 @@ void bench_loader(const BenchOptions& o, int threads, json& records) {
   }
   const double loader_tps = batches * (double)B * T / (ms_since(t0) / 1000);
 
-  // What training consumes: the gpt2 model's step at T 1024, two timed after one warm-up.
-  const ModelConfig cfg = model_of(gpt2, AttnKind::xsa);
+  // What training consumes: the model's step at T 1024, two timed after one warm-up.
+  const ModelConfig cfg = model_of(model, AttnKind::xsa);
   StepBench step(cfg, B, T, cpu_backend<float>());
   std::vector<int32_t> in, tg;
   random_batch(cfg, B * T, in, tg);
@@ -214,16 +215,18 @@ void bench_loader(const BenchOptions& o, int threads, json& records) {
   const double train_tps = B * T / (stats_of(ms).median / 1000);
   std::printf(
       "\n## The loader: shuffled windows of %d × %d from %d memory-mapped shards (%.1f GB, just "
-      "written: in the page cache)\n\n| served tokens/s | gpt2 training tokens/s (T 1024, %d "
+      "written: in the page cache)\n\n| served tokens/s | %s training tokens/s (T 1024, %d "
       "threads) | ratio |\n|---|---|---|\n| %.3g | %.0f | %.3g× |\n",
-      B, T, shards, total_tokens * 2 / 1e9, threads, loader_tps, train_tps, loader_tps / train_tps);
+      B, T, shards, total_tokens * 2 / 1e9, model.name, threads, loader_tps, train_tps,
+      loader_tps / train_tps);
   records.push_back({{"kind", "loader"},
                      {"gb", total_tokens * 2 / 1e9},
                      {"shards", shards},
                      {"batch", B},
                      {"seq_len", T},
                      {"served_tokens_per_s", loader_tps},
-                     {"gpt2_train_tokens_per_s", train_tps}});
+                     {"model", model.name},
+                     {"train_tokens_per_s", train_tps}});
 }
 
 }  // namespace

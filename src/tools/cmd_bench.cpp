@@ -44,7 +44,8 @@ void add_bench_command(CLI::App& root) {
   cmd->add_option("--heads", o->heads, "With --profile: heads (0: the model's)");
   cmd->add_flag("--data", o->data,
                 "Instead of the tables: the tokenizer and prepare (1 thread and all), and the "
-                "loader's shuffled windows from GB of shards against gpt2 training's consumption");
+                "loader's shuffled windows from GB of shards against the training of --model "
+                "(gpt2 unless named) at T 1024");
   cmd->add_option("--data-text-mb", o->data_text_mb, "With --data: MB of text to tokenize")
       ->capture_default_str();
   cmd->add_option("--data-gb", o->data_gb, "With --data: GB of shards the loader reads")

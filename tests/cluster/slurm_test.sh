@@ -22,6 +22,8 @@ ldd "$xsa" | grep libmpi >/dev/null || skip "xsa was built without MPI (libopenm
   [ -n "$(find /usr/lib -name mpi_pmix.so 2>/dev/null | head -1)" ] ||
   skip "Slurm has no PMIx plugin (mpi_pmix.so)"
 
+cpus=$(nproc --all)  # (plain nproc follows OMP_NUM_THREADS, which ctest sets to 1)
+[ "$cpus" -ge 2 ] || skip "a job of 2 tasks needs 2 CPUs; this machine has $cpus"
 work=$(mktemp -d)
 node=$(hostname -s)
 base=$((20000 + $$ % 20000))
@@ -58,7 +60,7 @@ SelectType=select/cons_tres
 SelectTypeParameters=CR_Core
 ReturnToService=2
 KillWait=30
-NodeName=$node NodeAddr=127.0.0.1 CPUs=$(nproc) State=UNKNOWN
+NodeName=$node NodeAddr=127.0.0.1 CPUs=$cpus State=UNKNOWN
 PartitionName=test Nodes=ALL Default=YES MaxTime=INFINITE State=UP OverSubscribe=FORCE
 EOF
 slurmctld -i -f "$SLURM_CONF" 2>"$work/ctld.err" || { cat "$work/ctld.err"; skip "slurmctld does not start here"; }
@@ -77,6 +79,13 @@ model="$tiny_model --batch 4 --total-batch-tokens 256 --ckpt-every 10"
 sed -e "s|^XSA=.*|XSA=$xsa|" -e "s|^ARGS=.*|ARGS=\"$model --steps \$STEPS\"|" \
   "$src/scripts/slurm/train.sbatch" >job.sbatch
 
+# What the cluster says, for a failure's message.
+cluster_state() {
+  echo "squeue: $(squeue -h -o '%i %T %r' 2>&1)"
+  echo "sinfo: $(sinfo -h -o '%N %T %C %E' 2>&1)"
+  tail -n 5 "$work/slurmctld.log" "$work/slurmd.log"
+}
+
 # wait_job ID: until the job has left the queue; prints its final state.
 wait_job() {
   for _ in $(seq 1800); do
@@ -90,7 +99,8 @@ wait_job() {
 # 1. The job of 2 tasks against mpirun's 2 ranks.
 job=$(STEPS=30 OUT=slurm sbatch --parsable --ntasks 2 --output slurm.out --export ALL job.sbatch)
 state=$(wait_job "$job")
-[ -f slurm/ckpt_000030/model.safetensors ] || { echo "FAIL: the job ($state) left no step 30"; cat slurm.out; exit 1; }
+[ -f slurm/ckpt_000030/model.safetensors ] ||
+  { echo "FAIL: the job ($state) left no step 30"; cat slurm.out || true; cluster_state; exit 1; }
 timeout 180 mpirun -np 2 --oversubscribe --allow-run-as-root --bind-to none \
   --mca btl_vader_single_copy_mechanism none -x OMP_NUM_THREADS=1 \
   "$xsa" train $model --threads 1 --steps 30 --out mpi >mpi.log 2>&1 || { echo "FAIL: mpirun"; cat mpi.log; exit 1; }
