@@ -153,11 +153,26 @@ TEST_F(Faults, SigtermSavesTheStepAndResumeStaysOnTheCurve) {
   }
 }
 
-// JSON lines of `n` distinct documents of about 1 kB.
+// Document i of the test corpora: distinct, about 1 kB, as a JSON line.
+std::string corpus_line(int i) {
+  return json{{"text", fmt::format("document {}: {}", i, text_of(900 + i % 200))}}.dump() + "\n";
+}
+
+// JSON lines of `n` documents in one file.
 void write_corpus(const fs::path& path, int n) {
   std::ofstream out(path);
-  for (int i = 0; i < n; i++)
-    out << json{{"text", fmt::format("document {}: {}", i, text_of(900 + i % 200))}}.dump() << "\n";
+  for (int i = 0; i < n; i++) out << corpus_line(i);
+}
+
+// The same in a folder of files of 1 000 documents each, so that a prepare stops between files
+// as well as within one.
+void write_corpus_folder(const fs::path& dir, int n) {
+  fs::create_directories(dir);
+  std::ofstream out;
+  for (int i = 0; i < n; i++) {
+    if (i % 1000 == 0) out = std::ofstream(dir / fmt::format("part-{:03d}.jsonl", i / 1000));
+    out << corpus_line(i);
+  }
 }
 
 // Every file of a prepared folder, by name: its size and a hash of its bytes (long/meta.json
@@ -179,13 +194,13 @@ std::map<std::string, std::string> folder_files(const fs::path& dir) {
 }
 
 const std::string kPrepare =
-    "prepare --input corpus.jsonl --tokenizer byte --shard-tokens 1000000 --batch-bytes 65536 "
+    "prepare --input corpus --tokenizer byte --shard-tokens 1000000 --batch-bytes 65536 "
     "--long-min-tokens 1000 --long-fraction 0.2 --quiet --out ";
 
 // Ctrl-C keeps what is done in OUT.partial; the same command continues it to the shards of an
 // uninterrupted run.
 TEST_F(Faults, AnInterruptedPrepareContinuesToTheSameShards) {
-  write_corpus(work_dir() / "corpus.jsonl", 20000);
+  write_corpus_folder(work_dir() / "corpus", 20000);
   ASSERT_EQ(xsa(kPrepare + "whole_shards").status, 0);
   Background b = start_xsa(kPrepare + "stopped_shards --threads 1", "prep");
   ASSERT_TRUE(wait_until(
@@ -207,7 +222,7 @@ TEST_F(Faults, AnInterruptedPrepareContinuesToTheSameShards) {
 // Killed (SIGKILL) at random moments, several times over, and run again each time: the shards of
 // an uninterrupted run. Other options start over instead of continuing.
 TEST_F(Faults, APrepareKilledAtRandomContinuesToTheSameShards) {
-  write_corpus(work_dir() / "corpus.jsonl", 20000);
+  write_corpus_folder(work_dir() / "corpus", 20000);
   ASSERT_EQ(xsa(kPrepare + "uninterrupted").status, 0);
   std::mt19937 rng(7);
   int continued = 0;

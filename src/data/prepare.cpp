@@ -12,6 +12,7 @@
 #include <deque>
 #include <exception>
 #include <filesystem>
+#include <fstream>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -327,20 +328,25 @@ class BatchReader {
 };
 
 // The shards being written and the counts so far; saved after every batch as progress.json in
-// the partial output, so that a killed prepare continues where the last batch ended.
+// the partial output, so that a killed prepare continues where the last batch ended. The finished
+// files' entries are appended to sources.jsonl instead (progress.json counts them), so that saving
+// costs the same after a million input files as after one.
 struct Output {
   Output(const fs::path& dir, const PrepareConfig& cfg)
-      : train(dir, "train", cfg.shard_tokens), val(dir, "val", cfg.shard_tokens) {
+      : dir(dir), train(dir, "train", cfg.shard_tokens), val(dir, "val", cfg.shard_tokens) {
     if (cfg.long_min_tokens > 0) long_docs.emplace(dir / "long", "val", cfg.shard_tokens);
   }
+  fs::path dir;
   ShardWriter train, val;
   std::optional<ShardWriter> long_docs;
   PrepareResult result;
   json sources = json::array();
+  size_t sources_saved = 0, sources_saved_bytes = 0;  // in sources.jsonl
   size_t file = 0, items_in_file = 0;
   size_t file_documents = 0, file_skipped = 0;  // of the file in progress
 
   json state(const json& fingerprint) {
+    save_sources();
     return {{"fingerprint", fingerprint},
             {"file", file},
             {"items_in_file", items_in_file},
@@ -351,7 +357,8 @@ struct Output {
             {"val_documents", result.val_documents},
             {"long_documents", result.long_documents},
             {"skipped", result.skipped},
-            {"sources", sources},
+            {"sources_saved", sources_saved},
+            {"sources_saved_bytes", sources_saved_bytes},
             {"train", train.sync()},
             {"val", val.sync()},
             {"long", long_docs ? long_docs->sync() : json(nullptr)}};
@@ -362,9 +369,35 @@ struct Output {
     result.bytes = s.at("bytes"), result.skipped = s.at("skipped");
     result.train_documents = s.at("train_documents"), result.val_documents = s.at("val_documents");
     result.long_documents = s.at("long_documents");
-    sources = s.at("sources");
+    sources_saved = s.at("sources_saved"), sources_saved_bytes = s.at("sources_saved_bytes");
+    // sources.jsonl cut back to what progress.json counts (a kill may have appended more).
+    const fs::path path = dir / "sources.jsonl";
+    std::error_code ec;
+    if (sources_saved_bytes > 0) fs::resize_file(path, sources_saved_bytes, ec);
+    if (ec || (sources_saved_bytes == 0 && fs::exists(path) && !fs::remove(path, ec)))
+      fail("{}: cannot cut back to its saved state; remove {} to start over", path.string(),
+           dir.string());
+    std::ifstream in(path);
+    for (std::string line; std::getline(in, line);) sources.push_back(json::parse(line));
+    if (sources.size() != sources_saved)
+      fail("{}: {} entries, its saved state counts {}; remove {} to start over", path.string(),
+           sources.size(), sources_saved, dir.string());
     train.resume(s.at("train")), val.resume(s.at("val"));
     if (long_docs) long_docs->resume(s.at("long"));
+  }
+
+ private:
+  void save_sources() {
+    if (sources_saved == sources.size()) return;
+    std::string lines;
+    for (size_t i = sources_saved; i < sources.size(); i++) lines += sources[i].dump() + "\n";
+    const fs::path path = dir / "sources.jsonl";
+    std::FILE* f = std::fopen(path.c_str(), "ab");
+    const bool ok = f && std::fwrite(lines.data(), 1, lines.size(), f) == lines.size() &&
+                    std::fflush(f) == 0 && ::fsync(fileno(f)) == 0;
+    if (f) std::fclose(f);
+    if (!ok) fail("{}: write failed: {}", path.string(), std::strerror(errno));
+    sources_saved = sources.size(), sources_saved_bytes += lines.size();
   }
 };
 
@@ -644,6 +677,7 @@ PrepareResult prepare(const PrepareConfig& cfg) {
     write_file_atomic(tmp / "long" / "meta.json", long_meta.dump(2) + "\n");
   }
   fs::remove(tmp / "progress.json", ec);
+  fs::remove(tmp / "sources.jsonl", ec);
   write_file_atomic(tmp / "meta.json", meta.dump(2) + "\n");
 
   output.commit();
