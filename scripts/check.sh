@@ -38,17 +38,17 @@ if [ $fuzz_only = 0 ]; then
   echo "    cannot map its shadow memory under qemu-user"
   echo "  Docs.*: the documentation's commands against the program (scripts/test.sh runs it); the"
   echo "    suite above runs the same commands' code under the sanitizers"
-  serial='^(Distributed|Faults)\.'
+  serial='^(Distributed|Cluster|Faults)\.'
   ctest --test-dir "$build" --output-on-failure -j "$(nproc)" -E \
     "^(TorchOperator|InstallAndExamples)\$|^(Portability|Docs)\.|$serial"
   echo "check: one at a time: the tests that time signals and processes (Faults.*: slower under the"
   echo "  sanitizers, they race each other when run in parallel)"
   ctest --test-dir "$build" --output-on-failure -R '^Faults\.' -E 'MemoryStaysFlatOverALongRun'
-  echo "check: Distributed.* (under mpirun) without LeakSanitizer: Open MPI unloads its components"
-  echo "  at MPI_Finalize, so what they keep is reported from <unknown module> and no suppression by"
-  echo "  library name can match it; AddressSanitizer and UBSan stay on"
+  echo "check: Distributed.* and Cluster.* (under mpirun or srun) without LeakSanitizer: Open MPI"
+  echo "  unloads its components at MPI_Finalize, so what they keep is reported from <unknown module>"
+  echo "  and no suppression by library name can match it; AddressSanitizer and UBSan stay on"
   ASAN_OPTIONS=$ASAN_OPTIONS:detect_leaks=0 ctest --test-dir "$build" --output-on-failure \
-    -R '^Distributed\.'
+    -R '^(Distributed|Cluster)\.'
   echo "check: test suite $((SECONDS - start)) s"
 fi
 
