@@ -206,6 +206,91 @@ TEST(BoardIndex, MetricsChunksWaitForATornLineAndSkipGarbage) {
   EXPECT_EQ(c.next, 100u);
 }
 
+// A run started over whose new metrics.jsonl has already grown past where the page's last read
+// ended (two polls apart): read from its start (reset), not from the middle of the new file.
+TEST(BoardIndex, AMetricsFileStartedOverAndGrownPastTheReaderIsReadFromItsStart) {
+  BoardFolder f;
+  const fs::path file = f.root / "b" / "metrics.jsonl";
+  const MetricsChunk first = read_metrics_chunk(file, 0, 1 << 20);
+  ASSERT_EQ(first.records.size(), 23u);  // 20 steps, validation at 0, 10 and 20
+  // Appended: read on from where the last read ended.
+  std::ofstream(file, std::ios::binary | std::ios::app) << "{\"step\": 21, \"loss\": 4.7}\n";
+  const MetricsChunk appended = read_metrics_chunk(file, first.next, 1 << 20, first.check);
+  EXPECT_FALSE(appended.reset);
+  ASSERT_EQ(appended.records.size(), 1u);
+  EXPECT_EQ(appended.records[0]["step"], 21);
+  // Truncated in place (the same inode) and written again, longer than before.
+  std::string again;
+  for (int s = 1; s <= 150; s++) again += fmt::format("{{\"step\": {}, \"loss\": {}}}\n", s, 3.0);
+  ASSERT_GT(again.size(), appended.next);
+  write(file, again);
+  MetricsChunk c = read_metrics_chunk(file, appended.next, 1 << 20, appended.check);
+  EXPECT_TRUE(c.reset);
+  ASSERT_EQ(c.records.size(), 150u);
+  EXPECT_EQ(c.records[0]["step"], 1);
+  EXPECT_EQ(c.bad_lines, 0);
+  // Replaced by another file (a new inode) holding the same bytes up to the offset and more.
+  const fs::path other = f.root / "b" / "metrics.jsonl.new";
+  write(other, again + "{\"step\": 151, \"loss\": 2.9}\n");
+  fs::rename(other, file);
+  c = read_metrics_chunk(file, c.next, 1 << 20, c.check);
+  EXPECT_TRUE(c.reset);
+  EXPECT_EQ(c.records.size(), 151u);
+  // The server takes the check from the page and answers with the next one.
+  RunsBoard board(f.root);
+  const json page_read = board.metrics("b", 0).value();
+  const json after =
+      board.metrics("b", page_read["next"].get<uint64_t>(), page_read["check"].get<std::string>())
+          .value();
+  EXPECT_FALSE(after["reset"].get<bool>());
+  EXPECT_EQ(after["records"].size(), 0u);
+  write(file, again + again);
+  EXPECT_TRUE(
+      board.metrics("b", page_read["next"].get<uint64_t>(), page_read["check"].get<std::string>())
+          .value()["reset"]
+          .get<bool>());
+}
+
+// The list reads every run's metrics without holding the board's lock: while one request reads a
+// run whose file is slow to read (here: 80 MB to parse), the others are answered.
+TEST(BoardIndex, ASlowRunFolderDoesNotStallTheOtherRequests) {
+  BoardFolder f;
+  const std::string line =
+      json({{"step", 1}, {"loss", 4.5}, {"lr", 1e-3}, {"ms", 2.0}, {"tokens_per_s", 1000.0}})
+          .dump() +
+      "\n";
+  std::string slow;
+  slow.reserve(80u << 20);
+  while (slow.size() + line.size() <= (80u << 20)) slow += line;
+  write(f.root / "slow" / "metrics.jsonl", slow);
+  slow.clear();
+  RunsBoard board(f.root);
+  std::atomic<bool> listed{false};
+  const auto start = std::chrono::steady_clock::now();
+  std::thread lister([&] {
+    board.list();
+    listed = true;
+  });
+  double slowest_other = 0;
+  int others = 0;
+  while (!listed) {
+    const auto t0 = std::chrono::steady_clock::now();
+    ASSERT_TRUE(board.metrics("a", 0));
+    ASSERT_TRUE(board.comparison("cmp"));
+    slowest_other =
+        std::max(slowest_other,
+                 std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+    others++;
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  }
+  lister.join();
+  const double listing =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  ASSERT_GT(listing, 0.3) << "the slow folder must take long enough to tell";
+  EXPECT_LT(slowest_other, listing / 4)
+      << others << " other requests during a list of " << listing << " s";
+}
+
 TEST(BoardPage, ReportHtmlCarriesItsDataAndCannotBeBrokenOutOf) {
   BoardFolder f;
   // A sample that would end the script, or hold the page's own markers: data, not page.

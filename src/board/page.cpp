@@ -1,6 +1,7 @@
 #include "xsa/board/page.h"
 
 #include <algorithm>
+#include <cstdio>
 
 #include "xsa/board/runs_index.h"
 #include "xsa/util/files.h"
@@ -79,11 +80,22 @@ json sweep_page_data(const fs::path& dir, const std::string& param) {
   return data;
 }
 
-std::optional<fs::path> write_report_html(const fs::path& dir, const json& data, std::string* why) {
-  if (!board_charts_embedded(why)) return std::nullopt;
+bool write_report_html(const fs::path& dir, const json& data) {
   const fs::path path = dir / "report.html";
-  write_file_atomic(path, board_page(&data));
-  return path;
+  std::string why;
+  if (board_charts_embedded(&why)) {
+    try {
+      write_file_atomic(path, board_page(&data));
+      return true;
+    } catch (const std::exception& e) {
+      why = e.what();
+    }
+  }
+  std::fprintf(stderr,
+               "xsa: warning: %s not written (%s); the results are in report.json and report.md, "
+               "and the same command again writes it\n",
+               path.string().c_str(), why.c_str());
+  return false;
 }
 
 }  // namespace xsa

@@ -27,10 +27,9 @@ std::string board_page(const nlohmann::json* data = nullptr);
 nlohmann::json comparison_page_data(const std::filesystem::path& dir);
 nlohmann::json sweep_page_data(const std::filesystem::path& dir, const std::string& param);
 
-// Writes DIR/report.html (atomically) with `data`; returns its path, or nothing when the build has
-// no chart library (then `why` says so).
-std::optional<std::filesystem::path> write_report_html(const std::filesystem::path& dir,
-                                                       const nlohmann::json& data,
-                                                       std::string* why = nullptr);
+// Writes DIR/report.html (atomically) with `data` and returns true; when it cannot (no chart
+// library in this build, a full disk, a folder in the way) it says why on stderr in one line and
+// returns false. The page is a view of report.json: a command whose results are written goes on.
+bool write_report_html(const std::filesystem::path& dir, const nlohmann::json& data);
 
 }  // namespace xsa

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <csignal>
+#include <cstdio>
 #include <ctime>
 
 namespace xsa {
@@ -136,7 +137,27 @@ BoardIndex scan_board_folder(const fs::path& root) {
   return index;
 }
 
-MetricsChunk read_metrics_chunk(const fs::path& file, uint64_t from, size_t max_bytes) {
+namespace {
+
+// A metrics file's identity at `offset`: its device and inode, and an FNV-1a hash of the up to 64
+// bytes before `offset`. A file replaced, or truncated and written again, gives another (unless it
+// wrote the same bytes there, when reading on from `offset` is right).
+std::string identity_at(int fd, const struct stat& st, uint64_t offset) {
+  char tail[64];
+  const size_t n = (size_t)std::min<uint64_t>(offset, sizeof tail);
+  const ssize_t got = ::pread(fd, tail, n, (off_t)(offset - n));
+  uint64_t hash = 1469598103934665603ull;
+  for (ssize_t i = 0; i < got; i++) hash = (hash ^ (unsigned char)tail[i]) * 1099511628211ull;
+  char text[64];
+  std::snprintf(text, sizeof text, "%llx-%llx-%016llx", (unsigned long long)st.st_dev,
+                (unsigned long long)st.st_ino, (unsigned long long)hash);
+  return text;
+}
+
+}  // namespace
+
+MetricsChunk read_metrics_chunk(const fs::path& file, uint64_t from, size_t max_bytes,
+                                std::string_view check) {
   MetricsChunk chunk;
   const int fd = ::open(file.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
   if (fd < 0) return chunk;
@@ -146,10 +167,10 @@ MetricsChunk read_metrics_chunk(const fs::path& file, uint64_t from, size_t max_
     return chunk;
   }
   chunk.size = (uint64_t)st.st_size;
-  if (from > chunk.size) chunk.reset = true, from = 0;
+  if (from > chunk.size || (from > 0 && !check.empty() && identity_at(fd, st, from) != check))
+    chunk.reset = true, from = 0;
   std::string bytes(std::min<uint64_t>(chunk.size - from, max_bytes), '\0');
   const ssize_t n = ::pread(fd, bytes.data(), bytes.size(), (off_t)from);
-  ::close(fd);
   bytes.resize(n > 0 ? (size_t)n : 0);
   size_t end = bytes.rfind('\n');
   if (end == std::string::npos) {
@@ -157,9 +178,13 @@ MetricsChunk read_metrics_chunk(const fs::path& file, uint64_t from, size_t max_
     // A line longer than a whole chunk is no record: skip it so the reader moves on.
     if (bytes.size() == max_bytes && max_bytes > 0) chunk.next += bytes.size(), chunk.bad_lines++;
     chunk.more = chunk.next < chunk.size && bytes.size() == max_bytes;
+    chunk.check = identity_at(fd, st, chunk.next);
+    ::close(fd);
     return chunk;
   }
   chunk.next = from + end + 1;
+  chunk.check = identity_at(fd, st, chunk.next);
+  ::close(fd);
   chunk.more = from + bytes.size() < chunk.size;
   for (size_t start = 0; start <= end;) {
     const size_t stop = bytes.find('\n', start);
@@ -176,7 +201,7 @@ MetricsChunk read_metrics_chunk(const fs::path& file, uint64_t from, size_t max_
 }
 
 json to_json(const MetricsChunk& c) {
-  return {{"records", c.records},     {"next", c.next}, {"size", c.size},
+  return {{"records", c.records},     {"next", c.next}, {"check", c.check}, {"size", c.size},
           {"bad_lines", c.bad_lines}, {"more", c.more}, {"reset", c.reset}};
 }
 
@@ -253,15 +278,15 @@ void RunsBoard::rescan_if_stale() {
   scanned_at_ = unix_now();
 }
 
-json RunsBoard::run_row(const BoardRun& run) {
-  Summary& s = summaries_[run.id];
+json RunsBoard::run_row(const BoardRun& run, Summary& s) {
   for (int reads = 0; reads < 64; reads++) {  // 64 × 4 MB: a first look at a huge file stops
-    MetricsChunk chunk = read_metrics_chunk(run.dir / "metrics.jsonl", s.offset, 4 << 20);
+    MetricsChunk chunk = read_metrics_chunk(run.dir / "metrics.jsonl", s.offset, 4 << 20, s.check);
     if (chunk.reset) s = Summary{};
     for (const json& r : chunk.records)
       (r.contains("split") && r["split"] == "val" ? s.last_val : s.last_step) = r;
     s.bad_lines += chunk.bad_lines;
     s.offset = chunk.next;
+    s.check = chunk.check;
     if (!chunk.more) break;
   }
   // Fields of records as written by hand or garbled may be of any type: numbers or null.
@@ -301,19 +326,45 @@ json RunsBoard::run_row(const BoardRun& run) {
 }
 
 json RunsBoard::list() {
-  std::lock_guard<std::mutex> hold(mutex_);
-  rescan_if_stale();
-  json out = {{"root", root_.string()},
+  // The index and the summaries so far are copied under the lock and the files read without it:
+  // a slow disk under one run stalls this request, not every other one.
+  BoardIndex index;
+  std::map<std::string, Summary> summaries;
+  {
+    std::lock_guard<std::mutex> hold(mutex_);
+    rescan_if_stale();
+    index = index_;
+    for (const BoardRun& r : index.runs)
+      if (auto it = summaries_.find(r.id); it != summaries_.end()) summaries[r.id] = it->second;
+  }
+  // The folder by its name only: the page has no use for where it lies on this machine.
+  const std::string name = fs::absolute(root_).lexically_normal().filename().string();
+  json out = {{"root", name.empty() ? root_.lexically_normal().string() : name},
               {"now", unix_now()},
               {"runs", json::array()},
               {"comparisons", json::array()}};
-  for (const BoardRun& r : index_.runs) out["runs"].push_back(run_row(r));
+  for (const BoardRun& r : index.runs) out["runs"].push_back(run_row(r, summaries[r.id]));
+  {
+    std::lock_guard<std::mutex> hold(mutex_);
+    for (auto& [id, summary] : summaries) summaries_[id] = std::move(summary);
+  }
   std::error_code ec;
-  for (const BoardComparison& c : index_.comparisons) {
+  for (const BoardComparison& c : index.comparisons) {
     int seeds_done = 0;
+    // Its age: that of the newest of its results (a report, a sweep, a finished seed), else of the
+    // folder; the page opens the newest comparison first.
+    struct stat st;
+    double modified = ::stat(c.dir.c_str(), &st) == 0 ? (double)st.st_mtime : 0;
+    bool has_result = false;
     for (fs::directory_iterator it(c.dir, ec), end; !ec && it != end; it.increment(ec)) {
       const std::string name = it->path().filename().string();
-      seeds_done += name.starts_with("seed-") && name.ends_with(".json");
+      const bool seed = name.starts_with("seed-") && name.ends_with(".json");
+      seeds_done += seed;
+      if ((seed || name == "report.json" || name == "sweep.json") &&
+          ::stat(it->path().c_str(), &st) == 0) {
+        modified = has_result ? std::max(modified, (double)st.st_mtime) : (double)st.st_mtime;
+        has_result = true;
+      }
     }
     const bool sweep = is_plain_file(c.dir / "sweep.json");
     std::string state = "stopped";
@@ -324,12 +375,14 @@ json RunsBoard::list() {
     out["comparisons"].push_back({{"id", c.id},
                                   {"kind", sweep ? "sweep" : "comparison"},
                                   {"state", state},
-                                  {"seeds_done", seeds_done}});
+                                  {"seeds_done", seeds_done},
+                                  {"age_s", std::max(0.0, unix_now() - modified)}});
   }
   return out;
 }
 
-std::optional<json> RunsBoard::metrics(const std::string& id, uint64_t from) {
+std::optional<json> RunsBoard::metrics(const std::string& id, uint64_t from,
+                                       std::string_view check) {
   fs::path file;
   {
     std::lock_guard<std::mutex> hold(mutex_);
@@ -338,7 +391,7 @@ std::optional<json> RunsBoard::metrics(const std::string& id, uint64_t from) {
     if (it == runs_by_id_.end()) return std::nullopt;
     file = it->second.dir / "metrics.jsonl";
   }
-  return to_json(read_metrics_chunk(file, from, 4 << 20));
+  return to_json(read_metrics_chunk(file, from, 4 << 20, check));
 }
 
 std::optional<json> RunsBoard::comparison(const std::string& id) {

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace xsa {
@@ -42,17 +43,22 @@ std::optional<std::string> read_regular_file(const std::filesystem::path& path, 
 
 // metrics.jsonl from byte `from` on: its complete lines' records, at most about max_bytes of the
 // file. A last line without its newline is being written: it waits for the next read. A line that
-// is not a JSON object is left out and counted. `reset`: the file is shorter than `from` (a run
-// started over or resumed from an earlier checkpoint): the records are from byte 0.
+// is not a JSON object is left out and counted. `check` is what the read that ended at `from`
+// returned: the file's identity there (device, inode and a hash of the bytes just before `from`).
+// `reset`: the file is shorter than `from`, or is another file, or its bytes before `from` changed
+// (a run started over or resumed from an earlier checkpoint, and perhaps written past `from`
+// already between two reads): the records are from byte 0.
 struct MetricsChunk {
   nlohmann::json records = nlohmann::json::array();
   uint64_t next = 0;  // where the next read starts
+  std::string check;  // the file's identity at `next`, for the next read
   uint64_t size = 0;  // the file's size when read
   int64_t bad_lines = 0;
   bool more = false;  // more complete lines wait past max_bytes
   bool reset = false;
 };
-MetricsChunk read_metrics_chunk(const std::filesystem::path& file, uint64_t from, size_t max_bytes);
+MetricsChunk read_metrics_chunk(const std::filesystem::path& file, uint64_t from, size_t max_bytes,
+                                std::string_view check = {});
 nlohmann::json to_json(const MetricsChunk& chunk);
 
 // Whether the process named in a folder's .lock (FolderLock) still runs on this host.
@@ -68,23 +74,25 @@ nlohmann::json comparison_json(const std::filesystem::path& dir, const std::stri
 class RunsBoard {
  public:
   explicit RunsBoard(std::filesystem::path root);
-  // {"root", "now", "runs": [{id, comparison, variant, seed, state (running, finished, stopped),
-  // step, steps, loss, val_loss, tokens_per_s, rss_mb, age_s, bad_lines}], "comparisons": [{id,
-  // state, seeds_done, seeds}]}
+  // {"root" (the folder's name), "now", "runs": [{id, comparison, variant, seed, state
+  // (running, finished, stopped), step, steps, loss, val_loss, tokens_per_s, rss_mb, age_s,
+  // bad_lines}], "comparisons": [{id, kind, state, seeds_done, age_s}]}
   nlohmann::json list();
   // Nothing for an id the index does not hold.
-  std::optional<nlohmann::json> metrics(const std::string& id, uint64_t from);
+  std::optional<nlohmann::json> metrics(const std::string& id, uint64_t from,
+                                        std::string_view check = {});
   std::optional<nlohmann::json> comparison(const std::string& id);
   const std::filesystem::path& root() const { return root_; }
 
  private:
   struct Summary {
     uint64_t offset = 0;
+    std::string check;
     nlohmann::json last_step, last_val;
     int64_t bad_lines = 0;
   };
   void rescan_if_stale();
-  nlohmann::json run_row(const BoardRun& run);
+  nlohmann::json run_row(const BoardRun& run, Summary& summary);
 
   std::filesystem::path root_;
   std::mutex mutex_;

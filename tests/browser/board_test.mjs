@@ -40,10 +40,50 @@ try {
   const comparisons = await page.$$eval("#comparisons li", (lis) => lis.map((li) => li.dataset.id));
   check(comparisons.includes("compare"), "the comparison listed", comparisons.join(", "));
 
+  // The first open: the newest comparison (the only one here), drawn with nothing clicked.
+  await page.waitForFunction(() => window.xsaBoard.view().comparison === "compare" &&
+                             window.xsaBoard.charts().some((c) => c.title.startsWith("similarity bias")),
+                             null, { timeout: 30000 });
+  let first = await page.evaluate(() => window.xsaBoard.charts());
+  check(first.length >= 5 && first.every((c) => c.points > 0),
+        "on opening, the comparison's charts drawn", first.map((c) => `${c.title}: ${c.points}`).join("; "));
+  // Colours by variant, the same on every chart: SA blue, XSA red (and "xsa − sa" red).
+  const colourOf = (label) => label.startsWith("xsa") ? "#d62728" : label.startsWith("sa") ? "#1f77b4" : null;
+  const wrong = first.flatMap((c) => c.labels.map((l, k) => [c.title, l, c.colors[k]]))
+    .filter(([, l, colour]) => colourOf(l) !== colour);
+  check(wrong.length === 0 && first.some((c) => c.labels.includes("sa")),
+        "SA blue and XSA red on every chart", JSON.stringify(wrong.slice(0, 4)));
+  const distinct = (ticks) => { const t = ticks.filter((x) => x !== ""); return new Set(t).size === t.length; };
+  const repeated = first.filter((c) => !distinct(c.yTicks) || !distinct(c.xTicks));
+  check(repeated.length === 0, "every axis's tick labels distinct",
+        repeated.map((c) => `${c.title}: ${c.yTicks.join("|")} / ${c.xTicks.join("|")}`).join("; "));
+  const widths = await page.evaluate(() => [document.documentElement.scrollWidth, window.innerWidth]);
+  check(widths[0] <= widths[1], "the comparison view within the window's width", widths.join(" ≤ "));
+  // "ignore outliers" (on): the validation loss's y range leaves out step 0's loss; off: takes it.
+  const valTop = async () => (await page.evaluate(() => window.xsaBoard.charts()))
+    .find((c) => c.title.startsWith("validation loss (mean")).yRange[1];
+  const step0 = await page.evaluate(async () => {
+    const c = await (await fetch("api/comparison?id=compare")).json();
+    return Math.min(...c.seeds.flatMap((s) => s.arms.map((a) => a.val_curve[0][1])));
+  });
+  const trimmedTop = await valTop();
+  await page.uncheck("#outliers");
+  const wholeTop = await valTop();
+  check(trimmedTop < step0 && wholeTop >= step0,
+        "ignoring outliers leaves step 0's loss out of the y range, unticked it is in",
+        `step 0 ${step0.toFixed(3)}, top ${trimmedTop.toFixed(3)} → ${wholeTop.toFixed(3)}`);
+  await page.check("#outliers");
+  const root = await page.evaluate(async () => (await (await fetch("api/runs")).json()).root);
+  check(root === "runs", "the list names the folder, not its path", root);
+  await page.screenshot({ path: `${outDir}/board-first-open.png` });
+
   // Two runs picked: seven charts, two series each, with points.
   await page.click('#runs tr[data-id="finished"]');
   await page.click('#runs tr[data-id="training"]');
-  await page.waitForFunction(() => window.xsaBoard.charts().length === 7 &&
+  await page.waitForFunction(() => window.xsaBoard.view().comparison === null &&
+                             window.xsaBoard.view().runs.length === 2 &&
+                             window.xsaBoard.charts().length === 7 &&
+                             window.xsaBoard.charts()[0].title.startsWith("training loss") &&
                              window.xsaBoard.charts()[0].series === 2, null, { timeout: 30000 });
   let charts = await page.evaluate(() => window.xsaBoard.charts());
   check(charts.every((c) => c.series === 2), "every chart overlays the two runs",

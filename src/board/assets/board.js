@@ -6,8 +6,18 @@
 (function () {
   const STATIC = window.XSA_STATIC || null;
   const POLL_MS = 2000;
-  const COLORS = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2",
-                  "#17becf", "#bcbd22", "#7f7f7f"];
+  // A variant has one colour on every chart and in every view: SA blue, XSA red, the rivals
+  // their own; a variant not named here takes one of the rest by a hash of its name.
+  const VARIANT_COLORS = { "sa": "#1f77b4", "xsa": "#d62728", "gated-attn": "#2ca02c",
+    "value-residual": "#ff7f0e", "no-self": "#9467bd", "xsa+gated-attn": "#8c564b",
+    "xsa-gated": "#e377c2", "xsa-gated-one": "#17becf" };
+  const OTHER_COLORS = ["#bcbd22", "#7f7f7f", "#393b79", "#637939", "#8c6d31", "#843c39",
+                        "#7b4173", "#3182bd", "#e6550d", "#31a354"];
+  // Runs of one variant on one chart: solid, then dashed, dotted, dash-dotted.
+  const DASHES = [undefined, [8, 4], [2, 3], [8, 3, 2, 3]];
+  // The first steps' losses sit far above the rest: "ignore outliers" leaves the first tenth of
+  // the x range out of the y range (TensorBoard's option of that name), so late differences show.
+  const OUTLIER_SHARE = 0.1;
   const $ = (id) => document.getElementById(id);
   const S = {
     list: { runs: [], comparisons: [] },
@@ -15,6 +25,7 @@
     runs: {},              // id → records so far (newRun)
     comparisonId: null,
     comparison: null,      // comparison_json of the open one
+    chosen: false,         // a view was picked (by the first open or a click): no more choosing
     charts: [],
     structure: "",
     updates: 0,
@@ -33,8 +44,25 @@
     const m = mean(v);
     return Math.sqrt(v.reduce((a, b) => a + (b - m) * (b - m), 0) / (v.length - 1));
   };
-  const tick = (v) => (v == null ? "" : v !== 0 && Math.abs(v) < 0.01 ? v.toExponential(1)
-                                       : Math.abs(v) >= 1e4 ? fmtCount(v) : +v.toPrecision(4) + "");
+  // An axis's tick labels: the fewest significant digits (3 or more) that tell every tick apart.
+  const tickAt = (v, p) => {
+    if (v == null) return "";
+    const a = Math.abs(v);
+    if (v === 0) return "0";
+    if (a < 0.01) return v.toExponential(Math.max(1, p - 3));
+    if (a < 1e4) return +v.toPrecision(p) + "";
+    const [div, unit] = a >= 1e9 ? [1e9, "G"] : a >= 1e6 ? [1e6, "M"] : [1e3, "k"];
+    return +(v / div).toPrecision(p) + unit;
+  };
+  function tickLabels(ticks) {
+    for (let p = 3; p <= 12; p++) {
+      const labels = ticks.map((v) => tickAt(v, p)), shown = labels.filter((l) => l !== "");
+      if (new Set(shown).size === shown.length) return labels;
+    }
+    return ticks.map((v) => tickAt(v, 12));
+  }
+  const hashOf = (text) => [...text].reduce((h, ch) => (h * 31 + ch.charCodeAt(0)) >>> 0, 7);
+  const variantColor = (v) => VARIANT_COLORS[v] || OTHER_COLORS[hashOf(v || "") % OTHER_COLORS.length];
   // TensorBoard's smoothing: an exponential moving average, debiased at the start.
   function smooth(ys, a) {
     if (!(a > 0)) return ys;
@@ -56,7 +84,7 @@
 
   function newRun() {
     return {
-      next: 0, tokens: 0, seconds: 0, bad_lines: 0,
+      next: 0, check: "", tokens: 0, seconds: 0, bad_lines: 0,
       s: { step: [], loss: [], lr: [], grad_norm: [], tokens_per_s: [], rss_mb: [], tokens: [], time: [] },
       v: { step: [], loss: [], bpb: [], tokens: [], time: [] },
     };
@@ -85,19 +113,29 @@
   async function pullRun(id) {
     let run = S.runs[id] || (S.runs[id] = newRun());
     for (let i = 0; i < 64; i++) {
-      const c = await getJSON("api/metrics?id=" + encodeURIComponent(id) + "&from=" + run.next);
+      const c = await getJSON("api/metrics?id=" + encodeURIComponent(id) + "&from=" + run.next +
+                              "&check=" + encodeURIComponent(run.check));
       if (c.reset) run = S.runs[id] = newRun();
       addRecords(run, c.records);
       run.next = c.next;
+      run.check = c.check || "";
       run.bad_lines += c.bad_lines;
       if (!c.more) break;
     }
   }
 
   // ---- the lists ------------------------------------------------------------------------------
-  function colorOf(id) {
-    const k = S.selected.indexOf(id);
-    return COLORS[(k < 0 ? 0 : k) % COLORS.length];
+  // A run takes its variant's colour (train's runs: their attention); runs of one variant on
+  // one chart are told apart by their dashes, in the order picked.
+  function variantOf(id) {
+    const row = S.list.runs.find((r) => r.id === id);
+    return (row && row.variant) || "";
+  }
+  const colorOf = (id) => variantColor(variantOf(id));
+  function dashOf(id) {
+    const v = variantOf(id);
+    const k = S.selected.filter((other) => variantOf(other) === v).indexOf(id);
+    return DASHES[Math.max(0, k) % DASHES.length];
   }
 
   function cell(tr, text, cls) {
@@ -145,6 +183,7 @@
   }
 
   function toggleRun(id) {
+    S.chosen = true;
     const k = S.selected.indexOf(id);
     if (k >= 0) S.selected.splice(k, 1); else S.selected.push(id);
     S.comparisonId = null; S.comparison = null;
@@ -152,6 +191,7 @@
   }
 
   function openComparison(id) {
+    S.chosen = true;
     S.comparisonId = S.comparisonId === id ? null : id;
     S.comparison = null;
     S.selected = [];
@@ -169,7 +209,41 @@
 
   function options() {
     return { x: $("x-axis").value, logX: $("log-x").checked, logY: $("log-y").checked,
-             smoothing: parseFloat($("smoothing").value) };
+             outliers: $("outliers").checked, smoothing: parseFloat($("smoothing").value) };
+  }
+
+  // The first open: the newest comparison; with none, the runs in training; with none of those,
+  // the newest runs (those written to within ten minutes of the newest, at most four).
+  function chooseFirstView() {
+    if (S.chosen || STATIC) return;
+    S.chosen = true;
+    const byAge = (a, b) => (isNum(a.age_s) ? a.age_s : 1e18) - (isNum(b.age_s) ? b.age_s : 1e18);
+    const comparisons = S.list.comparisons.slice().sort(byAge);
+    if (comparisons.length) { S.comparisonId = comparisons[0].id; return; }
+    const running = S.list.runs.filter((r) => r.state === "running");
+    const runs = S.list.runs.slice().sort(byAge);
+    const newest = runs.length && isNum(runs[0].age_s) ? runs[0].age_s : 0;
+    S.selected = (running.length ? running : runs.filter((r) => !isNum(r.age_s) || r.age_s <= newest + 600))
+      .slice(0, running.length ? 8 : 4).map((r) => r.id);
+  }
+
+  // The y range without the first tenth of the x range (outliers: the first steps' losses),
+  // padded by 5 %; everything where that leaves fewer than two values.
+  function trimmedRange(u) {
+    const xs = u.data[0];
+    if (!xs || !xs.length) return [0, 1];
+    const first = xs[0], last = xs[xs.length - 1], from = first + OUTLIER_SHARE * (last - first);
+    let lo = Infinity, hi = -Infinity, n = 0, loAll = Infinity, hiAll = -Infinity;
+    for (let k = 1; k < u.data.length; k++)
+      u.data[k].forEach((y, i) => {
+        if (!isNum(y)) return;
+        loAll = Math.min(loAll, y); hiAll = Math.max(hiAll, y);
+        if (xs[i] >= from) { lo = Math.min(lo, y); hi = Math.max(hi, y); n++; }
+      });
+    if (n < 2) [lo, hi] = [loAll, hiAll];
+    if (!isFinite(lo)) return [0, 1];
+    const pad = hi > lo ? 0.05 * (hi - lo) : Math.abs(hi) * 0.05 || 1;
+    return [lo - pad, hi + pad];
   }
 
   // spec: {title, xLabel, logX, logY, series: [{label, color, band}], bands: [[hi, lo, color]]}
@@ -182,16 +256,21 @@
     div.append(h);
     parent.append(div);
     const series = [{ label: spec.xLabel }].concat(spec.series.map((s) => ({
-      label: s.label, stroke: s.band ? s.color + "55" : s.color, width: s.band ? 1 : 1.6,
+      label: s.label, stroke: s.band ? s.color + "55" : s.color, width: s.band ? 1 : 1.6, dash: s.dash,
       spanGaps: true, points: { show: s.points || false, size: 6 },
       value: (u, v) => (v == null ? "–" : Math.abs(v) >= 1000 ? v.toFixed(0) : v.toPrecision(4)),
     })));
-    const chart = { spec, div, zoomed: false, named: spec.series.filter((s) => !s.band).length };
+    const chart = { spec, div, zoomed: false, named: spec.series.filter((s) => !s.band).length,
+                    xTicks: [], yTicks: [] };
+    const y = { distr: spec.logY ? 3 : 1 };
+    if (spec.overTime && !spec.logY && options().outliers)
+      y.range = (u, lo, hi) => (chart.zoomed ? uPlot.rangeNum(lo, hi, 0.05, true) : trimmedRange(u));
     chart.u = new uPlot({
       width: chartWidth(), height: 250,
-      scales: { x: { time: false, distr: spec.logX ? 3 : 1 }, y: { distr: spec.logY ? 3 : 1 } },
-      axes: [{ label: spec.xLabel, size: 40, incrs: spec.xLabel === "layer" ? [1, 2, 5, 10] : undefined },
-             { size: 60, values: (u, ticks) => ticks.map(tick) }],
+      scales: { x: { time: false, distr: spec.logX ? 3 : 1 }, y },
+      axes: [{ label: spec.xLabel, size: 40, incrs: spec.xLabel === "layer" ? [1, 2, 5, 10] : undefined,
+               values: (u, ticks) => (chart.xTicks = tickLabels(ticks)) },
+             { size: 60, values: (u, ticks) => (chart.yTicks = tickLabels(ticks)) }],
       series,
       bands: (spec.bands || []).map(([hi, lo, color]) => ({ series: [hi, lo], fill: color + "22" })),
       cursor: { sync: { key: "xsa" }, drag: { x: true, y: false } },
@@ -257,8 +336,8 @@
       const logY = o.logY && c.logY === true;
       return {
         title: c.title + (c.smooth && o.smoothing > 0 ? " (smoothed " + o.smoothing.toFixed(2) + ")" : ""),
-        xLabel: X_LABELS[o.x], logX: o.logX, logY,
-        series: S.selected.map((id) => ({ label: id, color: colorOf(id), points: c.points })),
+        xLabel: X_LABELS[o.x], logX: o.logX, logY, overTime: true,
+        series: S.selected.map((id) => ({ label: id, color: colorOf(id), dash: dashOf(id), points: c.points })),
         data: joinRuns(c.cols, o, logY, c.smooth),
       };
     });
@@ -304,8 +383,8 @@
   function bandSpec(title, xLabel, groups, o, band) {
     const tables = [], series = [], bands = [];
     const [upper, lower] = band ? [" " + band + " high", " " + band + " low"] : [" +sd", " −sd"];
-    groups.forEach((g, k) => {
-      const color = COLORS[k % COLORS.length];
+    groups.forEach((g) => {
+      const color = variantColor(g.variant);
       tables.push([g.xs, g.mean], [g.xs, g.hi], [g.xs, g.lo]);
       const base = series.length + 1;
       series.push({ label: g.label, color }, { label: g.label + upper, color, band: true },
@@ -321,7 +400,8 @@
     const groups = seedCurves(c);
     const specs = [];
     specs.push(bandSpec("validation loss (mean ± sd over seeds)", "step",
-        groups.map((g) => ({ label: g.variant, ...bandOver(g.curves, (cv, i) => cv.loss[i]) })), o));
+        groups.map((g) => ({ label: g.variant, variant: g.variant, ...bandOver(g.curves, (cv, i) => cv.loss[i]) })), o));
+    specs[specs.length - 1].overTime = true;
     // Against wall-clock: each seed's seconds at each step, averaged.
     const timeGroups = groups.map((g) => {
       const b = bandOver(g.curves, (cv, i) => cv.loss[i]);
@@ -334,8 +414,8 @@
       return [xs, ys];
     });
     specs.push({ title: "validation loss by training wall-clock (mean over seeds)",
-                 xLabel: "training wall-clock (s)", logX: o.logX, logY: false,
-                 series: groups.map((g, k) => ({ label: g.variant, color: COLORS[k % COLORS.length] })),
+                 xLabel: "training wall-clock (s)", logX: o.logX, logY: false, overTime: true,
+                 series: groups.map((g) => ({ label: g.variant, color: variantColor(g.variant) })),
                  data: timeGroups.length ? uPlot.join(timeGroups) : [[]] });
     const sa = groups.find((g) => g.variant === "sa");
     if (sa) {
@@ -346,9 +426,12 @@
           const refAt = new Map(ref.step.map((s, i) => [s, ref.loss[i]]));
           return { seed: cv.seed, step: cv.step, loss: cv.loss.map((y, i) => (isNum(y) && isNum(refAt.get(cv.step[i])) ? y - refAt.get(cv.step[i]) : null)) };
         }).filter(Boolean);
-        return { label: g.variant + " − sa", ...bandOver(paired, (cv, i) => cv.loss[i]) };
+        return { label: g.variant + " − sa", variant: g.variant, ...bandOver(paired, (cv, i) => cv.loss[i]) };
       });
-      if (deltas.length) specs.push(bandSpec("Δ validation loss vs SA, paired by seed (mean ± sd)", "step", deltas, o));
+      if (deltas.length) {
+        specs.push(bandSpec("Δ validation loss vs SA, paired by seed (mean ± sd)", "step", deltas, o));
+        specs[specs.length - 1].overTime = true;
+      }
     }
     // Loss by position: each variant's difference to SA per bucket of positions in the window
     // (x: the bucket's last position), with its 95 % interval over seeds; a chart per set.
@@ -361,7 +444,7 @@
           .map((s) => {
             const d = s.loss_by_position[set].delta_vs_sa || [];
             const at = (i, k) => (d[i] && d[i].ci95 && isNum(d[i].ci95[k]) ? d[i].ci95[k] : null);
-            return { label: s.variant + " − sa", xs, mean: xs.map((x, i) => (d[i] ? d[i].mean : null)),
+            return { label: s.variant + " − sa", variant: s.variant, xs, mean: xs.map((x, i) => (d[i] ? d[i].mean : null)),
                      hi: xs.map((x, i) => at(i, 1)), lo: xs.map((x, i) => at(i, 0)) };
           });
         if (!g.length) return;
@@ -376,7 +459,9 @@
       const variants = [...new Set(bias.map((b) => b.variant))];
       const layers = [...new Set(bias.map((b) => b.layer))].sort((a, b) => a - b);
       for (const [key, title] of [["cos_yv", "similarity bias: cos(y, v) by layer (mean over heads)"],
+                                  ["own_lean", "own lean: cos(y_i, v_i) − cos(y_i, v_j), j < i, by layer (mean over heads)"],
                                   ["self_weight", "attention to oneself a_ii by layer (mean over heads)"]]) {
+        if (!bias.some((b) => isNum(b[key]))) continue;  // reports from before it was measured
         const data = [layers];
         for (const v of variants)
           data.push(layers.map((l) => {
@@ -384,7 +469,7 @@
             return vals.length ? mean(vals) : null;
           }));
         specs.push({ title, xLabel: "layer", logX: false, logY: false,
-                     series: variants.map((v, k) => ({ label: v, color: COLORS[k % COLORS.length], points: true })),
+                     series: variants.map((v) => ({ label: v, color: variantColor(v), points: true })),
                      data });
       }
     }
@@ -410,7 +495,7 @@
       const ci = (r, k) => (r.delta_ci95 && isNum(r.delta_ci95[k]) ? r.delta_ci95[k] : null);
       const d = mine.map((r) => (isNum(r.delta_vs_sa_sd) ? r.delta_vs_sa_sd : 0));
       const withCi = mine.some((r) => r.delta_ci95);
-      return { label: v + " − sa", xs, mean: m,
+      return { label: v + " − sa", variant: v, xs, mean: m,
                hi: mine.map((r, i) => (withCi ? ci(r, 1) : m[i] + d[i])),
                lo: mine.map((r, i) => (withCi ? ci(r, 0) : m[i] - d[i])) };
     });
@@ -419,6 +504,14 @@
                           groups, { logX: xs.length > 1 && Math.max(...xs) / Math.min(...xs) >= 8 });
     spec.series.forEach((s) => (s.points = !s.band));
     return spec;
+  }
+
+  // A wide table scrolls inside its own box: the view keeps the window's width.
+  function wrapped(table) {
+    const div = document.createElement("div");
+    div.className = "table-wrap";
+    div.append(table);
+    return div;
   }
 
   function summaryTable(c) {
@@ -448,7 +541,7 @@
                          isNum(s.overhead_vs_sa) ? (100 * s.overhead_vs_sa).toFixed(1) + " %" : "–"])
           cell(row, String(x));
       }
-      box.append(t);
+      box.append(wrapped(t));
     } else if (r && r.summary) {
       const t = document.createElement("table");
       t.className = "summary";
@@ -473,7 +566,7 @@
                          s.variant === "sa" ? "–" : (100 * s.overhead_vs_sa).toFixed(1) + " %", s.verdict || ""])
           cell(row, String(x));
       }
-      box.append(t);
+      box.append(wrapped(t));
     } else {
       const p = document.createElement("p");
       p.className = "note";
@@ -511,7 +604,7 @@
     renderLists();
     const o = options();
     const specs = S.comparisonId ? renderComparison() : runSpecs();
-    const structure = JSON.stringify([S.comparisonId, S.selected, o.x, o.logX, o.logY,
+    const structure = JSON.stringify([S.comparisonId, S.selected, o.x, o.logX, o.logY, o.outliers,
                                       specs.map((s) => [s.title.replace(/ \(smoothed.*/, ""), s.series.length])]);
     draw(structure, specs);
     S.updates++;
@@ -537,6 +630,7 @@
       } else {
         S.list = await getJSON("api/runs");
         $("root").textContent = S.list.root;
+        chooseFirstView();
         const known = new Set(S.list.runs.map((r) => r.id));
         S.selected = S.selected.filter((id) => known.has(id));
         for (const id of S.selected) await pullRun(id);
@@ -562,14 +656,21 @@
     updates: () => S.updates,
     // The steps of a run's records as the page holds them (each once, rising).
     steps: (id) => (S.runs[id] ? S.runs[id].s.step.slice() : []),
+    // What is open: the comparison, or the runs picked.
+    view: () => ({ comparison: S.comparisonId, runs: S.selected.slice() }),
     charts: () => S.charts.map((c) => ({
       title: c.spec.title, series: c.named,
+      labels: c.spec.series.filter((s) => !s.band).map((s) => s.label),
+      colors: c.spec.series.filter((s) => !s.band).map((s) => s.color),
+      dashes: c.spec.series.filter((s) => !s.band).map((s) => (s.dash ? s.dash.join(",") : "")),
+      xTicks: c.xTicks.slice(), yTicks: c.yTicks.slice(),
+      yRange: [c.u.scales.y.min, c.u.scales.y.max],
       points: c.u.data.slice(1).reduce((n, col, k) =>
         n + (c.spec.series[k].band ? 0 : col.filter((y) => y != null).length), 0),
     })),
   };
 
-  for (const id of ["x-axis", "log-x", "log-y"]) $(id).onchange = () => render();
+  for (const id of ["x-axis", "log-x", "log-y", "outliers"]) $(id).onchange = () => render();
   $("smoothing").oninput = () => {
     $("smoothing-value").textContent = parseFloat($("smoothing").value).toFixed(2);
     render();

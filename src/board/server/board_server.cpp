@@ -83,7 +83,7 @@ struct BoardServer::Impl {
         res.status = 400;
         return res.set_content("from: not a byte offset\n", "text/plain");
       }
-      auto chunk = board.metrics(req.get_param_value("id"), from);
+      auto chunk = board.metrics(req.get_param_value("id"), from, req.get_param_value("check"));
       if (!chunk) {
         res.status = 404;
         return res.set_content("no such run\n", "text/plain");
