@@ -405,6 +405,45 @@ TEST_F(Cli, BenchWritesItsRecords) {
             "xsa: error: --model huge is not known (expected tiny, demo, small, gpt2 or all)\n");
 }
 
+// Decoding alone reports no share of the FMA peak, so it does not measure one (the machine record
+// says null); the step table does.
+TEST_F(Cli, BenchMeasuresTheFmaPeakOnlyForTablesThatUseIt) {
+  Result r = xsa(
+      "bench --config tiny --decode --no-steps --no-attention --steps 1 --threads 1 --json d.json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out.find("FMA peak"), std::string::npos) << r.out;
+  auto records = nlohmann::json::parse(read_file(work_dir() / "d.json"));
+  ASSERT_EQ(records[0]["kind"], "machine");
+  EXPECT_TRUE(records[0]["fma_peak_gflops"].is_null());
+  r = xsa("bench --config tiny --steps 1 --warmup 0 --no-attention --threads 1 --json s.json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("FMA peak"), std::string::npos) << r.out;
+  records = nlohmann::json::parse(read_file(work_dir() / "s.json"));
+  EXPECT_GT(records[0]["fma_peak_gflops"].get<double>(), 0);
+}
+
+// report.html is a view of report.json: a folder in its way costs the page (one line on stderr),
+// not the comparison's results nor its exit status; the same command then writes it.
+TEST_F(Cli, CompareKeepsItsResultsWhenReportHtmlCannotBeWritten) {
+  fs::create_directories(work_dir() / "cmp_html/report.html/in-the-way");
+  const std::string command =
+      "compare --data data.txt --preset tiny --steps 4 --val-every 2 --seeds 1 --threads 1 "
+      "--out cmp_html";
+  Result r = xsa(command + " --quiet");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(fs::is_regular_file(work_dir() / "cmp_html/report.json"));
+  EXPECT_NE(read_file(work_dir() / "cmp_html/report.md").find("| xsa | 1 |"), std::string::npos);
+  EXPECT_NE(r.err.find("xsa: warning: cmp_html/report.html not written ("), std::string::npos)
+      << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  fs::remove_all(work_dir() / "cmp_html/report.html");
+  r = xsa(command);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("seed 1: finished earlier"), std::string::npos) << r.out;
+  EXPECT_TRUE(fs::is_regular_file(work_dir() / "cmp_html/report.html"));
+  EXPECT_EQ(r.err.find("warning"), std::string::npos) << r.err;
+}
+
 // --profile: every kernel entry a step calls, timed; the work behind each rate counted from the
 // entry's arguments (here checked for attention against the model's own shape: 2 layers, T 64,
 // 4 heads of 16, batch 4, the causal T(T+1)/2 pairs), and the entries' time within the step's.
@@ -469,7 +508,8 @@ TEST_F(Cli, CompareAndAnalyze) {
   EXPECT_NE(r.out.find("| 1 | 3 | xsa |"), std::string::npos) << r.out;
   auto heads = nlohmann::json::parse(read_file(work_dir() / "bias.json"));
   ASSERT_EQ(heads.size(), 8u);  // 2 layers x 4 heads
-  for (const char* key : {"layer", "head", "cos_yv", "cos_zv", "self_weight", "cos_vv"})
+  for (const char* key :
+       {"layer", "head", "cos_yv", "cos_zv", "self_weight", "cos_vv", "cos_y_vj", "own_lean"})
     EXPECT_TRUE(heads[0].contains(key)) << key;
   EXPECT_TRUE(fs::exists(work_dir() / "bias.svg"));
   // Bad input: one line each.

@@ -91,8 +91,13 @@ TEST(Analyze, MatchesAnIndependentComputation) {
         lse(B * H * T);
     ref::attention_forward(y.data(), lse.data(), qkv.data(), B, T, C, H);
     for (int h = 0; h < H; h++) {
-      double sum = 0, self = 0;
-      int n = 0;
+      double sum = 0, self = 0, vv_sum = 0, y_vj_sum = 0;
+      int n = 0, pairs = 0;
+      auto cos64 = [&](const double* a, const double* b) {
+        double ab = 0, aa = 0, bb = 0;
+        for (int d = 0; d < D; d++) ab += a[d] * b[d], aa += a[d] * a[d], bb += b[d] * b[d];
+        return ab / std::sqrt(aa * bb);
+      };
       for (int b = 0; b < B; b++)
         for (int t = 1; t < T; t++) {
           const double* yy = &y[((size_t)b * T + t) * C + h * D];
@@ -103,6 +108,10 @@ TEST(Analyze, MatchesAnIndependentComputation) {
           for (int d = 0; d < D; d++)
             yv += yy[d] * v[d], yy2 += yy[d] * yy[d], vv += v[d] * v[d], qk += q[d] * k[d];
           sum += yv / std::sqrt(yy2 * vv);
+          for (int j = 0; j < t; j++) {  // every earlier token's value, one pair at a time
+            const double* vj = &qkv[((size_t)b * T + j) * 3 * C + 2 * C + h * D];
+            vv_sum += cos64(v, vj), y_vj_sum += cos64(yy, vj), pairs++;
+          }
           self += std::exp(qk / std::sqrt((double)D) - lse[(b * H + h) * T + t]);
           n++;
         }
@@ -111,8 +120,9 @@ TEST(Analyze, MatchesAnIndependentComputation) {
           2 * test::chain_error(test::model_chain(cfg, B, T).forward, test::kFloatRoundoff);
       EXPECT_NEAR(r.cos_yv, sum / n, bound) << "layer " << l << " head " << h;
       EXPECT_NEAR(r.self_weight, self / n, bound);
-      EXPECT_GE(r.cos_vv, -1.0);
-      EXPECT_LE(r.cos_vv, 1.0);
+      EXPECT_NEAR(r.cos_vv, vv_sum / pairs, bound);
+      EXPECT_NEAR(r.cos_y_vj, y_vj_sum / pairs, bound);
+      EXPECT_NEAR(r.own_lean(), sum / n - y_vj_sum / pairs, 2 * bound);
       if (l == 0) {
         EXPECT_TRUE(std::isnan(r.cos_zv)) << "SA layers have no z";
       }
@@ -168,6 +178,7 @@ TEST(Analyze, KnownCosinesOnAConstructedModel) {
     for (const HeadBias& h : heads) {
       EXPECT_NEAR(h.cos_yv, 1.0, bound) << attn;
       EXPECT_NEAR(h.cos_vv, 1.0, bound) << attn;
+      EXPECT_NEAR(h.own_lean(), 0.0, 2 * bound) << attn << ": alike values, no lean of its own";
       EXPECT_NEAR(h.self_weight, self, bound) << attn;
     }
   }

@@ -365,8 +365,7 @@ class OneThreadProducts final : public ForwardingBackend<float> {
   }
   void matmul_forward_residual(float* out, const float* residual, Tensor<const float> inp,
                                const float* weight, MatmulShape shape) override {
-    copy(out, residual, (size_t)shape.N * shape.out_dim);
-    matmul_forward(out, inp, weight, shape, true);
+    matmul_residual_by_copy(*this, out, residual, inp, weight, shape);
   }
   void matmul_backward(float* dinp, float* dweight, Tensor<const float> dout,
                        Tensor<const float> inp, const float* weight, MatmulShape shape,

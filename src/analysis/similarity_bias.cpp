@@ -52,6 +52,10 @@ std::vector<HeadBias> attention_similarity_bias(Gpt<float>& model, const TokenSt
             for (int d = 0; d < D; d++) vhat[d] = nv > 0 ? v[d] / nv : 0.0;
             if (t > 0) {  // position 0 attends only to itself: every figure is trivial there
               r.cos_yv += cosine(y, v);
+              const double ny = norm(y);
+              double others = 0;  // Σ_{j<t} cos(y_t, v_j) = ŷ_t · Σ_{j<t} v̂_j
+              for (int d = 0; d < D; d++) others += (double)y[d] * prefix[d];
+              r.cos_y_vj += ny > 0 ? others / ny : 0.0;
               if (cfg.attention[l].kind != AttnKind::sa) {
                 const float* gate = model.params().w.layers[l].xsa_gate;  // gated XSA: α = tanh(w)
                 const double alpha = gate ? std::tanh((double)gate[h]) : 1.0;
@@ -91,6 +95,7 @@ std::vector<HeadBias> attention_similarity_bias(Gpt<float>& model, const TokenSt
       r.cos_yv /= n, r.self_weight /= n;
       r.cos_zv = r.exclusive ? r.cos_zv / n : NAN;
       r.cos_vv /= std::max(1.0, n_pairs[l * H + h]);
+      r.cos_y_vj /= std::max(1.0, n_pairs[l * H + h]);
     }
   return out;
 }
@@ -98,6 +103,12 @@ std::vector<HeadBias> attention_similarity_bias(Gpt<float>& model, const TokenSt
 double mean_cos_yv(const std::vector<HeadBias>& heads) {
   double sum = 0;
   for (const HeadBias& h : heads) sum += h.cos_yv;
+  return heads.empty() ? NAN : sum / heads.size();
+}
+
+double mean_own_lean(const std::vector<HeadBias>& heads) {
+  double sum = 0;
+  for (const HeadBias& h : heads) sum += h.own_lean();
   return heads.empty() ? NAN : sum / heads.size();
 }
 

@@ -260,6 +260,15 @@ void refuse_unsupported(const Backend<Real>& backend, Op op, Storage storage) {
          to_string(backend.device()), ops::to_string(storage), to_string(op));
 }
 
+// out = residual + inp · weightᵀ as a copy and an accumulating product, for a backend that
+// cannot add the residual inside the product.
+template <typename Real>
+void matmul_residual_by_copy(Backend<Real>& backend, Real* out, const Real* residual,
+                             Tensor<const Real> inp, const Real* weight, MatmulShape shape) {
+  backend.copy(out, residual, (size_t)shape.N * shape.out_dim);
+  backend.matmul_forward(out, inp, weight, shape, /*accumulate=*/true);
+}
+
 // The classifier as its three ops, for a backend that does not fuse them.
 template <typename Real>
 void classifier_by_ops(Backend<Real>& backend, const ClassifierArgs<Real>& a) {

@@ -90,8 +90,7 @@ class CpuBackend : public Backend<Real> {
   }
   void matmul_forward_residual(Real* out, const Real* residual, Tensor<const Real> inp,
                                const Real* weight, MatmulShape shape) override {
-    copy(out, residual, (size_t)shape.N * shape.out_dim);
-    matmul_forward(out, inp, weight, shape, /*accumulate=*/true);
+    matmul_residual_by_copy(*this, out, residual, inp, weight, shape);
   }
   void matmul_backward(Real* dinp, Real* dweight, Tensor<const Real> dout, Tensor<const Real> inp,
                        const Real* weight, MatmulShape shape, bool accumulate) override {

@@ -2,6 +2,7 @@
 #include "xsa/bench/bench.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 
@@ -117,18 +118,21 @@ void run_bench(const BenchOptions& o) {
   }
   const int threads = set_thread_count(o.threads);
   json records = json::array();
-  // What runs (the CPU's kernel level, the product libraries), and the yardstick: the CPU's FMA
-  // peak at that level's widest vectors, measured.
-  const double fma_peak = ops::fma_peak_gflops();
-  std::printf(
-      "# xsa bench\n\n%d threads; %s\nFMA peak: %.1f GFLOP/s (fp32, %s vectors, independent FMA "
-      "chains on every thread, measured)\n",
-      threads, cpu_backend<float>().describe().c_str(), fma_peak,
-      cpu_level() >= CpuLevel::avx512 ? "512-bit" : "256-bit");
+  // What runs (the CPU's kernel level, the product libraries), and the yardstick of the tables
+  // that report a share of it: the CPU's FMA peak at that level's widest vectors, measured only
+  // where one of them runs (decoding and the data side are bound by memory and by text).
+  const bool shares_of_peak = o.profile || (!o.data && (!o.no_steps || !o.no_attention));
+  const double fma_peak = shares_of_peak ? ops::fma_peak_gflops() : NAN;
+  std::printf("# xsa bench\n\n%d threads; %s\n", threads, cpu_backend<float>().describe().c_str());
+  if (shares_of_peak)
+    std::printf(
+        "FMA peak: %.1f GFLOP/s (fp32, %s vectors, independent FMA chains on every thread, "
+        "measured)\n",
+        fma_peak, cpu_level() >= CpuLevel::avx512 ? "512-bit" : "256-bit");
   records.push_back({{"kind", "machine"},
                      {"cpu", cpu_summary()},
                      {"products", ops::products_summary()},
-                     {"fma_peak_gflops", fma_peak}});
+                     {"fma_peak_gflops", shares_of_peak ? json(fma_peak) : json(nullptr)}});
   const char* pinned = std::getenv("OPENBLAS_CORETYPE");
   const std::string note =
       blas_kernels_note(blas_core(), pinned ? pinned : "", best_blas_core_for_cpu());

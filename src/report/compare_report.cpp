@@ -578,17 +578,24 @@ void write_bias_plot(const fs::path& out, const CompareReport& r, std::vector<st
   for (size_t k = 0; k < r.variants.size(); k++) {
     if (r.bias[k].empty()) continue;  // diverged: no final weights
     Series s{r.variants[k] + " cos(y,v)", {}, {}, {}, {}};
+    Series lean{r.variants[k] + " own lean", {}, {}, {}, {}};
     for (int l = 0; l < r.model.n_layer; l++) {
-      double sum = 0;
-      for (int h = 0; h < r.model.n_head; h++) sum += r.bias[k][l * r.model.n_head + h].cos_yv;
+      double sum = 0, lean_sum = 0;
+      for (int h = 0; h < r.model.n_head; h++) {
+        const HeadBias& head = r.bias[k][l * r.model.n_head + h];
+        sum += head.cos_yv, lean_sum += head.own_lean();
+      }
       s.x.push_back(l), s.y.push_back(sum / r.model.n_head);
+      lean.x.push_back(l), lean.y.push_back(lean_sum / r.model.n_head);
     }
     per_layer.push_back(s);
+    per_layer.push_back(lean);
   }
   add_plot(plots, write_plot((out / "similarity_bias").string(),
-                             svg_line_chart("Attention similarity bias: mean cos(y_i, v_i) per "
-                                            "layer (seed 1)",
-                                            "layer", "cos(y, v)", per_layer, true)));
+                             svg_line_chart("Attention similarity bias per layer (seed 1): mean "
+                                            "cos(y_i, v_i), and its own lean (less cos(y_i, v_j), "
+                                            "j < i)",
+                                            "layer", "cosine", per_layer, true)));
 }
 
 // Every chart of a comparison, in the order report.md shows them.
@@ -682,7 +689,9 @@ json bias_to_json(const CompareReport& r) {
                         {"cos_yv", h.cos_yv},
                         {"cos_zv", nan_to_null(h.cos_zv)},
                         {"self_weight", h.self_weight},
-                        {"cos_vv", h.cos_vv}});
+                        {"cos_vv", h.cos_vv},
+                        {"cos_y_vj", h.cos_y_vj},
+                        {"own_lean", h.own_lean()}});
   return j_bias;
 }
 

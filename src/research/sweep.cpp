@@ -289,9 +289,7 @@ void write_sweep_report(const CompareConfig& base, const std::string& param,
   md += fmt::format("\nEach value's full report: `{}-<value>/report.md`.\n", param);
   write_file_atomic(out / "sweep.md", md);
   write_file_atomic(out / "sweep.json", rows.dump(2) + "\n");
-  std::string why;
-  if (!write_report_html(out, sweep_page_data(out, param), &why) && !base.run.quiet)
-    std::printf("report.html not written: %s\n", why.c_str());
+  write_report_html(out, sweep_page_data(out, param));
   if (!base.run.quiet)
     std::printf("\n%s\nsweep report: %s (and report.html)\n", md.c_str(),
                 (out / "sweep.md").string().c_str());

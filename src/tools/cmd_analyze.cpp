@@ -57,13 +57,13 @@ void add_analyze_command(CLI::App& root) {
                 ckpt.string().c_str(), attention_string(cfg).c_str(), data_path.c_str(), batches,
                 a->batch, cfg.seq_len);
     std::printf(
-        "| layer | head | attn | cos(y,v) | |cos(z,v)| | self weight a_ii | cos(v_i,v_j) "
-        "|\n|---|---|---|---|---|---|---|\n");
+        "| layer | head | attn | cos(y,v) | cos(y_i,v_j) | own lean | |cos(z,v)| | self weight "
+        "a_ii | cos(v_i,v_j) |\n|---|---|---|---|---|---|---|---|---|\n");
     nlohmann::json records = nlohmann::json::array();
     std::vector<std::vector<double>> grid(cfg.n_layer, std::vector<double>(cfg.n_head));
     for (const HeadBias& h : heads) {
-      std::printf("| %d | %d | %s | %.4f | %s | %.4f | %.4f |\n", h.layer, h.head,
-                  to_string(cfg.attention[h.layer].kind), h.cos_yv,
+      std::printf("| %d | %d | %s | %.4f | %.4f | %.4f | %s | %.4f | %.4f |\n", h.layer, h.head,
+                  to_string(cfg.attention[h.layer].kind), h.cos_yv, h.cos_y_vj, h.own_lean(),
                   h.exclusive ? fmt::format("{:.2e}", h.cos_zv).c_str() : "–", h.self_weight,
                   h.cos_vv);
       nlohmann::json r = {{"layer", h.layer},
@@ -71,11 +71,18 @@ void add_analyze_command(CLI::App& root) {
                           {"attn", to_string(cfg.attention[h.layer].kind)},
                           {"cos_yv", h.cos_yv},
                           {"self_weight", h.self_weight},
-                          {"cos_vv", h.cos_vv}};
+                          {"cos_vv", h.cos_vv},
+                          {"cos_y_vj", h.cos_y_vj},
+                          {"own_lean", h.own_lean()}};
       if (h.exclusive) r["cos_zv"] = h.cos_zv;
       records.push_back(r);
       grid[h.layer][h.head] = h.cos_yv;
     }
+    std::printf(
+        "\nmean over heads: cos(y_i, v_i) %.4f; cos(y_i, v_j) over earlier tokens j %.4f; own "
+        "lean %.4f (the first less the second: where values are alike y leans to all of them, and "
+        "cos(y_i, v_i) alone overstates the bias)\n",
+        mean_cos_yv(heads), mean_cos_yv(heads) - mean_own_lean(heads), mean_own_lean(heads));
     if (!a->json_path.empty()) write_file_atomic(a->json_path, records.dump(2) + "\n");
     if (!a->plot.empty()) {
       auto files =
