@@ -17,12 +17,12 @@ namespace {
 // through the instruction's latency (4-5 cycles on two units: 8-10 in flight), within the level's
 // registers (16 ymm, 32 zmm).
 #if XSA_LEVEL_IS_AVX512
-constexpr int kVectorBytes = 64, kChains = 16;
+constexpr int kFmaVectorBytes = 64, kChains = 16;
 #else
-constexpr int kVectorBytes = 32, kChains = 12;
+constexpr int kFmaVectorBytes = 32, kChains = 12;
 #endif
-typedef float Vector __attribute__((vector_size(kVectorBytes)));
-constexpr int kLanes = kVectorBytes / sizeof(float);
+typedef float Vector __attribute__((vector_size(kFmaVectorBytes)));
+constexpr int kLanes = kFmaVectorBytes / sizeof(float);
 
 // `iterations` rounds of one FMA on each chain (x·a + b, contracted into one instruction);
 // returns the seconds taken.
