@@ -336,8 +336,10 @@ TEST(Compare, TwinsAreTwinsAndTheReportHoldsItsFields) {
   const std::string md = read_file(dir / "report/report.md");
   const size_t table_end = md.find("\n\n", md.find("| variant"));
   EXPECT_EQ(md.find(kTimingNote), table_end + 1) << md;
-  EXPECT_NE(read_file(dir / "report/similarity_bias.svg").find("Attention similarity bias: mean"),
+  const std::string bias_plot = read_file(dir / "report/similarity_bias.svg");
+  EXPECT_NE(bias_plot.find("Attention similarity bias per layer (seed 1): mean cos(y_i, v_i)"),
             std::string::npos);
+  EXPECT_NE(bias_plot.find("xsa own lean"), std::string::npos);
   // An interrupted run (seed 2 unfinished, no report yet) resumes: seed 1 comes from its file, seed
   // 2 is trained again, and the results are those of the uninterrupted run.
   fs::remove(dir / "report/report.json");
