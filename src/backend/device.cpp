@@ -72,10 +72,15 @@ const CudaModule& cuda_module() {
       if (!m.probe || !m.open) m.error = path + " is not xsa's CUDA module";
       return m;
     }
+#ifdef XSA_CUDA_MODULE_CONFIGURED
+    m.error = "the CUDA module is not built (scripts/build.sh xsa_cuda builds it; looked for " +
+              tried + ")";
+#else
     m.error =
         "this xsa was built without its CUDA module (nvcc was not found when it was built; "
         "looked for " +
         tried + ")";
+#endif
     return m;
   }();
   return module;
