@@ -2,7 +2,8 @@
 # Installs from Debian packages what xsa needs, by what it is for. Idempotent: installs only what
 # is missing, and nothing when everything is there.
 # Usage: scripts/setup.sh [GROUP...]   (the build group always)
-#   build  compile, train, compare, evaluate, sample (the main job needs only this)
+#   build  compile, train, compare, evaluate, sample (the main job needs only this), and curl and
+#          Node.js for the default data (scripts/get_data.sh)
 #   test   the test suite's extras: qemu-user (the binary on emulated CPUs), BLIS and the reference
 #          BLAS (BLAS libraries whose sums are ordered otherwise), Chromium (the board's page in a
 #          real browser), iproute2 and Slurm's daemons (two network stacks and a one-node cluster:
@@ -13,7 +14,7 @@ set -euo pipefail
 build=(build-essential cmake pkg-config libopenblas-openmp-dev libgtest-dev libbenchmark-dev
        libcli11-dev nlohmann-json3-dev libfmt-dev libpcre2-dev librsvg2-bin openmpi-bin
        libopenmpi-dev libdnnl-dev libcpp-httplib-dev libsentencepiece-dev libboost-dev
-       zlib1g-dev libzstd-dev)
+       zlib1g-dev libzstd-dev curl ca-certificates nodejs)
 torch=(python3-torch libtorch-dev python3-dev pybind11-dev)
 test=(qemu-user libblis4-openmp libblas3 chromium sentencepiece iproute2 slurmctld slurmd
       slurm-client "${torch[@]}")
