@@ -173,6 +173,10 @@ void tile_product(int M, int N, int K, const Operands<Real>& o, Real alpha, bool
 // time, the pack cost about a tenth of a T 256 attention (the keys are read by few query tiles).
 #if XSA_LEVEL_IS_AVX512
 constexpr int kTransposeWidth = 16;
+// GCC 12 warns of the _mm512_undefined_ps() inside its own shuffle intrinsics.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 // out[i·ldo + j] = in[j·ldi + i] for a 16 × 16 square of floats.
 inline void transpose_square(const float* in, size_t ldi, float* out, size_t ldo) {
   __m512 r[16], t[16];
@@ -201,6 +205,7 @@ inline void transpose_square(const float* in, size_t ldi, float* out, size_t ldo
   }
   for (int i = 0; i < 16; i++) _mm512_storeu_ps(out + i * ldo, r[i]);  // r[i]: column i
 }
+#pragma GCC diagnostic pop
 #else
 constexpr int kTransposeWidth = 8;
 inline void transpose_square(const float* in, size_t ldi, float* out, size_t ldo) {
@@ -237,8 +242,7 @@ void pack_tiles_transposed(const Real* X, int T, int D, int ld, Real* out) {
                            kKeyTile);
       // what the squares left: the last columns d0 … D of every key before c0
       for (int c = 0; c < c0; c++)
-        for (int d = d0; d < D; d++)
-          block[(size_t)d * kKeyTile + c] = X[(size_t)(j0 + c) * ld + d];
+        for (int d = d0; d < D; d++) block[(size_t)d * kKeyTile + c] = X[(size_t)(j0 + c) * ld + d];
     }
     for (int c = c0; c < cols; c++)  // and every column of the keys from c0 on
       for (int d = 0; d < D; d++) block[(size_t)d * kKeyTile + c] = X[(size_t)(j0 + c) * ld + d];
@@ -754,17 +758,43 @@ BackwardTask<Real> start_backward_task(const AttentionPlan<Real>& p, int b, int 
 
 // Head h's D_i = dy_i·y_i for every row, and (with a sink) ∂L/∂b_h: the sink's p_sink =
 // exp(b_h − lse_i) with value zero gives −Σ_i p_sink D_i.
+// Each row's dy_i·y_i, summed in order over d with fused multiply-adds: the same bits at every
+// level (tests/levels_test.cpp) whichever of the two paths a row takes. One row at a time it was a
+// chain of dependent additions, about a tenth of the backward at T 256; transposed squares of W
+// rows sum W rows at once, one lane each.
+template <typename Real>
+void row_dots(const Real* dy, const Real* y, int ld, int T, int D, Real* out) {
+  int i = 0;
+  if constexpr (kIsFloat<Real>) {
+    constexpr int W = kTransposeWidth;
+    if (D % W == 0) {
+      alignas(64) float a[W * W], b[W * W];
+      for (; i + W <= T; i += W) {
+        float s[W] = {};
+        for (int d0 = 0; d0 < D; d0 += W) {
+          transpose_square(dy + (size_t)i * ld + d0, ld, a, W);  // a[k·W + r] = dy(i + r, d0 + k)
+          transpose_square(y + (size_t)i * ld + d0, ld, b, W);
+          for (int k = 0; k < W; k++)
+#pragma omp simd
+            for (int r = 0; r < W; r++) s[r] = std::fma(a[k * W + r], b[k * W + r], s[r]);
+        }
+        std::copy(s, s + W, out + i);
+      }
+    }
+  }
+  for (; i < T; i++) {
+    Real s = 0;
+    for (int d = 0; d < D; d++) s = std::fma(dy[(size_t)i * ld + d], y[(size_t)i * ld + d], s);
+    out[i] = s;
+  }
+}
+
 template <typename Real>
 void row_dots_and_sink(const AttentionPlan<Real>& p, BackwardTask<Real>& t, int h) {
   const AttentionArgs<Real>& a = p.args;
   const int T = a.T, C = a.C, D = p.D;
-  for (int i = 0; i < T; i++) {
-    const Real* dyi = a.d_out + ((size_t)t.b * T + i) * C + h * D;
-    const Real* yi = a.y + ((size_t)t.b * T + i) * C + h * D;
-    Real s = 0;  // in order: the same bits at every level (tests/levels_test.cpp)
-    for (int d = 0; d < D; d++) s += dyi[d] * yi[d];
-    t.Di[i] = s;
-  }
+  const size_t head = (size_t)t.b * T * C + h * D;
+  row_dots(a.d_out + head, a.y + head, C, T, D, t.Di);
   if (a.sink) {
     const Real* row_lse = a.lse + ((size_t)t.b * a.H + h) * T;
     Real sum = 0;

@@ -13,7 +13,12 @@ namespace xsa::ops {
 inline float fast_exp(float x) {
   // exp(x) = 2^k · exp(r), k = round(x / ln 2), |r| ≤ ln 2 / 2.
   x = x < -87.0f ? -87.0f : (x > 88.0f ? 88.0f : x);  // below: ~1.6e-38, underflow is harmless here
-  float k = std::floor(x * 1.44269504088896341f + 0.5f);
+  // k rounded by adding 1.5 · 2^23: the sum's low mantissa bits hold k (|k| < 2^22), so 2^k's
+  // exponent comes from them by integer arithmetic: no float-to-int conversion, whose NaN is
+  // undefined (a NaN x gives a NaN p, and so the result, whatever those bits), and no floor.
+  constexpr float kRound = 12582912.0f;
+  const float j = x * 1.44269504088896341f + kRound;
+  const float k = j - kRound;
   float r = x - k * 0.693359375f + k * 2.12194440e-4f;  // ln 2 split in two for an exact k·ln2
   float p = 1.9875691500e-4f;
   p = p * r + 1.3981999507e-3f;
@@ -22,10 +27,8 @@ inline float fast_exp(float x) {
   p = p * r + 1.6666665459e-1f;
   p = p * r + 5.0000001201e-1f;
   p = p * r * r + r + 1.0f;
-  // NaN passes the clamp; converting it to int is undefined (UBSan stops there), so its k is 0:
-  // p is NaN already and so is the result.
-  k = k == k ? k : 0.0f;
-  return p * std::bit_cast<float>(((int32_t)k + 127) << 23);
+  // j's bits are those of 1.5 · 2^23 plus k, whose shift by 23 leaves (k + 127) << 23: 2^k.
+  return p * std::bit_cast<float>((std::bit_cast<uint32_t>(j) + 127u) << 23);
 }
 inline double fast_exp(double x) {
   return std::exp(x);

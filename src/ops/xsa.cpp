@@ -52,6 +52,7 @@ void xsa_backward_rows(const AttentionArgs<Real>& a, Out* z) {
 // The head sizes with loops of fixed length.
 template <typename Real, typename Out>
 void xsa_forward_any(const AttentionArgs<Real>& a, Out* z) {
+  if (a.C / a.H == 32) return xsa_forward_rows<32>(a, z);  // the demo's and the study's heads
   if (a.C / a.H == 64) return xsa_forward_rows<64>(a, z);
   if (a.C / a.H == 128) return xsa_forward_rows<128>(a, z);
   xsa_forward_rows<0>(a, z);
@@ -59,6 +60,7 @@ void xsa_forward_any(const AttentionArgs<Real>& a, Out* z) {
 
 template <typename Real, typename Out>
 void xsa_backward_any(const AttentionArgs<Real>& a, Out* z) {
+  if (a.C / a.H == 32) return xsa_backward_rows<32>(a, z);  // the demo's and the study's heads
   if (a.C / a.H == 64) return xsa_backward_rows<64>(a, z);
   if (a.C / a.H == 128) return xsa_backward_rows<128>(a, z);
   xsa_backward_rows<0>(a, z);
