@@ -16,6 +16,7 @@
 #include "xsa/tokenizer/tokenizer.h"
 #include "xsa/util/error.h"
 #include "xsa/util/files.h"
+#include "xsa/util/memory.h"
 #include "xsa/util/rng.h"
 #include "xsa/util/threads.h"
 
@@ -121,6 +122,7 @@ std::vector<std::string> prose(size_t bytes, std::string& source) {
 }
 
 void bench_tokenize_and_prepare(const BenchOptions& o, int threads, json& records) {
+  keep_freed_memory_for_reuse();  // as xsa prepare runs
   std::string source;
   const std::vector<std::string> docs = prose((size_t)o.data_text_mb << 20, source);
   size_t bytes = 0;

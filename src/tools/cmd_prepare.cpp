@@ -2,6 +2,7 @@
 #include "xsa/data/prepare.h"
 #include "xsa/tools/commands.h"
 #include "xsa/util/error.h"
+#include "xsa/util/memory.h"
 #include "xsa/util/signals.h"
 
 namespace xsa::cli {
@@ -76,6 +77,7 @@ void add_prepare_command(CLI::App& root) {
     } else {
       for (const std::string& path : a->inputs) cfg.inputs.push_back({path, a->format});
     }
+    keep_freed_memory_for_reuse();  // each batch's buffers, again and again
     prepare(cfg);
   });
 }

@@ -9,4 +9,10 @@ double peak_rss_mb();
 void reset_peak_rss();
 double available_memory_bytes();  // MemAvailable from /proc/meminfo; 0 when unknown
 
+// For a process that allocates and frees the same tens of MB over and over (prepare's batches):
+// glibc keeps freed memory up to 256 MB for reuse and serves blocks under 64 MB from its heap,
+// instead of handing each one back to the kernel and faulting its pages in again. Process-wide:
+// for the tools' streaming commands, not for a library's caller.
+void keep_freed_memory_for_reuse();
+
 }  // namespace xsa
