@@ -29,7 +29,7 @@ install(FILES ${CMAKE_BINARY_DIR}/xsaConfig.cmake ${CMAKE_BINARY_DIR}/xsaConfigV
 # Relocatable: the prefix is found from the .pc file's own place, so --prefix at install time holds.
 file(RELATIVE_PATH XSA_PC_TO_PREFIX /prefix/${CMAKE_INSTALL_LIBDIR}/pkgconfig /prefix)
 set(XSA_PC_DNNL "")
-string(REPLACE ";" " " XSA_PC_SPM "${XSA_SENTENCEPIECE_LIBRARIES};${XSA_COMPRESSION_LIBRARIES} ")
+string(REPLACE ";" " " XSA_PC_SPM "${XSA_SENTENCEPIECE_LIBRARIES};${XSA_DATA_LIBRARIES} ")
 if(DNNL_LIBRARY)
   set(XSA_PC_DNNL "${DNNL_LIBRARY} ")
 endif()

@@ -7,7 +7,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 packages=(libopenblas0-openmp libopenblas-openmp-dev libgfortran5 libquadmath0 libfmt9 libfmt-dev
           libcli11-dev nlohmann-json3-dev libpcre2-8-0 libpcre2-dev libgtest-dev
-          libboost1.74-dev)
+          libboost1.74-dev libsimdjson14 libsimdjson-dev libxxhash-dev)
 mkdir -p .gpu-deps
 cd .gpu-deps
 missing=()

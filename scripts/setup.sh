@@ -16,7 +16,7 @@ data=(curl ca-certificates nodejs)
 build=(build-essential cmake pkg-config libopenblas-openmp-dev libgtest-dev libbenchmark-dev
        libcli11-dev nlohmann-json3-dev libfmt-dev libpcre2-dev librsvg2-bin openmpi-bin
        libopenmpi-dev libdnnl-dev libcpp-httplib-dev libsentencepiece-dev libboost-dev
-       zlib1g-dev libzstd-dev "${data[@]}")
+       zlib1g-dev libzstd-dev libsimdjson-dev libxxhash-dev "${data[@]}")
 torch=(python3-torch libtorch-dev python3-dev pybind11-dev)
 test=(qemu-user libblis4-openmp libblas3 chromium sentencepiece iproute2 slurmctld slurmd
       slurm-client "${torch[@]}")

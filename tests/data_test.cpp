@@ -16,6 +16,7 @@
 #endif
 
 #include "test_util.h"
+#include "xsa/data/corpus_reader.h"
 #include "xsa/data/dataset.h"
 #include "xsa/data/prepare.h"
 #include "xsa/data/shards.h"
@@ -315,6 +316,90 @@ class PrepareTest : public ::testing::Test {
   fs::path dir;
   PrepareConfig cfg;
 };
+
+// A JSON line's text field, decoded (simdjson), against nlohmann's parser as the reference on
+// random lines: escapes, surrogate pairs and lone surrogates, raw UTF-8, nested values, the field
+// given twice (the last counts), missing or not a string, and lines cut, or with a byte changed.
+TEST(DecodeJsonLine, AgreesWithAnotherParserOnRandomLines) {
+  Rng rng(17);
+  auto pick = [&](size_t n) { return (size_t)(rng.next_u64() % n); };
+  const char* pieces[] = {"a",
+                          "Word ",
+                          "\\n",
+                          "\\t",
+                          "\\\"",
+                          "\\\\",
+                          "\\/",
+                          "\\b",
+                          "\\u00e9",
+                          "\\u4e2d",
+                          "\\ud83d\\ude00",
+                          "\\ud800",
+                          "\\udc00x",
+                          "caf\xc3\xa9",
+                          "\xe4\xb8\xad",
+                          "\xf0\x9f\x98\x80",
+                          "\\u0000",
+                          " "};
+  auto string_value = [&] {
+    std::string v = "\"";
+    for (size_t k = pick(12); k > 0; k--) v += pieces[pick(std::size(pieces))];
+    return v + "\"";
+  };
+  auto other_value = [&]() -> std::string {
+    switch (pick(5)) {
+      case 0:
+        return std::to_string((int64_t)pick(1000000) - 500000);
+      case 1:
+        return "[1, \"x\", {\"text\": 2}, null]";
+      case 2:
+        return "{\"text\": " + string_value() + "}";
+      case 3:
+        return pick(2) ? "true" : "null";
+      default:
+        return "2.5e3";
+    }
+  };
+  int valid = 0, cases = 0;
+  for (int n = 0; n < 4000; n++) {
+    std::string line = "{";
+    for (size_t f = 1 + pick(4); f > 0; f--) {
+      const size_t kind = pick(6);
+      line += kind < 3 ? "\"text\": " : kind == 3 ? "\"id\": " : "\"meta\": ";
+      line += kind >= 2 ? other_value() : string_value();
+      line += f > 1 ? ", " : "";
+    }
+    line += "}";
+    if (pick(4) == 0) line.resize(pick(line.size() + 1));                          // cut
+    if (pick(4) == 0 && !line.empty()) line[pick(line.size())] = (char)pick(256);  // a byte changed
+    if (pick(10) == 0) line = "[" + string_value().append("]");                    // not an object
+    // The reference: valid UTF-8, then nlohmann (an object keeps a key's last value).
+    std::string expected;
+    bool expected_ok = valid_utf8(line);
+    if (expected_ok) {
+      const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+      expected_ok =
+          !j.is_discarded() && j.is_object() && j.contains("text") && j["text"].is_string();
+      if (expected_ok) expected = j["text"].get<std::string>();
+    }
+    std::string padded = line;
+    padded.reserve(line.size() + kJsonLinePadding);
+    std::string_view text;
+    std::string error;
+    const bool ok = decode_json_line(padded, 7, "in.jsonl", "text", text, error);
+    cases++;
+    valid += ok;
+    ASSERT_EQ(ok, expected_ok) << line << "\n" << error;
+    if (ok) {
+      EXPECT_EQ(std::string(text), expected) << line;
+    } else {
+      EXPECT_EQ(error.rfind("in.jsonl:7: ", 0), 0u) << error;
+    }
+  }
+  // Both kinds met often enough to mean something.
+  EXPECT_GT(valid, cases / 10);
+  EXPECT_LT(valid, cases * 9 / 10);
+}
 
 TEST_F(PrepareTest, WritesShardsMetaAndARandomValidationShare) {
   PrepareResult r = prepare(cfg);

@@ -3,8 +3,11 @@
 // scripts, emoji, Unicode whitespace, long runs, random mixtures), decode(encode(x)) == x for any
 // bytes including invalid UTF-8, and the errors for a missing vocabulary.
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
+#include <memory>
 #include <nlohmann/json.hpp>
 
 #include "xsa/tokenizer/byte_tokenizer.h"
@@ -14,6 +17,8 @@
 
 namespace xsa {
 namespace {
+
+namespace fs = std::filesystem;
 
 // The vocabulary is installed by set-up (bash scripts/get_data.sh --vocab-only, which the test
 // command runs); without it these tests fail rather than skip.
@@ -91,6 +96,46 @@ TEST(Gpt2Tokenizer, ParallelEncodingEqualsSerial) {
 #pragma omp parallel for num_threads(2)
   for (size_t i = 0; i < docs.size(); i++) parallel[i] = gpt2().encode(docs[i]);
   EXPECT_EQ(serial, parallel);
+}
+
+// The per-thread piece cache holds at most PieceCache::kMaxEntries pieces, then starts over: ids
+// across that point are those of each piece merged on its own (encode_piece, no cache).
+TEST(Gpt2Tokenizer, PieceCacheStartsOverWithTheSameIds) {
+  Gpt2Tokenizer tok(XSA_VOCAB_DIR);
+  Rng rng(5);
+  std::string text;
+  std::vector<int32_t> expected;
+  for (int w = 0; w < 300000; w++) {  // distinct words, more than the cache holds
+    std::string piece = " ";
+    for (int k = 0, n = w; k < 4 || n > 0; k++, n /= 26) piece += (char)('a' + n % 26);
+    piece += (char)('a' + rng.next_u64() % 26);
+    text += piece;
+    tok.encode_piece(piece, expected);
+  }
+  EXPECT_EQ(tok.encode(text), expected);
+  EXPECT_EQ(tok.encode(text), expected);  // the second time from the cache (started over once)
+}
+
+// The cache belongs to one tokenizer: another, made where the first was freed, with other merges,
+// does not take the first one's pieces.
+TEST(Gpt2Tokenizer, PieceCacheIsNotSharedWithALaterTokenizer) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("xsa_vocab_one_merge_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  fs::copy_file(fs::path(XSA_VOCAB_DIR) / "encoder.json", dir / "encoder.json",
+                fs::copy_options::overwrite_existing);
+  std::ofstream(dir / "vocab.bpe") << "#version: 0.2\n\u0120 t\n";  // GPT-2's first merge only
+  std::vector<int32_t> bytes;  // "hello" without merges: its bytes' tokens
+  for (char c : std::string("hello")) bytes.push_back(gpt2().encode(std::string(1, c)).at(0));
+  for (int round = 0; round < 3; round++) {
+    {
+      auto full = std::make_unique<Gpt2Tokenizer>(XSA_VOCAB_DIR);
+      EXPECT_EQ(full->encode("hello"), (std::vector<int32_t>{31373}));
+    }
+    auto one_merge = std::make_unique<Gpt2Tokenizer>(dir);
+    EXPECT_EQ(one_merge->encode("hello"), bytes);
+  }
+  fs::remove_all(dir);
 }
 
 TEST(ByteTokenizer, RoundTripsAndRejectsNonBytes) {

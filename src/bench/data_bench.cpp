@@ -63,22 +63,18 @@ std::vector<std::string> sample_documents(size_t bytes) {
   return docs;
 }
 
-// MB/s of encoding `docs` on `threads` threads (documents spread over them), best of three. Each
-// time a fresh tokenizer, whose caches start empty as prepare's do.
+// MB/s of encoding `docs` on `threads` threads (documents spread over them), by a fresh tokenizer
+// whose caches start empty, as prepare's do.
 double encode_mbs(TokenizerKind kind, const std::vector<std::string>& docs, size_t bytes,
                   int threads) {
-  double best = 0;
-  for (int rep = 0; rep < 3; rep++) {
-    const std::unique_ptr<Tokenizer> tokenizer = make_tokenizer(kind);
-    const auto t0 = clock_type::now();
-#pragma omp parallel for schedule(dynamic, 4) num_threads(threads)
-    for (size_t i = 0; i < docs.size(); i++) {
-      std::vector<int32_t> ids;
-      tokenizer->encode(docs[i], ids);
-    }
-    best = std::max(best, bytes / 1e6 / (ms_since(t0) / 1000));
+  const std::unique_ptr<Tokenizer> tokenizer = make_tokenizer(kind);
+  const auto t0 = clock_type::now();
+#pragma omp parallel for schedule(dynamic, 1) num_threads(threads)
+  for (size_t i = 0; i < docs.size(); i++) {
+    std::vector<int32_t> ids;
+    tokenizer->encode(docs[i], ids);
   }
-  return best;
+  return bytes / 1e6 / (ms_since(t0) / 1000);
 }
 
 struct TempFolder {
@@ -132,11 +128,14 @@ void bench_tokenize_and_prepare(const BenchOptions& o, int threads, json& record
     std::ofstream jsonl(folder.path / "sample.jsonl");
     for (const auto& d : docs) jsonl << json{{"text", d}}.dump() << "\n";
   }
+  // Rounds of (tokenizer on 1 thread, tokenizer on t, prepare on t) for each t: the ratio is taken
+  // within a round, as the shared machine's speed drifts between rounds, and its median reported.
+  constexpr int kRounds = 5;
   std::printf(
       "\n## Tokenizing and preparing %.1f MB of text (%zu documents: %s; prepare reads them as "
-      "JSON lines), best of 3\n\n| tokenizer | threads | tokenizer MB/s | prepare MB/s | prepare ÷ "
-      "(tokenizer on 1 thread × threads) |\n|---|---|---|---|---|\n",
-      bytes / 1e6, docs.size(), source.c_str());
+      "JSON lines), medians of %d rounds\n\n| tokenizer | threads | tokenizer MB/s | prepare MB/s "
+      "| prepare ÷ (tokenizer on 1 thread × threads), median (range) |\n|---|---|---|---|---|\n",
+      bytes / 1e6, docs.size(), source.c_str(), kRounds);
   for (TokenizerKind kind : {TokenizerKind::gpt2, TokenizerKind::byte}) {
     try {
       make_tokenizer(kind);
@@ -146,30 +145,44 @@ void bench_tokenize_and_prepare(const BenchOptions& o, int threads, json& record
     }
     std::vector<int> counts = {1};
     if (threads > 1) counts.push_back(threads);
-    double single = 0;
-    for (int t : counts) {
-      const double encode = encode_mbs(kind, docs, bytes, t);
-      if (t == 1) single = encode;
-      double prepare_mbs = 0;
-      for (int rep = 0; rep < 3; rep++) {
+    std::vector<std::vector<double>> encode(counts.size()), prepared(counts.size()),
+        efficiency(counts.size());
+    std::vector<json> rounds(counts.size(), json::array());
+    for (int round = 0; round < kRounds; round++) {
+      const double single = encode_mbs(kind, docs, bytes, 1);
+      for (size_t c = 0; c < counts.size(); c++) {
+        const int t = counts[c];
+        encode[c].push_back(t == 1 ? single : encode_mbs(kind, docs, bytes, t));
         PrepareConfig cfg;
         cfg.inputs = {{(folder.path / "sample.jsonl").string()}};
         cfg.tokenizer = kind;
         cfg.out = (folder.path / "out").string();
         cfg.force = true, cfg.quiet = true, cfg.threads = t;
+        cfg.val_fraction = 0;  // (each document is drawn all the same: a short text may get none)
         const PrepareResult r = prepare(cfg);
-        prepare_mbs = std::max(prepare_mbs, r.bytes / 1e6 / r.stream_seconds);
+        prepared[c].push_back(r.bytes / 1e6 / r.stream_seconds);
+        efficiency[c].push_back(prepared[c].back() / (single * t));
+        rounds[c].push_back({{"tokenizer_1_thread_mbs", single},
+                             {"tokenizer_mbs", encode[c].back()},
+                             {"prepare_mbs", prepared[c].back()}});
       }
-      const double efficiency = prepare_mbs / (single * t);
-      std::printf("| %s | %d | %.1f | %.1f | %.2f |\n", to_string(kind), t, encode, prepare_mbs,
-                  efficiency);
+    }
+    for (size_t c = 0; c < counts.size(); c++) {
+      const Stats e = stats_of(efficiency[c]);
+      const double encode_median = stats_of(encode[c]).median,
+                   prepare_median = stats_of(prepared[c]).median;
+      std::printf("| %s | %d | %.1f | %.1f | %.2f (%.2f-%.2f) |\n", to_string(kind), counts[c],
+                  encode_median, prepare_median, e.median, e.min, e.max);
       records.push_back({{"kind", "prepare"},
                          {"tokenizer", to_string(kind)},
-                         {"threads", t},
+                         {"threads", counts[c]},
                          {"text_mb", bytes / 1e6},
-                         {"tokenizer_mbs", encode},
-                         {"prepare_mbs", prepare_mbs},
-                         {"efficiency", efficiency}});
+                         {"rounds", rounds[c]},
+                         {"tokenizer_mbs", encode_median},
+                         {"prepare_mbs", prepare_median},
+                         {"efficiency", e.median},
+                         {"efficiency_min", e.min},
+                         {"efficiency_max", e.max}});
     }
   }
   set_thread_count(threads);

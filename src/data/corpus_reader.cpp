@@ -1,6 +1,7 @@
 #include "xsa/data/corpus_reader.h"
 
 #include <glob.h>
+#include <simdjson.h>
 
 #include <algorithm>
 #include <cstring>
@@ -26,9 +27,10 @@ BadInput parse_bad_input(const std::string& name) {
   fail("--on-bad-input {} is not known (expected stop or skip)", name);
 }
 
-namespace {
-
+// (outside the anonymous namespace: ByteSource::Codec, a member of a public class, holds one)
 enum class Compression { none, gzip, zstd };
+
+namespace {
 
 Compression compression_of(const fs::path& path) {
   const std::string ext = path.extension().string();
@@ -207,7 +209,7 @@ std::vector<PrepareInput> list_input_files(const std::vector<PrepareInput>& inpu
   return files;
 }
 
-bool valid_utf8(const std::string& text, size_t* bad_at) {
+bool valid_utf8(std::string_view text, size_t* bad_at) {
   const auto* s = reinterpret_cast<const unsigned char*>(text.data());
   const size_t n = text.size();
   size_t i = 0;
@@ -283,18 +285,19 @@ bool DocumentReader::bad(const std::string& what) {
   return true;
 }
 
-// The next line, its '\n' kept, at most max_bytes (a longer line comes in pieces); false at the
-// end. A corrupt or truncated archive ends the file here when skipping (counted once).
-bool DocumentReader::next_line(std::string& line, size_t max_bytes) {
-  line.clear();
-  while (line.size() < max_bytes) {
+// The next line, its '\n' kept, at most max_bytes (a longer line comes in pieces), appended to
+// `out`; false at the end. A corrupt or truncated archive ends the file here when skipping
+// (counted once).
+bool DocumentReader::next_line(std::string& out, size_t max_bytes) {
+  const size_t start = out.size();
+  while (out.size() - start < max_bytes) {
     if (buffer_pos_ == buffer_end_) {
       if (source_done_) break;
       try {
         buffer_end_ = source_.read(buffer_.data(), buffer_.size());
       } catch (const Error& e) {
         bad(fmt::format("{} (line {})", e.what(), line_ + 1));
-        buffer_end_ = 0, line.clear();  // the broken line goes with the rest
+        buffer_end_ = 0, out.resize(start);  // the broken line goes with the rest
       }
       buffer_pos_ = 0;
       if (buffer_end_ == 0) {
@@ -302,26 +305,31 @@ bool DocumentReader::next_line(std::string& line, size_t max_bytes) {
         break;
       }
     }
-    const char* start = buffer_.data() + buffer_pos_;
-    const size_t available = std::min(buffer_end_ - buffer_pos_, max_bytes - line.size());
-    const char* newline = (const char*)std::memchr(start, '\n', available);
-    const size_t take = newline ? (size_t)(newline - start) + 1 : available;
-    line.append(start, take);
+    const char* begin = buffer_.data() + buffer_pos_;
+    const size_t available = std::min(buffer_end_ - buffer_pos_, max_bytes - (out.size() - start));
+    const char* newline = (const char*)std::memchr(begin, '\n', available);
+    const size_t take = newline ? (size_t)(newline - begin) + 1 : available;
+    out.append(begin, take);
     buffer_pos_ += take;
     if (newline) {
       line_++;
       return true;
     }
   }
-  if (line.empty()) return false;
-  if (line.back() != '\n' && source_done_) line_++;  // the last line, without its newline
+  if (out.size() == start) return false;
+  if (out.back() != '\n' && source_done_) line_++;  // the last line, without its newline
   return true;
 }
 
 namespace {
 
-bool blank(const std::string& line) {
-  return line.find_first_not_of(" \t\r\n\f\v") == std::string::npos;
+bool blank(std::string_view line) {
+  return line.find_first_not_of(" \t\r\n\f\v") == std::string_view::npos;
+}
+
+std::string& line_cleared(std::string& line) {
+  line.clear();
+  return line;
 }
 
 // The line (1-based, from `first_line`) of byte `offset` of `text`.
@@ -364,7 +372,8 @@ bool DocumentReader::next_text(std::string& text) {
     // The opening decides: the whole file within the limit is one document, as it is.
     std::vector<std::pair<std::string, size_t>> opening;
     size_t bytes = 0;
-    while (bytes <= kTextDocumentMaxBytes && next_line(line, kTextDocumentMaxBytes + 1)) {
+    while (bytes <= kTextDocumentMaxBytes &&
+           next_line(line_cleared(line), kTextDocumentMaxBytes + 1)) {
       bytes += line.size();
       opening.emplace_back(std::move(line), line_);
     }
@@ -378,7 +387,7 @@ bool DocumentReader::next_text(std::string& text) {
       for (auto& [l, number] : opening) feed(l, number);
     }
   }
-  while (ready_.empty() && next_line(line, kTextDocumentMaxBytes)) feed(line, line_);
+  while (ready_.empty() && next_line(line_cleared(line), kTextDocumentMaxBytes)) feed(line, line_);
   if (ready_.empty()) finish_document();
   if (ready_.empty()) return false;
   text = std::move(ready_.front());
@@ -386,33 +395,54 @@ bool DocumentReader::next_text(std::string& text) {
   return true;
 }
 
-bool decode_json_line(const InputItem& item, const std::string& path, const std::string& text_field,
-                      std::string& text, std::string& error) {
-  text.clear();
-  size_t at = 0;
-  if (!valid_utf8(item.bytes, &at)) {
-    error = fmt::format("{}:{}: not valid UTF-8 (byte {:#04x} at column {})", path, item.line,
-                        (unsigned char)item.bytes[at], at + 1);
+namespace {
+constexpr size_t kKeptParserBytes = 64 << 20;
+}  // namespace
+
+bool decode_json_line(std::string_view line, size_t line_number, const std::string& path,
+                      const std::string& text_field, std::string_view& text, std::string& error) {
+  static_assert(kJsonLinePadding >= simdjson::SIMDJSON_PADDING);
+  text = {};
+  // One parser per thread: its buffers grow to the longest line and stay (but see below).
+  thread_local simdjson::dom::parser parser;
+  // A rare huge line leaves the parser's buffers (several times its size) behind: let them go
+  // before the next line.
+  if (parser.capacity() > kKeptParserBytes && line.size() < kKeptParserBytes / 8)
+    parser = simdjson::dom::parser();
+  simdjson::dom::element document;
+  if (const auto code = parser.parse(line.data(), line.size(), false).get(document)) {
+    size_t at = 0;
+    if (code == simdjson::UTF8_ERROR && !valid_utf8(line, &at))
+      error = fmt::format("{}:{}: not valid UTF-8 (byte {:#04x} at column {})", path, line_number,
+                          (unsigned char)line[at], at + 1);
+    else
+      error = fmt::format("{}:{}: not valid JSON ({})", path, line_number,
+                          simdjson::error_message(code));
     return false;
   }
-  nlohmann::json j = nlohmann::json::parse(item.bytes, nullptr, false);
-  if (j.is_discarded()) {
-    error = fmt::format("{}:{}: not valid JSON", path, item.line);
+  // The field's last occurrence, as a parser that builds an object keeps it.
+  bool found = false, is_string = false;
+  simdjson::dom::object object;
+  if (document.get(object) == simdjson::SUCCESS)
+    for (const simdjson::dom::key_value_pair field : object)
+      if (field.key == text_field) {
+        found = true;
+        is_string = field.value.get(text) == simdjson::SUCCESS;
+      }
+  if (!found || !is_string) {
+    text = {};
+    error =
+        fmt::format("{}:{}: has no \"{}\" field holding a string", path, line_number, text_field);
     return false;
   }
-  auto field = j.is_object() ? j.find(text_field) : j.end();
-  if (!j.is_object() || field == j.end() || !field->is_string()) {
-    error = fmt::format("{}:{}: has no \"{}\" field holding a string", path, item.line, text_field);
-    return false;
-  }
-  text = std::move(field->get_ref<std::string&>());
   return true;
 }
 
 void DocumentReader::read_whole_file() {
   whole_read_ = true;
-  std::string bytes, line;
-  while (next_line(line, 1 << 20)) bytes += line;
+  std::string bytes;
+  while (next_line(bytes, 1 << 20)) {
+  }
   if (file_.format == "brown") {
     std::string text = strip_brown_tags(bytes);
     if (!text.empty()) ready_.push_back(std::move(text));
@@ -438,35 +468,47 @@ void DocumentReader::read_whole_file() {
   }
 }
 
-bool DocumentReader::next_item(InputItem& item) {
-  item.json_line = file_.format == "jsonl", item.line = 0;
-  if (file_.format == "text") return next_text(item.bytes);
+bool DocumentReader::next_item(std::string& buffer, InputItem& item) {
+  item.json_line = file_.format == "jsonl", item.line = 0, item.offset = buffer.size();
+  auto take = [&](std::string& document) {
+    buffer += document;
+    item.size = document.size();
+    return true;
+  };
+  if (file_.format == "text") {
+    std::string document;
+    return next_text(document) && take(document);
+  }
   if (file_.format == "jsonl") {
-    while (next_line(item.bytes, SIZE_MAX)) {
-      item.line = line_;
-      if (!blank(item.bytes)) return true;
+    while (next_line(buffer, SIZE_MAX)) {
+      item.line = line_, item.size = buffer.size() - item.offset;
+      if (!blank(std::string_view(buffer).substr(item.offset))) return true;
+      buffer.resize(item.offset);
     }
     return false;
   }
   if (!whole_read_) read_whole_file();
   if (ready_.empty()) return false;
-  item.bytes = std::move(ready_.front());
+  take(ready_.front());
   ready_.pop_front();
   return true;
 }
 
 bool DocumentReader::next(std::string& text) {
   InputItem item;
-  std::string error;
-  while (next_item(item)) {
+  std::string buffer, error;
+  std::string_view decoded;
+  while (next_item(buffer, item)) {
     if (!item.json_line) {
-      text = std::move(item.bytes);
+      text = std::move(buffer);
       return true;
     }
-    if (!decode_json_line(item, file_.path, text_field_, text, error))
+    buffer.reserve(buffer.size() + kJsonLinePadding);
+    if (!decode_json_line(buffer, item.line, file_.path, text_field_, decoded, error))
       bad(error);
-    else if (!text.empty())
-      return true;
+    else if (!decoded.empty())
+      return text.assign(decoded), true;
+    buffer.clear();
   }
   return false;
 }

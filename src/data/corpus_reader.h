@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace xsa {
@@ -51,18 +52,25 @@ class ByteSource {
 // its format resolved; throws Error naming an input that does not exist or matches nothing.
 std::vector<PrepareInput> list_input_files(const std::vector<PrepareInput>& inputs);
 
-// One item of an input file: a document's text, or a JSON line holding one, decoded by
-// decode_json_line where that is wanted (prepare decodes its batches' lines in parallel).
+// One item of an input file, its bytes at [offset, offset + size) of a buffer the reader appended
+// them to: a document's text, or a JSON line holding one, decoded by decode_json_line where that
+// is wanted (prepare gathers a batch's items into one buffer and decodes its lines in parallel).
 struct InputItem {
-  std::string bytes;
+  size_t offset = 0, size = 0;
   bool json_line = false;
   size_t line = 0;  // a JSON line's number in its file
 };
 
-// A JSON line's document into `text` (empty when its text is empty); when the line is bad (not
-// UTF-8, not JSON, no such string field), false and one line naming file and line in `error`.
-bool decode_json_line(const InputItem& item, const std::string& path, const std::string& text_field,
-                      std::string& text, std::string& error);
+// What decode_json_line may read past a line's end (simdjson's padding): a buffer holds this many
+// bytes after its last item (the next item's bytes, or capacity reserved).
+inline constexpr size_t kJsonLinePadding = 64;
+
+// A JSON line's document: `text` views it, valid until this thread decodes another line (empty
+// when its text is empty); when the line is bad (not UTF-8, not JSON, no such string field),
+// false and one line naming file and line in `error`. A field given twice counts by its last
+// value. kJsonLinePadding bytes after the line must be readable.
+bool decode_json_line(std::string_view line, size_t line_number, const std::string& path,
+                      const std::string& text_field, std::string_view& text, std::string& error);
 
 // The documents of one input file, in order, never empty.
 class DocumentReader {
@@ -72,14 +80,15 @@ class DocumentReader {
   // naming file and line, or (skip) is counted and passed over; a corrupt or truncated archive
   // ends the file there (skip) or stops.
   bool next(std::string& text);
-  // The next item, a JSON line undecoded (its blank lines passed over); false at the end. Bad
-  // input the reader itself meets (an archive's end, a text document's UTF-8) as next().
-  bool next_item(InputItem& item);
+  // The next item, a JSON line undecoded (its blank lines passed over), its bytes appended to
+  // `buffer`; false at the end. Bad input the reader itself meets (an archive's end, a text
+  // document's UTF-8) as next().
+  bool next_item(std::string& buffer, InputItem& item);
   size_t skipped() const { return skipped_; }  // what the reader itself left out
   uint64_t consumed() const { return source_.consumed(); }
 
  private:
-  bool next_line(std::string& line, size_t max_bytes);
+  bool next_line(std::string& out, size_t max_bytes);  // appends one line to out
   bool next_text(std::string& text);
   void read_whole_file();             // json and brown: parsed whole into ready_
   bool bad(const std::string& what);  // skip: counts and returns true; stop: throws
@@ -103,7 +112,7 @@ class DocumentReader {
 };
 
 // Whether `text` is valid UTF-8; otherwise the offset of the first bad byte in `bad_at`.
-bool valid_utf8(const std::string& text, size_t* bad_at = nullptr);
+bool valid_utf8(std::string_view text, size_t* bad_at = nullptr);
 
 // The Brown corpus's "word/tag word/tag" lines back to plain text.
 std::string strip_brown_tags(const std::string& tagged);

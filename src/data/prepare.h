@@ -35,9 +35,12 @@ struct PrepareConfig {
   // Documents are read, tokenized and written in batches of about this many bytes of text. Three
   // batches are held at once (one being read, one waiting, one being tokenized, with its tokens
   // at 4 bytes each): resident memory is about 7 times this, plus the tokenizer and the largest
-  // document (a text file's are at most kTextDocumentMaxBytes), whatever the input's size. A
-  // run saves where it stands after every batch.
+  // document (a text file's are at most kTextDocumentMaxBytes), whatever the input's size. The
+  // first batches are smaller (1, 2, 4 MiB …), so that tokenizing starts at once.
   size_t batch_bytes = 8 << 20;
+  // A run saves where it stands (syncing the shards to disk) after its first batch, then after a
+  // batch at most this often; a killed run continues from the last save. 0: after every batch.
+  double save_every_seconds = 1.0;
   int threads = 0;     // 0: every core
   bool force = false;  // replace an existing output folder
   bool quiet = false;

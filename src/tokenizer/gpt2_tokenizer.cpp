@@ -3,11 +3,18 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 #include <unistd.h>
+#define XXH_INLINE_ALL
+#include <xxhash.h>
 
+#include <atomic>
+#include <bit>
+#include <climits>
 #include <cstdlib>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <queue>
 #include <sstream>
+#include <unordered_map>
 
 #include "xsa/tokenizer/byte_tokenizer.h"
 #include "xsa/tokenizer/spm_tokenizer.h"
@@ -73,17 +80,98 @@ pcre2_code* compile_pattern() {
   return re;
 }
 
-// Per-thread cache of encoded pieces (most words repeat), tied to one tokenizer instance.
-struct PieceCache {
-  const void* owner = nullptr;
-  std::unordered_map<std::string, std::vector<int32_t>> pieces;
+// The last n < 8 bytes of a piece as one word (a loop: memcpy of a variable length is a call).
+uint64_t tail_word(const char* p, size_t n) {
+  uint64_t word = 0;
+  for (size_t k = 0; k < n; k++) word |= (uint64_t)(unsigned char)p[k] << (8 * k);
+  return word;
+}
+
+// Whether two pieces of n bytes are equal, inline (most are a word or two).
+bool same_bytes(const char* a, const char* b, size_t n) {
+  size_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    uint64_t x, y;
+    std::memcpy(&x, a + i, 8);
+    std::memcpy(&y, b + i, 8);
+    if (x != y) return false;
+  }
+  return tail_word(a + i, n - i) == tail_word(b + i, n - i);
+}
+
+// Encoded pieces (most words repeat), one cache per thread: an open-addressing table of 16-byte
+// slots over one arena holding each piece's tokens and then its bytes, so a lookup touches a slot
+// and one arena entry (a node-based map chased three pointers and was a third of encoding).
+class PieceCache {
+ public:
+  static constexpr size_t kMaxEntries = 1 << 18;  // then it starts over: memory stays bounded
+
+  // The cached tokens of `piece` (hash `h`) and their count, or nullptr.
+  const int32_t* find(std::string_view piece, uint64_t h, size_t& n) const {
+    if (slots_.empty()) return nullptr;
+    const size_t mask = slots_.size() - 1;
+    for (size_t i = h & mask;; i = (i + 1) & mask) {
+      const Slot& slot = slots_[i];
+      if (slot.n_ids == 0) return nullptr;
+      const int32_t* entry = arena_.data() + slot.offset;
+      if (slot.hash == h && slot.piece_bytes == piece.size() &&
+          same_bytes((const char*)(entry + slot.n_ids), piece.data(), piece.size())) {
+        n = slot.n_ids;
+        return entry;
+      }
+    }
+  }
+  void insert(std::string_view piece, uint64_t h, const int32_t* ids, size_t n) {
+    if (entries_ >= kMaxEntries) clear();
+    if (2 * (entries_ + 1) > slots_.size()) grow();
+    const size_t offset = arena_.size();
+    arena_.resize(offset + n + (piece.size() + 3) / 4);
+    std::memcpy(arena_.data() + offset, ids, n * sizeof(int32_t));
+    std::memcpy(arena_.data() + offset + n, piece.data(), piece.size());
+    place({h, (uint32_t)offset, (uint16_t)piece.size(), (uint16_t)n});
+    entries_++;
+  }
+  void clear() {
+    slots_.clear();
+    arena_.clear();
+    entries_ = 0;
+  }
+
+ private:
+  struct Slot {
+    uint64_t hash;
+    uint32_t offset;  // of the entry in arena_: n_ids tokens, then the piece's bytes
+    uint16_t piece_bytes;
+    uint16_t n_ids;  // 0: an empty slot (a piece has at least one token)
+  };
+  void place(const Slot& slot) {
+    const size_t mask = slots_.size() - 1;
+    size_t i = slot.hash & mask;
+    while (slots_[i].n_ids != 0) i = (i + 1) & mask;
+    slots_[i] = slot;
+  }
+  void grow() {
+    std::vector<Slot> old(std::max<size_t>(1024, 2 * slots_.size()), Slot{});
+    old.swap(slots_);
+    for (const Slot& slot : old)
+      if (slot.n_ids != 0) place(slot);
+  }
+  std::vector<Slot> slots_;  // a power of two, at most half full
+  std::vector<int32_t> arena_;
+  size_t entries_ = 0;
 };
-thread_local PieceCache t_cache;
-constexpr size_t kCacheLimit = 1 << 18;
+// The cache of this thread, tied to one tokenizer instance by its serial number (an address can
+// come back for another vocabulary once the first is freed).
+std::atomic<uint64_t> g_instances{0};
+struct ThreadCache {
+  uint64_t owner = 0;
+  PieceCache pieces;
+};
+thread_local ThreadCache t_cache;
 
 }  // namespace
 
-Gpt2Tokenizer::Gpt2Tokenizer(const std::filesystem::path& dir) {
+Gpt2Tokenizer::Gpt2Tokenizer(const std::filesystem::path& dir) : instance_(++g_instances) {
   const auto encoder_path = dir / "encoder.json", merges_path = dir / "vocab.bpe";
   std::vector<int> cp = byte_to_codepoint();
   std::unordered_map<int, int> cp_to_byte;
@@ -144,7 +232,7 @@ Gpt2Tokenizer::Gpt2Tokenizer(const std::filesystem::path& dir) {
     if (l == bytes_to_id.end() || r == bytes_to_id.end() || m == bytes_to_id.end())
       fail("{}:{}: merge '{}' uses or makes a token that encoder.json lacks", merges_path.string(),
            line_no, line);
-    merges_.emplace(((uint64_t)l->second << 32) | (uint32_t)r->second, Merge{rank++, m->second});
+    add_merge({((uint64_t)l->second << 32) | (uint32_t)r->second, rank++, m->second});
   }
   if (rank == 0) fail("{}: holds no merges", merges_path.string());
   regex_ = compile_pattern();
@@ -154,21 +242,66 @@ Gpt2Tokenizer::~Gpt2Tokenizer() {
   pcre2_code_free(static_cast<pcre2_code*>(regex_));
 }
 
+void Gpt2Tokenizer::add_merge(const Merge& merge) {
+  if (2 * (merge_count_ + 1) > merge_slots_.size()) {
+    std::vector<Merge> old(std::max<size_t>(1024, 2 * merge_slots_.size()), Merge{kNoPair, 0, 0});
+    old.swap(merge_slots_);
+    merge_mask_ = merge_slots_.size() - 1;
+    merge_shift_ = 64 - std::countr_zero(merge_slots_.size());
+    merge_count_ = 0;
+    for (const Merge& m : old)
+      if (m.pair != kNoPair) add_merge(m);
+  }
+  for (size_t i = (merge.pair * 0x9E3779B97F4A7C15ull) >> merge_shift_;;
+       i = (i + 1) & merge_mask_) {
+    if (merge_slots_[i].pair == merge.pair) return;
+    if (merge_slots_[i].pair == kNoPair) {
+      merge_slots_[i] = merge;
+      merge_count_++;
+      return;
+    }
+  }
+}
+
+// Merge the lowest-ranked adjacent pair first; a rank belongs to one pair, and equal pairs merge
+// left to right, as GPT-2's reference loop does (tokens made by a merge only take part in merges
+// of higher rank, so merging one occurrence at a time is the same as its pass over all of them).
+void Gpt2Tokenizer::encode_short_piece(std::string_view piece, std::vector<int32_t>& out) const {
+  constexpr int32_t kNone = INT32_MAX;
+  int32_t id[kLongestCachedPiece], rank[kLongestCachedPiece], merged[kLongestCachedPiece];
+  int n = (int)piece.size();
+  for (int i = 0; i < n; i++) id[i] = byte_token_[(unsigned char)piece[i]];
+  auto rate = [&](int i) {  // the pair (i, i + 1)
+    const Merge* m = find_merge(id[i], id[i + 1]);
+    rank[i] = m ? m->rank : kNone, merged[i] = m ? m->merged : -1;
+  };
+  for (int i = 0; i + 1 < n; i++) rate(i);
+  while (n > 1) {
+    int best = 0;
+    for (int i = 1; i + 1 < n; i++)
+      if (rank[i] < rank[best]) best = i;
+    if (rank[best] == kNone) break;
+    id[best] = merged[best];
+    for (int i = best + 1; i + 1 < n; i++)
+      id[i] = id[i + 1], rank[i] = rank[i + 1], merged[i] = merged[i + 1];
+    n--;
+    if (best + 1 < n) rate(best);
+    if (best > 0) rate(best - 1);
+  }
+  out.insert(out.end(), id, id + n);
+}
+
 void Gpt2Tokenizer::encode_piece(std::string_view piece, std::vector<int32_t>& out) const {
   const int n = (int)piece.size();
-  if (n == 1) {
-    out.push_back(byte_token_[(unsigned char)piece[0]]);
-    return;
-  }
-  // Merge the lowest-ranked adjacent pair first; a rank belongs to one pair, and equal pairs merge
-  // left to right, as GPT-2's reference loop does. Tokens made by a merge only take part in
-  // merges of higher rank, so one heap over (rank, position) reproduces that loop in O(n log n).
+  if (n <= (int)kLongestCachedPiece) return encode_short_piece(piece, out);
+  // Long pieces (runs of spaces or digits): the same order of merges, kept by one heap over
+  // (rank, position), in O(n log n).
   std::vector<int32_t> id(n), next(n), prev(n);
   for (int i = 0; i < n; i++)
     id[i] = byte_token_[(unsigned char)piece[i]], next[i] = i + 1, prev[i] = i - 1;
   next[n - 1] = -1;
   struct Candidate {
-    int32_t rank, pos, left, right;
+    int32_t rank, pos, left, right, merged;
     bool operator>(const Candidate& o) const {
       return rank != o.rank ? rank > o.rank : pos > o.pos;
     }
@@ -176,8 +309,8 @@ void Gpt2Tokenizer::encode_piece(std::string_view piece, std::vector<int32_t>& o
   std::priority_queue<Candidate, std::vector<Candidate>, std::greater<>> heap;
   auto consider = [&](int pos) {
     if (pos < 0 || next[pos] < 0) return;
-    auto it = merges_.find(((uint64_t)id[pos] << 32) | (uint32_t)id[next[pos]]);
-    if (it != merges_.end()) heap.push({it->second.rank, pos, id[pos], id[next[pos]]});
+    if (const Merge* m = find_merge(id[pos], id[next[pos]]))
+      heap.push({m->rank, pos, id[pos], id[next[pos]], m->merged});
   };
   for (int i = 0; i + 1 < n; i++) consider(i);
   std::vector<bool> alive(n, true);
@@ -186,7 +319,7 @@ void Gpt2Tokenizer::encode_piece(std::string_view piece, std::vector<int32_t>& o
     heap.pop();
     int r = next[c.pos];
     if (!alive[c.pos] || r < 0 || id[c.pos] != c.left || id[r] != c.right) continue;  // stale
-    id[c.pos] = merges_.at(((uint64_t)c.left << 32) | (uint32_t)c.right).merged;
+    id[c.pos] = c.merged;
     alive[r] = false;
     next[c.pos] = next[r];
     if (next[r] >= 0) prev[next[r]] = c.pos;
@@ -197,23 +330,21 @@ void Gpt2Tokenizer::encode_piece(std::string_view piece, std::vector<int32_t>& o
 }
 
 void Gpt2Tokenizer::encode(std::string_view text, std::vector<int32_t>& out) const {
-  if (t_cache.owner != this) t_cache.owner = this, t_cache.pieces.clear();
+  if (t_cache.owner != instance_) t_cache.owner = instance_, t_cache.pieces.clear();
   auto* re = static_cast<pcre2_code*>(regex_);
   pcre2_match_data* match = pcre2_match_data_create_from_pattern(re, nullptr);
   auto emit = [&](size_t begin, size_t end) {
-    std::string_view piece = text.substr(begin, end - begin);
-    if (piece.size() > 64) {  // long runs (whitespace, digits) are rare: not worth caching
-      encode_piece(piece, out);
+    const std::string_view piece = text.substr(begin, end - begin);
+    if (piece.size() > kLongestCachedPiece) return encode_piece(piece, out);
+    const uint64_t h = XXH3_64bits(piece.data(), piece.size());
+    size_t n = 0;
+    if (const int32_t* ids = t_cache.pieces.find(piece, h, n)) {
+      for (size_t k = 0; k < n; k++) out.push_back(ids[k]);  // (most are one or two)
       return;
     }
-    auto it = t_cache.pieces.find(std::string(piece));
-    if (it == t_cache.pieces.end()) {
-      if (t_cache.pieces.size() > kCacheLimit) t_cache.pieces.clear();
-      std::vector<int32_t> ids;
-      encode_piece(piece, ids);
-      it = t_cache.pieces.emplace(std::string(piece), std::move(ids)).first;
-    }
-    out.insert(out.end(), it->second.begin(), it->second.end());
+    const size_t before = out.size();
+    encode_piece(piece, out);
+    t_cache.pieces.insert(piece, h, out.data() + before, out.size() - before);
   };
   size_t offset = 0;
   while (offset < text.size()) {

@@ -6,7 +6,6 @@
 #include <cstdint>
 #include <filesystem>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "xsa/tokenizer/tokenizer.h"
@@ -32,14 +31,36 @@ class Gpt2Tokenizer final : public Tokenizer {
 
  private:
   struct Merge {
+    uint64_t pair;  // left id << 32 | right id; kNoPair in an empty slot
     int32_t rank;
     int32_t merged;
   };
+  static constexpr uint64_t kNoPair = ~0ull;
+  // The merge of two adjacent tokens, or nullptr.
+  const Merge* find_merge(int32_t left, int32_t right) const {
+    const uint64_t pair = ((uint64_t)left << 32) | (uint32_t)right;
+    for (size_t i = (pair * 0x9E3779B97F4A7C15ull) >> merge_shift_;; i = (i + 1) & merge_mask_) {
+      const Merge& m = merge_slots_[i];
+      if (m.pair == pair) return &m;
+      if (m.pair == kNoPair) return nullptr;
+    }
+  }
+  void add_merge(const Merge& merge);  // the first of a pair given twice stays
+  // Pieces up to this long are cached per thread; longer ones (runs of spaces or digits) are rare.
+  static constexpr size_t kLongestCachedPiece = 64;
+  // Short pieces: merged in place on the stack (no allocation), scanning for the lowest rank.
+  void encode_short_piece(std::string_view piece, std::vector<int32_t>& out) const;
+
   std::vector<std::string> id_to_bytes_;
   int32_t byte_token_[256];
-  std::unordered_map<uint64_t, Merge> merges_;  // (left id << 32 | right id) → rank, merged id
+  // Open addressing over a power of two of slots, at most half full: a merge is one probe, most
+  // often, where a node-based map chased pointers.
+  std::vector<Merge> merge_slots_;
+  int merge_shift_ = 64;
+  size_t merge_mask_ = 0, merge_count_ = 0;
   int32_t end_of_text_ = -1;
   void* regex_ = nullptr;  // pcre2_code_8*
+  uint64_t instance_;      // this tokenizer's serial number, keying the per-thread piece caches
 };
 
 }  // namespace xsa

@@ -36,6 +36,10 @@ void add_prepare_command(CLI::App& root) {
                   "Bytes of text read and tokenized at once (memory is about 7 times this); a "
                   "killed prepare continues from its last batch")
       ->capture_default_str();
+  cmd->add_option("--save-every", c.save_every_seconds,
+                  "Seconds between saves of where prepare stands (after a batch; each syncs the "
+                  "shards to disk); a killed prepare continues from the last save")
+      ->capture_default_str();
   cmd->add_option("--tokenizer", a->tokenizer,
                   "gpt2, byte or spm:FOLDER (a vocabulary of xsa tokenizer train)")
       ->capture_default_str();
