@@ -60,6 +60,7 @@ class Gpt2Tokenizer final : public Tokenizer {
   size_t merge_mask_ = 0, merge_count_ = 0;
   int32_t end_of_text_ = -1;
   void* regex_ = nullptr;  // pcre2_code_8*
+  bool jit_ = false;       // its JIT-compiled form is there
   uint64_t instance_;      // this tokenizer's serial number, keying the per-thread piece caches
 };
 
