@@ -389,7 +389,6 @@ struct Output {
   PrepareResult result;
   json sources = json::array();
   size_t sources_saved = 0, sources_saved_bytes = 0;  // in sources.jsonl
-  std::vector<std::vector<int32_t>> batch_ids;  // tokenize_batch's buffers, kept between batches
   size_t file = 0, items_in_file = 0;
   size_t file_documents = 0, file_skipped = 0;  // of the file in progress
 
@@ -482,10 +481,7 @@ void tokenize_batch(Batch& batch, const std::vector<PrepareInput>& files,
                     const Tokenizer& tokenizer, const PrepareConfig& cfg, Output& out) {
   const int eot = tokenizer.end_of_text();
   const size_t n = batch.items.size();
-  // Token buffers kept from batch to batch (their memory reused, not faulted in afresh).
-  std::vector<std::vector<int32_t>>& ids = out.batch_ids;
-  if (ids.size() < n) ids.resize(n);
-  for (size_t i = 0; i < n; i++) ids[i].clear();
+  std::vector<std::vector<int32_t>> ids(n);
   std::vector<std::string> errors(n);
   std::vector<char> val(n), held(n), bad(n);
   // Work handed out in runs of documents of about kChunkBytes (many short ones, or one long one),
@@ -548,11 +544,6 @@ void tokenize_batch(Batch& batch, const std::vector<PrepareInput>& files,
   end_files_before(n);
   out.file = batch.file, out.items_in_file = batch.items_in_file;
   out.result.bytes = batch.consumed;
-  // Buffers kept for the next batch hold at most about twice this batch's tokens: one much larger
-  // than its document now is let go.
-  for (size_t i = 0; i < n; i++)
-    if (ids[i].capacity() > 2 * ids[i].size() + 64) std::vector<int32_t>().swap(ids[i]);
-  for (size_t i = n; i < ids.size(); i++) std::vector<int32_t>().swap(ids[i]);
 }
 
 // Inputs that leave a split empty.
