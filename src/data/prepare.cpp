@@ -253,6 +253,8 @@ struct Batch {
 
 constexpr size_t kChunkBytes = 32 << 10;
 constexpr size_t kFirstBatchBytes = 1 << 20;
+// A thread's token buffer (one document's) past this is let go: a rare giant document's.
+constexpr size_t kKeptTokens = 4 << 20;
 
 // Reads the files on a thread of its own, one batch ahead of the tokenizer, from a position
 // (file, items of it already done). pop() hands batches out in order and rethrows the
@@ -280,9 +282,9 @@ class BatchReader {
     return b;
   }
   // A batch done with, its buffers kept for a later one: no fresh memory (and page faults) for
-  // every batch. One that grew past twice the batch size (a huge line) is let go.
+  // every batch. One that grew past four times the batch size (a huge line) is let go.
   void recycle(Batch&& b, size_t batch_bytes) {
-    if (b.text.capacity() > 2 * batch_bytes) return;
+    if (b.text.capacity() > 4 * batch_bytes) return;
     std::lock_guard<std::mutex> lock(mutex_);
     spare_.push_back(std::move(b));
   }
@@ -359,7 +361,9 @@ class BatchReader {
     std::vector<size_t> file_of = std::move(b.file_of);
     b = Batch();
     text.clear(), items.clear(), file_of.clear();
-    text.reserve(batch_bytes + kJsonLinePadding);
+    // (room for the item that crosses batch_bytes: a string grown by doubling leaves its old
+    // buffer behind)
+    text.reserve(2 * batch_bytes + kJsonLinePadding);
     advise_huge_pages(text.data(), text.capacity());
     b.text = std::move(text), b.items = std::move(items), b.file_of = std::move(file_of);
     return b;
@@ -500,17 +504,20 @@ void tokenize_batch(Batch& batch, const std::vector<PrepareInput>& files,
         bad[i] = !decode_json_line(text, item.line, files[batch.file_of[i]].path, cfg.text_field,
                                    text, errors[i]);
       if (bad[i] || text.empty()) continue;
-      // Tokens go to a vector on this thread's stack, swapped in and out: neighbouring items'
-      // vectors share cache lines, and another thread pushing to one made every push a miss.
-      std::vector<int32_t> tokens;
-      tokens.swap(ids[i]);
+      // Tokens go to this thread's own buffer, then to the item's vector at their exact size:
+      // vectors grown a token at a time left garbage of every size behind (memory crept up over
+      // a long input), and neighbouring items' vectors share cache lines, so that another
+      // thread pushing to one made every push a miss.
+      thread_local std::vector<int32_t> tokens;
+      tokens.clear();
       if (eot >= 0) tokens.push_back(eot);
       tokenizer.encode(text, tokens);
       if (eot < 0 && text.back() != '\n') tokenizer.encode("\n", tokens);
       val[i] = drawn_for_val(text, cfg);
       held[i] = !val[i] && out.long_docs && tokens.size() >= cfg.long_min_tokens &&
                 drawn_for_long(text, cfg);
-      tokens.swap(ids[i]);
+      ids[i].assign(tokens.begin(), tokens.end());
+      if (tokens.capacity() > kKeptTokens) std::vector<int32_t>().swap(tokens);  // a rare giant
     }
   size_t next_end = 0;
   auto end_files_before = [&](size_t item) {

@@ -13,8 +13,10 @@ double available_memory_bytes();  // MemAvailable from /proc/meminfo; 0 when unk
 
 // For a process that allocates and frees the same tens of MB over and over (prepare's batches):
 // glibc keeps freed memory up to 256 MB for reuse and serves blocks under 64 MB from its heap,
-// instead of handing each one back to the kernel and faulting its pages in again. Process-wide:
-// for the tools' streaming commands, not for a library's caller.
+// instead of handing each one back to the kernel and faulting its pages in again, and all threads
+// share one heap (blocks freed by another thread than the one that made them reused by all).
+// Process-wide, before the threads start: for the tools' streaming commands, not for a library's
+// caller.
 void keep_freed_memory_for_reuse();
 
 // Asks the kernel to back [data, data + bytes) with transparent huge pages where it allows them
