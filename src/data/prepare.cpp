@@ -347,25 +347,23 @@ class BatchReader {
     }
   }
 
+  // An empty batch, with the buffers of a spare one where there is one.
   Batch fresh_batch(size_t batch_bytes) {
     Batch b;
     {
       std::lock_guard<std::mutex> lock(mutex_);
       if (!spare_.empty()) {
-        b = std::move(spare_.back());
+        Batch& spare = spare_.back();
+        b.text = std::move(spare.text), b.items = std::move(spare.items);
+        b.file_of = std::move(spare.file_of);
         spare_.pop_back();
       }
     }
-    std::string text = std::move(b.text);
-    std::vector<InputItem> items = std::move(b.items);
-    std::vector<size_t> file_of = std::move(b.file_of);
-    b = Batch();
-    text.clear(), items.clear(), file_of.clear();
+    b.text.clear(), b.items.clear(), b.file_of.clear();
     // (room for the item that crosses batch_bytes: a string grown by doubling leaves its old
     // buffer behind)
-    text.reserve(2 * batch_bytes + kJsonLinePadding);
-    advise_huge_pages(text.data(), text.capacity());
-    b.text = std::move(text), b.items = std::move(items), b.file_of = std::move(file_of);
+    b.text.reserve(2 * batch_bytes + kJsonLinePadding);
+    advise_huge_pages(b.text.data(), b.text.capacity());
     return b;
   }
 
@@ -379,9 +377,9 @@ class BatchReader {
 
 // The shards being written and the counts so far; saved after a batch (at most every
 // save_every_seconds) as progress.json in the partial output, so that a killed prepare continues
-// where the last saved batch ended. The finished
-// files' entries are appended to sources.jsonl instead (progress.json counts them), so that saving
-// costs the same after a million input files as after one.
+// where the last saved batch ended. The finished files' entries are appended to sources.jsonl
+// instead (progress.json counts them), so that saving costs the same after a million input files
+// as after one.
 struct Output {
   Output(const fs::path& dir, const PrepareConfig& cfg)
       : dir(dir), train(dir, "train", cfg.shard_tokens), val(dir, "val", cfg.shard_tokens) {
