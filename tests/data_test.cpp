@@ -319,7 +319,8 @@ class PrepareTest : public ::testing::Test {
 
 // A JSON line's text field, decoded (simdjson), against nlohmann's parser as the reference on
 // random lines: escapes, surrogate pairs and lone surrogates, raw UTF-8, nested values, the field
-// given twice (the last counts), missing or not a string, and lines cut, or with a byte changed.
+// given twice (the last counts), missing or not a string, lines cut, with a byte changed or
+// opening with a byte-order mark.
 TEST(DecodeJsonLine, AgreesWithAnotherParserOnRandomLines) {
   Rng rng(17);
   auto pick = [&](size_t n) { return (size_t)(rng.next_u64() % n); };
@@ -373,6 +374,7 @@ TEST(DecodeJsonLine, AgreesWithAnotherParserOnRandomLines) {
     if (pick(4) == 0) line.resize(pick(line.size() + 1));                          // cut
     if (pick(4) == 0 && !line.empty()) line[pick(line.size())] = (char)pick(256);  // a byte changed
     if (pick(10) == 0) line = "[" + string_value().append("]");                    // not an object
+    if (pick(20) == 0) line.insert(0, "\xEF\xBB\xBF");  // a byte-order mark
     // The reference: valid UTF-8, then nlohmann (an object keeps a key's last value).
     std::string expected;
     bool expected_ok = valid_utf8(line);

@@ -409,8 +409,12 @@ bool decode_json_line(std::string_view line, size_t line_number, const std::stri
   // before the next line.
   if (parser.capacity() > kKeptParserBytes && line.size() < kKeptParserBytes / 8)
     parser = simdjson::dom::parser();
+  // A byte-order mark before the JSON (files saved by some editors open with one) is passed over.
+  size_t start = 0;
+  if (line.size() >= 3 && line.compare(0, 3, "\xEF\xBB\xBF") == 0) start = 3;
   simdjson::dom::element document;
-  if (const auto code = parser.parse(line.data(), line.size(), false).get(document)) {
+  if (const auto code =
+          parser.parse(line.data() + start, line.size() - start, false).get(document)) {
     size_t at = 0;
     if (code == simdjson::UTF8_ERROR && !valid_utf8(line, &at))
       error = fmt::format("{}:{}: not valid UTF-8 (byte {:#04x} at column {})", path, line_number,
