@@ -397,6 +397,28 @@ bool DocumentReader::next_text(std::string& text) {
 
 namespace {
 constexpr size_t kKeptParserBytes = 64 << 20;
+
+// decode_json_line's slow path, for what simdjson refuses and JSON allows. `line` is valid UTF-8
+// (simdjson checked that first).
+bool decode_with_nlohmann(std::string_view line, size_t line_number, const std::string& path,
+                          const std::string& text_field, std::string_view& text,
+                          std::string& error) {
+  thread_local std::string decoded;  // what `text` views
+  const nlohmann::json j = nlohmann::json::parse(line, nullptr, false);
+  if (j.is_discarded()) {
+    error = fmt::format("{}:{}: not valid JSON", path, line_number);
+    return false;
+  }
+  const auto field = j.is_object() ? j.find(text_field) : j.end();
+  if (!j.is_object() || field == j.end() || !field->is_string()) {
+    error =
+        fmt::format("{}:{}: has no \"{}\" field holding a string", path, line_number, text_field);
+    return false;
+  }
+  decoded = field->get<std::string>();
+  text = decoded;
+  return true;
+}
 }  // namespace
 
 bool decode_json_line(std::string_view line, size_t line_number, const std::string& path,
@@ -415,6 +437,11 @@ bool decode_json_line(std::string_view line, size_t line_number, const std::stri
   simdjson::dom::element document;
   if (const auto code =
           parser.parse(line.data() + start, line.size() - start, false).get(document)) {
+    // simdjson refuses numbers past 64 bits and nesting past 1 024 levels, which JSON allows and
+    // nlohmann's parser (prepare's before simdjson) takes: such a line, rare, goes through it.
+    if (code == simdjson::NUMBER_ERROR || code == simdjson::NUMBER_OUT_OF_RANGE ||
+        code == simdjson::DEPTH_ERROR)
+      return decode_with_nlohmann(line.substr(start), line_number, path, text_field, text, error);
     size_t at = 0;
     if (code == simdjson::UTF8_ERROR && !valid_utf8(line, &at))
       error = fmt::format("{}:{}: not valid UTF-8 (byte {:#04x} at column {})", path, line_number,
