@@ -292,6 +292,9 @@ TEST_F(Cli, PrepareThenTrainOnShards) {
   EXPECT_EQ(r.err, "xsa: error: shards: already exists; pass --force to replace it\n");
   r = xsa("prepare --input corpus --out x4 --vocab-dir novocab --quiet");
   EXPECT_NE(r.err.find("scripts/get_data.sh"), std::string::npos) << r.err;
+  r = xsa("prepare --input corpus --out x5 --tokenizer byte --save-every -1 --quiet");
+  EXPECT_EQ(r.err, "xsa: error: --save-every -1 must be at least 0 (seconds)\n");
+  EXPECT_FALSE(fs::exists(work_dir() / "x5"));
   EXPECT_FALSE(fs::exists(work_dir() / "x3"));
   EXPECT_FALSE(fs::exists(work_dir() / "x4"));
 }
