@@ -650,6 +650,46 @@ std::optional<json> saved_state(const fs::path& tmp, const json& fingerprint, bo
   return std::nullopt;
 }
 
+// The streamed shards closed and counted, the splits checked, and meta.json (the long set's too)
+// and an SPM vocabulary written beside them in the partial output `tmp`; its progress files go.
+void finish_output(const PrepareConfig& cfg, const Tokenizer& tokenizer, Output& shards,
+                   const fs::path& tmp) {
+  PrepareResult& result = shards.result;
+  shards.train.finish();
+  shards.val.finish();
+  result.train_tokens = shards.train.total(), result.val_tokens = shards.val.total();
+  result.shards = (int)(shards.train.files().size() + shards.val.files().size());
+  check_splits(result, cfg.val_fraction);
+  if (shards.long_docs) {
+    shards.long_docs->finish();
+    result.long_tokens = shards.long_docs->total();
+    if (result.long_documents == 0)
+      fail(
+          "no document left for the long-document set: none of at least {} tokens was drawn "
+          "(--long-fraction {}); lower --long-min-tokens or raise --long-fraction",
+          cfg.long_min_tokens, cfg.long_fraction);
+  }
+  json meta = meta_json(cfg, tokenizer, shards);
+  const auto* spm = dynamic_cast<const SpmTokenizer*>(&tokenizer);
+  // The vocabulary travels with its shards (the long set's too): training, evaluation and
+  // sampling find it there.
+  for (const fs::path& dir : {tmp, tmp / "long"}) {
+    if (!spm || (dir != tmp && !shards.long_docs)) continue;
+    for (const fs::path& file : spm_vocabulary_files(spm->dir()))
+      write_file_atomic(dir / file.filename(), read_file(file));
+  }
+  if (spm) meta["vocabulary_checksum"] = spm->checksum();
+  if (shards.long_docs) {
+    json long_meta = long_meta_json(cfg, tokenizer, shards);
+    if (spm) long_meta["vocabulary_checksum"] = spm->checksum();
+    write_file_atomic(tmp / "long" / "meta.json", long_meta.dump(2) + "\n");
+  }
+  std::error_code ec;
+  fs::remove(tmp / "progress.json", ec);
+  fs::remove(tmp / "sources.jsonl", ec);
+  write_file_atomic(tmp / "meta.json", meta.dump(2) + "\n");
+}
+
 }  // namespace
 
 PrepareResult prepare(const PrepareConfig& cfg) {
@@ -718,38 +758,7 @@ PrepareResult prepare(const PrepareConfig& cfg) {
   }
   PrepareResult& result = shards.result;
   result.stream_seconds = seconds_since(stream_start);
-  shards.train.finish();
-  shards.val.finish();
-  result.train_tokens = shards.train.total(), result.val_tokens = shards.val.total();
-  result.shards = (int)(shards.train.files().size() + shards.val.files().size());
-  check_splits(result, cfg.val_fraction);
-  if (shards.long_docs) {
-    shards.long_docs->finish();
-    result.long_tokens = shards.long_docs->total();
-    if (result.long_documents == 0)
-      fail(
-          "no document left for the long-document set: none of at least {} tokens was drawn "
-          "(--long-fraction {}); lower --long-min-tokens or raise --long-fraction",
-          cfg.long_min_tokens, cfg.long_fraction);
-  }
-  json meta = meta_json(cfg, *tokenizer, shards);
-  const auto* spm = dynamic_cast<const SpmTokenizer*>(tokenizer.get());
-  // The vocabulary travels with its shards (the long set's too): training, evaluation and
-  // sampling find it there.
-  for (const fs::path& dir : {tmp, tmp / "long"}) {
-    if (!spm || (dir != tmp && !shards.long_docs)) continue;
-    for (const fs::path& file : spm_vocabulary_files(spm->dir()))
-      write_file_atomic(dir / file.filename(), read_file(file));
-  }
-  if (spm) meta["vocabulary_checksum"] = spm->checksum();
-  if (shards.long_docs) {
-    json long_meta = long_meta_json(cfg, *tokenizer, shards);
-    if (spm) long_meta["vocabulary_checksum"] = spm->checksum();
-    write_file_atomic(tmp / "long" / "meta.json", long_meta.dump(2) + "\n");
-  }
-  fs::remove(tmp / "progress.json", ec);
-  fs::remove(tmp / "sources.jsonl", ec);
-  write_file_atomic(tmp / "meta.json", meta.dump(2) + "\n");
+  finish_output(cfg, *tokenizer, shards, tmp);
 
   output.commit();
   result.seconds = seconds_since(start);
