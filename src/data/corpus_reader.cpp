@@ -398,6 +398,11 @@ bool DocumentReader::next_text(std::string& text) {
 namespace {
 constexpr size_t kKeptParserBytes = 64 << 20;
 
+std::string no_text_field(const std::string& path, size_t line_number,
+                          const std::string& text_field) {
+  return fmt::format("{}:{}: has no \"{}\" field holding a string", path, line_number, text_field);
+}
+
 // decode_json_line's slow path, for what simdjson refuses and JSON allows. `line` is valid UTF-8
 // (simdjson checked that first).
 bool decode_with_nlohmann(std::string_view line, size_t line_number, const std::string& path,
@@ -411,8 +416,7 @@ bool decode_with_nlohmann(std::string_view line, size_t line_number, const std::
   }
   const auto field = j.is_object() ? j.find(text_field) : j.end();
   if (!j.is_object() || field == j.end() || !field->is_string()) {
-    error =
-        fmt::format("{}:{}: has no \"{}\" field holding a string", path, line_number, text_field);
+    error = no_text_field(path, line_number, text_field);
     return false;
   }
   decoded = field->get<std::string>();
@@ -462,8 +466,7 @@ bool decode_json_line(std::string_view line, size_t line_number, const std::stri
       }
   if (!found || !is_string) {
     text = {};
-    error =
-        fmt::format("{}:{}: has no \"{}\" field holding a string", path, line_number, text_field);
+    error = no_text_field(path, line_number, text_field);
     return false;
   }
   return true;

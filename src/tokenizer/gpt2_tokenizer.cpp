@@ -7,7 +7,6 @@
 #include <xxhash.h>
 
 #include <atomic>
-#include <bit>
 #include <climits>
 #include <cstdlib>
 #include <cstring>
@@ -249,14 +248,12 @@ void Gpt2Tokenizer::add_merge(const Merge& merge) {
   if (2 * (merge_count_ + 1) > merge_slots_.size()) {
     std::vector<Merge> old(std::max<size_t>(1024, 2 * merge_slots_.size()), Merge{kNoPair, 0, 0});
     old.swap(merge_slots_);
-    merge_mask_ = merge_slots_.size() - 1;
-    merge_shift_ = 64 - std::countr_zero(merge_slots_.size());
     merge_count_ = 0;
     for (const Merge& m : old)
       if (m.pair != kNoPair) add_merge(m);
   }
-  for (size_t i = (merge.pair * 0x9E3779B97F4A7C15ull) >> merge_shift_;;
-       i = (i + 1) & merge_mask_) {
+  const size_t mask = merge_slots_.size() - 1;
+  for (size_t i = merge_home(merge.pair);; i = (i + 1) & mask) {
     if (merge_slots_[i].pair == merge.pair) return;
     if (merge_slots_[i].pair == kNoPair) {
       merge_slots_[i] = merge;

@@ -3,6 +3,7 @@
 // tiktoken's Rust regex has it), bytes mapped to tokens, merges applied by rank.
 #pragma once
 
+#include <bit>
 #include <cstdint>
 #include <filesystem>
 #include <string>
@@ -36,10 +37,15 @@ class Gpt2Tokenizer final : public Tokenizer {
     int32_t merged;
   };
   static constexpr uint64_t kNoPair = ~0ull;
+  // The slot where a pair's probe starts: the top bits of a multiplicative hash.
+  size_t merge_home(uint64_t pair) const {
+    return (pair * 0x9E3779B97F4A7C15ull) >> (64 - std::countr_zero(merge_slots_.size()));
+  }
   // The merge of two adjacent tokens, or nullptr.
   const Merge* find_merge(int32_t left, int32_t right) const {
     const uint64_t pair = ((uint64_t)left << 32) | (uint32_t)right;
-    for (size_t i = (pair * 0x9E3779B97F4A7C15ull) >> merge_shift_;; i = (i + 1) & merge_mask_) {
+    const size_t mask = merge_slots_.size() - 1;
+    for (size_t i = merge_home(pair);; i = (i + 1) & mask) {
       const Merge& m = merge_slots_[i];
       if (m.pair == pair) return &m;
       if (m.pair == kNoPair) return nullptr;
@@ -56,8 +62,7 @@ class Gpt2Tokenizer final : public Tokenizer {
   // Open addressing over a power of two of slots, at most half full: a merge is one probe, most
   // often, where a node-based map chased pointers.
   std::vector<Merge> merge_slots_;
-  int merge_shift_ = 64;
-  size_t merge_mask_ = 0, merge_count_ = 0;
+  size_t merge_count_ = 0;
   int32_t end_of_text_ = -1;
   void* regex_ = nullptr;  // pcre2_code_8*
   bool jit_ = false;       // its JIT-compiled form is there
