@@ -134,17 +134,19 @@ TEST(Stats, SignTestAndMcNemarAgainstBinomialSums) {
 }
 
 TEST(Stats, HolmByHand) {
-  // Sorted: 0.005 × 4 = 0.02; 0.01 × 3 = 0.03; 0.03 × 2 = 0.06; 0.04 × 1 = 0.04, raised to the
-  // running maximum 0.06. The NaN is not a test.
+  // m = 5: the NaN (a diverged arm's test) counts as p = 1. Sorted: 0.005 × 5 = 0.025; 0.01 × 4 =
+  // 0.04; 0.03 × 3 = 0.09; 0.04 × 2 = 0.08, raised to the running maximum 0.09; the NaN stays NaN.
   const std::vector<double> p = holm_adjusted({0.01, 0.04, 0.03, NAN, 0.005});
   ASSERT_EQ(p.size(), 5u);
-  EXPECT_NEAR(p[0], 0.03, 1e-15);
-  EXPECT_NEAR(p[1], 0.06, 1e-15);
-  EXPECT_NEAR(p[2], 0.06, 1e-15);
+  EXPECT_NEAR(p[0], 0.04, 1e-15);
+  EXPECT_NEAR(p[1], 0.09, 1e-15);
+  EXPECT_NEAR(p[2], 0.09, 1e-15);
   EXPECT_TRUE(std::isnan(p[3]));
-  EXPECT_NEAR(p[4], 0.02, 1e-15);
+  EXPECT_NEAR(p[4], 0.025, 1e-15);
   EXPECT_EQ(holm_adjusted({0.3})[0], 0.3);       // one test: unchanged
   EXPECT_EQ(holm_adjusted({0.6, 0.7})[1], 1.0);  // capped at 1
+  // Two tests, one without a p: the other is corrected for both.
+  EXPECT_NEAR(holm_adjusted({0.02, NAN})[0], 0.04, 1e-15);
 }
 
 TEST(Stats, KaplanMeierMedianByHand) {

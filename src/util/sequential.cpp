@@ -148,7 +148,7 @@ std::vector<double> null_path_t(const std::vector<int>& looks, int paths, uint64
 }  // namespace
 
 SequentialDesign group_sequential_design(const std::vector<int>& looks, double alpha,
-                                         double futility_power) {
+                                         double futility_power, bool calibrate) {
   XSA_CHECK(!looks.empty() && looks.front() >= 2, "a design needs looks of at least 2 seeds");
   for (size_t k = 1; k < looks.size(); k++) XSA_CHECK(looks[k] > looks[k - 1], "looks must rise");
   XSA_CHECK(alpha > 0 && alpha < 1, "alpha {} must be in (0, 1)", alpha);
@@ -174,7 +174,7 @@ SequentialDesign group_sequential_design(const std::vector<int>& looks, double a
     return (double)found / kCalibrationPaths;
   };
   double lo = alpha / 4, hi = alpha;
-  if (rate(hi) <= alpha) lo = hi;
+  if (!calibrate || rate(hi) <= alpha) lo = hi;
   for (int it = 0; it < 16 && lo < hi; it++) {
     const double mid = 0.5 * (lo + hi);
     (rate(mid) <= alpha ? lo : hi) = mid;

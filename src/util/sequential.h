@@ -52,8 +52,10 @@ double obrien_fleming_spent(double t, double alpha);
 // is estimated anew), so the α the boundaries spend is calibrated down until the false-positive
 // rate of the whole design, over kCalibrationPaths simulated comparisons without a difference
 // (normal differences, a fixed seed), is α.
+// calibrate = false leaves the spent α at alpha (what the design would be without the calibration:
+// the tests hold the calibrated one to a simulation that this one fails).
 SequentialDesign group_sequential_design(const std::vector<int>& looks, double alpha,
-                                         double futility_power = 0.1);
+                                         double futility_power = 0.1, bool calibrate = true);
 // Looks after seeds first, first + 1, ..., cap.
 std::vector<int> looks_from(int first, int cap);
 

@@ -122,16 +122,18 @@ double sign_test_p(const std::vector<double>& d) {
 }
 
 std::vector<double> holm_adjusted(const std::vector<double>& p) {
-  std::vector<size_t> order;
-  for (size_t i = 0; i < p.size(); i++)
-    if (!std::isnan(p[i])) order.push_back(i);
-  std::sort(order.begin(), order.end(), [&](size_t a, size_t b) { return p[a] < p[b]; });
+  // A test without a p (an arm diverged) still counts in m, as p = 1: leaving it out would make
+  // the others' correction milder than the number of tests run.
+  const auto key = [&](size_t i) { return std::isnan(p[i]) ? 1.0 : p[i]; };
+  std::vector<size_t> order(p.size());
+  for (size_t i = 0; i < p.size(); i++) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return key(a) < key(b); });
   std::vector<double> out(p.size(), NAN);
   const size_t m = order.size();
   double running = 0;
   for (size_t j = 0; j < m; j++) {
-    running = std::max(running, std::min(1.0, (double)(m - j) * p[order[j]]));
-    out[order[j]] = running;
+    running = std::max(running, std::min(1.0, (double)(m - j) * key(order[j])));
+    if (!std::isnan(p[order[j]])) out[order[j]] = running;
   }
   return out;
 }

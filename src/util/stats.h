@@ -46,9 +46,9 @@ double wilcoxon_signed_rank_p(const std::vector<double>& d);
 double sign_test_p(const std::vector<double>& d);
 
 // Holm's step-down correction of p-values tested together: sorted ascending, p_(i) becomes
-// max over j ≤ i of min(1, (m − j + 1) p_(j)), returned in the input's order. NaN entries stay NaN
-// and do not count in m. Rejecting where the corrected p < α keeps the chance of any false
-// finding among the m at most α.
+// max over j ≤ i of min(1, (m − j + 1) p_(j)), returned in the input's order. A NaN entry (a test
+// that has no p, as an arm that diverged) counts in m as p = 1 and stays NaN. Rejecting where the
+// corrected p < α keeps the chance of any false finding among the m at most α.
 std::vector<double> holm_adjusted(const std::vector<double>& p);
 
 // The power of the two-sided paired t-test at level alpha with n pairs, when the differences'
