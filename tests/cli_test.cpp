@@ -542,6 +542,77 @@ TEST_F(Cli, CompareAndAnalyze) {
   EXPECT_EQ(r.err, "xsa: error: --preset huge is not known (demo, tiny)\n");
 }
 
+// The main job's preset compares each variant at its own tuned rate (best against best); a rate
+// given (--lr, or a variant's own @RATE) compares at that rate instead; the table shows each rate.
+TEST_F(Cli, TheDemoPresetTunesEachVariantsRate) {
+  const std::string demo =  // the preset's rates and seeds on a small model
+      "compare --data data.txt --preset demo --layers 1 --embd 32 --heads 2 --seq-len 32 "
+      "--batch 4 --steps 4 --val-every 2 --seeds 2 --threads 1 --quiet --out ";
+  Result r = xsa(demo + "demo_tuned");
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto j = nlohmann::json::parse(read_file(work_dir() / "demo_tuned/report.json"));
+  ASSERT_TRUE(j["lr_tuning"].is_object());
+  EXPECT_EQ(j["lr_tuning"]["grid"], nlohmann::json({2e-3, 4e-3, 8e-3}));
+  for (const auto& s : j["summary"])
+    EXPECT_EQ(s["lr"], j["lr_tuning"]["chosen"][s["variant"] == "sa" ? 0 : 1]);
+  EXPECT_TRUE(fs::exists(work_dir() / "demo_tuned/tune/lr-0.004/report.json"));
+  EXPECT_NE(read_file(work_dir() / "demo_tuned/report.md").find("| variant | seeds | lr |"),
+            std::string::npos);
+  r = xsa(demo + "demo_shared --lr 3e-3");
+  ASSERT_EQ(r.status, 0) << r.err;
+  j = nlohmann::json::parse(read_file(work_dir() / "demo_shared/report.json"));
+  EXPECT_TRUE(j["lr_tuning"].is_null());
+  for (const auto& a : j["arms"]) EXPECT_EQ(a["lr"], 3e-3);
+  r = xsa(demo + "demo_own --variants sa,xsa@8e-3");
+  ASSERT_EQ(r.status, 0) << r.err;
+  j = nlohmann::json::parse(read_file(work_dir() / "demo_own/report.json"));
+  EXPECT_TRUE(j["lr_tuning"].is_null());
+  EXPECT_EQ(j["summary"][0]["lr"], 4e-3);  // the preset's --lr
+  EXPECT_EQ(j["summary"][1]["lr"], 8e-3);
+  EXPECT_EQ(xsa("compare --data data.txt --eval-batches 4 --out x").err,
+            "xsa: error: --eval-batches is gone: every arm is now scored on every window of each "
+            "set (--score-tokens caps it)\n");
+}
+
+// Time that nothing else can move: a comparison whose process is stopped (SIGSTOP) three times for
+// a second while its arms train gives the same equal-time figures as one without a pause, within
+// the machine's noise (their wall-clock totals would move by seconds against a 1-second run), and
+// counts the paused steps as slow.
+TEST_F(Cli, APauseMovesNoTimingFigure) {
+  const std::string args =
+      " compare --data data.txt --preset tiny --steps 200 --val-every 20 --seeds 2 --threads 1 "
+      "--quiet --out ";
+  ASSERT_EQ(xsa(args + "unpaused").status, 0);
+  write("pause.sh",
+        std::string(XSA_BINARY) + args +
+            "paused &\npid=$!\n"
+            "until [ -s paused/arms/xsa-seed1/metrics.jsonl ]; do sleep 0.01; done\n"
+            "for i in 1 2 3; do sleep 0.2; kill -STOP $pid; sleep 1; kill -CONT $pid; done\n"
+            "wait $pid\n");
+  const Result paused = test::run_command("bash pause.sh", work_dir());
+  ASSERT_EQ(paused.status, 0) << paused.err;
+  const auto a = nlohmann::json::parse(read_file(work_dir() / "unpaused/report.json"));
+  const auto b = nlohmann::json::parse(read_file(work_dir() / "paused/report.json"));
+  const auto &ea = a["summary"][1]["equal_loss"], &eb = b["summary"][1]["equal_loss"];
+  EXPECT_NEAR(eb["delta_at_sa_time_mean"].get<double>(), ea["delta_at_sa_time_mean"].get<double>(),
+              0.02);
+  for (const char* speedup : {"step_speedup", "time_speedup", "mean_curve_time_speedup"})
+    if (!ea[speedup].is_null() && !eb[speedup].is_null())
+      EXPECT_NEAR(eb[speedup].get<double>() / ea[speedup].get<double>(), 1, 0.15) << speedup;
+  EXPECT_NEAR(b["summary"][1]["overhead_vs_sa"].get<double>(),
+              a["summary"][1]["overhead_vs_sa"].get<double>(), 0.15);
+  for (size_t i = 0; i < a["arms"].size(); i++)
+    EXPECT_NEAR(
+        b["arms"][i]["tokens_per_s"].get<double>() / a["arms"][i]["tokens_per_s"].get<double>(), 1,
+        0.3)
+        << i;
+  int slow = 0;
+  for (const auto& arm : b["arms"]) slow += arm["slow_steps"].get<int>();
+  EXPECT_GE(slow, 1) << "a paused step is counted";
+  // The losses are the same bits: a pause changes no arithmetic.
+  EXPECT_EQ(b["arms"][1]["val_loss"], a["arms"][1]["val_loss"]);
+}
+
 TEST_F(Cli, SweepRunsCompareForEachValue) {
   Result r =
       xsa("sweep --param seq-len=16,32 --data data.txt --preset tiny --steps 4 --val-every 2 "
@@ -778,8 +849,10 @@ TEST_F(Cli, PrecisionInCompareSweepEvalAndSample) {
   EXPECT_NE(md.find("## Precision"), std::string::npos) << md;
   EXPECT_NE(md.find("| xsa@bf16 | xsa |"), std::string::npos) << md;
   r = xsa("compare --data data.txt --preset tiny --variants sa,xsa@fp16 --out cp16b");
-  EXPECT_EQ(r.err,
-            "xsa: error: --variants xsa@fp16: 'fp16' after @ is not a precision (fp32 or bf16)\n");
+  EXPECT_EQ(
+      r.err,
+      "xsa: error: --variants xsa@fp16: 'fp16' after @ is neither a precision (fp32 or bf16) nor a "
+      "positive learning rate\n");
   r =
       xsa("compare --data data.txt --preset tiny --precision bf16 --variants sa,xsa,xsa@bf16 "
           "--out cp16b");

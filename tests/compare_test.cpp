@@ -6,12 +6,18 @@
 #include <unistd.h>
 
 #include <fstream>
+#include <functional>
 #include <nlohmann/json.hpp>
 
 #include "bounds.h"
 #include "xsa/analysis/similarity_bias.h"
+#include "xsa/dist/comm.h"
+#include "xsa/eval/evaluate.h"
+#include "xsa/io/checkpoint.h"
 #include "xsa/ops/reference.h"
 #include "xsa/report/equal_loss.h"
+#include "xsa/research/compare_parts.h"
+#include "xsa/train/training_run.h"
 #include "xsa/util/error.h"
 #include "xsa/util/files.h"
 #include "xsa/util/stats.h"
@@ -59,8 +65,123 @@ TEST(Variants, LayerSelections) {
   EXPECT_EQ(twin.attention[3].kind, AttnKind::xsa);
   EXPECT_FALSE(parse_variant("xsa", 4).precision.has_value());
   for (const char* bad : {"xsa-last5", "xsa-last0", "xsa-first", "xsa-layers-4", "xsa-layers-1.x",
-                          "gated", "xsa@fp16", "xsa@", "@bf16"})
+                          "gated", "xsa@fp16", "xsa@", "@bf16", "xsa@0", "xsa@-1e-3",
+                          "xsa@1e-3@2e-3", "xsa@bf16@bf16", "xsa@inf"})
     EXPECT_THROW(parse_variant(bad, 4), Error) << bad;
+  // A variant at its own rate, in any order with a precision; its model is the name before @.
+  const Variant rated = parse_variant("xsa@bf16@4e-3", 4);
+  EXPECT_EQ(rated.lr, 4e-3);
+  EXPECT_EQ(rated.precision, Precision::bf16);
+  EXPECT_EQ(rated.model_name, "xsa");
+  EXPECT_EQ(parse_variant("sa+qk-norm@2e-3", 4).lr, 2e-3);
+  EXPECT_EQ(parse_variant("sa+qk-norm@2e-3", 4).model_name, "sa+qk-norm");
+  EXPECT_FALSE(parse_variant("sa", 4).lr.has_value());
+}
+
+// The baseline is the first variant whatever its spelling, and it must be standard attention.
+TEST(Variants, TheBaselineIsTheFirstVariant) {
+  CompareConfig cfg;
+  cfg.model.n_layer = 4;
+  for (const auto& ok :
+       std::vector<std::vector<std::string>>{{"sa", "xsa"},
+                                             {"sa+qk-norm", "xsa"},
+                                             {"sa@2e-3", "sa@4e-3", "xsa@4e-3"},
+                                             {"sa+gated-attn", "xsa+gated-attn"}}) {
+    cfg.variants = ok;
+    EXPECT_NO_THROW(comparison::parse_variants(cfg)) << ok[0];
+  }
+  for (const auto& bad : std::vector<std::vector<std::string>>{
+           {"xsa", "sa"}, {"xsa-last1", "sa"}, {"xsa-gated", "sa"}, {}, {"sa", "sa"}}) {
+    cfg.variants = bad;
+    EXPECT_THROW(comparison::parse_variants(cfg), Error) << (bad.empty() ? "" : bad[0]);
+  }
+  // Own rates: the run's for the others; none at all: the run's rate for every arm.
+  cfg.variants = {"sa", "sa@4e-3", "xsa@4e-3"};
+  EXPECT_EQ(comparison::variant_rates(comparison::parse_variants(cfg), 2e-3),
+            (std::vector<double>{2e-3, 4e-3, 4e-3}));
+  cfg.variants = {"sa", "xsa"};
+  EXPECT_TRUE(comparison::variant_rates(comparison::parse_variants(cfg), 2e-3).empty());
+  // An own rate with --tune-lr: one of the two decides.
+  cfg.variants = {"sa", "xsa@4e-3"};
+  cfg.tune_lrs = {1e-3, 2e-3};
+  EXPECT_THROW(comparison::parse_variants(cfg), Error);
+}
+
+// A comparison's results made up, for its statistics: `seeds` seeds of sa and xsa, validated at
+// the steps `at`, SA's curve falling, XSA's SA's plus delta(seed, step); each final score the
+// curve's end.
+CompareResult made_up_results(int seeds, const std::vector<int64_t>& at,
+                              const std::function<double(int, int64_t)>& delta) {
+  CompareResult r;
+  for (int i = 0; i < seeds; i++)
+    for (const char* v : {"sa", "xsa"}) {
+      ArmResult a;
+      a.variant = v, a.seed = 1 + i;
+      for (int64_t step : at) {
+        const double sa = 3 - step / 100.0 + 0.01 * i;
+        a.val_curve.push_back({step, sa + (a.variant == "xsa" ? delta(i, step) : 0)});
+      }
+      a.val_loss = a.train_loss = a.val_curve.back().second;
+      a.step_ms = {10, 10, 10};
+      set_robust_timing(a, 4096);
+      r.arms.push_back(a);
+    }
+  return r;
+}
+
+// Settledness by the rule fixed in advance (docs/comparing.md): per seed the least-squares slope of
+// Δ over the last quarter's validation points, times a quarter of the run; moving when its 95 %
+// interval over seeds excludes 0, and then no difference is called, however small p is.
+TEST(Compare, ADifferenceStillMovingIsNotCalled) {
+  CompareConfig cfg;
+  cfg.model.n_layer = 2;
+  cfg.variants = {"sa", "xsa"};
+  cfg.run.steps = 200;
+  comparison::Setup s;
+  s.variants = comparison::parse_variants(cfg);
+  const std::vector<int64_t> every25 = {0, 25, 50, 75, 100, 125, 150, 175, 200};
+  const std::vector<std::vector<double>> overhead(2, std::vector<double>{1.0});
+  // Moving: Δ falls by 0.0002 per step in every seed (0.0001 more or less by seed) from −0.02 at
+  // step 150: the change over the last quarter, 50 steps of the slope, is −0.010 ± 0.005.
+  const auto moving = [](int i, int64_t step) {
+    return -0.02 - (0.0002 + 0.0001 * (i - 2) / 2) * std::max<int64_t>(0, step - 150) + 0.001 * i;
+  };
+  CompareResult r = made_up_results(5, every25, moving);
+  std::vector<VariantSummary> sm = comparison::summarize(r, s, cfg, overhead, {});
+  ASSERT_EQ(sm.size(), 2u);
+  EXPECT_EQ(sm[1].drift_points, 3);
+  std::vector<double> expected;  // the slopes by hand: a straight line over 150, 175, 200
+  for (int i = 0; i < 5; i++) expected.push_back(-(0.0002 + 0.0001 * (i - 2) / 2) * 50);
+  EXPECT_NEAR(sm[1].drift.mean, mean(expected), 1e-12);
+  EXPECT_NEAR(sm[1].drift.ci_high, describe_paired(expected).ci_high, 1e-12);
+  EXPECT_EQ(sm[1].settled, Settled::moving);
+  EXPECT_LT(sm[1].p_value, 1e-4) << "a clear difference at the end";
+  EXPECT_EQ(sm[1].verdict.rfind("still moving", 0), 0u) << sm[1].verdict;
+  // Settled: Δ flat at −0.03 with slopes that cancel over the seeds: the difference is called.
+  const auto flat = [](int i, int64_t step) {
+    return -0.03 + 0.001 * i + (i % 2 ? 1 : -1) * 1e-5 * (double)step;
+  };
+  r = made_up_results(4, every25, flat);
+  sm = comparison::summarize(r, s, cfg, overhead, {});
+  EXPECT_EQ(sm[1].settled, Settled::settled);
+  EXPECT_NEAR(sm[1].drift.mean, 0, 1e-12);
+  EXPECT_EQ(sm[1].verdict, "lower val loss than SA (p < 0.05)");
+  // Two validation points in the last quarter: not judged, and the verdict is the test's.
+  r = made_up_results(5, {0, 100, 160, 200}, moving);
+  sm = comparison::summarize(r, s, cfg, overhead, {});
+  EXPECT_EQ(sm[1].drift_points, 2);
+  EXPECT_EQ(sm[1].settled, Settled::not_judged);
+  EXPECT_EQ(sm[1].verdict, "lower val loss than SA (p < 0.05)");
+  // What the interval rules out: a gain beyond its lower end, a loss beyond its upper one (here
+  // none: the interval lies below 0).
+  const RulesOut out = rules_out(sm[1].delta);
+  EXPECT_DOUBLE_EQ(out.gain_above, -sm[1].delta.ci_low);
+  EXPECT_EQ(out.loss_above, 0.0);
+  PairedDifferences across;
+  across.ci_low = -0.01, across.ci_high = 0.02;
+  EXPECT_DOUBLE_EQ(rules_out(across).gain_above, 0.01);
+  EXPECT_DOUBLE_EQ(rules_out(across).loss_above, 0.02);
+  EXPECT_TRUE(std::isnan(rules_out(PairedDifferences{}).gain_above));
 }
 
 // The analysis against an independent computation: the reference attention in double on the
@@ -252,15 +373,36 @@ TEST(Compare, TwinsAreTwinsAndTheReportHoldsItsFields) {
   EXPECT_NEAR(xs["delta_vs_sa_mean"].get<double>(), (d0 + d1) / 2, 1e-12);
   EXPECT_NEAR(xs["p_value"].get<double>(), paired_t_test_p({d0, d1}), 1e-12);
   EXPECT_TRUE(report["summary"][0]["p_value"].is_null());
-  // The equal-loss view: each arm's training time at every validation point (rising, ending at its
-  // steps' wall-clock, about steps × its median step), and per variant the summary of
+  // The final score reads every window of the validation split: the saved final weights scored
+  // again on all of them, through the plain validation pass, give the arm's val_loss.
+  {
+    const RunInputs in = prepare_run(cfg.model, cfg.run, world_comm());
+    const int T = cfg.model.seq_len, B = cfg.run.batch;
+    const int64_t windows = (int64_t)(in.data.val.size() - 1) / T;
+    ASSERT_GT(windows, 2 * cfg.run.val_batches * B) << "more windows than validation reads";
+    for (const char* arm : {"sa-seed1", "xsa-seed2"}) {
+      const fs::path ckpt = resolve_checkpoint(dir / "report/arms" / arm);
+      const ModelConfig m = load_checkpoint_config(ckpt);
+      Gpt<float> model(m, B, T, GptMode::inference);
+      load_checkpoint_weights(ckpt, model.params(), false);
+      const double whole = evaluate_loss(model, in.data.val, (int)((windows + B - 1) / B));
+      const ArmResult& a = r.arms[std::string(arm) == "sa-seed1" ? 0 : 5];
+      EXPECT_NEAR(a.val_loss, whole, 1e-5 * whole) << arm;
+      EXPECT_EQ(a.scored_tokens[0], windows * T) << arm;
+      EXPECT_NE(a.val_loss, a.val_curve.back().second) << arm << ": not the curve's windows";
+    }
+  }
+  // The equal-loss view: each arm's training time at every validation point (rising, ending at
+  // steps × its median step), and per variant the summary of
   // equal_loss() over the seeds' curves, which equal_loss_test holds to constructed curves.
   for (const ArmResult& a : r.arms) {
     ASSERT_EQ(a.val_seconds.size(), a.val_curve.size()) << a.variant;
     EXPECT_EQ(a.val_seconds.front(), 0.0);
     for (size_t i = 1; i < a.val_seconds.size(); i++)
       EXPECT_GT(a.val_seconds[i], a.val_seconds[i - 1]) << a.variant;
-    EXPECT_GT(a.val_seconds.back(), 0.3 * cfg.run.steps * a.ms_per_step / 1000) << a.variant;
+    EXPECT_DOUBLE_EQ(a.val_seconds.back(), cfg.run.steps * a.ms_per_step / 1000) << a.variant;
+    ASSERT_EQ(a.step_ms.size(), (size_t)cfg.run.steps) << a.variant;
+    EXPECT_DOUBLE_EQ(a.ms_per_step, median(a.step_ms)) << a.variant;
   }
   EXPECT_TRUE(report["summary"][0]["equal_loss"].is_null());
   for (size_t k = 1; k < 4; k++) {
@@ -411,6 +553,28 @@ TEST(Compare, TuningPicksEachVariantsRateAndResumes) {
     for (size_t i = 0; i < 2; i++) EXPECT_EQ(again.tuning.val_loss[k][i], r.tuning.val_loss[k][i]);
   ASSERT_EQ(again.arms.size(), r.arms.size());
   for (size_t i = 0; i < r.arms.size(); i++) EXPECT_EQ(again.arms[i].val_loss, r.arms[i].val_loss);
+  EXPECT_EQ(r.tuning.lrs, cfg.tune_lrs) << "every choice inside the grid: no extension";
+  EXPECT_EQ(r.tuning.extended_down + r.tuning.extended_up, 0);
+  // A choice at the grid's edge (1e-2, the top of 1e-4 and 1e-2) extends it by one step (×100) in
+  // that direction, run by the variants chosen there; at 1 the tiny model learns worse, so 1e-2 is
+  // then inside and the extension stops.
+  {
+    CompareConfig edge = cfg;
+    edge.tune_lrs = {1e-4, 1e-2};
+    edge.run.out = (dir / "edge").string();
+    const CompareResult e = compare(edge);
+    EXPECT_EQ(e.tuning.grid, edge.tune_lrs);
+    EXPECT_EQ(e.tuning.lrs, (std::vector<double>{1e-4, 1e-2, 1}));
+    EXPECT_EQ(e.tuning.extended_up, 1);
+    EXPECT_EQ(e.tuning.extended_down, 0);
+    EXPECT_EQ(e.tuning.chosen, (std::vector<double>{1e-2, 1e-2}));
+    EXPECT_TRUE(fs::exists(dir / "edge/tune/lr-1/report.json"));
+    const auto j = nlohmann::json::parse(read_file(dir / "edge/report.json"));
+    EXPECT_EQ(j["lr_tuning"]["grid"], nlohmann::json({1e-4, 1e-2}));
+    EXPECT_EQ(j["lr_tuning"]["lrs"], nlohmann::json({1e-4, 1e-2, 1.0}));
+    // The same command again: the report is this tuning's (its grid, not the extended rates).
+    EXPECT_NO_THROW(compare(edge));
+  }
   // Another tuning into the same folder is another comparison: refused before it tunes anything.
   CompareConfig other = cfg;
   other.tune_lrs = {1e-3, 1e-2};

@@ -44,8 +44,11 @@ json arm_to_json(const ArmResult& a) {
           {"train_loss", nan_to_null(a.train_loss)},
           {"val_loss", std::isfinite(a.val_loss) ? json(a.val_loss) : json(nullptr)},
           {"eval_losses", evals},
+          {"scored_tokens", a.scored_tokens},
           {"ms_per_step", nan_to_null(a.ms_per_step)},
           {"tokens_per_s", nan_to_null(a.tokens_per_s)},
+          {"slow_steps", a.slow_steps},
+          {"step_ms", a.step_ms},
           {"peak_mb", nan_to_null(a.peak_mb)},
           {"val_curve", curve},
           {"val_seconds", a.val_seconds},
@@ -64,6 +67,10 @@ ArmResult arm_from_json(const json& j) {
   for (const auto& v : j.at("eval_losses")) a.eval_losses.push_back(num(v));
   a.ms_per_step = num(j.at("ms_per_step")), a.tokens_per_s = num(j.at("tokens_per_s")),
   a.peak_mb = num(j.at("peak_mb"));
+  a.slow_steps = j.value("slow_steps", 0);
+  if (j.contains("step_ms")) a.step_ms = j.at("step_ms").get<std::vector<double>>();
+  if (j.contains("scored_tokens"))
+    a.scored_tokens = j.at("scored_tokens").get<std::vector<int64_t>>();
   for (const auto& p : j.at("val_curve")) a.val_curve.push_back({p[0].get<int64_t>(), num(p[1])});
   if (j.contains("val_seconds")) a.val_seconds = j.at("val_seconds").get<std::vector<double>>();
   a.init_hash = std::stoull(j.at("init_hash").get<std::string>(), nullptr, 16);
@@ -76,6 +83,15 @@ ArmResult arm_from_json(const json& j) {
       for (const auto& v : set) a.position_loss.back().push_back(num(v));
     }
   return a;
+}
+
+void set_robust_timing(ArmResult& a, int64_t step_tokens) {
+  a.ms_per_step = median(a.step_ms);
+  a.tokens_per_s = step_tokens / (a.ms_per_step / 1000);
+  a.slow_steps = 0;
+  for (double ms : a.step_ms) a.slow_steps += ms > kSlowStep * a.ms_per_step;
+  a.val_seconds.clear();
+  for (const auto& point : a.val_curve) a.val_seconds.push_back(point.first * a.ms_per_step / 1000);
 }
 
 std::vector<CurvePoint> curve_of(const ArmResult& arm) {
@@ -96,7 +112,30 @@ std::vector<const ArmResult*> arms_of(const CompareResult& result, const std::st
   return r;
 }
 
+const char* to_string(Settled s) {
+  switch (s) {
+    case Settled::settled:
+      return "settled";
+    case Settled::moving:
+      return "still moving";
+    default:
+      return "not judged";
+  }
+}
+
+RulesOut rules_out(const PairedDifferences& d) {
+  RulesOut r;
+  if (!std::isfinite(d.ci_low) || !std::isfinite(d.ci_high)) return r;
+  r.gain_above = std::max(0.0, -d.ci_low), r.loss_above = std::max(0.0, d.ci_high);
+  return r;
+}
+
 namespace {
+
+// The baseline every variant is compared with: the first variant, however it is spelled.
+const std::string& baseline_of(const CompareResult& result) {
+  return result.summary.at(0).variant;
+}
 
 // A mean validation loss (nats per token) in bits per byte; NaN when the bytes are not known.
 double val_bpb(const CompareReport& r, double val_loss) {
@@ -105,6 +144,23 @@ double val_bpb(const CompareReport& r, double val_loss) {
 
 std::string fmt_or_dash(const char* f, double v) {
   return std::isfinite(v) ? fmt::vformat(f, fmt::make_format_args(v)) : "–";
+}
+
+// "every window (435 200 tokens)" or "an even sample of whole windows (524 288 tokens)".
+std::string score_extent(const CompareReport& r, size_t set, int64_t scored) {
+  const bool sampled = set < r.score_sampled.size() && r.score_sampled[set];
+  return fmt::format("{} ({} tokens{})",
+                     sampled ? "an even sample of whole windows" : "every window", scored,
+                     sampled ? fmt::format(", --score-tokens {}", r.score_tokens) : "");
+}
+
+// "gain > 0.0230, loss > 0.0120": what a difference's 95 % interval rules out.
+std::string rules_out_text(const RulesOut& r) {
+  if (!std::isfinite(r.gain_above)) return "–";
+  const auto part = [](const char* what, double above) {
+    return above > 0 ? fmt::format("{} > {:.4f}", what, above) : fmt::format("any {}", what);
+  };
+  return part("gain", r.gain_above) + ", " + part("loss", r.loss_above);
 }
 
 // "+0.0123 [−0.0040, +0.0286]": a mean difference and its 95 % interval.
@@ -129,6 +185,7 @@ json paired_to_json(const PairedDelta& d) {
           {"delta_mean", nan_to_null(d.mean)},
           {"delta_sd", nan_to_null(d.sd)},
           {"p_value", nan_to_null(d.p_value)},
+          {"ci95", {nan_to_null(d.ci_low), nan_to_null(d.ci_high)}},
           {"against_val_loss_sd", nan_to_null(d.reference_sd)},
           {"time_ratio", nan_to_null(d.time_ratio)}};
 }
@@ -183,7 +240,7 @@ json equal_loss_to_json(const EqualLoss& e) {
 // own cost per step, every seed counted; and where it stands when it has trained as long as SA.
 std::string equal_loss_section(const CompareResult& result, const CompareReport& r) {
   std::vector<double> sa_steps, sa_seconds;
-  for (const ArmResult* a : arms_of(result, "sa")) {
+  for (const ArmResult* a : arms_of(result, baseline_of(result))) {
     const std::vector<CurvePoint> c = curve_of(*a);
     if (!c.empty()) sa_steps.push_back(c.back().step), sa_seconds.push_back(c.back().seconds);
   }
@@ -204,7 +261,7 @@ std::string equal_loss_section(const CompareResult& result, const CompareReport&
       "CI] |\n|---|---|---|---|---|---|---|---|\n",
       mean(sa_steps), mean(sa_seconds), r.run.val_every, 100 * r.validation_share);
   for (const VariantSummary& s : result.summary) {
-    if (s.variant == "sa") continue;
+    if (s.variant == baseline_of(result)) continue;
     const EqualLoss& e = s.equal_loss;
     PairedDifferences at_time;
     at_time.mean = e.delta_at_sa_time_mean;
@@ -219,14 +276,14 @@ std::string equal_loss_section(const CompareResult& result, const CompareReport&
   }
   md += "\nPer seed (steps to SA's final loss, or where the run ended without it):\n\n| variant |";
   const size_t n = result.summary.size() > 1 ? result.summary[1].equal_loss.per_seed.size() : 0;
-  const auto sa_arms = arms_of(result, "sa");
+  const auto sa_arms = arms_of(result, baseline_of(result));
   for (size_t i = 0; i < n && i < sa_arms.size(); i++)
     md += fmt::format(" seed {} |", sa_arms[i]->seed);
   md += "\n|---|";
   for (size_t i = 0; i < n && i < sa_arms.size(); i++) md += "---|";
   md += "\n";
   for (const VariantSummary& s : result.summary) {
-    if (s.variant == "sa") continue;
+    if (s.variant == baseline_of(result)) continue;
     md += "| " + s.variant + " |";
     for (const SeedCrossing& x : s.equal_loss.per_seed)
       md += x.reached ? fmt::format(" {:.0f} ({:.1f} s) |", x.step, x.seconds)
@@ -256,7 +313,7 @@ std::string seeds_section(const CompareResult& result, const CompareReport& r) {
       "|---|---|---|---|---|{}\n",
       r.design ? " sequential test: answer (look, p, level) |" : "", r.design ? "---|" : "");
   for (const VariantSummary& s : result.summary) {
-    if (s.variant == "sa") continue;
+    if (s.variant == baseline_of(result)) continue;
     const std::string needed = s.seeds_for_power == 0     ? "–"
                                : s.seeds_for_power > 1000 ? "more than 1000"
                                                           : std::to_string(s.seeds_for_power);
@@ -295,7 +352,7 @@ std::string differences_section(const CompareResult& result, const CompareReport
           : "",
       bpb ? " Δ bits per byte [95 % CI] |" : "", bpb ? "---|" : "");
   for (const VariantSummary& s : result.summary) {
-    if (s.variant == "sa") continue;
+    if (s.variant == baseline_of(result)) continue;
     const PairedDifferences& d = s.delta;
     md += fmt::format(
         "| {} | {} | {} |{} {} | {} | {} | {} | {} |\n", s.variant,
@@ -313,7 +370,7 @@ std::string differences_section(const CompareResult& result, const CompareReport
   md += "\n|---|";
   for (size_t k = 0; k < result.summary.size(); k++) md += "---|";
   md += "\n";
-  const auto sa_arms = arms_of(result, "sa");
+  const auto sa_arms = arms_of(result, baseline_of(result));
   for (size_t i = 0; i < sa_arms.size(); i++) {
     md += fmt::format("| {} |", sa_arms[i]->seed);
     for (const VariantSummary& s : result.summary) {
@@ -323,11 +380,46 @@ std::string differences_section(const CompareResult& result, const CompareReport
         continue;
       }
       const double v = mine[i]->val_loss;
-      md += s.variant == "sa" ? fmt::format(" {} |", fmt_or_dash("{:.4f}", v))
-                              : fmt::format(" {} ({}) |", fmt_or_dash("{:.4f}", v),
-                                            fmt_or_dash("{:+.4f}", v - sa_arms[i]->val_loss));
+      md += s.variant == baseline_of(result)
+                ? fmt::format(" {} |", fmt_or_dash("{:.4f}", v))
+                : fmt::format(" {} ({}) |", fmt_or_dash("{:.4f}", v),
+                              fmt_or_dash("{:+.4f}", v - sa_arms[i]->val_loss));
     }
     md += "\n";
+  }
+  return md;
+}
+
+// Whether each difference has stopped moving (VariantSummary::drift): the rule, each variant's
+// mean Δ at the last quarter's validation points and the change over the quarter.
+std::string settled_section(const CompareResult& result, const CompareReport& r) {
+  if (result.summary.size() < 2) return "";
+  const double from = (double)r.run.steps - (double)r.run.steps / 4;
+  std::string md = fmt::format(
+      "\n## Settled?\n\nWhether each difference to SA has stopped moving by the end of the run, by "
+      "the rule fixed in docs/comparing.md: per seed, the least-squares slope of Δ (on the evenly "
+      "drawn validation windows) over the validation points of the last quarter (steps ≥ {:g}), "
+      "times a quarter of the run ({:g} steps): the change of Δ it implies there; its mean over "
+      "the seeds with the 95 % t-interval. An interval that excludes 0 is *still moving*: the "
+      "verdict then calls no difference. Fewer than {} points in the last quarter, or fewer than "
+      "2 seeds: not judged (validate more often with --val-every).\n\n| variant | mean Δ at "
+      "steps ≥ {:g} | change over the last quarter [95 % CI] | settled? |\n|---|---|---|---|\n",
+      from, (double)r.run.steps / 4, kSettledPoints, from);
+  const auto sa_arms = arms_of(result, baseline_of(result));
+  for (const VariantSummary& s : result.summary) {
+    if (s.variant == baseline_of(result)) continue;
+    const auto mine = arms_of(result, s.variant);
+    std::vector<std::string> points;
+    for (size_t p = 0; !mine.empty() && p < mine[0]->val_curve.size(); p++) {
+      if (mine[0]->val_curve[p].first < from) continue;
+      std::vector<double> d;
+      for (size_t i = 0; i < mine.size() && i < sa_arms.size(); i++)
+        if (p < sa_arms[i]->val_curve.size() && p < mine[i]->val_curve.size())
+          d.push_back(mine[i]->val_curve[p].second - sa_arms[i]->val_curve[p].second);
+      points.push_back(fmt_or_dash("{:+.4f}", mean(d)));
+    }
+    md += fmt::format("| {} | {} | {} | {} |\n", s.variant, fmt::join(points, " → "),
+                      with_interval(s.drift), to_string(s.settled));
   }
   return md;
 }
@@ -357,8 +449,8 @@ std::string position_section(const CompareResult& result, const CompareReport& r
       r.model.seq_len);
   for (size_t set = 0; set < sets.size(); set++) {
     if (result.summary[0].position_loss_mean.size() <= set) break;
-    md += fmt::format("\n{}:\n\n| positions | sa |",
-                      set == 0 ? "Validation set" : "`" + sets[set] + "`");
+    md += fmt::format("\n{}:\n\n| positions | {} |",
+                      set == 0 ? "Validation set" : "`" + sets[set] + "`", baseline_of(result));
     for (size_t k = 1; k < result.summary.size(); k++)
       md += " " + result.summary[k].variant + " Δ [95 % CI] |";
     md += "\n|---|---|";
@@ -376,7 +468,23 @@ std::string position_section(const CompareResult& result, const CompareReport& r
       }
       md += "\n";
     }
+    if (buckets.size() >= 3) {  // the context contrast (VariantSummary::context_contrast)
+      md += fmt::format("| last − (1–64) | – |");
+      for (size_t k = 1; k < result.summary.size(); k++) {
+        const VariantSummary& s = result.summary[k];
+        md += fmt::format(" {} |", set < s.context_contrast.size()
+                                       ? with_interval(s.context_contrast[set])
+                                       : "–");
+      }
+      md += "\n";
+    }
   }
+  if (buckets.size() >= 3)
+    md += fmt::format(
+        "\n*last − (1–64)*: per seed, the loss at positions {}–{} minus that at positions 1–64, "
+        "the variant's minus SA's, paired by seed: below 0 where the variant gains more late in "
+        "the window than early, as better use of context would.\n",
+        buckets.back().first, buckets.back().last);
   return md;
 }
 
@@ -388,11 +496,17 @@ std::string tuning_section(const CompareReport& r) {
       "\n## Learning rates\n\nEach variant was first trained at each peak learning rate below "
       "on the tuning seed(s) {} (the same model, schedule, steps and batch size as the "
       "confirmation, other initial weights and batches; `{}/lr-<rate>/`), and the rate with the "
-      "lowest mean validation loss was chosen for it "
-      "(bold; a rate that diverged in any tuning seed is never chosen). The comparison above "
-      "then trained every variant at its own rate on fresh seeds, so each difference to SA is "
-      "best against best, tested once per variant.\n\n| variant |",
-      fmt::join(t.seeds, ", "), t.folder);
+      "lowest mean final validation loss was chosen for it "
+      "(bold; a rate that diverged in any tuning seed is never chosen). A choice at an edge of "
+      "the grid asked for ({}) extends it by one step in that direction, until every choice is "
+      "inside (at most {} steps each way){}; only the variants chosen at that edge run the rate "
+      "beyond it (– : not run). The comparison above then trained every variant at "
+      "its own rate on fresh seeds, so each difference to SA is best against best, tested once "
+      "per variant.\n\n| variant |",
+      fmt::join(t.seeds, ", "), t.folder, fmt::join(t.grid, ", "), kMaxGridExtensions,
+      t.extended_down + t.extended_up == 0
+          ? ": none was"
+          : fmt::format(": {} rate(s) added below, {} above", t.extended_down, t.extended_up));
   for (double lr : t.lrs) md += fmt::format(" {:g} |", lr);
   md += " chosen |\n|---|";
   for (size_t i = 0; i <= t.lrs.size(); i++) md += "---|";
@@ -414,7 +528,8 @@ std::string tuning_section(const CompareReport& r) {
   }
   if (!edge.empty())
     md += fmt::format(
-        "\n{}: the chosen rate is at the edge of the grid; a rate beyond it might be better.\n",
+        "\n{}: the chosen rate is still at the edge of the grid after its extensions; a rate "
+        "beyond it might be better.\n",
         fmt::join(edge, ", "));
   return md;
 }
@@ -430,23 +545,31 @@ std::string precision_section(const CompareResult& result, const CompareReport& 
                            t.reference, t.mean, t.sd, fmt_or_dash("{:.3f}", t.p_value),
                            fmt_or_dash("{:.4f}", t.reference_sd), t.time_ratio);
     const PairedDelta& a = s.vs_precision_sa;
-    if (!a.reference.empty())
-      inside += fmt::format("| {} | {} | {:+.4f} ± {:.4f} | {} |\n", s.variant, a.reference, a.mean,
-                            a.sd, fmt_or_dash("{:.3f}", a.p_value));
+    if (!a.reference.empty()) {
+      PairedDifferences d;
+      d.mean = a.mean, d.ci_low = a.ci_low, d.ci_high = a.ci_high;
+      inside +=
+          fmt::format("| {} | {} | {} | {} | {} |\n", s.variant, a.reference, with_interval(d),
+                      fmt_or_dash("{:.3g}", a.p_value), rules_out_text(rules_out(d)));
+    }
   }
-  if (twins.empty()) return "";
-  std::string md = fmt::format(
-      "\n## Precision\n\nThe arms marked @ ran in that precision, the others in {}; twins start "
-      "from the same weights and see the same batches. A difference matters when it is large "
-      "against the seed-to-seed spread (sd of the twin's validation loss over seeds) and p is "
-      "small.\n\n| arm | twin | Δ val loss vs twin (mean ± sd) | p (paired t) | twin's seed sd "
-      "| time per step / twin's |\n|---|---|---|---|---|---|\n",
-      to_string(r.run.precision));
-  md += twins;
+  std::string md;
+  if (!twins.empty())
+    md += fmt::format(
+              "\n## Precision\n\nThe arms marked with a precision ran in it, the others in {}; "
+              "twins start from the same weights and see the same batches. A difference matters "
+              "when it is large against the seed-to-seed spread (sd of the twin's validation loss "
+              "over seeds) and p is small.\n\n| arm | twin | Δ val loss vs twin (mean ± sd) | p "
+              "(paired t) | twin's seed sd | time per step / twin's |\n|---|---|---|---|---|---|\n",
+              to_string(r.run.precision)) +
+          twins;
   if (!inside.empty())
     md +=
-        "\nInside one precision: each arm against SA in the same precision.\n\n| arm | "
-        "against | Δ val loss (mean ± sd) | p (paired t) |\n|---|---|---|---|\n" +
+        "\n## In the same setting\n\nEach arm in its own precision or at its own rate against the "
+        "baseline's model in the same one (xsa@4e-3 against sa@4e-3), paired by seed: this tells "
+        "a better model from one that gains by its rate or precision alone. Secondary: not in "
+        "the Holm correction of the main table.\n\n| arm | against | Δ val loss [95 % CI] | p "
+        "(paired t) | rules out |\n|---|---|---|---|---|\n" +
         inside;
   return md;
 }
@@ -460,7 +583,7 @@ void add_plot(std::vector<std::string>& plots, const std::vector<std::string>& f
 // the initialisation); returns each variant's difference to SA for its own chart.
 std::vector<Series> write_curve_plot(const fs::path& out, const CompareReport& r,
                                      const CompareResult& result, std::vector<std::string>& plots) {
-  const auto sa_arms = arms_of(result, "sa");
+  const auto sa_arms = arms_of(result, baseline_of(result));
   std::vector<Series> curves, deltas;
   for (size_t k = 0; k < r.variants.size(); k++) {
     const auto mine = arms_of(result, r.variants[k]);
@@ -630,7 +753,7 @@ nlohmann::json parameters_json(const CompareReport& r) {
 
 // One variant's summary in report.json.
 json summary_to_json(const CompareReport& r, const VariantSummary& s) {
-  const bool sa = s.variant == "sa";
+  const bool sa = s.variant == r.variants.at(0);
   json evals = json::array(), by_position = json::array();
   for (const PairedDifferences& d : s.eval_delta) evals.push_back(differences_to_json(d));
   for (size_t set = 0; set < s.position_loss_mean.size(); set++) {
@@ -638,8 +761,11 @@ json summary_to_json(const CompareReport& r, const VariantSummary& s) {
     if (!sa)
       for (const PairedDifferences& d : s.position_delta[set])
         deltas.push_back(differences_to_json(d));
-    by_position.push_back(
-        {{"loss_mean", nan_to_null(s.position_loss_mean[set])}, {"delta_vs_sa", deltas}});
+    by_position.push_back({{"loss_mean", nan_to_null(s.position_loss_mean[set])},
+                           {"delta_vs_sa", deltas},
+                           {"context_contrast", set < s.context_contrast.size()
+                                                    ? differences_to_json(s.context_contrast[set])
+                                                    : json(nullptr)}});
   }
   json sequential = nullptr;
   if (r.design && !sa)
@@ -673,6 +799,14 @@ json summary_to_json(const CompareReport& r, const VariantSummary& s) {
       {"eval_delta_vs_sa_mean", nan_to_null(s.eval_delta_vs_sa_mean)},
       {"eval_delta_vs_sa", sa ? json(nullptr) : evals},
       {"loss_by_position", by_position},
+      {"rules_out", sa ? json(nullptr)
+                       : json{{"gain_above", nan_to_null(s.rules_out.gain_above)},
+                              {"loss_above", nan_to_null(s.rules_out.loss_above)}}},
+      {"settled", sa ? json(nullptr)
+                     : json{{"answer", to_string(s.settled)},
+                            {"points", s.drift_points},
+                            {"change_over_last_quarter", differences_to_json(s.drift)}}},
+      {"slow_steps", s.slow_steps},
       {"verdict", s.verdict},
       {"vs_twin", paired_to_json(s.vs_twin)},
       {"vs_precision_sa", paired_to_json(s.vs_precision_sa)}};
@@ -698,7 +832,10 @@ json bias_to_json(const CompareReport& r) {
 // --tune-lr's rates and losses (null without it).
 json tuning_to_json(const CompareReport& r) {
   if (r.tuning.empty()) return nullptr;
-  return {{"lrs", r.tuning.lrs},
+  return {{"grid", r.tuning.grid},
+          {"lrs", r.tuning.lrs},
+          {"extended_down", r.tuning.extended_down},
+          {"extended_up", r.tuning.extended_up},
           {"seeds", r.tuning.seeds},
           {"val_loss", nan_to_null(r.tuning.val_loss)},
           {"diverged_seeds", r.tuning.diverged},
@@ -745,7 +882,7 @@ void write_report_json(const fs::path& out, const CompareReport& r, const Compar
                  {"validation",
                   {{"every_steps", r.run.val_every},
                    {"batches", r.run.val_batches},
-                   {"eval_batches", r.eval_batches},
+                   {"score_tokens", r.score_tokens},
                    {"windows", "drawn evenly across the whole validation split"},
                    {"share_of_wall_clock", r.validation_share}}}};
   write_file_atomic(out / "report.json", report.dump(2) + "\n");
@@ -792,18 +929,28 @@ namespace {
 
 // report.md's opening: what was compared, on what, and how; where QK-norm is (--qk-norm keeps it
 // out of the variants' names).
-std::string report_header(const CompareReport& r, bool own_rates) {
+std::string report_header(const CompareReport& r, const CompareResult& result, bool own_rates) {
+  // The tokens the final score read of the validation split (the first seed's first arm's: the
+  // same for every arm).
+  int64_t scored = 0;
+  if (!result.arms.empty() && !result.arms[0].scored_tokens.empty())
+    scored = result.arms[0].scored_tokens[0];
   std::string md = fmt::format(
       "# xsa compare\n\n{} on `{}`: {} layers, {} heads, width {}, context {}, batch {}, {} steps, "
-      "peak lr {}, {}, "
-      "{} seed(s) ({}…).\nEvery arm of a seed starts from the same weights and sees the same "
-      "batches; steps run "
-      "interleaved, so the timing columns compare like with like. Validation reads {} batch(es) "
-      "of windows drawn evenly across the whole validation split, the same for every arm.\n\n",
+      "peak lr {}, {}, {} seed(s) ({}…).\nEvery arm of a seed starts from the same weights and "
+      "sees the same batches; steps run interleaved, so the timing columns compare like with "
+      "like, and every timing figure comes from the steps' own times (medians), which a pause or "
+      "a neighbour cannot move. The final score (val loss in the tables, and every test) reads "
+      "{} of the validation split with the final weights, the same windows for every arm; the "
+      "curves and whether a difference has settled read {} batch(es) of windows drawn evenly "
+      "across it every {} steps.\n\n",
       fmt::join(r.variants, ", "), r.run.data, r.model.n_layer, r.model.n_head, r.model.n_embd,
       r.model.seq_len, r.run.batch, r.run.steps,
-      own_rates ? "each variant's own (--tune-lr, below)" : fmt::format("{}", r.run.lr),
-      to_string(r.run.precision), r.seeds, r.run.seed, r.run.val_batches);
+      own_rates ? (r.tuning.empty() ? "each variant's own (the lr column)"
+                                    : "each variant's own (--tune-lr, below)")
+                : fmt::format("{}", r.run.lr),
+      to_string(r.run.precision), r.seeds, r.run.seed, score_extent(r, 0, scored),
+      r.run.val_batches, r.run.val_every);
   std::vector<std::string> qk_norm;
   for (size_t k = 0; k < r.rivals.size() && k < r.variants.size(); k++)
     if (r.rivals[k].qk_norm) qk_norm.push_back(r.variants[k]);
@@ -819,38 +966,48 @@ std::string report_header(const CompareReport& r, bool own_rates) {
 
 std::string write_compare_report(const fs::path& out, const CompareReport& r,
                                  const CompareResult& result) {
-  const std::vector<std::string> plots = write_plots(out, r, result);
+  const std::vector<std::string> plots =
+      r.plots ? write_plots(out, r, result) : std::vector<std::string>();
   auto arms_of = [&](const std::string& v) { return xsa::arms_of(result, v); };
-  bool own_rates = false;
+  bool own_rates = !r.tuning.empty();
   for (const VariantSummary& s : result.summary) own_rates |= s.lr != result.summary[0].lr;
-  std::string md = report_header(r, own_rates);
+  std::string md = report_header(r, result, own_rates);
   // Bits per byte beside the loss when the validation set's bytes are known: runs of different
   // vocabularies compare by it, not by the loss per token.
   const bool bpb = std::isfinite(r.val_bytes_per_token);
   md += fmt::format(
-      "| variant | seeds |{} train loss | val loss |{} Δ val vs SA [95 % CI] | p (t; Holm) | "
-      "verdict | ms/step | overhead vs SA | tokens/s | peak MB |\n",
-      own_rates ? " lr |" : "", bpb ? " val bits per byte |" : "");
-  md += fmt::format("|---|---|{}---|---|{}---|---|---|---|---|---|---|\n", own_rates ? "---|" : "",
-                    bpb ? "---|" : "");
+      "| variant | seeds | lr | train loss | val loss |{} Δ val vs SA [95 % CI] | rules out | p "
+      "(t; "
+      "Holm) | verdict | ms/step | overhead vs SA | tokens/s | peak MB |\n",
+      bpb ? " val bits per byte |" : "");
+  md += fmt::format("|---|---|---|---|---|{}---|---|---|---|---|---|---|---|\n", bpb ? "---|" : "");
   for (const VariantSummary& s : result.summary) {
     const auto mine = arms_of(s.variant);
     std::vector<double> ms, tok;
     for (auto* a : mine) ms.push_back(a->ms_per_step), tok.push_back(a->tokens_per_s);
+    const bool base = s.variant == baseline_of(result);
     md += fmt::format(
-        "| {} | {} |{} {} | {} |{} {} | {} | {} | {:.1f} | {:+.1f}% | {:.0f} | {:.0f} |\n",
-        s.variant, s.n_seeds, own_rates ? fmt::format(" {:g} |", s.lr) : "",
-        fmt_or_dash("{:.4f}", s.train_loss_mean),
+        "| {} | {} | {:g} | {} | {} |{} {} | {} | {} | {} | {:.1f} | {:+.1f}% | {:.0f} | {:.0f} "
+        "|\n",
+        s.variant, s.n_seeds, s.lr, fmt_or_dash("{:.4f}", s.train_loss_mean),
         fmt_or_dash("{:.4f}", s.val_loss_mean) +
             (s.n_seeds > 1 ? " ± " + fmt_or_dash("{:.4f}", s.val_loss_sd) : ""),
         bpb ? fmt::format(" {} |", fmt_or_dash("{:.4f}", val_bpb(r, s.val_loss_mean))) : "",
-        s.variant == "sa" ? "–" : with_interval(s.delta),
-        s.variant == "sa"
-            ? "–"
-            : fmt_or_dash("{:.3g}", s.p_value) +
-                  (result.summary.size() > 2 ? "; " + fmt_or_dash("{:.3g}", s.p_holm) : ""),
+        base ? "–" : with_interval(s.delta), base ? "–" : rules_out_text(s.rules_out),
+        base ? "–"
+             : fmt_or_dash("{:.3g}", s.p_value) +
+                   (result.summary.size() > 2 ? "; " + fmt_or_dash("{:.3g}", s.p_holm) : ""),
         s.verdict, mean(ms), 100 * s.overhead_vs_sa, mean(tok), r.peak_mb[&s - &result.summary[0]]);
   }
+  std::string slow;
+  for (const VariantSummary& s : result.summary)
+    if (s.slow_steps > 0)
+      slow += fmt::format("{}{} {}", slow.empty() ? "" : ", ", s.variant, s.slow_steps);
+  if (!slow.empty())
+    md += fmt::format(
+        "\nSlow steps (over {:g} times their arm's median, as when the process was paused or the "
+        "machine busy), over the seeds: {}. The medians leave them out of every figure.\n",
+        kSlowStep, slow);
   md += kTimingNote;
   md += parameters_note(r);
   // Arms whose loss or gradient became NaN or infinite: they stopped there (no final figures).
@@ -865,12 +1022,19 @@ std::string write_compare_report(const fs::path& out, const CompareReport& r,
         "no final loss and the variant's differences to SA are undefined): " +
         diverged + ".\n";
   if (!r.eval_data.empty()) {
+    std::vector<std::string> extents;
+    for (size_t e = 0; e < r.eval_data.size(); e++)
+      extents.push_back(fmt::format(
+          "`{}`: {}", r.eval_data[e],
+          score_extent(r, e + 1,
+                       result.arms.empty() || result.arms[0].scored_tokens.size() <= e + 1
+                           ? 0
+                           : result.arms[0].scored_tokens[e + 1])));
     md += fmt::format(
-        "\nFurther evaluation sets ({} batch(es) of windows drawn evenly across each; mean loss "
-        "over seeds; Δ to SA paired by seed with its 95 % interval). The sign of an effect can "
-        "differ between in-domain and shifted text, and between short and long documents.\n\n"
-        "| variant |",
-        r.eval_batches);
+        "\nFurther evaluation sets, scored with the final weights ({}; mean loss over seeds; Δ to "
+        "SA paired by seed with its 95 % interval). The sign of an effect can differ between "
+        "in-domain and shifted text, and between short and long documents.\n\n| variant |",
+        fmt::join(extents, "; "));
     for (const std::string& e : r.eval_data) md += fmt::format(" {} | Δ [95 % CI] | p (t) |", e);
     md += "\n|---|";
     for (size_t e = 0; e < r.eval_data.size(); e++) md += "---|---|---|";
@@ -878,7 +1042,7 @@ std::string write_compare_report(const fs::path& out, const CompareReport& r,
     for (const VariantSummary& s : result.summary) {
       md += "| " + s.variant + " |";
       for (size_t e = 0; e < r.eval_data.size(); e++) {
-        const bool has = s.variant != "sa" && e < s.eval_delta.size();
+        const bool has = s.variant != baseline_of(result) && e < s.eval_delta.size();
         md += fmt::format(" {} | {} | {} |", fmt_or_dash("{:.4f}", s.eval_loss_mean[e]),
                           has ? with_interval(s.eval_delta[e]) : "–",
                           has ? fmt_or_dash("{:.3g}", s.eval_delta[e].p_t) : "–");
@@ -887,6 +1051,7 @@ std::string write_compare_report(const fs::path& out, const CompareReport& r,
     }
   }
   md += differences_section(result, r);
+  md += settled_section(result, r);
   md += position_section(result, r);
   md += equal_loss_section(result, r);
   md += seeds_section(result, r);

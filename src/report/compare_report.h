@@ -25,12 +25,21 @@ struct ArmResult {
   std::string variant;
   uint64_t seed = 0;
   double train_loss = 0;  // mean of the last 10 % of steps
+  // The final score, the primary measure: the final weights' mean loss over every window of the
+  // validation split (an even sample of whole windows past --score-tokens); NaN: diverged.
   double val_loss = 0;
-  std::vector<double> eval_losses;  // one per evaluation set
+  std::vector<double> eval_losses;     // the same of each --eval-data set
+  std::vector<int64_t> scored_tokens;  // tokens scored: the validation split, then each eval set
+  // Timing from the steps' own times, so that a pause or a neighbour cannot move it: every step's
+  // ms (its batch read included), their median, the tokens per second at that median, and the
+  // steps slower than kSlowStep times the median (counted, reported, not used).
+  std::vector<double> step_ms;
   double ms_per_step = 0, tokens_per_s = 0, peak_mb = 0;
+  int slow_steps = 0;
+  // The evenly drawn validation windows (--val-batches) at every --val-every: the curves, the
+  // equal-loss view and the settledness of each difference read these.
   std::vector<std::pair<int64_t, double>> val_curve, train_curve;
-  // The arm's own training time (its steps' wall-clock, seconds) at each point of val_curve; empty
-  // in a seed file written before xsa kept it (curve_of then assumes ms_per_step for every step).
+  // The arm's own training time at each point of val_curve: step × ms_per_step, seconds.
   std::vector<double> val_seconds;
   // Fingerprints proving the twins are twins: of the initial weights and of every batch seen.
   uint64_t init_hash = 0, batches_hash = 0;
@@ -48,9 +57,23 @@ struct ArmResult {
 struct PairedDelta {
   std::string reference;                 // empty: no such pair in this comparison
   double mean = 0, sd = 0, p_value = 0;  // NaN where undefined
+  double ci_low = NAN, ci_high = NAN;    // the 95 % t-interval of the mean
   double reference_sd = 0;               // the reference's own seed-to-seed sd
   double time_ratio = 0;                 // ms per step / the reference's
 };
+
+// Whether a difference to SA has stopped moving by the end of the run (Settledness, below).
+enum class Settled { not_judged, settled, moving };
+inline constexpr int kSettledPoints = 3;  // validation points the last quarter needs to be judged
+const char* to_string(Settled s);
+
+// What a difference's 95 % interval rules out: a gain (lower loss than SA) above `gain_above` and a
+// loss above `loss_above`, both ≥ 0 (0: any gain, or any loss, is ruled out); NaN without an
+// interval.
+struct RulesOut {
+  double gain_above = NAN, loss_above = NAN;
+};
+RulesOut rules_out(const PairedDifferences& d);
 
 struct VariantSummary {
   std::string variant;
@@ -68,6 +91,10 @@ struct VariantSummary {
   // seeds, and the difference to SA paired by seed.
   std::vector<std::vector<double>> position_loss_mean;
   std::vector<std::vector<PairedDifferences>> position_delta;
+  // Per set, with 3 or more buckets: the context contrast, per seed (the last bucket's loss minus
+  // that of positions 1–64) minus the same of SA, paired by seed; below 0: the variant gains more
+  // late in the window than early, as better use of context would.
+  std::vector<PairedDifferences> context_contrast;
   // --seeds auto: the group-sequential test's last look at this variant (answer, p, level).
   SequentialLook sequential;
   double overhead_vs_sa = 0;  // median over interleaved steps of ms / ms(SA) − 1
@@ -76,9 +103,21 @@ struct VariantSummary {
   // power, were it the true one (seeds_for_power); 0 with fewer than 2 seeds or no spread.
   int seeds_for_power = 0;
   std::string seeds_answer;  // --seeds auto: the sequential test's answer (to_string)
+  RulesOut rules_out;        // of delta's interval
+  // Settledness, the rule fixed in docs/comparing.md: per seed, the least-squares slope of Δ vs SA
+  // over the validation points in the run's last quarter (steps ≥ 3/4 of --steps; at least 3
+  // points, else not judged), times a quarter of the run: the change of Δ it implies over the last
+  // quarter. Over the seeds, its mean with the 95 % t-interval (drift). Moving when that interval
+  // excludes 0: the verdict then says "still moving" and calls no difference.
+  PairedDifferences drift;
+  int drift_points = 0;  // validation points in the last quarter
+  Settled settled = Settled::not_judged;
+  int slow_steps = 0;  // steps over kSlowStep times their arm's median, over the seeds
   std::string verdict;
-  // For an arm in another precision (xsa@bf16): against its twin in the run's precision (xsa),
-  // and against SA in its own precision (sa@bf16) where both are in the comparison.
+  // For an arm in another precision (xsa@bf16): against its twin in the run's precision (xsa).
+  // For an arm in another precision or at its own rate (xsa@bf16, xsa@4e-3): against the
+  // baseline's model in the same precision and at the same rate (sa@bf16, sa@4e-3), where both
+  // are in the comparison.
   PairedDelta vs_twin, vs_precision_sa;
   // The similarity bias: mean cos(y_i, v_i) over every layer and head, from the first seed's arm
   // (NaN where the report has no analysis).
@@ -88,8 +127,14 @@ struct VariantSummary {
 // --tune-lr: each variant trained at each candidate learning rate on the tuning seeds, and the rate
 // chosen for it (the lowest mean validation loss over the tuning seeds; a rate that diverged in any
 // seed is never chosen).
+// A rate chosen at the edge of --tune-lr's grid extends the grid by one step (the ratio of the
+// two rates next to that edge) in its direction, until every choice is inside, at most this many
+// times per direction.
+inline constexpr int kMaxGridExtensions = 3;
 struct LrTuning {
-  std::vector<double> lrs;
+  std::vector<double> grid;                // the rates asked for (--tune-lr)
+  std::vector<double> lrs;                 // the rates run, rising: the grid and its extensions
+  int extended_down = 0, extended_up = 0;  // rates added below and above the grid
   std::vector<uint64_t> seeds;
   std::vector<std::vector<double>>
       val_loss;  // [variant][lr]: mean over the tuning seeds (NaN: diverged)
@@ -125,7 +170,9 @@ struct CompareReport {
   double val_bytes_per_token = NAN;
   std::optional<SequentialDesign> design;  // --seeds auto's
   LrTuning tuning;                         // --tune-lr's (empty: one rate for every arm)
-  int eval_batches = 0;                    // batches read of each --eval-data set
+  bool plots = true;  // the charts (a tuning comparison's report has none: its rate is its result)
+  int64_t score_tokens = 0;         // --score-tokens (0: every window)
+  std::vector<bool> score_sampled;  // per set (validation, then --eval-data): larger than it
 };
 
 // The paragraph on the variants' parameter counts and on twins that do not start as SA's function
@@ -134,6 +181,11 @@ std::string parameters_note(const CompareReport& r);
 
 nlohmann::json arm_to_json(const ArmResult& arm);
 ArmResult arm_from_json(const nlohmann::json& j);  // throws nlohmann::json::exception
+
+// A step this many times the arm's median step is counted as slow (a pause, a neighbour).
+inline constexpr double kSlowStep = 3;
+// ms_per_step, tokens_per_s, slow_steps and val_seconds from step_ms (tokens: a step's).
+void set_robust_timing(ArmResult& arm, int64_t step_tokens);
 
 // An arm's validation curve with its training time (equal_loss.h).
 std::vector<CurvePoint> curve_of(const ArmResult& arm);
@@ -144,10 +196,12 @@ std::vector<const ArmResult*> arms_of(const CompareResult& result, const std::st
 // The paragraph after report.md's table (and after the table `compare` prints): how the timing
 // columns are measured, since their ratio need not equal the overhead column.
 inline constexpr const char* kTimingNote =
-    "\nms/step and tokens/s: each arm's median step, averaged over seeds. overhead vs SA: the "
-    "median over interleaved steps of the arm's step time over SA's, minus 1; it cancels the "
-    "machine's drift, which the ratio of the ms/step column keeps.\n";
-
+    "\nrules out: the gain (a loss below SA's) and the loss beyond which the 95 % interval "
+    "excludes "
+    "the difference. ms/step and tokens/s: each arm's median step, averaged over seeds. overhead "
+    "vs SA: the median over interleaved steps of the arm's step time over SA's, minus 1; it "
+    "cancels the machine's drift, which the ratio of the ms/step column keeps. No timing figure "
+    "sums wall-clock: a pause or a neighbour moves none of them.\n";
 // Writes report.md, report.json and the plots into `out`; returns the text of report.md.
 std::string write_compare_report(const std::filesystem::path& out, const CompareReport& r,
                                  const CompareResult& result);

@@ -51,7 +51,16 @@ CompareReport make_report(const CompareConfig& cfg, const Setup& s, CompareResul
   report.val_bytes_per_token = s.val_bytes_per_token;
   report.design = design;
   report.tuning = cfg.tuned;
-  report.eval_batches = cfg.eval_batches > 0 ? cfg.eval_batches : cfg.run.val_batches;
+  report.score_tokens = cfg.score_tokens;
+  report.plots = !cfg.tuning;
+  const auto sampled = [&](const TokenStream& st) {
+    const int64_t T = s.model.seq_len, windows = st.size() > (size_t)T ? (st.size() - 1) / T : 0;
+    return cfg.score_tokens > 0 && windows > std::max<int64_t>(1, cfg.score_tokens / T);
+  };
+  report.score_sampled.push_back(sampled(s.data.val));
+  for (const Dataset& e : s.evals)
+    report.score_sampled.push_back(
+        sampled(e.val.size() > (size_t)s.model.seq_len ? e.val : e.train));
   for (size_t k = 0; k < report.bias.size() && k < result.summary.size(); k++)
     result.summary[k].cos_yv_mean = mean_cos_yv(report.bias[k]);
   return report;
@@ -64,8 +73,8 @@ void print_report_summary(const std::string& md, const fs::path& out) {
   const size_t note = md.find(kTimingNote, table);
   const size_t shown_end = note + std::string_view(kTimingNote).size() - 1;
   std::string shown = md.substr(table, shown_end - table);
-  for (const char* section :
-       {"## Loss by position", "## Equal loss", "## Seeds", "## Learning rates", "## Precision"})
+  for (const char* section : {"## Settled?", "## Loss by position", "## Equal loss", "## Seeds",
+                              "## Learning rates", "## Precision", "## In the same setting"})
     if (const size_t at = md.find(section); at != std::string::npos)
       shown += "\n\n" + md.substr(at, std::min(md.find("\n\n## ", at), md.find("\n\n![", at)) - at);
   std::printf("\n%s\nreport: %s (report.md, report.html, report.json, plot files)\n", shown.c_str(),
@@ -121,7 +130,7 @@ CompareResult run_comparison(const CompareConfig& requested) {
                            {"seeds", requested.seeds},
                            {"eval_data", requested.eval_data},
                            {"eval_suite", requested.eval_suite},
-                           {"eval_batches", requested.eval_batches},
+                           {"score_tokens", requested.score_tokens},
                            {"variant_lrs", requested.variant_lrs},
                            {"analyze_batches", requested.analyze_batches}});
   CompareConfig cfg = requested;
@@ -190,7 +199,7 @@ CompareResult run_comparison(const CompareConfig& requested) {
             suite_results.push_back(a.suite);
     if (root) save_finished_seed(seed_file, s, arms, overhead, first_overhead, validated);
   }
-  const int seeds_run = (int)arms_of(result, "sa").size();
+  const int seeds_run = (int)arms_of(result, cfg.variants[0]).size();
   if (design && seeds_note.empty())
     seeds_note = auto_seeds_verdict(cfg, *design, result, seeds_run, looks);
   result.summary = summarize(result, s, cfg, overhead, looks);
@@ -202,8 +211,8 @@ CompareResult run_comparison(const CompareConfig& requested) {
   result.val_bytes_per_token = s.val_bytes_per_token, result.tuning = cfg.tuned;
   std::string md = write_compare_report(out, report, result);
   if (!s.suite.files.empty()) append_suite_report(out, s, suite_names, suite_results, run.quiet);
-  write_report_html(out, comparison_page_data(out));
-  if (!run.quiet) print_report_summary(md, out);
+  if (!cfg.tuning) write_report_html(out, comparison_page_data(out));
+  if (!run.quiet && !cfg.tuning) print_report_summary(md, out);
   return result;
 }
 
@@ -212,49 +221,113 @@ std::string rate_folder_name(double lr) {
   return fmt::format("lr-{}", lr);
 }
 
-// --tune-lr: every variant at every rate on the tuning seeds, each rate a comparison of its own
-// (resumable like any), and each variant's rate with the lowest mean validation loss.
+// A rate of an extended grid to 6 significant digits: 2e-3 / (4e-3 / 2e-3) is 1e-3, not
+// 0.0009999999999999998 (its folder's name and the report show it).
+double rounded_rate(double lr) {
+  return std::stod(fmt::format("{:.6g}", lr));
+}
+
+// One rate of --tune-lr: the variants `which` (indices into cfg.variants) on the tuning seeds, a
+// comparison of its own (resumable like any); per variant the mean validation loss (NaN when a
+// tuning seed diverged or the variant was not run) and the diverged seeds.
+void tune_at_rate(const CompareConfig& cfg, double lr, const LrTuning& t,
+                  const std::vector<size_t>& which, std::vector<double>& loss,
+                  std::vector<int>& diverged) {
+  CompareConfig sub = cfg;
+  sub.tune_lrs.clear(), sub.variant_lrs.clear(), sub.variants.clear();
+  for (size_t k : which) sub.variants.push_back(cfg.variants[k]);
+  sub.run.lr = lr;
+  sub.run.seed = t.seeds[0];
+  sub.seeds = cfg.tune_seeds, sub.seeds_auto = false;
+  sub.tuning = true;
+  sub.analyze_batches = 0, sub.eval_suite.clear(), sub.eval_data.clear();
+  sub.run.out = (fs::path(t.folder) / rate_folder_name(lr)).string();
+  const bool speak = !cfg.run.quiet && world_comm().is_root();
+  if (speak)
+    std::printf("\n== tuning: %s at peak lr %g on tuning seed(s) %s (%s)\n",
+                fmt::format("{}", fmt::join(sub.variants, ", ")).c_str(), lr,
+                fmt::format("{}", fmt::join(t.seeds, ", ")).c_str(), sub.run.out.c_str());
+  const CompareResult r = run_comparison(sub);
+  const size_t V = cfg.variants.size();
+  loss.assign(V, NAN), diverged.assign(V, 0);
+  std::string line;
+  for (size_t k : which) {
+    std::vector<double> losses;
+    for (const ArmResult* a : arms_of(r, cfg.variants[k])) {
+      losses.push_back(a->val_loss);
+      diverged[k] += a->diverged_at > 0 || !std::isfinite(a->val_loss);
+    }
+    loss[k] = diverged[k] ? NAN : mean(losses);
+    line += fmt::format("{}{} {}", line.empty() ? "" : ", ", cfg.variants[k],
+                        diverged[k] ? std::string("diverged") : fmt::format("{:.4f}", loss[k]));
+  }
+  if (speak) std::printf("   lr %g: final validation loss %s\n", lr, line.c_str());
+}
+
+// Each variant's best rate (the lowest loss; ties: the lower rate), or lrs.size() when it diverged
+// at every rate.
+std::vector<size_t> best_rates(const LrTuning& t) {
+  std::vector<size_t> best(t.val_loss.size(), t.lrs.size());
+  for (size_t k = 0; k < t.val_loss.size(); k++)
+    for (size_t i = 0; i < t.lrs.size(); i++)
+      if (std::isfinite(t.val_loss[k][i]) &&
+          (best[k] == t.lrs.size() || t.val_loss[k][i] < t.val_loss[k][best[k]]))
+        best[k] = i;
+  return best;
+}
+
+// --tune-lr: every variant at every rate on the tuning seeds, and each variant's rate with the
+// lowest mean validation loss. A choice at the grid's edge extends the grid by one step in that
+// direction (the ratio of the two rates next to the edge), and again until every choice is
+// inside, at most kMaxGridExtensions times per direction.
 LrTuning tune_rates(const CompareConfig& cfg) {
   LrTuning t;
-  t.lrs = cfg.tune_lrs;
+  t.grid = cfg.tune_lrs, t.lrs = cfg.tune_lrs;
   t.folder = (fs::path(cfg.run.out) / "tune").string();
   for (int i = 0; i < cfg.tune_seeds; i++) t.seeds.push_back(cfg.run.seed + kTuningSeedOffset + i);
   const size_t V = cfg.variants.size();
-  t.val_loss.assign(V, std::vector<double>(t.lrs.size(), NAN));
-  t.diverged.assign(V, std::vector<int>(t.lrs.size(), 0));
+  t.val_loss.assign(V, {}), t.diverged.assign(V, {});
   const bool root = world_comm().is_root();
-  for (size_t i = 0; i < t.lrs.size(); i++) {
-    CompareConfig sub = cfg;
-    sub.tune_lrs.clear(), sub.variant_lrs.clear();
-    sub.run.lr = t.lrs[i];
-    sub.run.seed = t.seeds[0];
-    sub.seeds = cfg.tune_seeds, sub.seeds_auto = false;
-    sub.tuning = true;
-    sub.analyze_batches = 0, sub.eval_suite.clear(), sub.eval_data.clear();
-    sub.run.out = (fs::path(t.folder) / rate_folder_name(t.lrs[i])).string();
-    if (!cfg.run.quiet && root)
-      std::printf("\n== tuning: peak lr %g (%zu of %zu), tuning seed(s) %s\n", t.lrs[i], i + 1,
-                  t.lrs.size(), fmt::format("{}", fmt::join(t.seeds, ", ")).c_str());
-    const CompareResult r = run_comparison(sub);
+  // Rates run so far, in t.lrs's order (rising): each rate's results go in at its place.
+  auto run_rate = [&](size_t at, const std::vector<size_t>& which) {
+    std::vector<double> loss;
+    std::vector<int> diverged;
+    tune_at_rate(cfg, t.lrs[at], t, which, loss, diverged);
     for (size_t k = 0; k < V; k++) {
-      std::vector<double> losses;
-      for (const ArmResult* a : arms_of(r, cfg.variants[k])) {
-        losses.push_back(a->val_loss);
-        t.diverged[k][i] += a->diverged_at > 0 || !std::isfinite(a->val_loss);
-      }
-      t.val_loss[k][i] = t.diverged[k][i] ? NAN : mean(losses);
+      t.val_loss[k].insert(t.val_loss[k].begin() + at, loss[k]);
+      t.diverged[k].insert(t.diverged[k].begin() + at, diverged[k]);
+    }
+  };
+  std::vector<size_t> every(V);
+  for (size_t k = 0; k < V; k++) every[k] = k;
+  for (size_t i = 0; i < t.lrs.size(); i++) run_rate(i, every);
+  // A rate beyond an edge is run only by the variants whose choice is at that edge.
+  for (int down = 0, up = 0;;) {
+    const std::vector<size_t> best = best_rates(t);
+    std::vector<size_t> low, high;
+    for (size_t k = 0; k < V; k++) {
+      if (best[k] == 0) low.push_back(k);
+      if (best[k] + 1 == t.lrs.size()) high.push_back(k);
+    }
+    if (!low.empty() && down < kMaxGridExtensions) {
+      t.lrs.insert(t.lrs.begin(), rounded_rate(t.lrs[0] / (t.lrs[1] / t.lrs[0])));
+      t.extended_down = ++down;
+      run_rate(0, low);
+    } else if (!high.empty() && up < kMaxGridExtensions) {
+      const size_t n = t.lrs.size();
+      t.lrs.push_back(rounded_rate(t.lrs[n - 1] * (t.lrs[n - 1] / t.lrs[n - 2])));
+      t.extended_up = ++up;
+      run_rate(n, high);
+    } else {
+      break;
     }
   }
+  const std::vector<size_t> best = best_rates(t);
   for (size_t k = 0; k < V; k++) {
-    size_t best = t.lrs.size();  // ties: the lower rate (listed first)
-    for (size_t i = 0; i < t.lrs.size(); i++)
-      if (std::isfinite(t.val_loss[k][i]) &&
-          (best == t.lrs.size() || t.val_loss[k][i] < t.val_loss[k][best]))
-        best = i;
-    if (best == t.lrs.size())
+    if (best[k] == t.lrs.size())
       fail("--tune-lr: {} diverged at every rate ({}); try lower rates", cfg.variants[k],
            fmt::join(t.lrs, ", "));
-    t.chosen.push_back(t.lrs[best]);
+    t.chosen.push_back(t.lrs[best[k]]);
   }
   if (!cfg.run.quiet && root) {
     std::string chosen;
@@ -276,7 +349,9 @@ void check_tuned_report(const CompareConfig& cfg) {
   if (cfg.run.force || !world_comm().is_root() || !fs::exists(report, ec)) return;
   const json done = json::parse(read_file(report), nullptr, false);
   const json tuning = done.is_object() ? done.value("lr_tuning", json()) : json();
-  const bool same = tuning.is_object() && tuning.value("lrs", json()) == json(cfg.tune_lrs) &&
+  // The grid asked for (reports written before the grid could grow name it "lrs").
+  const json grid = tuning.is_object() ? tuning.value("grid", tuning.value("lrs", json())) : json();
+  const bool same = tuning.is_object() && grid == json(cfg.tune_lrs) &&
                     tuning.value("seeds", json()).size() == (size_t)cfg.tune_seeds;
   if (!same)
     fail(
@@ -286,7 +361,11 @@ void check_tuned_report(const CompareConfig& cfg) {
 }
 
 CompareResult compare(const CompareConfig& requested) {
-  if (requested.tune_lrs.empty()) return run_comparison(requested);
+  if (requested.tune_lrs.empty()) {
+    CompareConfig cfg = requested;  // variants at their own @RATE
+    if (cfg.variant_lrs.empty()) cfg.variant_lrs = variant_rates(parse_variants(cfg), cfg.run.lr);
+    return run_comparison(cfg);
+  }
   if (requested.tune_seeds < 1) fail("--tune-seeds {} must be at least 1", requested.tune_seeds);
   if (!requested.variant_lrs.empty())
     fail("--tune-lr chooses each variant's rate; it does not combine with rates given per variant");

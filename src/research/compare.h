@@ -28,13 +28,22 @@ namespace xsa {
 //                      options on every layer, in any order: xsa+gated-attn, xsa-last2+no-self
 //   <any>@bf16, @fp32  the same in another precision than --precision's (sa@bf16, xsa+sink@bf16):
 //                      a twin of <any> from the same weights on the same batches
-// (A per-layer list would need commas, which separate the variants.)
+//   <any>@RATE         the same at its own peak learning rate (sa@4e-3, xsa@4e-3, xsa@bf16@4e-3):
+//                      best against best when each arm's rate is known, or SA at two rates
+// (A per-layer list would need commas, which separate the variants.) The first variant is the
+// baseline every other is compared with, whatever its spelling (sa, sa+qk-norm, sa@2e-3): its
+// layers must all be standard attention.
 struct Variant {
   std::string name;
   AttentionLayers attention{};         // parse_attention's (model/attention.h)
   std::optional<Precision> precision;  // none: the run's --precision
+  std::optional<double> lr;            // none: the run's --lr (or --tune-lr's choice)
+  std::string model_name;              // name without its @ suffixes: the model it trains
 };
 Variant parse_variant(const std::string& name, int n_layer);  // throws Error naming the variant
+
+// --score-tokens' default: 2^19 tokens, the whole validation split of the default corpus.
+inline constexpr int64_t kDefaultScoreTokens = 524288;
 
 struct CompareConfig {
   ModelConfig model;  // the shape; attention comes from each variant
@@ -46,9 +55,6 @@ struct CompareConfig {
   // answer is clear (seed_answer).
   bool seeds_auto = false;
   std::vector<std::string> eval_data;  // further evaluation sets, reported separately
-  // Batches of the step's size read of each --eval-data set at the end, evenly across it (0: as
-  // many as --val-batches); more than the set holds reads every window.
-  int eval_batches = 0;
   std::string eval_suite;   // a folder of the paper's task files: each arm scored at the end
   int analyze_batches = 2;  // batches for the similarity-bias chart (0: none)
   // --tune-lr: each variant is first trained at each of these peak learning rates on tune_seeds
@@ -58,6 +64,10 @@ struct CompareConfig {
   int tune_seeds = 1;
   // Each variant's peak learning rate (empty: run.lr for every one); --tune-lr sets it.
   std::vector<double> variant_lrs;
+  // The final score of each arm (the primary measure): every window of the validation split and of
+  // each --eval-data set, the same for every arm; a set of more than this many tokens is scored on
+  // an even sample of whole windows of about this many tokens (0: every window, whatever the size).
+  int64_t score_tokens = kDefaultScoreTokens;
   // A tuning comparison (no analysis, no further evaluation: its rate is all it is for). In any
   // comparison an arm whose loss or gradient becomes NaN or infinite stops there and is recorded
   // as diverged, while the others go on.

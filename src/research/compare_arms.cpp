@@ -59,13 +59,6 @@ void check_memory(const Setup& s, int B, int T) {
         s.variants.size(), need / 1e9, B, T, available / 1e9);
 }
 
-// Batches of --batch rows that make --val-batches batches of the step's size, however the step is
-// split over micro-batches and processes.
-int validation_batches(const Setup& s, const TokenStream& stream, int step_batches) {
-  return val_batch_count(stream, s.shape.batch, s.shape.T,
-                         step_batches * s.shape.accumulation * s.shape.world);
-}
-
 // Every rank prepares its own copy (its data); rank 0 alone checks and clears the report folder.
 void prepare(const CompareConfig& cfg, Comm& comm, Setup& s) {
   const RunConfig& run = cfg.run;
@@ -96,13 +89,14 @@ void prepare(const CompareConfig& cfg, Comm& comm, Setup& s) {
   json result_options = run_config_to_json(resolved, kSaved | kResult);
   result_options.erase("batch");
   // The validation windows are drawn evenly across the split since they stopped being its first
-  // ones: seeds validated the old way belong to another comparison.
+  // ones, and the final score reads every window (up to --score-tokens): seeds validated or
+  // scored another way belong to another comparison.
   s.identity = {{"model", json(s.model)},
                 {"run", result_options},
                 {"variants", cfg.variants},
                 {"eval_data", cfg.eval_data},
-                {"validation", "windows drawn evenly across the split"}};
-  if (!cfg.eval_data.empty()) s.identity["eval_batches"] = cfg.eval_batches;
+                {"validation", "windows drawn evenly across the split"},
+                {"final_score", {{"windows", "every one"}, {"score_tokens", cfg.score_tokens}}}};
   if (!cfg.variant_lrs.empty()) s.identity["variant_lrs"] = cfg.variant_lrs;
   if (cfg.tuning) s.identity["tuning"] = true;
   if (cfg.qk_norm) s.identity["qk_norm"] = true;  // not in the variants' names
@@ -259,7 +253,6 @@ class CompareObserver : public RunObserver {
     }
     ms_this_[st.arm] = st.ms;
     a.ms.push_back(st.ms);
-    a.seconds += st.ms / 1000;
     a.losses.push_back(r.loss);
     a.result.train_curve.push_back({st.done, r.loss});
     if (!logs_.empty()) logs_[st.arm]->write(step_record(st, s_.shape.tokens()));
@@ -274,7 +267,6 @@ class CompareObserver : public RunObserver {
   void validated(int64_t step, const std::vector<double>& losses) override {
     for (size_t k = 0; k < arms_.size(); k++) {
       arms_[k].result.val_curve.push_back({step, losses[k]});
-      arms_[k].result.val_seconds.push_back(arms_[k].seconds);
       if (!logs_.empty()) logs_[k]->write(val_record(step, losses[k], s_.val_bytes_per_token));
     }
     validation_seconds_ += std::chrono::duration<double>(clock_type::now() - last_stepped_).count();
@@ -354,50 +346,68 @@ double train_arms(const CompareConfig& cfg, const Setup& s, std::vector<Arm>& ar
   return observer.validation_seconds();
 }
 
-// After the last step: each arm's summary figures, its further evaluations and its checkpoint.
+// The final score's batches of `stream`: every window of T + 1 tokens, or of a larger set an even
+// sample of whole windows of about score_tokens tokens (val_batch draws them evenly).
+int score_batches(const CompareConfig& cfg, const Setup& s, const TokenStream& stream,
+                  int64_t& tokens) {
+  const int T = s.model.seq_len, B = s.shape.batch;
+  const int64_t windows = stream.size() > (size_t)T ? (int64_t)((stream.size() - 1) / T) : 0;
+  int64_t rows = windows;
+  if (cfg.score_tokens > 0) rows = std::min(rows, std::max<int64_t>(1, cfg.score_tokens / T));
+  const int64_t batches = (rows + B - 1) / B;
+  tokens = std::min(windows, batches * B) * T;
+  return (int)batches;
+}
+
+// After the last step: each arm's summary figures, its final score on every window of each set,
+// its further evaluations and its checkpoint.
 void finish_arms(const CompareConfig& cfg, const Setup& s, std::vector<Arm>& arms,
                  const std::vector<double>& peak) {
   const RunConfig& run = cfg.run;
-  const int T = s.model.seq_len;
   for (size_t k = 0; k < arms.size(); k++) {
     Arm& a = arms[k];
     const size_t tail = std::max<size_t>(1, a.losses.size() / 10);
     a.result.train_loss =
         a.losses.empty() ? NAN : mean(std::vector<double>(a.losses.end() - tail, a.losses.end()));
-    a.result.val_loss = a.result.val_curve.back().second;
-    a.result.ms_per_step = median(a.ms);
-    a.result.tokens_per_s = s.shape.tokens() / (a.result.ms_per_step / 1000);
+    a.result.step_ms.clear();
+    for (double ms : a.ms) a.result.step_ms.push_back(std::round(ms * 100) / 100);
+    set_robust_timing(a.result, s.shape.tokens());
     a.result.peak_mb = peak[k];
     if (a.stopped) {  // diverged while tuning: no figures of its weights, no checkpoint
+      a.result.val_loss = NAN;
       a.result.eval_losses.assign(s.evals.size(), NAN);
       continue;
     }
-    // Loss by position with the final weights: on the validation windows of its last validation,
-    // then on each --eval-data set (whose mean loss comes with it).
-    const size_t buckets = position_buckets(T).size();
-    a.result.position_loss.push_back(
-        s.val_batches > 0
-            ? shared_loss_by_position(*s.comm, *a.model, s.data.val, s.val_batches).buckets
-            : std::vector<double>(buckets, NAN));
+    // The final score with the final weights, the same windows for every arm: the whole
+    // validation split, then each --eval-data set (their validation split, else all of it), each
+    // with its loss by position.
+    int64_t tokens = 0;
+    const LossByPosition val = shared_loss_by_position(*s.comm, *a.model, s.data.val,
+                                                       score_batches(cfg, s, s.data.val, tokens));
+    a.result.val_loss = val.loss;
+    a.result.position_loss.push_back(val.buckets);
+    a.result.scored_tokens.push_back(tokens);
     for (const Dataset& e : s.evals) {
-      const TokenStream& st = e.val.size() > (size_t)T ? e.val : e.train;
-      const LossByPosition l = shared_loss_by_position(
-          *s.comm, *a.model, st,
-          validation_batches(s, st, cfg.eval_batches > 0 ? cfg.eval_batches : run.val_batches));
+      const TokenStream& st = e.val.size() > (size_t)s.model.seq_len ? e.val : e.train;
+      const LossByPosition l =
+          shared_loss_by_position(*s.comm, *a.model, st, score_batches(cfg, s, st, tokens));
       a.result.eval_losses.push_back(l.loss);
       a.result.position_loss.push_back(l.buckets);
+      a.result.scored_tokens.push_back(tokens);
     }
     if (s.comm->is_root())
       for (size_t t = 0; t < s.suite.files.size(); t++)
         a.suite.push_back(evaluate_task(a.model->config(), a.model->params().w, s.suite.files[t],
                                         s.suite_items[t], nullptr, 1024, a.model->backend()));
-    // The final weights, as a checkpoint xsa analyze, eval and sample can read.
-    save_training_state(*s.comm, arm_folder(run.out, a.variant.name, a.result.seed), run.steps,
-                        a.model->config(), a.model->params(),
-                        json{{"step", run.steps},
-                             {"compare_variant", a.variant.name},
-                             {"data", {{"source", run.data}}}},
-                        true, vocabulary_files(s.data));
+    // The final weights, as a checkpoint xsa analyze, eval and sample can read (a tuning arm's
+    // are not kept: its final score is all it is for).
+    if (!cfg.tuning)
+      save_training_state(*s.comm, arm_folder(run.out, a.variant.name, a.result.seed), run.steps,
+                          a.model->config(), a.model->params(),
+                          json{{"step", run.steps},
+                               {"compare_variant", a.variant.name},
+                               {"data", {{"source", run.data}}}},
+                          true, vocabulary_files(s.data));
   }
 }
 

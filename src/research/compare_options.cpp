@@ -11,27 +11,37 @@
 namespace xsa {
 
 Variant parse_variant(const std::string& name, int n_layer) {
-  if (const size_t at = name.rfind('@'); at != std::string::npos) {
-    const std::string suffix = name.substr(at + 1);
-    const auto precision = precision_named(suffix);
-    if (!precision)
-      fail("--variants {}: '{}' after @ is not a precision ({})", name, suffix, kPrecisionChoices);
-    if (name.find('@') != at) fail("--variants {}: one precision per variant", name);
-    Variant v = parse_variant(name.substr(0, at), n_layer);
-    v.name = name, v.precision = precision;
-    return v;
-  }
   if (name.find(',') != std::string::npos)
     fail("--variants {}: one item per variant (commas separate the variants)", name);
-  return Variant{name, parse_attention(name, n_layer, "--variants"), std::nullopt};
+  const std::vector<std::string> parts = split(name, '@');
+  Variant v{name, parse_attention(parts[0], n_layer, "--variants"), std::nullopt, std::nullopt,
+            parts[0]};
+  for (size_t i = 1; i < parts.size(); i++) {
+    const std::string& suffix = parts[i];
+    if (const auto precision = precision_named(suffix)) {
+      if (v.precision) fail("--variants {}: one precision per variant", name);
+      v.precision = precision;
+      continue;
+    }
+    const std::optional<double> rate = parse_number(suffix);
+    if (!rate || !(*rate > 0) || !std::isfinite(*rate))
+      fail("--variants {}: '{}' after @ is neither a precision ({}) nor a positive learning rate",
+           name, suffix, kPrecisionChoices);
+    if (v.lr) fail("--variants {}: one learning rate per variant", name);
+    v.lr = *rate;
+  }
+  return v;
 }
 
 void apply_compare_preset(const std::string& name, ModelConfig& model, RunConfig& run,
                           CompareConfig& cfg) {
-  if (name == "demo") {  // about 9 minutes on 2 cores: 4 × 128, context 256, 3 seeds
+  if (name == "demo") {  // about 6 minutes on 2 cores: 4 × 128, context 256, tuned, 3 seeds
     model.n_layer = 4, model.n_head = 4, model.n_embd = 128, model.seq_len = 256;
-    run.batch = 16, run.steps = 300, run.lr = 2e-3, run.val_every = 50, run.val_batches = 8;
+    run.batch = 16, run.steps = 200, run.lr = 4e-3, run.val_every = 25, run.val_batches = 4;
     cfg.seeds = 3;
+    // Best against best: each variant at its own rate from this grid (extended at an edge), on
+    // a tuning seed of its own, before the 3 confirmation seeds (--lr or --tune-lr given: not).
+    cfg.tune_lrs = {2e-3, 4e-3, 8e-3}, cfg.tune_seeds = 1;
   } else if (name == "tiny") {  // seconds: for trying the tool
     model.n_layer = 2, model.n_head = 4, model.n_embd = 64, model.seq_len = 64;
     run.batch = 8, run.steps = 60, run.lr = 3e-3, run.val_every = 20, run.val_batches = 4;
@@ -57,10 +67,7 @@ ModelConfig variant_model(const ModelConfig& base, const Variant& v) {
 }
 
 std::vector<Variant> parse_variants(const CompareConfig& cfg) {
-  if (cfg.variants.empty() || (cfg.variants[0] != "sa" && cfg.variants[0] != "sa+qk-norm"))
-    fail(
-        "--variants must start with sa (sa+qk-norm with --qk-norm), the baseline every other "
-        "variant is compared with");
+  if (cfg.variants.empty()) fail("--variants: name at least the baseline (sa)");
   std::vector<Variant> variants;
   for (const std::string& v : cfg.variants) {
     for (const Variant& seen : variants)
@@ -71,8 +78,33 @@ std::vector<Variant> parse_variants(const CompareConfig& cfg) {
     if (variants.back().precision == cfg.run.precision)
       fail("--variants {}: the run's --precision is already {}, so it would be a copy of its twin",
            v, to_string(cfg.run.precision));
+    if (variants.back().lr && !cfg.tune_lrs.empty())
+      fail(
+          "--variants {}: --tune-lr chooses each variant's rate; give a rate with @ or tune, not "
+          "both",
+          v);
   }
+  // The baseline is the first variant, however it is spelled; every other is compared with it. (A
+  // tuning comparison beyond the grid's edge runs only the variants chosen there.)
+  const Variant& baseline = variants[0];
+  for (int l = 0; l < cfg.model.n_layer && !cfg.tuning; l++)
+    if (baseline.attention[l].kind != AttnKind::sa)
+      fail(
+          "--variants {}: the first variant is the baseline every other is compared with and "
+          "must be standard attention (sa, sa+qk-norm, sa@2e-3, ...)",
+          baseline.name);
   return variants;
+}
+
+// Each variant's peak rate: its own (@RATE), else the run's; empty when every one is the run's.
+std::vector<double> variant_rates(const std::vector<Variant>& variants, double run_lr) {
+  bool own = false;
+  std::vector<double> rates;
+  for (const Variant& v : variants) {
+    own = own || v.lr.has_value();
+    rates.push_back(v.lr.value_or(run_lr));
+  }
+  return own ? rates : std::vector<double>();
 }
 
 }  // namespace comparison

@@ -54,8 +54,11 @@ struct Setup : RunInputs {
 // The backend of a variant's arms: its own precision, else the run's.
 Backend<float>& variant_backend(const RunConfig& run, const Variant& v);
 ModelConfig variant_model(const ModelConfig& base, const Variant& v);
-// cfg.variants parsed and checked: sa first, no repeats, precisions other than the run's.
+// cfg.variants parsed and checked: an SA baseline first, no repeats, precisions other than the
+// run's, no @RATE beside --tune-lr.
 std::vector<Variant> parse_variants(const CompareConfig& cfg);
+// Each variant's peak rate: its own (@RATE), else run_lr; empty when no variant has its own.
+std::vector<double> variant_rates(const std::vector<Variant>& variants, double run_lr);
 
 // ---- the arms (compare_arms.cpp) ----
 // Every rank prepares its own copy (its data); rank 0 alone checks and clears the report folder.

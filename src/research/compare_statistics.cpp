@@ -2,6 +2,7 @@
 // group-sequential looks.
 #include <algorithm>
 #include <cmath>
+#include <optional>
 
 #include "xsa/research/compare_parts.h"
 #include "xsa/util/error.h"
@@ -26,19 +27,67 @@ PairedDelta paired_delta(const CompareResult& result, const std::string& name,
     ms.push_back(mine[i]->ms_per_step), ref_ms.push_back(theirs[i]->ms_per_step);
   }
   d.reference = reference;
-  d.mean = mean(delta), d.sd = sample_sd(delta), d.p_value = paired_t_test_p(delta);
+  const PairedDifferences described = describe_paired(delta);
+  d.mean = described.mean, d.sd = sample_sd(delta), d.p_value = paired_t_test_p(delta);
+  d.ci_low = described.ci_low, d.ci_high = described.ci_high;
   d.reference_sd = sample_sd(ref_val);
   d.time_ratio = mean(ms) / mean(ref_ms);
   return d;
 }
 
-// Each seed's validation loss of `variant` minus SA's.
-std::vector<double> deltas_vs_sa(const CompareResult& result, const std::string& variant) {
-  const auto mine = arms_of(result, variant), sa = arms_of(result, "sa");
+// Each seed's validation loss of `variant` minus the baseline's.
+std::vector<double> deltas_vs_baseline(const CompareResult& result, const std::string& variant,
+                                       const std::string& baseline) {
+  const auto mine = arms_of(result, variant), sa = arms_of(result, baseline);
   std::vector<double> d;
   for (size_t i = 0; i < mine.size() && i < sa.size(); i++)
     d.push_back(mine[i]->val_loss - sa[i]->val_loss);
   return d;
+}
+
+// Loss by position's buckets (1–16, 17–64, 65–256, ...): the last bucket's loss minus that of
+// positions 1–64 (each position weighs alike: a scored window has one token at each).
+double late_minus_early(const std::vector<double>& buckets) {
+  return buckets.back() - (16 * buckets[0] + 48 * buckets[1]) / 64;
+}
+
+// The least-squares slope of y over x; NaN with fewer than two distinct x or a NaN y.
+double slope(const std::vector<double>& x, const std::vector<double>& y) {
+  const double mx = mean(x), my = mean(y);
+  double sxy = 0, sxx = 0;
+  for (size_t i = 0; i < x.size(); i++)
+    sxy += (x[i] - mx) * (y[i] - my), sxx += (x[i] - mx) * (x[i] - mx);
+  return sxx > 0 ? sxy / sxx : NAN;
+}
+
+// Settledness (VariantSummary::drift): per seed, Δ's slope over the last quarter's validation
+// points times a quarter of the run; their mean and interval over the seeds.
+void judge_settledness(const std::vector<const ArmResult*>& mine,
+                       const std::vector<const ArmResult*>& sa, int64_t steps, VariantSummary& sm) {
+  const double from = (double)steps - (double)steps / 4;
+  std::vector<double> drifts;
+  for (size_t i = 0; i < mine.size() && i < sa.size(); i++) {
+    std::vector<double> x, y;
+    const auto &a = mine[i]->val_curve, &b = sa[i]->val_curve;
+    for (size_t p = 0; p < a.size() && p < b.size(); p++)
+      if (a[p].first >= from)
+        x.push_back((double)a[p].first), y.push_back(a[p].second - b[p].second);
+    sm.drift_points = (int)x.size();
+    drifts.push_back(slope(x, y) * (double)steps / 4);
+  }
+  sm.drift = describe_paired(drifts);
+  if (sm.drift_points < kSettledPoints || drifts.size() < 2 || !std::isfinite(sm.drift.ci_low))
+    sm.settled = Settled::not_judged;
+  else
+    sm.settled = sm.drift.ci_low > 0 || sm.drift.ci_high < 0 ? Settled::moving : Settled::settled;
+}
+
+// The variant among `variants` with this model, precision and rate; nullptr when there is none.
+const Variant* find_variant(const std::vector<Variant>& variants, const std::string& model_name,
+                            std::optional<Precision> precision, std::optional<double> lr) {
+  for (const Variant& v : variants)
+    if (v.model_name == model_name && v.precision == precision && v.lr == lr) return &v;
+  return nullptr;
 }
 
 }  // namespace
@@ -50,7 +99,7 @@ std::string auto_seeds_verdict(const CompareConfig& cfg, const SequentialDesign&
                                std::vector<SequentialLook>& looks) {
   std::vector<std::vector<double>> deltas(cfg.variants.size());
   for (size_t k = 1; k < cfg.variants.size(); k++)
-    deltas[k] = deltas_vs_sa(result, cfg.variants[k]);
+    deltas[k] = deltas_vs_baseline(result, cfg.variants[k], cfg.variants[0]);
   if (!seeds_stop_here(design, deltas, done, looks)) return "";
   std::string answers;
   for (size_t k = 1; k < cfg.variants.size(); k++)
@@ -67,7 +116,8 @@ std::vector<VariantSummary> summarize(const CompareResult& result, const Setup& 
                                       const std::vector<std::vector<double>>& overhead,
                                       const std::vector<SequentialLook>& looks) {
   std::vector<VariantSummary> out;
-  const auto sa_arms = arms_of(result, "sa");
+  const std::string& baseline = s.variants[0].name;
+  const auto sa_arms = arms_of(result, baseline);
   for (size_t k = 0; k < s.variants.size(); k++) {
     VariantSummary sm;
     sm.variant = s.variants[k].name;
@@ -77,6 +127,7 @@ std::vector<VariantSummary> summarize(const CompareResult& result, const Setup& 
     for (size_t i = 0; i < mine.size(); i++) {
       val.push_back(mine[i]->val_loss), train.push_back(mine[i]->train_loss);
       delta.push_back(mine[i]->val_loss - sa_arms[i]->val_loss);
+      sm.slow_steps += mine[i]->slow_steps;
     }
     sm.n_seeds = (int)mine.size();
     sm.train_loss_mean = mean(train), sm.val_loss_mean = mean(val), sm.val_loss_sd = sample_sd(val);
@@ -105,18 +156,32 @@ std::vector<VariantSummary> summarize(const CompareResult& result, const Setup& 
         means.push_back(mean(loss)), deltas.push_back(describe_paired(d));
       }
       sm.position_loss_mean.push_back(means), sm.position_delta.push_back(deltas);
+      // The context contrast: per seed, (last bucket − positions 1–64) of the variant minus the
+      // same of the baseline; below 0 where the variant gains more late in the window.
+      if (buckets >= 3 && k > 0) {
+        std::vector<double> c;
+        for (size_t i = 0; i < mine.size(); i++) {
+          const auto &mp = mine[i]->position_loss, &sp = sa_arms[i]->position_loss;
+          if (set >= sp.size() || mp[set].size() != buckets || sp[set].size() != buckets) continue;
+          c.push_back(late_minus_early(mp[set]) - late_minus_early(sp[set]));
+        }
+        sm.context_contrast.push_back(describe_paired(c));
+      }
     }
     const Variant& v = s.variants[k];
-    if (v.precision) {
-      const std::string twin = v.name.substr(0, v.name.rfind('@'));
-      const std::string precision_sa = std::string("sa@") + to_string(*v.precision);
-      sm.vs_twin = paired_delta(result, v.name, twin);
-      if (v.name != precision_sa) sm.vs_precision_sa = paired_delta(result, v.name, precision_sa);
-    }
+    if (v.precision)  // its twin: the same model at the same rate in the run's precision
+      if (const Variant* twin = find_variant(s.variants, v.model_name, std::nullopt, v.lr))
+        sm.vs_twin = paired_delta(result, v.name, twin->name);
+    if ((v.precision || v.lr) && k > 0)  // the baseline's model in the same setting
+      if (const Variant* same =
+              find_variant(s.variants, s.variants[0].model_name, v.precision, v.lr);
+          same && same != &v && same != &s.variants[0])
+        sm.vs_precision_sa = paired_delta(result, v.name, same->name);
     if (k == 0) {
       sm.p_value = NAN, sm.verdict = "baseline";
     } else {
       sm.delta = describe_paired(delta);
+      sm.rules_out = rules_out(sm.delta);
       sm.delta_vs_sa_mean = sm.delta.mean, sm.delta_vs_sa_sd = sample_sd(delta),
       sm.p_value = paired_t_test_p(delta);
       sm.overhead_vs_sa = median(overhead[k]) - 1;
@@ -124,6 +189,7 @@ std::vector<VariantSummary> summarize(const CompareResult& result, const Setup& 
       for (size_t i = 0; i < mine.size(); i++)
         sa_curves.push_back(curve_of(*sa_arms[i])), curves.push_back(curve_of(*mine[i]));
       sm.equal_loss = equal_loss(sa_curves, curves);
+      judge_settledness(mine, sa_arms, cfg.run.steps, sm);
       const int needed = seeds_for_power(mean(delta), sample_sd(delta));
       sm.seeds_for_power = delta.size() >= 2 && sample_sd(delta) > 0 ? needed : 0;
       if (cfg.seeds_auto && k < looks.size()) {
@@ -134,7 +200,7 @@ std::vector<VariantSummary> summarize(const CompareResult& result, const Setup& 
     out.push_back(sm);
   }
   // Holm across the variants tested against SA; the verdict is the corrected test's, or with
-  // --seeds auto the sequential test's.
+  // --seeds auto the sequential test's; either calls no difference while Δ is still moving.
   std::vector<double> raw;
   for (size_t k = 1; k < out.size(); k++) raw.push_back(out[k].p_value);
   const std::vector<double> holm = holm_adjusted(raw);
@@ -146,6 +212,10 @@ std::vector<VariantSummary> summarize(const CompareResult& result, const Setup& 
       sm.verdict = "one seed: no spread to judge a difference";
     else if (!std::isfinite(sm.delta_vs_sa_mean))
       sm.verdict = "no figure: an arm diverged";
+    else if (sm.settled == Settled::moving)
+      sm.verdict = fmt::format(
+          "still moving (Δ {:+.4f} [{:+.4f}, {:+.4f}] over the last quarter): train longer",
+          sm.drift.mean, sm.drift.ci_low, sm.drift.ci_high);
     else if (cfg.seeds_auto)
       sm.verdict = sm.sequential.answer == SequentialAnswer::differs
                        ? fmt::format("{} val loss than SA (sequential test)", direction)

@@ -7,6 +7,7 @@
 #include "xsa/tools/commands.h"
 #include "xsa/util/error.h"
 #include "xsa/util/parse.h"
+#include "xsa/util/precision.h"
 #include "xsa/util/signals.h"
 
 namespace xsa::cli {
@@ -48,9 +49,19 @@ void add_compare_options(CLI::App* cmd, CompareArgs& a) {
   cmd->add_option("--eval-data", a.cfg.eval_data,
                   "Further evaluation sets, each reported with its loss by position (their "
                   "validation split, else all; prepare's OUT/long: long documents)");
-  cmd->add_option("--eval-batches", a.cfg.eval_batches,
-                  "Batches of the step's size read of each --eval-data set, evenly across it "
-                  "(0: as --val-batches)")
+  // Replaced by the final score on every window (--score-tokens): said in one line, not ignored.
+  cmd->add_option_function<std::string>(
+      "--eval-batches",
+      [](const std::string&) {
+        fail(
+            "--eval-batches is gone: every arm is now scored on every window of each set "
+            "(--score-tokens caps it)");
+      },
+      "Gone: see --score-tokens");
+  cmd->add_option("--score-tokens", a.cfg.score_tokens,
+                  "The final score of each arm, the figure the table and its tests use: every "
+                  "window of the validation split and of each --eval-data set, or of a set larger "
+                  "than this many tokens an even sample of whole windows (0: every window)")
       ->capture_default_str();
   add_run_option(cmd, r, "out", "Report folder");
   add_run_option(cmd, r, "force", "Replace a report in --out");
@@ -68,13 +79,24 @@ CompareConfig compare_config_of(const CLI::App* cmd, const CompareArgs& a) {
     take_options_not_given(
         cfg.run, preset.run, [](auto& r, auto&& fn) { for_each_run_option(r, fn); }, given);
     if (!given("--seeds")) cfg.seeds = preset.seeds;
+    // The preset's tuning grid, unless a rate is given: --lr (one rate for every variant),
+    // --tune-lr (another grid) or a variant's own @RATE.
+    bool own_rate = false;
+    for (const std::string& v : split(a.variants, ',')) {
+      const std::vector<std::string> parts = split(v, '@');
+      for (size_t i = 1; i < parts.size(); i++) own_rate |= !precision_named(parts[i]);
+    }
+    if (!given("--lr") && !given("--tune-lr") && !own_rate) {
+      cfg.tune_lrs = preset.tune_lrs;
+      if (!given("--tune-seeds")) cfg.tune_seeds = preset.tune_seeds;
+    }
   }
   if (option_given(*cmd, "--seeds") || option_given(*cmd, "--max-seeds"))
     parse_seeds(option_given(*cmd, "--seeds") ? a.seeds : std::to_string(cfg.seeds), a.max_seeds,
                 cfg);
   cfg.variants = split(a.variants, ',');
   if (!a.tune_lr.empty()) cfg.tune_lrs = parse_tune_lrs(a.tune_lr);
-  if (cfg.eval_batches < 0) fail("--eval-batches {} must be 0 or more", cfg.eval_batches);
+  if (cfg.score_tokens < 0) fail("--score-tokens {} must be 0 or more", cfg.score_tokens);
   apply_smoke_test(cfg.run);
   // (--seeds auto keeps its first look)
   if (smoke_test()) cfg.seeds = std::min(cfg.seeds, cfg.seeds_auto ? kFirstLook : 2);

@@ -417,7 +417,8 @@
                  xLabel: "training wall-clock (s)", logX: o.logX, logY: false, overTime: true,
                  series: groups.map((g) => ({ label: g.variant, color: variantColor(g.variant) })),
                  data: timeGroups.length ? uPlot.join(timeGroups) : [[]] });
-    const sa = groups.find((g) => g.variant === "sa");
+    // The baseline: the comparison's first variant, however it is spelled (sa, sa+qk-norm, sa@2e-3).
+    const sa = groups.length ? groups[0] : null;
     if (sa) {
       const deltas = groups.filter((g) => g !== sa).map((g) => {
         const paired = g.curves.map((cv) => {
@@ -426,7 +427,7 @@
           const refAt = new Map(ref.step.map((s, i) => [s, ref.loss[i]]));
           return { seed: cv.seed, step: cv.step, loss: cv.loss.map((y, i) => (isNum(y) && isNum(refAt.get(cv.step[i])) ? y - refAt.get(cv.step[i]) : null)) };
         }).filter(Boolean);
-        return { label: g.variant + " − sa", variant: g.variant, ...bandOver(paired, (cv, i) => cv.loss[i]) };
+        return { label: g.variant + " − " + sa.variant, variant: g.variant, ...bandOver(paired, (cv, i) => cv.loss[i]) };
       });
       if (deltas.length) {
         specs.push(bandSpec("Δ validation loss vs SA, paired by seed (mean ± sd)", "step", deltas, o));
@@ -439,12 +440,13 @@
     if (lbp && lbp.buckets && lbp.buckets.length && c.report.summary) {
       const xs = lbp.buckets.map((b) => b[1]);
       (lbp.sets || []).forEach((name, set) => {
+        const base = c.report.summary.length ? c.report.summary[0].variant : "";
         const g = c.report.summary
-          .filter((s) => s.variant !== "sa" && s.loss_by_position && s.loss_by_position[set])
+          .filter((s) => s.variant !== base && s.loss_by_position && s.loss_by_position[set])
           .map((s) => {
             const d = s.loss_by_position[set].delta_vs_sa || [];
             const at = (i, k) => (d[i] && d[i].ci95 && isNum(d[i].ci95[k]) ? d[i].ci95[k] : null);
-            return { label: s.variant + " − sa", variant: s.variant, xs, mean: xs.map((x, i) => (d[i] ? d[i].mean : null)),
+            return { label: s.variant + " − " + base, variant: s.variant, xs, mean: xs.map((x, i) => (d[i] ? d[i].mean : null)),
                      hi: xs.map((x, i) => at(i, 1)), lo: xs.map((x, i) => at(i, 0)) };
           });
         if (!g.length) return;
@@ -545,7 +547,7 @@
     } else if (r && r.summary) {
       const t = document.createElement("table");
       t.className = "summary";
-      const head = ["variant", "seeds", "val loss", "Δ vs SA [95 % CI]", "p (t; Holm)", "median steps to SA's loss",
+      const head = ["variant", "seeds", "lr", "val loss", "Δ vs SA [95 % CI]", "p (t; Holm)", "median steps to SA's loss",
                     "speed-up steps / wall-clock", "step cost vs SA", "verdict"];
       const tr = t.createTHead().insertRow();
       for (const x of head) { const th = document.createElement("th"); th.textContent = x; tr.append(th); }
@@ -557,13 +559,15 @@
         const median = el.median_steps;  // (older reports had a mean over the seeds that got there)
         const speedup = isNum(el.step_speedup) ? el.step_speedup : el.step_speedup_mean;
         const timeSpeedup = isNum(el.time_speedup) ? el.time_speedup : el.time_speedup_mean;
-        for (const x of [s.variant, s.n_seeds, fmt(s.val_loss_mean) + " ± " + fmt(s.val_loss_sd),
-                         s.variant === "sa" ? "–" : withInterval(s.delta_vs_sa_mean, ci),
+        const base = s === r.summary[0];  // the baseline: the first variant
+        for (const x of [s.variant, s.n_seeds, isNum(s.lr) ? String(s.lr) : "–",
+                         fmt(s.val_loss_mean) + " ± " + fmt(s.val_loss_sd),
+                         base ? "–" : withInterval(s.delta_vs_sa_mean, ci),
                          (isNum(s.p_value) ? s.p_value.toPrecision(2) : "–") +
                            (isNum(s.p_holm) && r.summary.length > 2 ? "; " + s.p_holm.toPrecision(2) : ""),
                          isNum(median) ? median.toFixed(0) + (el.seeds ? " (" + el.seeds_reached + " of " + el.seeds + " reached)" : "") : "–",
                          isNum(speedup) ? speedup.toFixed(3) + " / " + fmt(timeSpeedup, 3) : "–",
-                         s.variant === "sa" ? "–" : (100 * s.overhead_vs_sa).toFixed(1) + " %", s.verdict || ""])
+                         base ? "–" : (100 * s.overhead_vs_sa).toFixed(1) + " %", s.verdict || ""])
           cell(row, String(x));
       }
       box.append(wrapped(t));
