@@ -12,12 +12,18 @@
 # About 7 hours on this project's 2-core machine (docs/study.md: what each part costs). Extra
 # arguments go to both commands (for example --seeds 10 to extend the comparisons with 5 more
 # seeds; the tuning is kept).
-#   bash scripts/study.sh              # the whole study
+#   bash scripts/study.sh              # the whole study (byte and spm)
 #   bash scripts/study.sh byte|spm     # one part
+#   bash scripts/study.sh confirm      # the confirmation at T 4 096 (docs/study.md): 20 seeds of
+#                                      # SA and XSA at 2e-3 and 4e-3, about 4 hours; resumable, and
+#                                      # --seeds N runs its first N seeds (the same seeds either way)
+# The byte and spm parts ran on 2026-12-05/06 with the binary of that day, whose final losses read
+# --eval-batches windows; today's compare scores every window (--score-tokens), so rerunning them
+# gives other final figures than docs/study.md's (git checkout 0b84c5a for that binary).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 part=all
-case "${1:-}" in byte | spm) part=$1; shift ;; esac
+case "${1:-}" in byte | spm | confirm) part=$1; shift ;; esac
 bash scripts/build.sh
 bash scripts/get_data.sh
 prepared() { [ -f "$1/meta.json" ] && [ -f "$1/long/meta.json" ]; }
@@ -29,8 +35,18 @@ run() { env -u OPENBLAS_CORETYPE -u OPENBLAS_L2_SIZE ./build/xsa "$@"; }
 # of windows; the long documents read 16 steps' worth at the end; the learning rate tuned per
 # variant over four rates on tuning seed 1001, then 5 fresh seeds (1-5) at the chosen rates.
 common=(--layers 4 --heads 4 --embd 128 --steps 480 --val-every 40 --val-batches 8
-        --eval-batches 16 --tune-lr 1e-3,2e-3,4e-3,8e-3 --tune-seeds 1 --seeds 5
+        --tune-lr 1e-3,2e-3,4e-3,8e-3 --tune-seeds 1 --seeds 5
         --variants sa,xsa,gated-attn,value-residual,no-self,xsa+gated-attn)
+if [ "$part" = confirm ]; then
+  # The plan (docs/study.md, "The confirmation at T = 4 096"): the T 4 096 part's model and step,
+  # SA and XSA each at 2e-3 and 4e-3 (SA's and XSA's tuned rates), 20 fresh seeds (101-120),
+  # every window of the validation split and of the long documents scored at the end.
+  run compare --data data/default-byte --seq-len 4096 --batch 1 --layers 4 --heads 4 --embd 128 \
+    --steps 480 --val-every 40 --val-batches 8 --lr 2e-3 \
+    --variants sa@2e-3,sa@4e-3,xsa@4e-3,xsa@2e-3 --seed 101 --seeds 20 \
+    --eval-data data/default-byte/long --score-tokens 0 --out runs/confirm-4096 "$@"
+  exit 0
+fi
 if [ "$part" != spm ]; then
   run sweep --data data/default-byte --param seq-len=256,1024,4096 --tokens-per-step 4096 \
     --batch 16 --eval-data data/default-byte/long "${common[@]}" --out runs/study "$@"
