@@ -166,6 +166,13 @@ def main():
     write("shard_meta", "byte.json", json.dumps({"tokenizer": "byte"}))
     write("shard_meta", "none.json", "{}")
 
+    # The attention grammar: the layer count (two bytes), then the spec.
+    for i, (layers, spec) in enumerate([(4, "xsa"), (4, "sa,xsa,xsa-gated+sink,sa+no-self"), (12, "xsa-last3+qk-norm"), (6, "xsa-layers-0.2.5+gated-attn"), (257, "xsa-layers-256")]):
+        write("attention", f"spec{i}.bin", layers.to_bytes(2, "little") + spec.encode())
+    # train's command line, one argument a line.
+    write("cli_args", "small.txt", "--layers\n2\n--heads\n2\n--embd\n16\n--attn\nxsa-last1+sink\n--batch\n4\n--steps\n10\n")
+    write("cli_args", "edges.txt", "--layers\n257\n--seq-len\n16777217\n--lr\nnan\n--attn\nxsa-layers-299\n")
+    write("cli_args", "lists.txt", "--layers\n3\n--attn\nsa,xsa,xsa+value-residual\n--kv-heads\n1\n--heads\n4\n--embd\n32\n")
     write("cli_config", "train.toml", 'data = "text.txt"\nattn = "xsa"\nlayers = 2\nsteps = 10\nlr = 0.001\nshuffle = false\n[section]\nkey = [1, 2, 3]\n')
     write("cli_config", "train.ini", "; comment\n[default]\nbatch=4\nseq-len = 64\nquiet = true\nout = 'runs/x'\n")
 

@@ -12,7 +12,8 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh test
 bash scripts/build.sh
-bash scripts/get_data.sh --vocab-only   # GPT-2's vocabulary, for the tokenizer tests
+bash scripts/get_data.sh               # GPT-2's vocabulary (the tokenizer tests) and the default
+                                      # corpus (the README's pin of the main job)
 bash scripts/get_data.sh --browser-test # playwright-core, for the board in Chromium
 jobs=$(nproc)
 ctest --test-dir build --output-on-failure -j "$jobs" "$@"

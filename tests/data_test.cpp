@@ -543,6 +543,24 @@ TEST_F(PrepareTest, BadInputsFailCleanly) {
   expect_input_error("notext.jsonl", "{\"text\": \"fine\"}\n{\"body\": \"no text\"}\n",
                      "notext.jsonl:2: has no \"text\" field");
   expect_input_error("empty.txt", "", "hold no documents");
+  // 600 copies of one document all go where the first goes: none drawn for validation, and the
+  // reason said (not "too few documents").
+  std::string same;
+  for (int i = 0; i < 600; i++) same += "{\"text\": \"the same document\"}\n";
+  expect_input_error("same.jsonl", same,
+                     "600 documents drew none for validation (a share of 0.2; a document goes "
+                     "where its duplicates go");
+  // A line past the record limit: refused, named with its line, not held whole.
+  c.max_record_bytes = 64;
+  expect_input_error("long.jsonl",
+                     "{\"text\": \"short\"}\n{\"text\": \"" + std::string(100, 'x') + "\"}\n",
+                     "long.jsonl:2: a line longer than 64 bytes (--max-record-mb); not read");
+  c.max_record_bytes = kMaxRecordBytes;
+  // A JSON array is read item by item: a bad item is named by its index.
+  expect_input_error("array.json", "[\"one\", 2, \"three\"]",
+                     "array.json: item 1 is neither a string nor an object");
+  expect_input_error("unended.json", "[\"one\", \"two\"",
+                     "not valid JSON (the array does not end)");
   c.inputs = {{(dir / "nothere").string()}};
   expect_error(c, "nothere: no such file or folder");
   c.inputs = cfg.inputs;
@@ -699,6 +717,44 @@ void write_zstd(const fs::path& path, const std::string& bytes) {
   std::ofstream(path, std::ios::binary) << out;
 }
 
+// What a decoder fed a truncated .gz or .zst gives before its input runs out (zlib's inflate and
+// libzstd's stream decoder driven directly, as zcat does).
+std::string decode_prefix(const std::string& packed, const std::string& ext) {
+  std::string out;
+  std::string chunk(1 << 16, '\0');
+  if (ext == "gz") {
+    z_stream z{};
+    inflateInit2(&z, 16 + MAX_WBITS);
+    z.next_in = (Bytef*)packed.data(), z.avail_in = (uInt)packed.size();
+    int code = Z_OK;
+    do {
+      z.next_out = (Bytef*)chunk.data(), z.avail_out = (uInt)chunk.size();
+      code = inflate(&z, Z_NO_FLUSH);
+      out.append(chunk.data(), chunk.size() - z.avail_out);
+    } while (code == Z_OK && (z.avail_in > 0 || z.avail_out == 0));
+    inflateEnd(&z);
+    return out;
+  }
+  ZSTD_DStream* d = ZSTD_createDStream();
+  ZSTD_inBuffer in{packed.data(), packed.size(), 0};
+  while (in.pos < in.size) {
+    ZSTD_outBuffer o{chunk.data(), chunk.size(), 0};
+    if (ZSTD_isError(ZSTD_decompressStream(d, &o, &in))) break;
+    out.append(chunk.data(), o.pos);
+  }
+  for (;;) {  // what it holds back once the input is spent
+    ZSTD_outBuffer o{chunk.data(), chunk.size(), 0};
+    if (ZSTD_isError(ZSTD_decompressStream(d, &o, &in)) || o.pos == 0) break;
+    out.append(chunk.data(), o.pos);
+  }
+  ZSTD_freeDStream(d);
+  return out;
+}
+
+size_t whole_lines(const std::string& text) {
+  return (size_t)std::count(text.begin(), text.end(), '\n');
+}
+
 // .gz and .zst, text and JSON lines, give the shards of the plain files; a truncated archive stops
 // with its name, or (skip) ends its file there.
 TEST_F(PrepareTest, CompressedInputsReadAsPlainOnes) {
@@ -743,9 +799,39 @@ TEST_F(PrepareTest, CompressedInputsReadAsPlainOnes) {
     c.on_bad = BadInput::skip;
     const PrepareResult r = prepare(c);
     EXPECT_EQ(r.skipped, 1u) << ext;
-    EXPECT_GT(r.train_documents + r.val_documents, 10000u) << ext;
-    EXPECT_LT(r.train_documents + r.val_documents, 40000u) << ext;
+    // Every whole line before the cut is kept: as many as a decoder fed the cut bytes and stopped
+    // where its input ends gives (zcat's count; the bytes decoded with the error go first).
+    const std::string cut_bytes = read_file(cut);
+    EXPECT_EQ(r.train_documents + r.val_documents, whole_lines(decode_prefix(cut_bytes, ext)))
+        << ext;
+    EXPECT_GT(r.train_documents + r.val_documents, 20000u) << ext;
     fs::remove_all(c.out);
+    // Data after the last member or frame that is not another one: an error, as for both.
+    const fs::path tail = packed / (std::string("tail.jsonl.") + ext);
+    (ext == std::string("gz") ? write_gzip : write_zstd)(tail, jsonl);
+    std::ofstream(tail, std::ios::binary | std::ios::app) << "trailing garbage";
+    c.inputs = {{tail.string()}};
+    c.on_bad = BadInput::stop;
+    const std::string tail_err = error_of([&] { prepare(c); });
+    EXPECT_NE(tail_err.find(tail.string() + ": "), std::string::npos) << tail_err;
+    EXPECT_TRUE(tail_err.find("data after the gzip data") != std::string::npos ||
+                tail_err.find("corrupt zstd data") != std::string::npos)
+        << tail_err;
+    // Two gzip members (or zstd frames) one after the other: read as one file.
+    const fs::path two = packed / (std::string("two.jsonl.") + ext);
+    (ext == std::string("gz") ? write_gzip : write_zstd)(two, jsonl);
+    const std::string one_member = read_file(two);
+    std::ofstream(two, std::ios::binary | std::ios::app) << one_member;
+    c.inputs = {{two.string()}};
+    c.out = (dir / "two").string();
+    const PrepareResult doubled = prepare(c);
+    c.inputs = {{(dir / "in/b.jsonl").string()}};
+    c.out = (dir / "one").string();
+    const PrepareResult once = prepare(c);
+    EXPECT_EQ(doubled.train_documents + doubled.val_documents,
+              2 * (once.train_documents + once.val_documents))
+        << ext;
+    fs::remove_all(dir / "two"), fs::remove_all(dir / "one");
   }
 }
 #endif

@@ -10,6 +10,8 @@
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
+#include <zlib.h>
+#include <zstd.h>
 
 #include <chrono>
 #include <cmath>
@@ -214,6 +216,40 @@ TEST_F(Faults, AnInterruptedPrepareContinuesToTheSameShards) {
             std::string::npos)
       << r.err;
   EXPECT_FALSE(fs::exists(work_dir() / "stopped_shards"));
+  // An input it had read, rewritten since with the same length and its date put back: not
+  // continued (its content is checked, not its size and date), and named.
+  const fs::path first = work_dir() / "corpus/part-000.jsonl";
+  const std::string before = read_file(first);
+  const auto when = fs::last_write_time(first);
+  std::string changed = before;
+  changed[changed.find("document 0:") + 9] = '7';  // "document 7:", as long
+  std::ofstream(first, std::ios::binary) << changed;
+  fs::last_write_time(first, when);
+  r = xsa(kPrepare + "stopped_shards");
+  EXPECT_EQ(r.status, 1);
+  // (its content, or its first items when the stop came within it)
+  EXPECT_EQ(r.err.rfind("xsa: error: corpus/part-000.jsonl: changed since the interrupted prepare "
+                        "in stopped_shards.partial read it (its ",
+                        0),
+            0u)
+      << r.err;
+  EXPECT_NE(r.err.find(" differ"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_TRUE(fs::exists(work_dir() / "stopped_shards.partial/progress.json")) << "kept";
+  std::ofstream(first, std::ios::binary) << before;  // back
+  fs::last_write_time(first, when);
+  // progress.json edited by hand (a count lowered): refused, not continued into a truncated output.
+  const fs::path progress = work_dir() / "stopped_shards.partial/progress.json";
+  const std::string saved = read_file(progress);
+  json edited = json::parse(saved);
+  edited["train_documents"] = 1;
+  std::ofstream(progress) << edited.dump() << "\n";
+  r = xsa(kPrepare + "stopped_shards");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.err,
+            "xsa: error: stopped_shards.partial/progress.json: changed since prepare wrote "
+            "it (its checksum differs); remove stopped_shards.partial to start over\n");
+  std::ofstream(progress) << saved;  // as written: it continues
   r = xsa(kPrepare + "stopped_shards");
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_FALSE(fs::exists(work_dir() / "stopped_shards.partial"));
@@ -285,6 +321,81 @@ TEST_F(Faults, PrepareMemoryDoesNotGrowWithTheInput) {
   const long large = peak_rss_kb(args + "large.jsonl --out rss_large");
   EXPECT_LT(large, small * 1.10) << "peak RSS " << small << " kB for 4 MB, " << large
                                  << " kB for 32 MB";
+}
+
+// A run's peak RSS (kB) and exit status (128 + signal when a signal ended it), stderr kept.
+std::pair<long, int> peak_rss_kb_and_status(const std::string& args, std::string* err) {
+  Background b = start_xsa(args, "bomb");
+  int raw = 0;
+  rusage usage{};
+  EXPECT_EQ(::wait4(b.pid, &raw, 0, &usage), b.pid);
+  if (err) *err = read_file(work_dir() / "bomb.err");
+  return {usage.ru_maxrss, WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw)};
+}
+
+// `bytes` of zeros into a .zst (frames of 64 MiB) or .gz file, streamed: a decompression bomb.
+void write_zero_bomb(const fs::path& path, uint64_t bytes) {
+  const std::string zeros(64 << 20, '\0');
+  std::ofstream out(path, std::ios::binary);
+  if (path.extension() == ".zst") {
+    std::string frame(ZSTD_compressBound(zeros.size()), '\0');
+    const size_t n = ZSTD_compress(frame.data(), frame.size(), zeros.data(), zeros.size(), 1);
+    ASSERT_FALSE(ZSTD_isError(n));
+    for (uint64_t done = 0; done < bytes; done += zeros.size()) out.write(frame.data(), n);
+    return;
+  }
+  z_stream z{};
+  ASSERT_EQ(deflateInit2(&z, 1, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY), Z_OK);
+  std::string chunk(1 << 20, '\0');
+  for (uint64_t done = 0; done < bytes; done += zeros.size()) {
+    z.next_in = (Bytef*)zeros.data(), z.avail_in = (uInt)zeros.size();
+    const int flush = done + zeros.size() >= bytes ? Z_FINISH : Z_NO_FLUSH;
+    do {
+      z.next_out = (Bytef*)chunk.data(), z.avail_out = (uInt)chunk.size();
+      deflate(&z, flush);
+      out.write(chunk.data(), chunk.size() - z.avail_out);
+    } while (z.avail_out == 0);
+  }
+  deflateEnd(&z);
+}
+
+// Decompression bombs and a huge line are refused as bad input in bounded memory, whatever their
+// size: 2 GB of zeros as JSON lines in .zst, 1 GB in .gz, and a valid 200 MB JSON line (a line
+// past --max-record-mb, 16 MiB), stopped at or skipped. The bound: 250 MB (a prepare of small
+// inputs peaks near 100 MB; holding the bomb would take gigabytes).
+TEST_F(Faults, DecompressionBombsStayInBoundedMemory) {
+  write_zero_bomb(work_dir() / "bomb.jsonl.zst", 2ull << 30);
+  write_zero_bomb(work_dir() / "bomb.jsonl.gz", 1ull << 30);
+  {
+    std::ofstream line(work_dir() / "huge.jsonl", std::ios::binary);
+    line << corpus_line(0) << "{\"text\": \"" << std::string(200 << 20, 'a') << "\"}\n"
+         << corpus_line(1) << corpus_line(2);
+  }
+  const long kBoundKb = 250 << 10;
+  for (const char* input : {"bomb.jsonl.zst", "bomb.jsonl.gz", "huge.jsonl"}) {
+    std::string err;
+    const std::string args = fmt::format(
+        "prepare --tokenizer byte --threads 1 --quiet --force --val-fraction 0 --input {}", input);
+    auto [kb, status] = peak_rss_kb_and_status(args + " --out bomb_stop", &err);
+    EXPECT_EQ(status, 1) << input << ": " << err;
+    EXPECT_NE(err.find("longer than 16777216 bytes (--max-record-mb)"), std::string::npos)
+        << input << ": " << err;
+    EXPECT_EQ(std::count(err.begin(), err.end(), '\n'), 1) << err;
+    EXPECT_LT(kb, kBoundKb) << input << " (stop): peak " << kb << " kB";
+    std::tie(kb, status) =
+        peak_rss_kb_and_status(args + " --on-bad-input skip --out bomb_skip", &err);
+    EXPECT_LT(kb, kBoundKb) << input << " (skip): peak " << kb << " kB";
+    if (std::string(input) == "huge.jsonl") {
+      EXPECT_EQ(status, 0) << err;  // the three short lines around it make the output
+      const json meta = json::parse(read_file(work_dir() / "bomb_skip/meta.json"));
+      EXPECT_EQ(meta["train_documents"], 3);
+    } else {
+      EXPECT_EQ(status, 1) << "nothing but the bomb: no documents";
+      EXPECT_NE(err.find("the inputs hold no documents"), std::string::npos) << err;
+    }
+  }
+  for (const char* f : {"bomb.jsonl.zst", "bomb.jsonl.gz", "huge.jsonl"})
+    fs::remove(work_dir() / f);
 }
 
 TEST_F(Faults, SecondSignalStopsAtOnce) {

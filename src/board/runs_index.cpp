@@ -66,8 +66,9 @@ double unix_now() {
 
 // The step count a run aims at: run.json's, else its latest checkpoint's (runs from before
 // run.json was written).
-json target_steps(const fs::path& dir) {
-  if (auto run = read_json_file(dir / "run.json", 1 << 16); run && field(*run, "steps").is_number())
+json target_steps(const fs::path& dir, const BoardFence& fence) {
+  if (auto run = read_json_file(dir / "run.json", 1 << 16);
+      run && fence.inside(dir / "run.json") && field(*run, "steps").is_number())
     return field(*run, "steps");
   std::string latest;
   std::error_code ec;
@@ -75,13 +76,27 @@ json target_steps(const fs::path& dir) {
     const std::string name = it->path().filename().string();
     if (name.starts_with("ckpt_") && name > latest) latest = name;
   }
-  if (latest.empty()) return nullptr;
+  if (latest.empty() || !fence.inside(dir / latest / "trainer.json")) return nullptr;
   auto trainer = read_json_file(dir / latest / "trainer.json", 1 << 20);
   if (!trainer) return nullptr;
   return field(field(*trainer, "run"), "steps");
 }
 
 }  // namespace
+
+BoardFence::BoardFence(const fs::path& root) {
+  std::error_code ec;
+  root_ = fs::weakly_canonical(fs::absolute(root, ec), ec);
+}
+
+bool BoardFence::inside(const fs::path& path) const {
+  std::error_code ec;
+  const fs::path resolved = fs::weakly_canonical(fs::absolute(path, ec), ec);
+  const fs::path rel = ec ? fs::path() : resolved.lexically_relative(root_);
+  const bool in = !rel.empty() && *rel.begin() != "..";
+  if (!in) skipped_++;
+  return in;
+}
 
 std::optional<std::string> read_regular_file(const fs::path& path, size_t max_bytes) {
   const int fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
@@ -221,8 +236,12 @@ bool folder_is_locked_by_live_process(const fs::path& dir) {
   return ::kill((pid_t)pid, 0) == 0 || errno == EPERM;
 }
 
-json comparison_json(const fs::path& dir, const std::string& comparison_id) {
-  json j = {{"id", comparison_id}, {"seeds", json::array()}, {"live", json::array()}};
+json comparison_json(const fs::path& dir, const std::string& comparison_id,
+                     const BoardFence& fence) {
+  json j = {{"id", comparison_id}, {"seeds", json::array()}, {"live", json::array()},
+            {"report", nullptr},   {"sweep", nullptr},       {"samples", nullptr}};
+  if (!fence.inside(dir)) return j;
+  // (each file's own name is opened without following a link; inside() covers the folders)
   j["report"] = read_json_file(dir / "report.json").value_or(json(nullptr));
   j["sweep"] = read_json_file(dir / "sweep.json").value_or(json(nullptr));
   auto samples = read_regular_file(dir / "samples.txt", 1 << 16);
@@ -251,8 +270,10 @@ json comparison_json(const fs::path& dir, const std::string& comparison_id) {
   }
   const std::string prefix = comparison_id == "." ? "" : comparison_id + "/";
   std::vector<fs::path> arm_dirs;
-  for (fs::directory_iterator it(dir / "arms", ec), end; !ec && it != end; it.increment(ec))
-    if (is_plain_file(it->path() / "metrics.jsonl")) arm_dirs.push_back(it->path());
+  if (fence.inside(dir / "arms"))
+    for (fs::directory_iterator it(dir / "arms", ec), end; !ec && it != end; it.increment(ec))
+      if (fence.inside(it->path()) && is_plain_file(it->path() / "metrics.jsonl"))
+        arm_dirs.push_back(it->path());
   std::sort(arm_dirs.begin(), arm_dirs.end());
   for (const fs::path& arm : arm_dirs) {
     auto run = read_json_file(arm / "run.json", 1 << 16);
@@ -266,7 +287,7 @@ json comparison_json(const fs::path& dir, const std::string& comparison_id) {
   return j;
 }
 
-RunsBoard::RunsBoard(fs::path root) : root_(std::move(root)) {}
+RunsBoard::RunsBoard(fs::path root) : root_(std::move(root)), fence_(root_) {}
 
 void RunsBoard::rescan_if_stale() {
   if (unix_now() - scanned_at_ < 1) return;
@@ -294,7 +315,7 @@ json RunsBoard::run_row(const BoardRun& run, Summary& s) {
     const auto it = record.find(key);
     return it != record.end() && it->is_number() ? *it : json(nullptr);
   };
-  const json steps = target_steps(run.dir);
+  const json steps = target_steps(run.dir, fence_);
   const json run_json = read_json_file(run.dir / "run.json", 1 << 16).value_or(json::object());
   const json step_field = number(s.last_step, "step");
   const int64_t step = step_field.is_number_integer() ? step_field.get<int64_t>() : 0;
@@ -342,14 +363,17 @@ json RunsBoard::list() {
   json out = {{"root", name.empty() ? root_.lexically_normal().string() : name},
               {"now", unix_now()},
               {"runs", json::array()},
-              {"comparisons", json::array()}};
-  for (const BoardRun& r : index.runs) out["runs"].push_back(run_row(r, summaries[r.id]));
+              {"comparisons", json::array()},
+              {"links_outside", 0}};
+  for (const BoardRun& r : index.runs)
+    if (fence_.inside(r.dir)) out["runs"].push_back(run_row(r, summaries[r.id]));
   {
     std::lock_guard<std::mutex> hold(mutex_);
     for (auto& [id, summary] : summaries) summaries_[id] = std::move(summary);
   }
   std::error_code ec;
   for (const BoardComparison& c : index.comparisons) {
+    if (!fence_.inside(c.dir)) continue;
     int seeds_done = 0;
     // Its age: that of the newest of its results (a report, a sweep, a finished seed), else of the
     // folder; the page opens the newest comparison first.
@@ -378,6 +402,7 @@ json RunsBoard::list() {
                                   {"seeds_done", seeds_done},
                                   {"age_s", std::max(0.0, unix_now() - modified)}});
   }
+  out["links_outside"] = fence_.skipped();
   return out;
 }
 
@@ -391,7 +416,15 @@ std::optional<json> RunsBoard::metrics(const std::string& id, uint64_t from,
     if (it == runs_by_id_.end()) return std::nullopt;
     file = it->second.dir / "metrics.jsonl";
   }
-  return to_json(read_metrics_chunk(file, from, 4 << 20, check));
+  if (!fence_.inside(file)) return std::nullopt;
+  // A few reads at a time, a chunk each (the page reads on while `more`): many clients reading
+  // a large file at once hold a few chunks and their records, not one per client.
+  reading_.acquire();
+  struct Release {
+    std::counting_semaphore<>& s;
+    ~Release() { s.release(); }
+  } release{reading_};
+  return to_json(read_metrics_chunk(file, from, kMetricsChunkBytes, check));
 }
 
 std::optional<json> RunsBoard::comparison(const std::string& id) {
@@ -403,7 +436,7 @@ std::optional<json> RunsBoard::comparison(const std::string& id) {
     if (it == comparisons_by_id_.end()) return std::nullopt;
     dir = it->second.dir;
   }
-  return comparison_json(dir, id);
+  return comparison_json(dir, id, fence_);
 }
 
 }  // namespace xsa

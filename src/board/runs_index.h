@@ -4,17 +4,34 @@
 // regular files below the folder: no symbolic link is followed.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <filesystem>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <semaphore>
 #include <string>
 #include <string_view>
 #include <vector>
 
 namespace xsa {
+
+// The board serves only what lies under its folder. A path is inside when, every symbolic link in
+// it resolved, it still lies under the folder (itself resolved): every read of every endpoint asks
+// inside() first, and a file or folder reached through a link out of the folder is skipped and
+// counted (the page shows the count).
+class BoardFence {
+ public:
+  explicit BoardFence(const std::filesystem::path& root);
+  bool inside(const std::filesystem::path& path) const;
+  int64_t skipped() const { return skipped_; }
+
+ private:
+  std::filesystem::path root_;  // resolved
+  mutable std::atomic<int64_t> skipped_{0};
+};
 
 struct BoardRun {
   std::string id;  // the folder relative to the board's, "/"-separated ("." for the folder itself)
@@ -67,7 +84,13 @@ bool folder_is_locked_by_live_process(const std::filesystem::path& dir);
 // A comparison for the page: report.json (when written), each finished seed's validation curves
 // (seed-N.json), the arms still training (ids of their run folders, below `comparison_id`),
 // sweep.json beside it, and samples.txt. Static: no live arms (report.html).
-nlohmann::json comparison_json(const std::filesystem::path& dir, const std::string& comparison_id);
+nlohmann::json comparison_json(const std::filesystem::path& dir, const std::string& comparison_id,
+                               const BoardFence& fence);
+
+// /api/metrics answers with at most this much of a file, and at most this many at a time (the rest
+// wait): memory stays a few chunks and their records however many clients read at once.
+inline constexpr size_t kMetricsChunkBytes = 1 << 20;
+inline constexpr int kConcurrentMetricsReads = 2;
 
 // The board's view of a folder, shared by the server's threads: the index (scanned again at most
 // once a second) and each run's summary (read on from where the last read stopped).
@@ -76,7 +99,8 @@ class RunsBoard {
   explicit RunsBoard(std::filesystem::path root);
   // {"root" (the folder's name), "now", "runs": [{id, comparison, variant, seed, state
   // (running, finished, stopped), step, steps, loss, val_loss, tokens_per_s, rss_mb, age_s,
-  // bad_lines}], "comparisons": [{id, kind, state, seeds_done, age_s}]}
+  // bad_lines}], "comparisons": [{id, kind, state, seeds_done, age_s}], "links_outside": the
+  // files and folders skipped so far because a link led out of the folder}
   nlohmann::json list();
   // Nothing for an id the index does not hold.
   std::optional<nlohmann::json> metrics(const std::string& id, uint64_t from,
@@ -95,6 +119,8 @@ class RunsBoard {
   nlohmann::json run_row(const BoardRun& run, Summary& summary);
 
   std::filesystem::path root_;
+  BoardFence fence_;
+  std::counting_semaphore<> reading_{kConcurrentMetricsReads};
   std::mutex mutex_;
   BoardIndex index_;
   std::map<std::string, BoardRun> runs_by_id_;

@@ -56,8 +56,16 @@ struct ByteSource::Codec {
   Compression kind = Compression::none;
   std::FILE* file = nullptr;
   uint64_t raw_read = 0;
+  // An error met after some bytes came out: those bytes go to the reader first, the error with
+  // the next read (a truncated archive keeps every line before the cut).
+  std::string deferred_error;
 #ifdef XSA_WITH_ZLIB
-  gzFile gz = nullptr;
+  // gzip through inflate itself (not gzread, which drops the bytes it decoded with an error and
+  // passes over whatever follows the last member): members one after another, anything else
+  // after a member an error, as zstd's frames.
+  z_stream gz{};
+  bool gz_ready = false, gz_member_done = false, gz_file_done = false;
+  std::vector<unsigned char> gz_in;
 #endif
 #ifdef XSA_WITH_ZSTD
   ZSTD_DStream* zstd = nullptr;
@@ -68,7 +76,7 @@ struct ByteSource::Codec {
 #endif
   ~Codec() {
 #ifdef XSA_WITH_ZLIB
-    if (gz) gzclose(gz);
+    if (gz_ready) inflateEnd(&gz);
 #endif
 #ifdef XSA_WITH_ZSTD
     if (zstd) ZSTD_freeDStream(zstd);
@@ -82,10 +90,12 @@ ByteSource::ByteSource(const fs::path& path) : path_(path), codec_(std::make_uni
   switch (codec_->kind) {
     case Compression::gzip:
 #ifdef XSA_WITH_ZLIB
-      codec_->gz = gzopen(path.c_str(), "rb");
-      if (!codec_->gz) fail("{}: cannot open: {}", path.string(), std::strerror(errno));
-      gzbuffer(codec_->gz, 1 << 18);
-      return;
+      // 16 + MAX_WBITS: a gzip header and trailer around the deflate data.
+      if (inflateInit2(&codec_->gz, 16 + MAX_WBITS) != Z_OK)
+        fail("{}: cannot start zlib's inflate", path.string());
+      codec_->gz_ready = true;
+      codec_->gz_in.resize(1 << 18);
+      break;
 #else
       fail("{}: this build of xsa reads no gzip (rebuild with zlib: apt install zlib1g-dev)",
            path.string());
@@ -110,14 +120,22 @@ ByteSource::ByteSource(const fs::path& path) : path_(path), codec_(std::make_uni
 ByteSource::~ByteSource() = default;
 
 uint64_t ByteSource::consumed() const {
-#ifdef XSA_WITH_ZLIB
-  if (codec_->gz) return (uint64_t)std::max<z_off_t>(0, gzoffset(codec_->gz));
-#endif
   return codec_->raw_read;
 }
 
 size_t ByteSource::read(char* out, size_t n) {
   Codec& c = *codec_;
+  if (!c.deferred_error.empty()) {
+    const std::string error = std::move(c.deferred_error);
+    c.deferred_error.clear();
+    throw Error(error);
+  }
+  // Bytes already out with an error behind them: they first, the error next time.
+  const auto out_then = [&](size_t got, std::string error) {
+    if (got == 0) throw Error(error);
+    c.deferred_error = std::move(error);
+    return got;
+  };
   switch (c.kind) {
     case Compression::none: {
       const size_t got = std::fread(out, 1, n, c.file);
@@ -127,13 +145,46 @@ size_t ByteSource::read(char* out, size_t n) {
     }
     case Compression::gzip: {
 #ifdef XSA_WITH_ZLIB
-      const int got = gzread(c.gz, out, (unsigned)std::min<size_t>(n, 1u << 30));
-      int code = Z_OK;
-      const char* message = gzerror(c.gz, &code);
-      if (got < 0 || (code != Z_OK && code != Z_STREAM_END))
-        fail("{}: corrupt or truncated gzip data after {} bytes ({})", path_.string(), consumed(),
-             message);
-      return (size_t)got;
+      z_stream& z = c.gz;
+      z.next_out = reinterpret_cast<Bytef*>(out);
+      z.avail_out = (uInt)std::min<size_t>(n, 1u << 30);
+      const size_t wanted = z.avail_out;
+      while (z.avail_out == wanted) {
+        if (z.avail_in == 0 && !c.gz_file_done) {
+          const size_t got = std::fread(c.gz_in.data(), 1, c.gz_in.size(), c.file);
+          if (got == 0 && std::ferror(c.file)) return out_then(0, path_.string() + ": read error");
+          c.raw_read += got;
+          z.next_in = c.gz_in.data(), z.avail_in = (uInt)got;
+          c.gz_file_done = got == 0;
+        }
+        if (z.avail_in == 0 && c.gz_file_done) {
+          if (c.raw_read > 0 && !c.gz_member_done)
+            return out_then(wanted - z.avail_out,
+                            fmt::format("{}: truncated gzip data after {} bytes (the last member "
+                                        "is incomplete)",
+                                        path_.string(), c.raw_read));
+          break;
+        }
+        if (c.gz_member_done) {  // more after a whole member: another member, or not gzip
+          if (z.next_in[0] != 0x1f) {
+            return out_then(wanted - z.avail_out,
+                            fmt::format("{}: data after the gzip data at byte {} (not another "
+                                        "gzip member)",
+                                        path_.string(), c.raw_read - z.avail_in));
+          }
+          inflateReset(&z);
+          c.gz_member_done = false;
+        }
+        const int code = inflate(&z, Z_NO_FLUSH);
+        if (code == Z_STREAM_END) {
+          c.gz_member_done = true;
+        } else if (code != Z_OK && code != Z_BUF_ERROR) {
+          return out_then(wanted - z.avail_out,
+                          fmt::format("{}: corrupt gzip data after {} bytes ({})", path_.string(),
+                                      c.raw_read - z.avail_in, z.msg ? z.msg : zError(code)));
+        }
+      }
+      return wanted - z.avail_out;
 #else
       return 0;
 #endif
@@ -274,8 +325,13 @@ std::string strip_brown_tags(const std::string& tagged) {
   return out;
 }
 
-DocumentReader::DocumentReader(const PrepareInput& file, std::string text_field, BadInput on_bad)
-    : file_(file), text_field_(std::move(text_field)), on_bad_(on_bad), source_(file.path) {
+DocumentReader::DocumentReader(const PrepareInput& file, std::string text_field, BadInput on_bad,
+                               size_t max_record_bytes)
+    : file_(file),
+      text_field_(std::move(text_field)),
+      on_bad_(on_bad),
+      max_record_(std::max<size_t>(1, max_record_bytes)),
+      source_(file.path) {
   buffer_.resize(1 << 18);
 }
 
@@ -322,6 +378,40 @@ bool DocumentReader::next_line(std::string& out, size_t max_bytes) {
 }
 
 namespace {
+std::string& line_cleared_piece(std::string& s) {
+  s.clear();
+  return s;
+}
+}  // namespace
+
+// Reads on to the end of the line being read (its '\n' included), holding none of it.
+void DocumentReader::skip_line() {
+  std::string piece;
+  while (next_line(line_cleared_piece(piece), buffer_.size()) && piece.back() != '\n') {
+  }
+}
+
+bool DocumentReader::next_byte(char& c) {
+  if (buffer_pos_ == buffer_end_) {
+    if (source_done_) return false;
+    try {
+      buffer_end_ = source_.read(buffer_.data(), buffer_.size());
+    } catch (const Error& e) {
+      bad(e.what());
+      buffer_end_ = 0;
+    }
+    buffer_pos_ = 0;
+    if (buffer_end_ == 0) {
+      source_done_ = true;
+      return false;
+    }
+  }
+  c = buffer_[buffer_pos_++];
+  if (c == '\n') line_++;
+  return true;
+}
+
+namespace {
 
 bool blank(std::string_view line) {
   return line.find_first_not_of(" \t\r\n\f\v") == std::string_view::npos;
@@ -353,19 +443,22 @@ bool DocumentReader::next_text(std::string& text) {
   };
   auto feed = [&](const std::string& line, size_t line_number) {
     if (blank(line)) return finish_document();
+    // A line that would take the document past the limit opens the next one.
+    if (!document_.empty() && document_.size() + line.size() > kTextDocumentMaxBytes)
+      finish_document();
     if (document_.empty()) document_line_ = line_number;
     document_ += line;
-    if (document_.size() < kTextDocumentMaxBytes) return;
-    if (line.back() == '\n') return finish_document();
-    // A line of several limits without an end: cut before its last character, which opens
-    // the next document (a cut inside a character would make both halves bad UTF-8).
-    if (document_.size() < 4 * kTextDocumentMaxBytes) return;
-    size_t cut = document_.size() - 1;
-    while (cut > 0 && ((unsigned char)document_[cut] & 0xC0) == 0x80) cut--;
-    std::string rest = document_.substr(cut);
-    document_.resize(cut);
-    finish_document();
-    document_ = std::move(rest), document_line_ = line_number;
+    // A line longer than the limit (read in pieces of it): cut before the character that
+    // crosses it (a cut inside a character would make both halves bad UTF-8).
+    while (document_.size() > kTextDocumentMaxBytes) {
+      size_t cut = kTextDocumentMaxBytes;
+      while (cut > 0 && ((unsigned char)document_[cut] & 0xC0) == 0x80) cut--;
+      if (cut == 0) cut = kTextDocumentMaxBytes;  // not UTF-8 at all: finish_document says so
+      std::string rest = document_.substr(cut);
+      document_.resize(cut);
+      finish_document();
+      document_ = std::move(rest), document_line_ = line_number;
+    }
   };
   std::string line;
   if (!text_split_) {
@@ -472,34 +565,108 @@ bool decode_json_line(std::string_view line, size_t line_number, const std::stri
   return true;
 }
 
-void DocumentReader::read_whole_file() {
+// A Brown file is one document (its tags stripped): read whole, up to the record limit.
+void DocumentReader::read_brown() {
   whole_read_ = true;
   std::string bytes;
-  while (next_line(bytes, 1 << 20)) {
+  while (bytes.size() <= max_record_ && next_line(bytes, max_record_ + 1 - bytes.size())) {
   }
-  if (file_.format == "brown") {
-    std::string text = strip_brown_tags(bytes);
-    if (!text.empty()) ready_.push_back(std::move(text));
-    return;
-  }
-  // json: an array of strings, or of objects with the text field
-  nlohmann::json j = nlohmann::json::parse(bytes, nullptr, false);
-  if (j.is_discarded()) return (void)bad(fmt::format("{}: not valid JSON", file_.path));
-  if (!j.is_array()) return (void)bad(fmt::format("{}: not a JSON array of documents", file_.path));
-  for (size_t i = 0; i < j.size(); i++) {
-    auto& item = j[i];
-    auto field = item.is_object() ? item.find(text_field_) : item.end();
-    if (item.is_string()) {
-      if (!item.get_ref<const std::string&>().empty())
-        ready_.push_back(std::move(item.get_ref<std::string&>()));
-    } else if (item.is_object() && field != item.end() && field->is_string()) {
-      if (!field->get_ref<const std::string&>().empty())
-        ready_.push_back(std::move(field->get_ref<std::string&>()));
-    } else {
-      bad(fmt::format("{}: item {} is neither a string nor an object with a \"{}\" string",
-                      file_.path, i, text_field_));
+  if (bytes.size() > max_record_)
+    return (void)bad(
+        fmt::format("{}: longer than {} bytes (--max-record-mb): a Brown file is one "
+                    "document; not read",
+                    file_.path, max_record_));
+  std::string text = strip_brown_tags(bytes);
+  if (!text.empty()) ready_.push_back(std::move(text));
+}
+
+// A JSON array's next document (an item that is a string, or an object with the text field), read
+// as a stream: the file is never held whole, an item at most the record limit. False at the
+// array's end (or at an error, when skipping).
+bool DocumentReader::next_json_array_item(std::string& item) {
+  char c = 0;
+  auto next_significant = [&] {
+    while (next_byte(c))
+      if (c != ' ' && c != '\t' && c != '\n' && c != '\r') return true;
+    return false;
+  };
+  auto unended = [&] {
+    array_ended_ = true;
+    bad(fmt::format("{}: not valid JSON (the array does not end)", file_.path));
+    return false;
+  };
+  while (!array_ended_) {
+    item.clear();
+    if (!array_started_) {
+      array_started_ = true;
+      if (!next_significant() || c != '[') {
+        array_ended_ = true;
+        bad(fmt::format("{}: not a JSON array of documents", file_.path));
+        return false;
+      }
+      if (!next_significant()) return unended();
+      if (c == ']') {
+        array_ended_ = true;
+        break;
+      }
+    } else if (!next_significant()) {
+      return unended();
     }
+    // The item from `c` on, to the ',' or ']' at its own depth; strings' brackets and escapes
+    // passed over. An item longer than the limit is read on without being kept.
+    int depth = 0;
+    bool in_string = false, escaped = false, too_long = false;
+    for (;;) {
+      if (in_string) {
+        if (escaped)
+          escaped = false;
+        else if (c == '\\')
+          escaped = true;
+        else if (c == '"')
+          in_string = false;
+      } else if (c == '"') {
+        in_string = true;
+      } else if (c == '[' || c == '{') {
+        depth++;
+      } else if ((c == ']' || c == '}') && depth > 0) {
+        depth--;
+      } else if (depth == 0 && (c == ',' || c == ']')) {
+        break;
+      }
+      if (!too_long) {
+        item += c;
+        too_long = item.size() > max_record_;
+        if (too_long) std::string().swap(item);
+      }
+      if (!next_byte(c)) return unended();
+    }
+    const size_t index = array_item_++;
+    if (c == ']') {
+      array_ended_ = true;
+      if (next_significant())
+        bad(fmt::format("{}: not valid JSON (data after the array's end)", file_.path));
+    }
+    if (too_long) {
+      bad(fmt::format("{}: item {} is longer than {} bytes (--max-record-mb); not read", file_.path,
+                      index, max_record_));
+      continue;
+    }
+    nlohmann::json j = nlohmann::json::parse(item, nullptr, false);
+    const auto field = j.is_object() ? j.find(text_field_) : j.end();
+    if (j.is_string()) {
+      item = std::move(j.get_ref<std::string&>());
+    } else if (j.is_object() && field != j.end() && field->is_string()) {
+      item = std::move(field->get_ref<std::string&>());
+    } else {
+      bad(j.is_discarded()
+              ? fmt::format("{}: item {} is not valid JSON", file_.path, index)
+              : fmt::format("{}: item {} is neither a string nor an object with a \"{}\" string",
+                            file_.path, index, text_field_));
+      continue;
+    }
+    if (!item.empty()) return true;
   }
+  return false;
 }
 
 bool DocumentReader::next_item(std::string& buffer, InputItem& item) {
@@ -514,14 +681,28 @@ bool DocumentReader::next_item(std::string& buffer, InputItem& item) {
     return next_text(document) && take(document);
   }
   if (file_.format == "jsonl") {
-    while (next_line(buffer, SIZE_MAX)) {
-      item.line = line_, item.size = buffer.size() - item.offset;
+    // A line of at most the record limit (its '\n' besides); a longer one is refused and passed
+    // over without being held.
+    while (next_line(buffer, max_record_ + 1)) {
+      const size_t size = buffer.size() - item.offset;
+      if (buffer.back() != '\n' && size > max_record_) {
+        buffer.resize(item.offset);
+        bad(fmt::format("{}:{}: a line longer than {} bytes (--max-record-mb); not read",
+                        file_.path, line_ + 1, max_record_));  // (stop: throws here)
+        skip_line();
+        continue;
+      }
+      item.line = line_, item.size = size;
       if (!blank(std::string_view(buffer).substr(item.offset))) return true;
       buffer.resize(item.offset);
     }
     return false;
   }
-  if (!whole_read_) read_whole_file();
+  if (file_.format == "json") {
+    std::string document;
+    return next_json_array_item(document) && take(document);
+  }
+  if (!whole_read_) read_brown();
   if (ready_.empty()) return false;
   take(ready_.front());
   ready_.pop_front();

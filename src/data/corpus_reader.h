@@ -26,9 +26,15 @@ enum class BadInput { stop, skip };
 BadInput parse_bad_input(const std::string& name);  // "stop" or "skip"; throws Error otherwise
 
 // A text file larger than this is a collection of documents separated by blank lines; a smaller
-// one is one document. No document of a text file grows past it: a longer run of lines is cut at
-// the first line end after it (a line of over four times it, before the character that crosses).
+// one is one document. No document of a text file grows past it: a run of lines that would is cut
+// before the line that crosses it, and a line longer than it before the character that crosses.
 inline constexpr size_t kTextDocumentMaxBytes = 1 << 20;
+
+// No record of an input is held past this many bytes (prepare's --max-record-mb): a JSON line, an
+// item of a JSON array, a Brown file. A longer one is refused as bad input, naming its file and
+// line (or item), and passed over without being held, so that a decompression bomb or a runaway
+// line costs no more memory than this.
+inline constexpr size_t kMaxRecordBytes = 16 << 20;
 
 // The bytes of one file, decompressed by its extension (.gz: zlib, .zst: libzstd, else as they
 // are). Errors (unreadable, corrupt or truncated archive) name the file.
@@ -75,7 +81,8 @@ bool decode_json_line(std::string_view line, size_t line_number, const std::stri
 // The documents of one input file, in order, never empty.
 class DocumentReader {
  public:
-  DocumentReader(const PrepareInput& file, std::string text_field, BadInput on_bad);
+  DocumentReader(const PrepareInput& file, std::string text_field, BadInput on_bad,
+                 size_t max_record_bytes = kMaxRecordBytes);
   // The next document into `text`; false at the end of the file. A bad one stops with an Error
   // naming file and line, or (skip) is counted and passed over; a corrupt or truncated archive
   // ends the file there (skip) or stops.
@@ -89,13 +96,17 @@ class DocumentReader {
 
  private:
   bool next_line(std::string& out, size_t max_bytes);  // appends one line to out
+  void skip_line();                                    // passes over the rest of this line
+  bool next_byte(char& c);
   bool next_text(std::string& text);
-  void read_whole_file();             // json and brown: parsed whole into ready_
-  bool bad(const std::string& what);  // skip: counts and returns true; stop: throws
+  bool next_json_array_item(std::string& item);  // an array's next item, unparsed
+  void read_brown();                             // the file, one document
+  bool bad(const std::string& what);             // skip: counts and returns true; stop: throws
 
   PrepareInput file_;
   std::string text_field_;
   BadInput on_bad_;
+  size_t max_record_;
   ByteSource source_;
   std::vector<char> buffer_;
   size_t buffer_pos_ = 0, buffer_end_ = 0;
@@ -104,6 +115,9 @@ class DocumentReader {
   size_t skipped_ = 0;
   std::deque<std::string> ready_;  // documents read ahead
   bool whole_read_ = false;
+  // A JSON array: started (its '[' read), ended (its ']'), and its next item's index.
+  bool array_started_ = false, array_ended_ = false;
+  size_t array_item_ = 0;
   // text: the file's opening, up to kTextDocumentMaxBytes, until it shows whether the file is
   // one document or a collection; then the document being gathered and its first line.
   bool text_split_ = false;

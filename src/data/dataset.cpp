@@ -1,6 +1,8 @@
 #include "xsa/data/dataset.h"
 
+#define XXH_INLINE_ALL
 #include <glob.h>
+#include <xxhash.h>
 
 #include <algorithm>
 #include <nlohmann/json.hpp>
@@ -49,6 +51,15 @@ void TokenStream::check_vocabulary(int vocab_size, const char* tokenizer) const 
         fail("{}: token id {} at position {} is outside the {} vocabulary ({} ids)", s.source,
              s.data[i], i, tokenizer, vocab_size);
   }
+}
+
+std::vector<TokenStream::Content> TokenStream::contents() const {
+  if (contents_.size() != segments_.size()) {
+    contents_.clear();
+    for (const Segment& s : segments_)
+      contents_.push_back({s.source, s.n, XXH3_64bits(s.data, s.n * sizeof(uint16_t))});
+  }
+  return contents_;
 }
 
 std::vector<std::string> TokenStream::sources() const {

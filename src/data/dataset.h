@@ -23,6 +23,14 @@ class TokenStream {
   // Throws Error naming the file and position of the first id ≥ vocab_size.
   void check_vocabulary(int vocab_size, const char* tokenizer) const;
   std::vector<std::string> sources() const;
+  // Each part's content: its source (a shard's path, a text file's) with its token count and the
+  // XXH3-64 of its tokens, the identity a resumed run checks its data against (not sizes and
+  // dates: a file rewritten with other tokens of the same count is other data).
+  struct Content {
+    std::string source;
+    uint64_t tokens = 0, xxh3 = 0;
+  };
+  std::vector<Content> contents() const;  // hashed once, on the first call
 
  private:
   struct Segment {
@@ -34,6 +42,7 @@ class TokenStream {
   std::vector<std::shared_ptr<const Shard>> shards_;
   std::vector<std::shared_ptr<const std::vector<uint16_t>>> owned_;
   size_t size_ = 0;
+  mutable std::vector<Content> contents_;  // contents(), once hashed
 };
 
 struct Dataset {

@@ -230,6 +230,27 @@ bool drawn_for_long(std::string_view text, const PrepareConfig& cfg) {
   return pick.uniform() < cfg.long_fraction;  // ("longdocs")
 }
 
+// The identity of what prepare read of a file: the XXH3-64 of its items (each item's byte count,
+// then its bytes) in order. A resumed prepare checks its inputs by it: a file rewritten since,
+// however alike its size and date, is not continued.
+class ItemsHash {
+ public:
+  ItemsHash() : state_(XXH3_createState()) { reset(); }
+  ~ItemsHash() { XXH3_freeState(state_); }
+  ItemsHash(const ItemsHash&) = delete;
+  ItemsHash& operator=(const ItemsHash&) = delete;
+  void reset() { XXH3_64bits_reset(state_); }
+  void add(const char* bytes, size_t n) {
+    const uint64_t size = n;
+    XXH3_64bits_update(state_, &size, sizeof size);
+    XXH3_64bits_update(state_, bytes, n);
+  }
+  std::string hex() const { return fmt::format("{:016x}", XXH3_64bits_digest(state_)); }
+
+ private:
+  XXH3_state_t* state_;
+};
+
 // A file the reader finished within a batch: after which of the batch's items, its meta.json
 // entry, and what the reader itself left out of it.
 struct FileEnd {
@@ -237,6 +258,11 @@ struct FileEnd {
   json source;
   size_t skipped = 0;
 };
+
+std::string& line_cleared_buffer(std::string& s) {
+  s.clear();
+  return s;
+}
 
 // Items the reader gathered (documents, or JSON lines still to decode), and where it stands after
 // the last of them.
@@ -246,6 +272,7 @@ struct Batch {
   std::vector<InputItem> items;
   std::vector<size_t> file_of;         // each item's input file
   size_t file = 0, items_in_file = 0;  // the next item: of file `file`, after this many
+  std::string file_items_xxh3;         // ItemsHash of those items_in_file items
   std::vector<FileEnd> file_ends;
   uint64_t consumed = 0;  // input bytes read through this batch
   bool last = false;
@@ -307,13 +334,16 @@ class BatchReader {
         consumed += fs::file_size(files[f].path, ec);
       Batch batch = fresh_batch(cfg.batch_bytes);
       InputItem item;
+      ItemsHash hash;
       // The first batches small (1, 2, 4 MiB …): the tokenizer starts without waiting for a
       // whole batch to be read.
       size_t target_bytes = std::min(cfg.batch_bytes, kFirstBatchBytes);
       for (size_t f = start_file; f < files.size(); f++) {
-        DocumentReader reader(files[f], cfg.text_field, cfg.on_bad);
+        DocumentReader reader(files[f], cfg.text_field, cfg.on_bad, cfg.max_record_bytes);
         size_t items = 0;
+        hash.reset();
         while (reader.next_item(batch.text, item)) {
+          hash.add(batch.text.data() + item.offset, item.size);
           if (++items <= (f == start_file ? start_item : 0)) {  // done before
             batch.text.resize(item.offset);
             continue;
@@ -321,7 +351,7 @@ class BatchReader {
           batch.items.push_back(item);
           batch.file_of.push_back(f);
           if (batch.text.size() >= target_bytes) {
-            batch.file = f, batch.items_in_file = items;
+            batch.file = f, batch.items_in_file = items, batch.file_items_xxh3 = hash.hex();
             batch.consumed = consumed + reader.consumed();
             batch.text.reserve(batch.text.size() + kJsonLinePadding);
             if (!push(std::move(batch))) return;
@@ -330,12 +360,15 @@ class BatchReader {
           }
         }
         const uint64_t size = fs::file_size(files[f].path, ec);
-        batch.file_ends.push_back(
-            {batch.items.size(),
-             {{"path", files[f].path}, {"format", files[f].format}, {"bytes", size}},
-             reader.skipped()});
+        batch.file_ends.push_back({batch.items.size(),
+                                   {{"path", files[f].path},
+                                    {"format", files[f].format},
+                                    {"bytes", size},
+                                    {"items_xxh3", hash.hex()}},
+                                   reader.skipped()});
         consumed += size;
         batch.file = f + 1, batch.items_in_file = 0, batch.consumed = consumed;
+        batch.file_items_xxh3.clear();
       }
       batch.last = true;
       batch.text.reserve(batch.text.size() + kJsonLinePadding);
@@ -392,6 +425,7 @@ struct Output {
   json sources = json::array();
   size_t sources_saved = 0, sources_saved_bytes = 0;  // in sources.jsonl
   size_t file = 0, items_in_file = 0;
+  std::string file_items_xxh3;                  // of the file in progress's items_in_file
   size_t file_documents = 0, file_skipped = 0;  // of the file in progress
 
   json state(const json& fingerprint) {
@@ -399,6 +433,7 @@ struct Output {
     return {{"fingerprint", fingerprint},
             {"file", file},
             {"items_in_file", items_in_file},
+            {"file_items_xxh3", file_items_xxh3},
             {"file_documents", file_documents},
             {"file_skipped", file_skipped},
             {"bytes", result.bytes},
@@ -414,6 +449,7 @@ struct Output {
   }
   void resume(const json& s) {
     file = s.at("file"), items_in_file = s.at("items_in_file");
+    file_items_xxh3 = s.at("file_items_xxh3");
     file_documents = s.at("file_documents"), file_skipped = s.at("file_skipped");
     result.bytes = s.at("bytes"), result.skipped = s.at("skipped");
     result.train_documents = s.at("train_documents"), result.val_documents = s.at("val_documents");
@@ -450,16 +486,23 @@ struct Output {
   }
 };
 
+// progress.json's own checksum (XXH3 of the rest of it): a state edited by hand or torn is
+// refused, not continued into a truncated output.
+std::string state_checksum(json state) {
+  state.erase("checksum");
+  const std::string text = state.dump();
+  return fmt::format("{:016x}", XXH3_64bits(text.data(), text.size()));
+}
+
 // What decides the output: a partial output made from other inputs or options is not continued.
 json fingerprint_of(const PrepareConfig& cfg, const std::vector<PrepareInput>& files,
                     const Tokenizer& tokenizer) {
+  // The inputs by name here; by content when a resume reads them again (check_inputs_unchanged).
   json inputs = json::array();
-  std::error_code ec;
-  for (const PrepareInput& f : files)
-    inputs.push_back({f.path, f.format, fs::file_size(f.path, ec),
-                      (int64_t)fs::last_write_time(f.path, ec).time_since_epoch().count()});
+  for (const PrepareInput& f : files) inputs.push_back({f.path, f.format});
   const auto* spm = dynamic_cast<const SpmTokenizer*>(&tokenizer);
-  return {{"version", 3},  // 3: the split drawn by XXH3 (2: by FNV-1a)
+  // 4: inputs checked by the content read (3: by size and date; 2: the split drawn by FNV-1a)
+  return {{"version", 4},
           {"inputs", inputs},
           {"tokenizer", to_string(cfg.tokenizer)},
           {"vocab_dir", cfg.vocab_dir},
@@ -470,6 +513,7 @@ json fingerprint_of(const PrepareConfig& cfg, const std::vector<PrepareInput>& f
           {"long_fraction", cfg.long_fraction},
           {"shard_tokens", cfg.shard_tokens},
           {"text_field", cfg.text_field},
+          {"max_record_bytes", cfg.max_record_bytes},
           {"on_bad_input", cfg.on_bad == BadInput::skip ? "skip" : "stop"}};
 }
 
@@ -548,6 +592,7 @@ void tokenize_batch(Batch& batch, const std::vector<PrepareInput>& files,
   }
   end_files_before(n);
   out.file = batch.file, out.items_in_file = batch.items_in_file;
+  out.file_items_xxh3 = batch.file_items_xxh3;
   out.result.bytes = batch.consumed;
 }
 
@@ -558,9 +603,10 @@ void check_splits(const PrepareResult& result, double val_fraction) {
   if (result.train_tokens == 0) fail("no document was left for training; lower --val-fraction");
   if (val_fraction > 0 && result.val_documents == 0)
     fail(
-        "{} documents are too few to draw a validation share of {}; give more text or "
+        "{} documents drew none for validation (a share of {}; a document goes where its "
+        "duplicates go, so inputs of few distinct documents draw few); give more distinct text or "
         "--val-fraction 0",
-        result.train_documents, val_fraction);
+        result.train_documents + result.long_documents, val_fraction);
 }
 
 json meta_json(const PrepareConfig& cfg, const Tokenizer& tokenizer, const Output& out) {
@@ -638,8 +684,12 @@ std::optional<json> saved_state(const fs::path& tmp, const json& fingerprint, bo
   std::optional<json> state;
   if (fs::exists(progress, ec)) {
     json s = json::parse(read_file(progress), nullptr, false);
-    if (!s.is_discarded() && s.is_object() && s.value("fingerprint", json()) == fingerprint)
+    if (!s.is_discarded() && s.is_object() && s.value("fingerprint", json()) == fingerprint) {
+      if (s.value("checksum", std::string()) != state_checksum(s))
+        fail("{}: changed since prepare wrote it (its checksum differs); remove {} to start over",
+             progress.string(), tmp.string());
       return s;
+    }
     if (!quiet)
       std::fprintf(stderr,
                    "prepare: %s holds an interrupted prepare of other inputs or options; "
@@ -648,6 +698,39 @@ std::optional<json> saved_state(const fs::path& tmp, const json& fingerprint, bo
   }
   for (const auto& entry : fs::directory_iterator(tmp, ec)) fs::remove_all(entry.path(), ec);
   return std::nullopt;
+}
+
+// A resume continues only from inputs whose content is what was read before: every file finished
+// then (its items' ItemsHash in sources.jsonl) and the first items of the one in progress, read
+// again and hashed. A file that differs is refused in one line naming it.
+void check_inputs_unchanged(const std::vector<PrepareInput>& files, const PrepareConfig& cfg,
+                            const Output& out, const fs::path& tmp) {
+  if (out.file > files.size() || out.sources.size() != out.file)
+    fail(
+        "{}: its saved state counts {} finished input(s) of {} and {} entries in sources.jsonl; "
+        "remove {} to start over",
+        (tmp / "progress.json").string(), out.file, files.size(), out.sources.size(), tmp.string());
+  ItemsHash hash;
+  std::string buffer;
+  InputItem item;
+  for (size_t f = 0; f <= out.file && f < files.size(); f++) {
+    const bool finished = f < out.file;
+    const std::string want =
+        finished ? out.sources.at(f).value("items_xxh3", std::string()) : out.file_items_xxh3;
+    const size_t items = finished ? SIZE_MAX : out.items_in_file;
+    DocumentReader reader(files[f], cfg.text_field, cfg.on_bad, cfg.max_record_bytes);
+    hash.reset();
+    size_t n = 0;
+    while (n < items && reader.next_item(line_cleared_buffer(buffer), item)) {
+      hash.add(buffer.data() + item.offset, item.size);
+      n++;
+    }
+    if ((!finished && n < items) || hash.hex() != want)
+      fail("{}: changed since the interrupted prepare in {} read it ({}); remove {} to start over",
+           files[f].path, tmp.string(),
+           finished ? "its content differs" : fmt::format("its first {} items differ", items),
+           tmp.string());
+  }
 }
 
 // The streamed shards closed and counted, the splits checked, and meta.json (the long set's too)
@@ -721,6 +804,9 @@ PrepareResult prepare(const PrepareConfig& cfg) {
   Output shards(tmp, cfg);
   if (saved) {
     shards.resume(*saved);
+    output.keep();  // a changed input is refused below: the partial output stays for its owner
+    check_inputs_unchanged(files, cfg, shards, tmp);
+    output.keep(false);
     shards.result.resumed = true;
     if (!cfg.quiet)
       std::fprintf(stderr, "prepare: continuing the interrupted prepare in %s from %s\n",
@@ -742,7 +828,9 @@ PrepareResult prepare(const PrepareConfig& cfg) {
       // Saving syncs the shards to disk (milliseconds): after the first batch, when stopping,
       // and otherwise at most every save_every_seconds.
       if (!last && (!saved_at || signal || seconds_since(*saved_at) >= cfg.save_every_seconds)) {
-        write_file_atomic(tmp / "progress.json", shards.state(fingerprint).dump() + "\n");
+        json state = shards.state(fingerprint);
+        state["checksum"] = state_checksum(state);
+        write_file_atomic(tmp / "progress.json", state.dump() + "\n");
         saved_at = clock_type::now();
       }
       progress.report(shards.result, shards.result.bytes - bytes_before, false);

@@ -32,6 +32,7 @@ struct PrepareConfig {
   size_t shard_tokens = 100'000'000;
   std::string text_field = "text";  // JSON lines' and arrays' field holding a document
   BadInput on_bad = BadInput::stop;
+  size_t max_record_bytes = kMaxRecordBytes;  // a longer JSON line, item or Brown file is bad input
   // Documents are read, tokenized and written in batches of about this many bytes of text. Three
   // batches are held at once (one being read, one waiting, one being tokenized, with its tokens
   // at 4 bytes each): resident memory is about 7 times this, plus the tokenizer and the largest

@@ -34,6 +34,7 @@ void check_config(const SpmTrainConfig& cfg) {
         "--vocab {}: expected 512 to {} (xsa's shards hold ids as uint16; 259 of the ids are "
         "SentencePiece's specials and byte pieces)",
         cfg.vocab, kMaxSpmVocab);
+  refuse_symlink(folder_path(cfg.out));  // said before the training, not after it
   check_output_folder(cfg.out, cfg.force, "tokenizer.json");
 }
 

@@ -27,14 +27,19 @@ void add_analyze_command(CLI::App& root) {
   cmd->add_option("--data", a->data,
                   "Data to measure on (default: the data the checkpoint was trained on)");
   cmd->add_option("--batches", a->batches, "Batches of the validation split to average over")
-      ->capture_default_str();
-  cmd->add_option("--batch", a->batch, "Sequences per batch")->capture_default_str();
+      ->capture_default_str()
+      ->check(within(1, 1 << 20));
+  cmd->add_option("--batch", a->batch, "Sequences per batch")
+      ->capture_default_str()
+      ->check(within(1, 1 << 20));
   cmd->add_option("--json", a->json_path,
                   "Write one record per layer and head to this file (a JSON array)");
   cmd->add_option("--plot", a->plot,
                   "Heat map of cos(y, v), layers × heads: PATH.svg (and PATH.png)");
   cmd->add_option("--vocab-dir", a->vocab_dir, "Folder with GPT-2's encoder.json and vocab.bpe");
-  cmd->add_option("--threads", a->threads, "Threads (0: every core)")->capture_default_str();
+  cmd->add_option("--threads", a->threads, "Threads (0: every core)")
+      ->capture_default_str()
+      ->check(within(0, 4096));
   cmd->callback([a] {
     set_thread_count(a->threads);
     fs::path ckpt = resolve_checkpoint(a->ckpt);

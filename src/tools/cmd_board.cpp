@@ -84,12 +84,15 @@ void add_board_command(CLI::App& root) {
   auto a = std::make_shared<BoardArgs>();
   cmd->add_option("folder", a->folder, "The folder of runs (e.g. runs)")->required();
   cmd->add_option("--port", a->port, "Port (0: any free one; the URL is printed)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(within(0, 65535));
   cmd->add_option("--host", a->host,
                   "Address to listen on; beyond loopback (e.g. 0.0.0.0) anyone who can reach "
                   "the port can read the runs")
       ->capture_default_str();
-  cmd->add_option("--threads", a->threads, "Connections served at once")->capture_default_str();
+  cmd->add_option("--threads", a->threads, "Connections served at once")
+      ->capture_default_str()
+      ->check(within(1, 256));
   cmd->callback([a] { run_board(*a); });
 }
 

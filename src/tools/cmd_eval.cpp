@@ -131,17 +131,22 @@ void add_eval_options(CLI::App* cmd, EvalArgs& a) {
                   "(JSON lines or JSON), each recognised by its fields");
   cmd->add_option("--file", a.files, "The task's jsonl file, one per --task");
   cmd->add_option("--limit", a.limit, "Score only the first N examples of each task (0: all)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(within(0, 1e9));
   cmd->add_flag("--skip-bad-lines", a.skip_bad_lines,
                 "Leave out malformed task lines (counted and reported) instead of stopping");
   cmd->add_option("--json", a.json_path, "Write the results to this file (a JSON array)");
   cmd->add_option("--batch", a.batch,
                   "Validation sequences per forward pass (default: 8, fewer when their "
-                  "activations would pass 1 GB)");
+                  "activations would pass 1 GB)")
+      ->check(within(1, 1 << 20));
   cmd->add_option("--val-batches", a.val_batches, "Validation batches to score (0: all)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(within(0, 1 << 20));
   cmd->add_option("--vocab-dir", a.vocab_dir, "Folder with GPT-2's encoder.json and vocab.bpe");
-  cmd->add_option("--threads", a.threads, "Threads (0: every core)")->capture_default_str();
+  cmd->add_option("--threads", a.threads, "Threads (0: every core)")
+      ->capture_default_str()
+      ->check(within(0, 4096));
   add_precision_option(cmd, a.precision,
                        "fp32, or bf16: matrix products of more than one row in bf16 with fp32 "
                        "accumulation (needs AVX512_BF16 or AMX)");

@@ -32,10 +32,21 @@ void add_prepare_command(CLI::App& root) {
                   "A line that is not JSON, invalid UTF-8, a truncated archive: stop (one line "
                   "naming file and line) or skip (counted in the summary and meta.json)")
       ->capture_default_str();
+  cmd->add_option_function<double>(
+         "--max-record-mb",
+         [&c](double mb) {
+           if (!(mb > 0) || mb > 4096)
+             fail("--max-record-mb {} must be above 0 and at most 4096", mb);
+           c.max_record_bytes = (size_t)(mb * (1 << 20));
+         },
+         "The longest record read, in MiB: a JSON line, a JSON array's item, a Brown file; a "
+         "longer one is bad input (stop or skip), never held whole")
+      ->default_str(std::to_string(kMaxRecordBytes >> 20));
   cmd->add_option("--batch-bytes", c.batch_bytes,
                   "Bytes of text read and tokenized at once (memory is about 7 times this); a "
                   "killed prepare continues from its last batch")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(within(1 << 16, 1ull << 34));
   cmd->add_option("--save-every", c.save_every_seconds,
                   "Seconds between saves of where prepare stands (after a batch; each syncs the "
                   "shards to disk); a killed prepare continues from the last save")
@@ -50,14 +61,19 @@ void add_prepare_command(CLI::App& root) {
       ->capture_default_str();
   cmd->add_option("--seed", c.seed, "Seed that draws the validation documents")
       ->capture_default_str();
-  cmd->add_option("--shard-tokens", c.shard_tokens, "Tokens per shard file")->capture_default_str();
+  cmd->add_option("--shard-tokens", c.shard_tokens, "Tokens per shard file")
+      ->capture_default_str()
+      ->check(within(1, 1ull << 31));
   cmd->add_option("--long-min-tokens", c.long_min_tokens,
                   "Hold out a long-document evaluation set in OUT/long: documents of at least "
-                  "this many tokens (0: none; --default: 3 windows of 4096 bytes or 1024 tokens)");
+                  "this many tokens (0: none; --default: 3 windows of 4096 bytes or 1024 tokens)")
+      ->check(within(0, 1e12));
   cmd->add_option("--long-fraction", c.long_fraction,
                   "Share of those long documents held out (drawn by --seed; in neither split)")
       ->capture_default_str();
-  cmd->add_option("--threads", c.threads, "Threads (0: every core)")->capture_default_str();
+  cmd->add_option("--threads", c.threads, "Threads (0: every core)")
+      ->capture_default_str()
+      ->check(within(0, 4096));
   cmd->add_flag("--force", c.force, "Replace an existing output folder");
   cmd->add_flag("--quiet", c.quiet, "No progress output");
   cmd->add_flag("--default", a->use_default,

@@ -32,11 +32,13 @@ void add_sample_command(CLI::App& root) {
   cmd->add_option("--prompt-file", a->prompt_file, "Read the prompt from this file")
       ->excludes("--prompt");
   cmd->add_option("--max-new-tokens", a->max_new_tokens, "Tokens to generate per sample")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(within(0, 1 << 24));
   cmd->add_option("--temperature", a->sampling.temperature, "Softmax temperature; 0: greedy")
       ->capture_default_str();
   cmd->add_option("--top-k", a->sampling.top_k, "Sample among the k most likely tokens; 0: all")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(within(0, 1 << 24));
   cmd->add_option("--top-p", a->sampling.top_p,
                   "Sample among the fewest most likely tokens holding this probability; 1: all")
       ->capture_default_str();

@@ -27,6 +27,8 @@ void add_run_option(CLI::App* cmd, RunConfig& r, const std::string& key,
 // Whether a table's option (its flag in CLI11's syntax: "--shuffle,!--no-shuffle" is one option
 // under both names) was given, on the command line or by --config.
 bool option_given(const CLI::App& cmd, std::string_view flags);
+// A number's limits on the command line: "--layers: 300 is outside [1, 256]".
+CLI::Validator within(double least, double most);
 
 // --init-from: the model of a run starting from a checkpoint's weights (its shape; attention and
 // --seq-len as requested), shape options that contradict the checkpoint refused; sets the run's

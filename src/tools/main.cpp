@@ -130,8 +130,17 @@ int main(int argc, char** argv) {
     std::reverse(args.begin(), args.end());  // CLI11 takes the arguments last first
     app.parse(args);
   } catch (const CLI::ParseError& e) {
-    // Every rank parses the same command line, so rank 0 speaks for all.
-    const int code = comm.is_root() ? app.exit(e) : e.get_exit_code();
+    // Every rank parses the same command line, so rank 0 speaks for all: --help and --version as
+    // CLI11 prints them, a bad option or value in one line, as every other bad input.
+    // Exit status 1, as every other bad input's (CLI11's own codes tell nothing more a script
+    // could use).
+    int code = e.get_exit_code();
+    if (code == 0 || !comm.is_root()) {
+      code = comm.is_root() ? app.exit(e) : code;
+    } else {
+      std::fprintf(stderr, "xsa: error: %s (--help lists the options)\n", e.what());
+      code = 1;
+    }
     xsa::leave_job();
     return code;
   } catch (const xsa::Interrupted& e) {

@@ -17,7 +17,7 @@
 namespace xsa {
 
 MetricsLog::MetricsLog(const std::filesystem::path& path) : path_(path) {
-  fd_ = ::open(path.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  fd_ = open_owned(path, O_WRONLY | O_APPEND | O_CREAT);
   if (fd_ < 0) fail("{}: cannot open for appending: {}", path.string(), std::strerror(errno));
 }
 

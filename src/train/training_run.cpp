@@ -10,6 +10,8 @@
 #include "xsa/tokenizer/tokenizer.h"
 #include "xsa/train/schedule.h"
 #include "xsa/util/error.h"
+#include "xsa/util/fmt.h"
+#include "xsa/util/memory.h"
 #include "xsa/util/signals.h"
 #include "xsa/util/threads.h"
 
@@ -66,6 +68,17 @@ RunInputs prepare_run(const ModelConfig& requested, const RunConfig& run, const 
                                      run.val_batches * in.shape.accumulation * in.shape.world);
   if (in.val_batches > 0) in.val_bytes_per_token = val_bytes_per_token(in, run.vocab_dir);
   return in;
+}
+
+void check_fits_in_memory(const ModelConfig& model, int B, int T, int copies, double data_bytes) {
+  const double need = (double)copies * Gpt<float>::memory_bytes(model, B, T) + data_bytes;
+  const double available = available_memory_bytes();
+  if (available > 0 && need > 0.9 * available)
+    fail(
+        "{} of this model need about {:.1f} GB at --batch {} and --seq-len {}, but {:.1f} GB are "
+        "available; use a smaller model or batch{}",
+        copies > 1 ? fmt::format("{} arms", copies) : std::string("training"), need / 1e9, B, T,
+        available / 1e9, copies > 1 ? ", or fewer variants" : "");
 }
 
 double shared_loss(Comm& comm, Gpt<float>& model, const TokenStream& stream, int n) {

@@ -13,11 +13,11 @@
 #include <string>
 #include <vector>
 
-#include "xsa/options/run_config.h"
 #include "xsa/data/dataset.h"
 #include "xsa/dist/comm.h"
-#include "xsa/model/model_config.h"
 #include "xsa/model/gpt.h"
+#include "xsa/model/model_config.h"
+#include "xsa/options/run_config.h"
 #include "xsa/train/step.h"
 #include "xsa/train/trainer.h"
 
@@ -39,6 +39,10 @@ struct RunInputs {
 // count, opens the data (its tokenizer must be --init-from's, whose model `requested` is) and gives
 // the model the data's vocabulary. Throws Error naming the bad value; writes nothing.
 RunInputs prepare_run(const ModelConfig& requested, const RunConfig& run, const Comm& comm);
+
+// Refuses (one line) a run whose `copies` models of `model` at B × T, with `data_bytes` of data
+// beside them, would need more than 90 % of the memory available: before anything is allocated.
+void check_fits_in_memory(const ModelConfig& model, int B, int T, int copies, double data_bytes);
 
 // The mean loss over n batches of `stream`, dealt round-robin over comm's processes and summed;
 // NaN when n is 0.

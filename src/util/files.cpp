@@ -27,10 +27,41 @@ std::string read_file(const std::filesystem::path& path) {
   return bytes;
 }
 
+void refuse_symlink(const std::filesystem::path& path) {
+  std::error_code ec;
+  if (std::filesystem::is_symlink(std::filesystem::symlink_status(path, ec)))
+    fail(
+        "{}: is a symbolic link; xsa does not write through links (remove it, or choose another "
+        "path)",
+        path.string());
+}
+
+void create_owned_folder(const std::filesystem::path& dir, const char* what) {
+  refuse_symlink(dir);
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) fail("{}: cannot create the {}: {}", dir.string(), what, ec.message());
+  refuse_symlink(dir);  // made by someone else between the two looks
+  if (!std::filesystem::is_directory(dir, ec)) fail("{}: exists and is not a folder", dir.string());
+}
+
+int open_owned(const std::filesystem::path& path, int flags, unsigned mode) {
+  const int fd = ::open(path.c_str(), flags | O_NOFOLLOW | O_CLOEXEC, (mode_t)mode);
+  if (fd < 0 && errno == ELOOP) refuse_symlink(path);
+  return fd;
+}
+
+void remove_owned(const std::filesystem::path& path) {
+  std::error_code ec;
+  std::filesystem::remove_all(path, ec);  // a link is removed, not followed (nor any inside)
+  if (ec && std::filesystem::exists(std::filesystem::symlink_status(path, ec)))
+    fail("{}: cannot remove: {}", path.string(), ec.message());
+}
+
 void write_file_atomic(const std::filesystem::path& path, std::string_view bytes) {
   std::filesystem::path tmp = path;
   tmp += ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  int fd = open_owned(tmp, O_WRONLY | O_CREAT | O_TRUNC);
   // Errors name the file being written, not its temporary twin.
   if (fd < 0) fail("{}: cannot create: {}", path.string(), std::strerror(errno));
   size_t done = 0;
@@ -109,24 +140,27 @@ void check_output_folder(const std::filesystem::path& out, bool force, const cha
 FolderOutput::FolderOutput(std::filesystem::path out, bool force, const char* marker,
                            Resumable resumable)
     : out_(folder_path(out)) {
+  refuse_symlink(out_);  // a link as the output (dangling or not): said now, not at the rename
   check_output_folder(out_, force, marker);
   std::error_code ec;
   if (resumable == Resumable::yes) {
     tmp_ = out_.parent_path() / (out_.filename().string() + ".partial");
+    refuse_symlink(tmp_);  // its contents are cleared and it becomes the output: never a link
     std::filesystem::create_directory(tmp_, ec);
+    refuse_symlink(tmp_);
     if (!std::filesystem::is_directory(tmp_, ec))
       fail("{}: cannot create: {}", tmp_.string(), ec ? ec.message() : "not a folder");
     return;
   }
   tmp_ = out_.parent_path() / (out_.filename().string() + ".partial-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(tmp_, ec);
+  remove_owned(tmp_);
   if (!std::filesystem::create_directory(tmp_, ec))
     fail("{}: cannot create: {}", tmp_.string(), ec.message());
 }
 
 FolderOutput::~FolderOutput() {
   std::error_code ec;
-  if (!committed_ && !keep_) std::filesystem::remove_all(tmp_, ec);
+  if (!committed_ && !keep_) std::filesystem::remove_all(tmp_, ec);  // never a link: see above
 }
 
 void FolderOutput::commit() {
@@ -176,7 +210,7 @@ FolderLock::FolderLock(const std::filesystem::path& lock_file, const std::filesy
     : path_(lock_file) {
   // A holder that just let go removed its file after we opened it: then lock the one now there.
   for (int attempt = 0; attempt < 100 && fd_ < 0; attempt++) {
-    const int fd = ::open(path_.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+    const int fd = open_owned(path_, O_RDWR | O_CREAT);
     if (fd < 0) fail("{}: cannot create the lock file: {}", path_.string(), std::strerror(errno));
     if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
       const int err = errno;

@@ -18,6 +18,22 @@ void sync_directory(const std::filesystem::path& dir);
 // exist).
 bool path_is_inside(const std::filesystem::path& path, const std::filesystem::path& folder);
 
+// ---- What a command owns ----
+// The files and folders a command creates, writes and removes (output folders and their .partial
+// twins, run and report folders, checkpoints, lock files, the temporaries of atomic writes) are
+// reached without following a symbolic link in their own name: a link found where one of them goes
+// was not made by xsa, so it is refused in one line, never written through and never emptied.
+// (The folders above them may be links: a runs/ linked to a larger disk is the user's choice.)
+// "PATH: is a symbolic link; xsa does not write through links (remove it, or choose another path)"
+void refuse_symlink(const std::filesystem::path& path);
+// mkdir -p: creates `dir` and its missing parents; an existing `dir` must be a folder, not a link.
+void create_owned_folder(const std::filesystem::path& dir, const char* what = "folder");
+// open(2) with O_NOFOLLOW | O_CLOEXEC: a link at `path` gives refuse_symlink's line.
+int open_owned(const std::filesystem::path& path, int flags, unsigned mode = 0644);
+// Removes a file, or a folder and all it holds, that the command owns; a link (at `path` or
+// inside) is removed itself, never what it points to. Nothing happens when `path` is missing.
+void remove_owned(const std::filesystem::path& path);
+
 // A folder's path as given, without a trailing slash (tok/ is tok: its name is tok, its parent .).
 std::filesystem::path folder_path(const std::filesystem::path& path);
 
@@ -39,7 +55,8 @@ class FolderOutput {
   FolderOutput(const FolderOutput&) = delete;
   FolderOutput& operator=(const FolderOutput&) = delete;
   const std::filesystem::path& tmp() const { return tmp_; }
-  void keep() { keep_ = true; }  // the work stops here and may continue: leave tmp() as it is
+  // The work stops here and may continue: leave tmp() as it is (false: it goes again on failure).
+  void keep(bool yes = true) { keep_ = yes; }
   void commit();
 
  private:
