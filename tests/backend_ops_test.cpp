@@ -227,8 +227,8 @@ void check_layernorm(Backend<float>& be, int N, int C, Storage storage) {
   Vec y_ref(N * C), mean_ref(N), rstd_ref(N), dx_ref(N * C, 0.0), dw_ref(C, 0.0), db_ref(C, 0.0);
   ref::layernorm_forward(y_ref.data(), mean_ref.data(), rstd_ref.data(), x.data(), w.data(),
                          b.data(), N, C);
-  ref::layernorm_backward(dx_ref.data(), dw_ref.data(), db_ref.data(), dout.data(), x.data(),
-                          w.data(), mean_ref.data(), rstd_ref.data(), N, C);
+  ref::layernorm_backward(dx_ref.data(), dw_ref.data(), db_ref.data(), dout.data(),
+                          {x.data(), w.data(), nullptr, mean_ref.data(), rstd_ref.data(), N, C});
   auto X = dev.put(x), Wt = dev.put(w), Bs = dev.put(b), dOut = dev.put(dout);
   auto Y = dev.zeros(N * C), M = dev.zeros(N), R = dev.zeros(N), dX = dev.zeros(N * C),
        dW = dev.zeros(C), dB = dev.zeros(C);
@@ -446,7 +446,7 @@ void check_xsa(Backend<float>& be, int B, int T, int C, int H, int Hkv) {
             qkv = as_float(test::random_vector((size_t)N * W, 26)),
             alpha = as_float(test::random_vector(H, 27, 0.5));
   Vec z_ref((size_t)N * C);
-  ref::xsa_forward(z_ref.data(), y.data(), qkv.data(), B, T, C, H, alpha.data(), Hkv);
+  ref::xsa_forward(z_ref.data(), y.data(), qkv.data(), ref::Heads{B, T, C, H, Hkv}, alpha.data());
   const test::XsaBounds bound =
       test::xsa_bounds(qkv, y, Vec((size_t)N * C, 0.0), Vec((size_t)N * W, 0.0), B, T, C, H, Hkv,
                        alpha, kFloatRoundoff);
@@ -497,7 +497,7 @@ void check_xsa_alpha_and_sinks(Backend<float>& be, int N, int B, int H) {
 }
 
 // XSA's rivals outside the attention (docs/SPEC.md §8): gated-attn's gate forward and backward,
-// the value residual's mixing forward and backward, and add_rows, against float64 from the same
+// the value residual's mixing forward and backward, against float64 from the same
 // float inputs. σ in float (expf within 2 ulp, then 1/(1 + e)) is within 4u relative; products
 // and sums add u each; (1 − σ) near σ = 1 is bounded absolutely by σ's own error.
 void check_rivals(Backend<float>& be, int N, int width, int ld) {
@@ -562,17 +562,146 @@ void check_rivals(Backend<float>& be, int N, int width, int ld) {
   EXPECT_TRUE(within(dev.get(dQkv), dv_ref, dv_bound, "dv"));
   EXPECT_TRUE(within(dev.get(dFirst), dfirst_ref, dfirst_bound, "d_first"));
   EXPECT_TRUE(within(dev.get(dLambda), Vec{dlambda_ref}, Vec{4 * U * dlambda_mag}, "dlambda"));
+}
 
-  // add_rows: dst's rows (ld apart) += src's (width apart), one rounding each.
-  auto Dst = dev.put(qkv), Src = dev.put(first);
-  Vec sum_ref = qkv, sum_bound((size_t)N * ld, 0.0);
+// add_rows: columns [at, at + width) of rows ld apart += src's rows (width apart), one rounding
+// each.
+void check_add_rows(Backend<float>& be, int N, int width, int ld) {
+  Device dev{be};
+  const int at = ld - width;
+  const Vec dst = as_float(test::random_vector((size_t)N * ld, 44)),
+            src = as_float(test::random_vector((size_t)N * width, 45));
+  Vec sum_ref = dst, sum_bound((size_t)N * ld, 0.0);
   for (int r = 0; r < N; r++)
     for (int c = 0; c < width; c++) {
       const size_t q = (size_t)r * ld + at + c, f = (size_t)r * width + c;
-      sum_ref[q] += first[f], sum_bound[q] = U * std::fabs(sum_ref[q]);
+      sum_ref[q] += src[f], sum_bound[q] = kFloatRoundoff * std::fabs(sum_ref[q]);
     }
+  auto Dst = dev.put(dst), Src = dev.put(src);
   be.add_rows(Dst.data() + at, ld, Src.data(), width, N, width);
   EXPECT_TRUE(within(dev.get(Dst), sum_ref, sum_bound, "add_rows"));
+}
+
+// ReLU² (docs/SPEC.md §11) forward and backward against float64 from the same float inputs: x·x
+// and (2x)·dout each one rounding (2x is exact): within u of the result.
+void check_relu2(Backend<float>& be, size_t n) {
+  Device dev{be};
+  const Vec x = as_float(test::random_vector(n, 81)), g = as_float(test::random_vector(n, 82));
+  Vec out_ref(n), out_bound(n), din_ref(n), din_bound(n);
+  ref::relu2_forward(out_ref.data(), x.data(), n);
+  ref::relu2_backward(din_ref.data(), x.data(), g.data(), n);
+  for (size_t i = 0; i < n; i++)
+    out_bound[i] = kFloatRoundoff * std::fabs(out_ref[i]),
+    din_bound[i] = kFloatRoundoff * std::fabs(din_ref[i]);
+  auto X = dev.put(x), G = dev.put(g), Out = dev.zeros(n), dIn = dev.zeros(n);
+  be.relu2_forward(Out.data(), X.data(), n);
+  be.relu2_backward(dIn.data(), X.data(), G.data(), n);
+  EXPECT_TRUE(within(dev.get(Out), out_ref, out_bound, "relu2"));
+  EXPECT_TRUE(within(dev.get(dIn), din_ref, din_bound, "relu2 backward"));
+}
+
+// Soft-capping (docs/SPEC.md §11): the capped logits, and the soft-capped cross-entropy's losses
+// and gradient (one ignored row), against float64 from the same inputs (ref::crossentropy_softcap:
+// the cap, the plain cross-entropy, then the chain rule through tanh). The float kernels round the
+// cap (tanh within 2 ulp, the product and quotient u each: 4u of the capped value), the exps
+// (2u), the row's sum (sum_error(V)) and the gradient's products (4u): the loss within 8u of its
+// capped logits' scale plus the sum's error, every gradient entry within 16u + sum_error(V) of the
+// row's largest entry.
+void check_softcap(Backend<float>& be, int N, int V, int Vp, float cap) {
+  Device dev{be};
+  const double U = kFloatRoundoff;
+  const Vec logits = as_float(test::random_vector((size_t)N * Vp, 83, 3));
+  std::vector<int32_t> targets(N);
+  for (int n = 0; n < N; n++) targets[n] = (n * 7) % V;
+  targets[1] = -1;
+  Vec capped_ref = logits, losses_ref(N), grad_ref = logits, capped_bound((size_t)N * Vp, 0.0),
+      loss_bound(N), grad_bound((size_t)N * Vp, 0.0);
+  for (int n = 0; n < N; n++)
+    for (int j = 0; j < V; j++) {
+      const size_t at = (size_t)n * Vp + j;
+      capped_ref[at] = cap * std::tanh(logits[at] / cap);
+      capped_bound[at] = 4 * U * std::fabs(capped_ref[at]);
+    }
+  ref::crossentropy_softcap(grad_ref.data(), losses_ref.data(), targets.data(), N, V, Vp, 1.0,
+                            (double)cap);
+  for (int n = 0; n < N; n++) {
+    double largest = 0;
+    for (int j = 0; j < Vp; j++)
+      largest = std::max(largest, std::fabs(grad_ref[(size_t)n * Vp + j]));
+    for (int j = 0; j < Vp; j++)
+      grad_bound[(size_t)n * Vp + j] = (16 * U + test::sum_error(V, U)) * std::max(largest, 1e-30);
+    loss_bound[n] = (8 * U + test::sum_error(V, U)) * (cap + std::fabs(losses_ref[n]));
+  }
+  auto Capped = dev.put(logits), Logits = dev.put(logits), Losses = dev.zeros(N);
+  be.softcap_forward(Capped.data(), N, V, Vp, cap);
+  EXPECT_TRUE(within(dev.get(Capped), capped_ref, capped_bound, "capped logits"));
+  be.crossentropy_softcap(Logits.data(), Losses.data(), targets.data(), N, V, Vp, 1.0f, cap);
+  EXPECT_TRUE(within(dev.get(Losses), losses_ref, loss_bound, "losses"));
+  EXPECT_TRUE(within(dev.get(Logits), grad_ref, grad_bound, "gradient"));
+}
+
+// Muon's steps on one matrix [rows, cols] (docs/SPEC.md §11) against ref::muon_update, float64
+// written from the spec with explicit transposes: the momentum (two products and a sum per
+// element: within 3u), the Newton–Schulz polynomial (one rounding per product and sum: 3u of the
+// terms' magnitudes), the iteration's result O and the updated weights. O goes through five steps
+// of three products over k = min(rows, cols) terms, each within sum_error(k) + 2u of its
+// magnitudes (up to √k of its values), which the quintic, whose derivative stays below 4 on its
+// band, carries into the next: O within 5 · 4 · 3 · (sum_error(k) + 2u) · √k of its largest entry.
+// bf16 products (2⁻⁸ per operand) would allow 5 · 4 · 3 · 2 · 2⁻⁸ ≈ 0.5 of it in the worst case;
+// there the bound is 0.1 of O's largest entry, which a wrong transpose or a step left out exceeds
+// many times. The weights: w·keep − step·o, within O's bound times step and 2u of |w|.
+void check_muon(Backend<float>& be, Products p, int rows, int cols) {
+  Device dev{be};
+  const size_t n = (size_t)rows * cols;
+  const int k = std::min(rows, cols);
+  const double U = kFloatRoundoff;
+  const Vec g = as_float(test::random_vector(n, 91)),
+            m0 = as_float(test::random_vector(n, 92, 0.1)),
+            w0 = as_float(test::random_vector(n, 93, 0.1));
+  Vec w_ref = w0, m_ref = m0;
+  ref::MuonStep step;
+  step.lr = 0.02, step.weight_decay = 0.1, step.momentum = 0.95, step.grad_scale = 0.5;
+  const std::vector<double> o_ref =
+      ref::muon_update(w_ref.data(), g.data(), m_ref.data(), rows, cols, step);
+  Vec m_bound(n);
+  for (size_t i = 0; i < n; i++)
+    m_bound[i] = 3 * U * (0.95 * std::fabs(m0[i]) + 0.05 * std::fabs(g[i]) * 0.5);
+  double o_largest = 0;
+  for (double o : o_ref) o_largest = std::max(o_largest, std::fabs(o));
+  const double o_tol = p == Products::bf16 ? 0.1 * o_largest
+                                           : 5 * 4 * 3 * (test::sum_error(k, U) + 2 * U) *
+                                                 std::sqrt((double)k) * o_largest;
+  const double scale = std::sqrt(std::max(1.0, (double)rows / cols));
+  Vec w_bound(n);
+  for (size_t i = 0; i < n; i++) w_bound[i] = 0.02 * scale * o_tol + 2 * U * std::fabs(w0[i]);
+
+  auto G = dev.put(g), M = dev.put(m0), W = dev.put(w0), X = dev.zeros(n), Next = dev.zeros(n),
+       Gram = dev.zeros((size_t)k * k), Gram2 = dev.zeros((size_t)k * k),
+       Poly = dev.zeros((size_t)k * k);
+  ops::MuonSettings s;
+  s.momentum = 0.95, s.grad_scale = 0.5;
+  be.muon_momentum(M.data(), X.data(), G.data(), n, s);
+  EXPECT_TRUE(within(dev.get(M), m_ref, m_bound, "momentum"));
+  be.newton_schulz({X.data(), Next.data(), Gram.data(), Gram2.data(), Poly.data(), rows, cols});
+  EXPECT_TRUE(within(dev.get(X), o_ref, Vec(n, o_tol), "Newton-Schulz's O"));
+  s.keep = 1 - 0.02 * 0.1, s.step = 0.02 * scale;
+  be.muon_apply(W.data(), X.data(), n, s);
+  EXPECT_TRUE(within(dev.get(W), w_ref, w_bound, "updated weights"));
+  // The polynomial alone: b A + c A² + a I from two given matrices.
+  const Vec a = as_float(test::random_vector((size_t)k * k, 94)),
+            a2 = as_float(test::random_vector((size_t)k * k, 95));
+  const ops::NewtonSchulzCoefficients c;
+  Vec poly_ref((size_t)k * k), poly_bound((size_t)k * k);
+  for (int i = 0; i < k; i++)
+    for (int j = 0; j < k; j++) {
+      const size_t at = (size_t)i * k + j;
+      poly_ref[at] = c.b * a[at] + c.c * a2[at] + (i == j ? c.a : 0.0);
+      poly_bound[at] =
+          3 * U * (std::fabs(c.b * a[at]) + std::fabs(c.c * a2[at]) + (i == j ? c.a : 0));
+    }
+  auto A = dev.put(a), A2 = dev.put(a2);
+  be.newton_schulz_poly(Poly.data(), A.data(), A2.data(), k, c);
+  EXPECT_TRUE(within(dev.get(Poly), poly_ref, poly_bound, "polynomial"));
 }
 
 // QK-norm forward and backward on rows [N, ld] of H query and Hkv key heads of D, against float64
@@ -597,7 +726,7 @@ void check_qk_norm(Backend<float>& be, int N, int H, int Hkv, int D, int ld) {
   for (int j = 0; j < D; j++) dgq_mag[j] = std::fabs(dgq0[j]), dgk_mag[j] = std::fabs(dgk0[j]);
   ref::qk_norm_forward(out_ref.data(), gq.data(), gk.data(), N, ld, H, Hkv, D);
   ref::qk_norm_backward(dx_ref.data(), dgq_ref.data(), dgk_ref.data(), qkv.data(), gq.data(),
-                        gk.data(), N, ld, H, Hkv, D);
+                        gk.data(), ref::QkRows{N, ld, H, Hkv, D});
   for (int n = 0; n < N; n++)
     for (int h = 0; h < heads; h++) {
       const size_t at = (size_t)n * ld + (size_t)h * D;
@@ -645,7 +774,8 @@ void check_adamw(Backend<float>& be, size_t n) {
     const Vec g = as_float(test::random_vector(n, 33 + step));
     auto G = dev.put(g);
     test::adamw_bound_step(bound, p, m, v, g, lr, b1, b2, eps, wd, scale, step, kFloatRoundoff);
-    ref::adamw_update(p.data(), g.data(), m.data(), v.data(), n, lr, b1, b2, eps, wd, scale, step);
+    ref::adamw_update(p.data(), g.data(), m.data(), v.data(), n,
+                      ops::AdamWSettings{lr, b1, b2, eps, wd, scale, step});
     be.adamw_update(P.data(), G.data(), M.data(), V.data(), n,
                     {.lr = lr,
                      .beta1 = b1,
@@ -687,8 +817,10 @@ void check_cached_attention(Backend<float>& be, int S, int R, int C, int H, int 
             sink = as_float(test::random_vector(H, 41)),
             alpha = as_float(test::random_vector(H, 42, 0.5));
   Vec y_ref((size_t)S * C), lse_ref((size_t)H * S), z_ref((size_t)S * C);
-  ref::attention_forward(y_ref.data(), lse_ref.data(), qkv.data(), 1, S, C, H, sink.data(), Hkv);
-  ref::xsa_forward(z_ref.data(), y_ref.data(), qkv.data(), 1, S, C, H, alpha.data(), Hkv);
+  ref::attention_forward(y_ref.data(), lse_ref.data(), qkv.data(), ref::Heads{1, S, C, H, Hkv},
+                         sink.data());
+  ref::xsa_forward(z_ref.data(), y_ref.data(), qkv.data(), ref::Heads{1, S, C, H, Hkv},
+                   alpha.data());
   test::AttentionProblem problem{.B = 1,
                                  .T = S,
                                  .C = C,
@@ -738,17 +870,17 @@ void check_attention(Backend<float>& be, bool bf16, AttentionShape s) {
   const double* sink_ref = s.sink ? sink.data() : nullptr;
   Vec y_ref(N * s.C), lse_ref((size_t)s.B * s.H * s.T), dqkv_ref(N * Wd, 0.0), dsink_ref(s.H, 0.0);
   Vec z_ref(N * s.C), dz_as_dy = dout;
-  ref::attention_forward(y_ref.data(), lse_ref.data(), qkv.data(), s.B, s.T, s.C, s.H, sink_ref,
-                         s.Hkv);
+  ref::attention_forward(y_ref.data(), lse_ref.data(), qkv.data(),
+                         ref::Heads{s.B, s.T, s.C, s.H, s.Hkv}, sink_ref);
   if (s.exclusive) {
-    ref::xsa_forward(z_ref.data(), y_ref.data(), qkv.data(), s.B, s.T, s.C, s.H,
-                     static_cast<const double*>(nullptr), s.Hkv);
-    ref::xsa_backward(dz_as_dy.data(), dqkv_ref.data(), dout.data(), y_ref.data(), qkv.data(), s.B,
-                      s.T, s.C, s.H, static_cast<const double*>(nullptr),
-                      static_cast<double*>(nullptr), s.Hkv);
+    ref::xsa_forward(z_ref.data(), y_ref.data(), qkv.data(), ref::Heads{s.B, s.T, s.C, s.H, s.Hkv},
+                     static_cast<const double*>(nullptr));
+    ref::xsa_backward(dz_as_dy.data(), dqkv_ref.data(), dout.data(), y_ref.data(), qkv.data(),
+                      ref::Heads{s.B, s.T, s.C, s.H, s.Hkv}, static_cast<const double*>(nullptr),
+                      static_cast<double*>(nullptr));
   }
-  ref::attention_backward(dqkv_ref.data(), dz_as_dy.data(), qkv.data(), s.B, s.T, s.C, s.H,
-                          sink_ref, dsink_ref.data(), s.Hkv);
+  ref::attention_backward(dqkv_ref.data(), dz_as_dy.data(), qkv.data(),
+                          ref::Heads{s.B, s.T, s.C, s.H, s.Hkv}, sink_ref, dsink_ref.data());
   auto QKV = dev.put(qkv), dOut = dev.put(dout), Sink = dev.put(sink);
   auto Y = dev.zeros(y_ref.size()), Z = dev.zeros(y_ref.size()), Lse = dev.zeros(lse_ref.size()),
        dQKV = dev.zeros(dqkv_ref.size()), dSink = dev.zeros((size_t)s.B * s.H);
@@ -866,6 +998,20 @@ std::vector<OpCase> op_cases() {
   fp32_case("adamw_n1003", Op::adamw, [](Backend<float>& be) { check_adamw(be, 1003); });
   fp32_case("rivals_N70_W32_ld96", Op::rivals,
             [](Backend<float>& be) { check_rivals(be, 70, 32, 96); });
+  fp32_case("add_rows_N70_W32_ld96", Op::embedding,
+            [](Backend<float>& be) { check_add_rows(be, 70, 32, 96); });
+  fp32_case("relu2_n4099", Op::gelu, [](Backend<float>& be) { check_relu2(be, 4099); });
+  fp32_case("softcap_N9_V50_Vp64_cap3", Op::crossentropy,
+            [](Backend<float>& be) { check_softcap(be, 9, 50, 64, 3.0f); });
+  fp32_case("softcap_N5_V1000_Vp1024_cap15", Op::crossentropy,
+            [](Backend<float>& be) { check_softcap(be, 5, 1000, 1024, 15.0f); });
+  // Muon: a wide matrix, a tall one (iterated on XᵀX) and a square one past a product's tile.
+  for (const std::array<int, 2> shape :
+       {std::array{24, 72}, std::array{72, 24}, std::array{130, 130}})
+    cases.push_back({fmt::format("muon_{}x{}", shape[0], shape[1]), Op::muon, Storage::fp32,
+                     [shape](Backend<float>& be, Products p, Storage) {
+                       check_muon(be, p, shape[0], shape[1]);
+                     }});
   // Head sizes 32 and 128, grouped keys, rows over several of the gradient's 64-row chunks.
   fp32_case("qk_norm_N70_H4_Hkv2_D32_ld256", Op::qk_norm,
             [](Backend<float>& be) { check_qk_norm(be, 70, 4, 2, 32, 256); });

@@ -632,10 +632,10 @@ TEST(Bf16, AttentionTilesAgainstFloat64) {
     const double* sink_ref = s.sink ? sink.data() : nullptr;
     std::vector<double> y_ref((size_t)N * s.C), lse_ref((size_t)s.B * s.H * s.T),
         dqkv_ref((size_t)N * W, 0.0), dsink_ref(s.H, 0.0);
-    ref::attention_forward(y_ref.data(), lse_ref.data(), qkv.data(), s.B, s.T, s.C, s.H, sink_ref,
-                           s.Hkv);
-    ref::attention_backward(dqkv_ref.data(), dy.data(), qkv.data(), s.B, s.T, s.C, s.H, sink_ref,
-                            dsink_ref.data(), s.Hkv);
+    ref::attention_forward(y_ref.data(), lse_ref.data(), qkv.data(),
+                           ref::Heads{s.B, s.T, s.C, s.H, s.Hkv}, sink_ref);
+    ref::attention_backward(dqkv_ref.data(), dy.data(), qkv.data(),
+                            ref::Heads{s.B, s.T, s.C, s.H, s.Hkv}, sink_ref, dsink_ref.data());
 
     std::vector<double> y_mag, d_mag;
     test::attention_term_magnitudes(qkv, dy, lse_ref, s.B, s.T, s.C, s.H, s.Hkv, y_mag, d_mag);

@@ -17,11 +17,14 @@
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
 #include <thread>
 
 #include "test_util.h"
 #include "xsa/board/page.h"
 #include "xsa/board/runs_index.h"
+#include "xsa/report/compare_report.h"
 #ifdef XSA_WITH_BOARD_SERVER
 #include "xsa/board/server/board_server.h"
 #endif
@@ -119,6 +122,60 @@ TEST(BoardIndex, ListsRunsAndComparisonsButNoLinkOutOfTheFolder) {
   EXPECT_EQ(comparisons, (std::vector<std::string>{"cmp"}));
   EXPECT_EQ(index.runs[3].comparison, "cmp");
   EXPECT_FALSE(read_regular_file(f.root / "linked" / "metrics.jsonl", 1 << 20));
+}
+
+// Links inside the folder that lead out of it, met by the endpoints rather than the scan: a
+// comparison's arms/ folder and a run's checkpoint. Neither is read; both are counted.
+TEST(BoardIndex, EveryEndpointStaysUnderTheFolder) {
+  BoardFolder f;
+  // Outside: a comparison's arms (a live arm with a secret variant name) and a checkpoint whose
+  // trainer.json would say 999 steps.
+  write(f.outside / "arms" / "xsa-seed3" / "metrics.jsonl", metrics_lines(5));
+  write(f.outside / "arms" / "xsa-seed3" / "run.json",
+        json({{"command", "compare"}, {"variant", kSecret}, {"seed", 3}}).dump());
+  write(f.outside / "ckpt_999" / "trainer.json", json({{"run", {{"steps", 999}}}}).dump());
+  write(f.root / "cmp2" / "seed-1.json", read_file(f.root / "cmp" / "seed-1.json"));
+  fs::create_directory_symlink(f.outside / "arms", f.root / "cmp2" / "arms");
+  write(f.root / "norun" / "metrics.jsonl", metrics_lines(5));  // no run.json: steps from ckpt_
+  fs::create_directory_symlink(f.outside / "ckpt_999", f.root / "norun" / "ckpt_999");
+  RunsBoard board(f.root);
+  const json list = board.list();
+  for (const json& r : list["runs"]) {
+    if (r["id"] == "norun") EXPECT_TRUE(r["steps"].is_null()) << "ckpt_999 lies outside";
+    EXPECT_EQ(r.dump().find(kSecret), std::string::npos);
+  }
+  const auto cmp = board.comparison("cmp2");
+  ASSERT_TRUE(cmp);
+  EXPECT_TRUE((*cmp)["live"].empty()) << cmp->dump();
+  EXPECT_EQ(cmp->dump().find(kSecret), std::string::npos);
+  EXPECT_GE(board.list()["links_outside"].get<int64_t>(), 2);
+  // The same comparison for report.html (a fence at its own folder).
+  EXPECT_EQ(
+      comparison_json(f.root / "cmp2", "cmp2", BoardFence(f.root / "cmp2")).dump().find(kSecret),
+      std::string::npos);
+}
+
+// board.js reads a comparison's summary records and a sweep's rows by the names of the one list
+// of summary fields (report/compare_report.h: summary_fields), which writes them: every name its
+// summary table reads there is a field (or one of a sweep row's own, or an older file's name).
+TEST(BoardPage, ReadsTheSummaryByTheFieldList) {
+  const std::string js = read_file(fs::path(XSA_TEST_DATA_DIR) / "../../src/board/assets/board.js");
+  const size_t begin = js.find("function summaryTable(c) {");
+  ASSERT_NE(begin, std::string::npos);
+  const std::string table = js.substr(begin, js.find("\n  function ", begin + 1) - begin);
+  std::set<std::string> known = {"p_holm_sweep", "report", "sa_cos_yv_mean", "batch",
+                                 "tokens_per_step",
+                                 // older files' names, still read
+                                 "step_speedup_mean", "time_speedup_mean"};
+  for (const SummaryFieldInfo& f : summary_fields()) known.insert(f.name);
+  // s.<name>, not run.s.<name> (a run's own series)
+  const std::regex use(R"((?:^|[^.\w])s\.([a-z_0-9]+))");
+  int uses = 0;
+  for (auto it = std::sregex_iterator(table.begin(), table.end(), use);
+       it != std::sregex_iterator(); ++it, uses++)
+    EXPECT_TRUE(known.count((*it)[1].str()))
+        << "board.js reads s." << (*it)[1].str() << ", which no summary field is";
+  EXPECT_GT(uses, 10);
 }
 
 TEST(BoardIndex, RunRowsAgreeWithTheRecordsWritten) {
@@ -319,10 +376,10 @@ TEST(BoardCommand, BadInputGetsOneLine) {
   EXPECT_EQ(r.err, "xsa: error: runs/a/run.json: not a folder\n");
   r = test::run_command(xsa + " board runs --port 70000", f.base);
   EXPECT_EQ(r.status, 1);
-  EXPECT_EQ(r.err, "xsa: error: --port 70000: expected 0 (any free port) to 65535\n");
+  EXPECT_EQ(r.err, "xsa: error: --port: 70000 is outside [0, 65535] (--help lists the options)\n");
   r = test::run_command(xsa + " board runs --threads 0", f.base);
   EXPECT_EQ(r.status, 1);
-  EXPECT_EQ(r.err, "xsa: error: --threads 0: expected 1 to 256\n");
+  EXPECT_EQ(r.err, "xsa: error: --threads: 0 is outside [1, 256] (--help lists the options)\n");
 #ifdef XSA_WITH_BOARD_SERVER
   r = test::run_command(xsa + " board runs --host 203.0.113.7", f.base);  // not this machine's
   EXPECT_EQ(r.status, 1);

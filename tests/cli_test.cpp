@@ -16,10 +16,12 @@
 #include "test_util.h"
 #include "xsa/backend/backend.h"
 #include "xsa/io/checkpoint.h"
+#include "xsa/io/safetensors.h"
 #include "xsa/options/run_config.h"
 #include "xsa/util/blas.h"
 #include "xsa/util/files.h"
 #include "xsa/util/fmt.h"
+#include "xsa/util/rng.h"
 #include "xsa/util/stats.h"
 
 namespace xsa {
@@ -185,9 +187,73 @@ TEST_F(Cli, ConfigFileSetsOptionsAndTheCommandLineWins) {
 // With a constant learning rate the schedule does not depend on --steps, so a run stopped at step
 // 10 and resumed to 20 must reproduce the uninterrupted 20-step run exactly, whatever run options
 // it was started with (resume reads them all back from trainer.json).
+// The modern small-model recipe (docs/SPEC.md §11) from the command line: config.json version 7
+// with its MLP and cap, Muon's momentum in the optimizer file in place of the hidden matrices'
+// AdamW moments, info, sample, a resume with the other optimizer refused in one line, the exports'
+// refusal, and compare and its report naming the recipe. (Resume bit for bit:
+// ResumeReproducesTheUninterruptedCurve.)
+TEST_F(Cli, TheRecipeTrainsSamplesComparesAndIsRefusedByExports) {
+  Result r =
+      xsa("train --data data.txt --attn xsa --optimizer muon --mlp relu2 --logit-softcap 15 " +
+          kSmall + " --steps 3 --out run_recipe");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const fs::path ckpt = work_dir() / "run_recipe/ckpt_000003";
+  const nlohmann::json cfg = nlohmann::json::parse(std::ifstream(ckpt / "config.json"));
+  EXPECT_EQ(cfg["version"], 7);
+  EXPECT_EQ(cfg["mlp_activation"], "relu2");
+  EXPECT_EQ(cfg["logit_softcap"], 15.0);
+  const SafetensorsFile opt((ckpt / "optimizer.safetensors").string(),
+                            read_file(ckpt / "optimizer.safetensors"));
+  EXPECT_TRUE(opt.contains("transformer.h.0.attn.c_attn.weight.muon_momentum"));
+  EXPECT_TRUE(opt.contains("transformer.h.1.mlp.c_fc.weight.muon_momentum"));
+  EXPECT_FALSE(opt.contains("transformer.h.0.attn.c_attn.weight.exp_avg"));
+  EXPECT_TRUE(opt.contains("transformer.wte.weight.exp_avg"));
+  EXPECT_TRUE(opt.contains("transformer.h.0.ln_1.weight.exp_avg_sq"));
+  EXPECT_FALSE(opt.contains("transformer.wte.weight.muon_momentum"));
+  const nlohmann::json state = nlohmann::json::parse(std::ifstream(ckpt / "trainer.json"));
+  EXPECT_EQ(state["run"]["optimizer"], "muon");
+  r = xsa("sample --ckpt run_recipe --prompt 'It was' --max-new-tokens 8 --threads 1");
+  EXPECT_EQ(r.status, 0) << r.err;
+  r = xsa("train --resume run_recipe --steps 5 --optimizer adamw");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("--optimizer adamw contradicts the checkpoint"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  // The exports: a GPT-2-shaped model (learned positions, biases) with ReLU² is refused for its
+  // MLP (an xsa-architecture one would be refused for its positions first).
+  ASSERT_EQ(xsa("train --data data.txt --arch gpt2 --attn sa --mlp relu2 " + kSmall +
+                " --steps 1 --out run_recipe_gpt2")
+                .status,
+            0);
+  for (const char* format : {"llmc", "hf"}) {
+    r = xsa(std::string("export ") + format + " run_recipe_gpt2 recipe_export");
+    EXPECT_EQ(r.status, 1) << format;
+    EXPECT_NE(r.err.find("GELU only"), std::string::npos) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+    EXPECT_FALSE(fs::exists(work_dir() / "recipe_export"));
+  }
+  r = xsa("train --data data.txt --optimizer sgd " + kSmall + " --steps 3 --out run_sgd");
+  EXPECT_EQ(r.err, "xsa: error: --optimizer sgd is not known (adamw, muon)\n");
+  r = xsa(
+      "compare --data data.txt --preset tiny --variants sa,xsa --optimizer muon --mlp relu2 "
+      "--logit-softcap 15 --qk-norm --steps 4 --val-every 2 --seeds 1 --quiet --out cmp_recipe");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::string md = read_file(work_dir() / "cmp_recipe/report.md");
+  EXPECT_NE(md.find("Recipe: Muon (peak lr 0.02"), std::string::npos) << md;
+  EXPECT_NE(md.find("ReLU²"), std::string::npos);
+  EXPECT_NE(md.find("logits soft-capped at 15"), std::string::npos);
+  EXPECT_NE(md.find("Every variant has QK-norm"), std::string::npos);
+  // The preset: the demo in the recipe, tuned on Muon's rate (a dry run says what would run).
+  r = xsa("compare --data data.txt --preset recipe --variants sa,xsa --dry-run");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("Muon's peak lr (AdamW's x 0.1) tuned over 0.01, 0.02, 0.04"),
+            std::string::npos)
+      << r.out;
+}
+
 TEST_F(Cli, ResumeReproducesTheUninterruptedCurve) {
   for (const std::string extra :
-       {"", " --no-shuffle --beta2 0.99 --adam-eps 1e-6 --grad-clip 0.5 --weight-decay 0.05"}) {
+       {"", " --no-shuffle --beta2 0.99 --adam-eps 1e-6 --grad-clip 0.5 --weight-decay 0.05",
+        " --optimizer muon --muon-lr 0.03 --mlp relu2 --logit-softcap 15 --qk-norm"}) {
     SCOPED_TRACE(extra);
     const std::string flags =
         "--data data.txt " + kSmall + " --min-lr-fraction 1 --warmup 0 --val-every 0" + extra;
@@ -539,7 +605,7 @@ TEST_F(Cli, CompareAndAnalyze) {
   EXPECT_NE(r.err.find("GB are available"), std::string::npos) << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1);
   r = xsa("compare --data data.txt --preset huge");
-  EXPECT_EQ(r.err, "xsa: error: --preset huge is not known (demo, tiny)\n");
+  EXPECT_EQ(r.err, "xsa: error: --preset huge is not known (demo, recipe, tiny)\n");
 }
 
 // The main job's preset compares each variant at its own tuned rate (best against best); a rate
@@ -613,6 +679,239 @@ TEST_F(Cli, APauseMovesNoTimingFigure) {
   EXPECT_EQ(b["arms"][1]["val_loss"], a["arms"][1]["val_loss"]);
 }
 
+// The reproductions of issue 67's attack, each a clean run or one line now.
+TEST_F(Cli, AttackReproductionsEndCleanly) {
+  // A baseline with a suffix: the first variant is the baseline whatever its spelling.
+  Result r =
+      xsa("compare --data data.txt --preset tiny --steps 20 --seeds 1 --threads 1 --quiet "
+          "--variants sa+qk-norm,xsa --out suffixed");
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto report = nlohmann::json::parse(read_file(work_dir() / "suffixed/report.json"));
+  EXPECT_EQ(report["summary"][0]["variant"], "sa+qk-norm");
+  EXPECT_EQ(report["summary"][0]["verdict"], "baseline");
+  EXPECT_TRUE(report["summary"][1]["delta_vs_sa"].is_object());
+  r =
+      xsa("sweep --data data.txt --preset tiny --steps 6 --seeds 1 --threads 1 --quiet "
+          "--variants sa+qk-norm,xsa --param steps=4,6 --out suffixed_sweep");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(fs::exists(work_dir() / "suffixed_sweep/sweep.json"));
+  // More layers than the attention table holds: one line, before any layer is touched.
+  std::string items;
+  for (int l = 0; l < 257; l++) items += l ? ",sa" : "sa";
+  for (const std::string& args :
+       {std::string("train --data data.txt --layers 300 --attn xsa-layers-299"),
+        "train --data data.txt --layers 257 --attn " + items,
+        std::string("train --data data.txt --layers 100000 --attn xsa"),
+        std::string("compare --data data.txt --layers 100000 --variants sa,xsa-last100000")}) {
+    r = xsa(args + " --out too_deep");
+    EXPECT_EQ(r.status, 1) << args;
+    EXPECT_EQ(count_of(r.err, "\n"), 1) << args << "\n" << r.err;
+    EXPECT_NE(r.err.find("--layers"), std::string::npos) << r.err;
+    EXPECT_NE(r.err.find("256"), std::string::npos) << r.err;
+  }
+  // One model spelled two ways: refused, not compared with itself.
+  r =
+      xsa("compare --data data.txt --preset tiny --variants sa,xsa+sink+no-self,xsa+no-self+sink "
+          "--out twice");
+  EXPECT_EQ(r.err,
+            "xsa: error: --variants xsa+sink+no-self and xsa+no-self+sink are the same model; list "
+            "it once\n");
+  r = xsa("compare --data data.txt --preset tiny --variants sa,sa+qk-norm --qk-norm --out twice");
+  EXPECT_EQ(r.err,
+            "xsa: error: --variants sa and sa+qk-norm are the same model (--qk-norm gives it to "
+            "every variant); list it once\n");
+  // A resume on other data of the same size, or on its file rewritten: refused, the file named.
+  ASSERT_EQ(xsa("train --data data.txt " + kSmall + " --steps 4 --out same_size").status, 0);
+  std::string other = read_file(work_dir() / "data.txt");
+  std::reverse(other.begin(), other.end());
+  write("other.txt", other);
+  r = xsa("train --resume same_size --data other.txt --steps 6");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.err.rfind("xsa: error: other.txt", 0), 0u) << r.err;
+  EXPECT_NE(r.err.find(": not the data the checkpoint "), std::string::npos) << r.err;
+  EXPECT_EQ(count_of(r.err, "\n"), 1) << r.err;
+  const std::string data = read_file(work_dir() / "data.txt");
+  write("data.txt", other);
+  r = xsa("train --resume same_size --steps 6");
+  EXPECT_NE(r.err.find("data.txt"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(": not the data the checkpoint "), std::string::npos) << r.err;
+  write("data.txt", data);
+  r = xsa("train --resume same_size --steps 6");
+  EXPECT_EQ(r.status, 0) << r.err;
+}
+
+// A symbolic link where a command's own file or folder goes (its output, the output's .partial
+// twin, a lock file) is refused in one line and never written through: every command that
+// writes, each facing a link to a folder or file it does not own, which stays as it was.
+TEST_F(Cli, NothingIsWrittenThroughALink) {
+  const fs::path w = work_dir();
+  fs::create_directories(w / "victim");
+  std::ofstream(w / "victim/precious.txt") << "keep me";
+  std::ofstream(w / "victim.txt") << "keep me too";
+  write("small.jsonl", "{\"text\": \"a short document\"}\n{\"text\": \"another one\"}\n");
+  auto untouched = [&](const std::string& what) {
+    EXPECT_EQ(read_file(w / "victim/precious.txt"), "keep me") << what;
+    EXPECT_EQ(std::distance(fs::directory_iterator(w / "victim"), fs::directory_iterator()), 1)
+        << what;
+    EXPECT_EQ(read_file(w / "victim.txt"), "keep me too") << what;
+  };
+  auto refused = [&](const std::string& args, const std::string& link) {
+    const Result r = xsa(args);
+    EXPECT_EQ(r.status, 1) << args << "\n" << r.err;
+    EXPECT_EQ(r.err, "xsa: error: " + link +
+                         ": is a symbolic link; xsa does not write through links (remove it, or "
+                         "choose another path)\n")
+        << args;
+    untouched(args);
+  };
+  auto link = [&](const std::string& target, const std::string& name) {
+    fs::remove_all(w / name);
+    fs::create_symlink(target, w / name);
+  };
+  const std::string prepare = "prepare --input small.jsonl --tokenizer byte --val-fraction 0 ";
+  link("victim", "o.partial");  // the 67th issue's reproduction: it emptied victim/
+  refused(prepare + "--out o", "o.partial");
+  fs::remove(w / "o.partial");
+  link("victim.txt", "o.lock");
+  refused(prepare + "--out o", "o.lock");
+  fs::remove(w / "o.lock");
+  link("nowhere", "o");  // a dangling link as the output: said first, not at the final rename
+  refused(prepare + "--out o", "o");
+  fs::remove(w / "o");
+  link("victim", "tok");
+  refused("tokenizer train --input data.txt --vocab 512 --out tok", "tok");
+  fs::remove(w / "tok");
+  // train: its run folder, and a resumed run's lock.
+  link("victim", "run_link");
+  refused("train --data data.txt " + kSmall + " --steps 2 --out run_link", "run_link");
+  fs::remove(w / "run_link");
+  ASSERT_EQ(
+      xsa("train --data data.txt " + kSmall + " --arch gpt2 --attn sa --steps 2 --out run_locked")
+          .status,
+      0);
+  link(fs::absolute(w / "victim.txt").string(), "run_locked/.lock");
+  refused("train --resume run_locked --steps 4", "run_locked/.lock");
+  fs::remove(w / "run_locked/.lock");
+  // compare and sweep: the report folder, and its lock.
+  link("victim", "cmp_link");
+  refused("compare --data data.txt --preset tiny --steps 2 --seeds 1 --out cmp_link", "cmp_link");
+  fs::remove(w / "cmp_link");
+  fs::create_directories(w / "cmp_locked");
+  link(fs::absolute(w / "victim.txt").string(), "cmp_locked/.lock");
+  refused("compare --data data.txt --preset tiny --steps 2 --seeds 1 --out cmp_locked",
+          "cmp_locked/.lock");
+  link("victim", "sweep_link");
+  refused("sweep --data data.txt --preset tiny --steps 2 --param steps=2,3 --out sweep_link",
+          "sweep_link");
+  fs::remove(w / "sweep_link");
+  // export to a folder: refused; a file (llm.c's, eval's --json) replaces the link itself.
+  link("victim", "hf_link");
+  refused("export hf run_locked hf_link", "hf_link");
+  fs::remove(w / "hf_link");
+  link("victim.txt", "model.bin");
+  Result r = xsa("export llmc run_locked model.bin");  // it exists: asked first
+  EXPECT_EQ(r.err, "xsa: error: model.bin: already exists; pass --force to replace it\n");
+  untouched("export llmc without --force");
+  r = xsa("export llmc run_locked model.bin --force");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_FALSE(fs::is_symlink(w / "model.bin"));
+  untouched("export llmc");
+  link("victim.txt", "e.json");
+  r =
+      xsa("eval --ckpt run_locked --data data.txt --threads 1 --batch 4 --val-batches 1 --json "
+          "e.json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_FALSE(fs::is_symlink(w / "e.json"));
+  untouched("eval --json");
+}
+
+// The parser and the model's construction driven by random options (a property test): whatever
+// values and combinations, `xsa train --dry-run` and `xsa compare --dry-run` end cleanly or with
+// one line on stderr, never by a signal. Values are drawn from each option's edges (0, -1, its
+// maximum and one past it, huge, not a number) and ordinary ones; attention specs from the
+// grammar's pieces, layer lists of every length. Each command runs with its address space limited
+// (4 GB), so that an allocation a check let through fails as bad_alloc rather than swapping;
+// under AddressSanitizer (scripts/check.sh) a failed allocation throws instead.
+TEST_F(Cli, RandomOptionsEndCleanlyOrInOneLine) {
+  Rng rng(20261207);
+  auto pick = [&](const std::vector<std::string>& pool) {
+    return pool[rng.next_u64() % pool.size()];
+  };
+  const std::vector<std::string> counts = {
+      "-1",         "0",    "1",   "2",   "3",     "4",     "7",       "8",
+      "16",         "255",  "256", "257", "65536", "65537", "1048576", "1048577",
+      "2147483648", "1e30", "abc", "",    "nan",   "1.5"};
+  const std::vector<std::string> reals = {"-1", "0",    "1e-3", "0.5", "1",
+                                          "2",  "1e30", "nan",  "inf", "x"};
+  const std::vector<std::string> pieces = {"sa",
+                                           "xsa",
+                                           "xsa-gated",
+                                           "xsa-gated-one",
+                                           "xsa-last1",
+                                           "xsa-last300",
+                                           "xsa-first2",
+                                           "xsa-layers-0.1",
+                                           "xsa-layers-299",
+                                           "gated-attn",
+                                           "value-residual",
+                                           "no-self",
+                                           "bogus",
+                                           ""};
+  const std::vector<std::string> options = {"sink",    "gated-attn", "value-residual",
+                                            "no-self", "qk-norm",    "x"};
+  auto spec = [&] {
+    const int items = rng.next_u64() % 4 == 0 ? (int)(rng.next_u64() % 300) : 1;
+    std::string s;
+    for (int i = 0; i < items; i++) {
+      s += (i ? "," : "") + pick(pieces);
+      for (int o = (int)(rng.next_u64() % 3); o > 0; o--) s += "+" + pick(options);
+    }
+    return s;
+  };
+  const std::vector<std::pair<std::string, const std::vector<std::string>*>> numeric = {
+      {"--layers", &counts},     {"--heads", &counts},
+      {"--kv-heads", &counts},   {"--embd", &counts},
+      {"--seq-len", &counts},    {"--batch", &counts},
+      {"--steps", &counts},      {"--val-batches", &counts},
+      {"--val-every", &counts},  {"--total-batch-tokens", &counts},
+      {"--warmup", &counts},     {"--lr", &reals},
+      {"--rope-theta", &reals},  {"--grad-clip", &reals},
+      {"--weight-decay", &reals}};
+#if defined(__SANITIZE_ADDRESS__)
+  const std::string limit = "ASAN_OPTIONS=allocator_may_return_null=1 ";
+#else
+  const std::string limit = "ulimit -v 4000000; ";
+#endif
+  int ran = 0, refused = 0;
+  for (int i = 0; i < 240; i++) {
+    const bool compare = i % 4 == 3;
+    std::string args =
+        compare ? "compare --variants sa," + pick(pieces) : "train --attn '" + spec() + "'";
+    for (int k = (int)(rng.next_u64() % 6); k > 0; k--) {
+      const auto& [flag, pool] = numeric[rng.next_u64() % numeric.size()];
+      args += " " + flag + " '" + pick(*pool) + "'";
+    }
+    const std::string command = limit + XSA_BINARY + " " + args +
+                                " --data data.txt --dry-run --threads 1 --quiet --out dry";
+    write("dry.sh", command + "\n");
+    const Result r = test::run_command("bash dry.sh", work_dir());
+    ASSERT_NE(r.status, -1) << "killed by a signal: " << args;
+    ASSERT_LT(r.status, 128) << "killed by a signal: " << args << "\n" << r.err;
+    if (r.status == 0) {
+      ran++;
+      EXPECT_TRUE(r.err.empty()) << args << "\n" << r.err;
+    } else {
+      refused++;
+      EXPECT_EQ(count_of(r.err, "\n"), 1) << args << "\n" << r.err;
+      EXPECT_EQ(r.err.rfind("xsa: error: ", 0), 0u) << args << "\n" << r.err;
+    }
+    EXPECT_FALSE(fs::exists(work_dir() / "dry")) << "a dry run writes nothing: " << args;
+  }
+  // The draws reach both outcomes.
+  EXPECT_GT(ran, 10);
+  EXPECT_GT(refused, 10);
+}
+
 TEST_F(Cli, SweepRunsCompareForEachValue) {
   Result r =
       xsa("sweep --param seq-len=16,32 --data data.txt --preset tiny --steps 4 --val-every 2 "
@@ -656,9 +955,10 @@ TEST_F(Cli, SweepRunsCompareForEachValue) {
   EXPECT_EQ(count_of(r.out, "finished earlier"), 4) << r.out;
   EXPECT_EQ(nlohmann::json::parse(read_file(work_dir() / "sw/sweep.json")), rows);
   r = xsa("sweep --param dropout=0.1 --data data.txt --preset tiny --out sw2");
-  EXPECT_EQ(r.err,
-            "xsa: error: --param dropout is not a sweepable option (seq-len, lr, embd, layers, "
-            "heads, kv-heads, steps, batch, warmup, weight-decay, precision)\n");
+  EXPECT_EQ(
+      r.err,
+      "xsa: error: --param dropout is not a sweepable option (seq-len, lr, embd, layers, "
+      "heads, kv-heads, steps, batch, warmup, weight-decay, muon-lr, logit-softcap, precision)\n");
   r = xsa("sweep --param seq-len=16,abc --data data.txt --preset tiny --out sw3");
   EXPECT_EQ(r.err, "xsa: error: --param seq-len: value 'abc' is not a number\n");
   EXPECT_FALSE(fs::exists(work_dir() / "sw3/seq-len-16"))
@@ -1155,7 +1455,8 @@ TEST_F(Cli, BadInputGivesOneLineAndKeepsCheckpoints) {
       {"C not divisible by H", "train --data data.txt --embd 30 --heads 4 --out x1",
        "--embd 30 is not divisible by --heads 4"},
       {"odd head dim", "train --data data.txt --embd 36 --heads 4 --out x1", "head dimension 9"},
-      {"zero layers", "train --data data.txt --layers 0 --out x1", "--layers 0"},
+      {"zero layers", "train --data data.txt --layers 0 --out x1",
+       "--layers: 0 is outside [1, 256]"},
       {"unknown attention", "train --data data.txt --attn gated --out x1",
        "--attn gated is not known"},
       {"layer list of the wrong length",

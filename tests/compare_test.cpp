@@ -147,7 +147,8 @@ TEST(Compare, ADifferenceStillMovingIsNotCalled) {
     return -0.02 - (0.0002 + 0.0001 * (i - 2) / 2) * std::max<int64_t>(0, step - 150) + 0.001 * i;
   };
   CompareResult r = made_up_results(5, every25, moving);
-  std::vector<VariantSummary> sm = comparison::summarize(r, s, cfg, overhead, {});
+  comparison::summarize(r, s, cfg, overhead, {});
+  std::vector<VariantSummary> sm = r.summary;
   ASSERT_EQ(sm.size(), 2u);
   EXPECT_EQ(sm[1].drift_points, 3);
   std::vector<double> expected;  // the slopes by hand: a straight line over 150, 175, 200
@@ -162,13 +163,15 @@ TEST(Compare, ADifferenceStillMovingIsNotCalled) {
     return -0.03 + 0.001 * i + (i % 2 ? 1 : -1) * 1e-5 * (double)step;
   };
   r = made_up_results(4, every25, flat);
-  sm = comparison::summarize(r, s, cfg, overhead, {});
+  comparison::summarize(r, s, cfg, overhead, {});
+  sm = r.summary;
   EXPECT_EQ(sm[1].settled, Settled::settled);
   EXPECT_NEAR(sm[1].drift.mean, 0, 1e-12);
   EXPECT_EQ(sm[1].verdict, "lower val loss than SA (p < 0.05)");
   // Two validation points in the last quarter: not judged, and the verdict is the test's.
   r = made_up_results(5, {0, 100, 160, 200}, moving);
-  sm = comparison::summarize(r, s, cfg, overhead, {});
+  comparison::summarize(r, s, cfg, overhead, {});
+  sm = r.summary;
   EXPECT_EQ(sm[1].drift_points, 2);
   EXPECT_EQ(sm[1].settled, Settled::not_judged);
   EXPECT_EQ(sm[1].verdict, "lower val loss than SA (p < 0.05)");
@@ -210,7 +213,7 @@ TEST(Analyze, MatchesAnIndependentComputation) {
     const float* qkvf = act.layers[l].qkv;
     std::vector<double> qkv(qkvf, qkvf + (size_t)B * T * 3 * C), y((size_t)B * T * C),
         lse(B * H * T);
-    ref::attention_forward(y.data(), lse.data(), qkv.data(), B, T, C, H);
+    ref::attention_forward(y.data(), lse.data(), qkv.data(), ref::Heads{B, T, C, H});
     for (int h = 0; h < H; h++) {
       double sum = 0, self = 0, vv_sum = 0, y_vj_sum = 0;
       int n = 0, pairs = 0;

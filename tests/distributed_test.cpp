@@ -218,6 +218,48 @@ TEST_F(Distributed, ZeroOneGivesTheSameRunAndCheckpoint) {
                          "plain/ckpt_000020/optimizer.safetensors"));
 }
 
+// Muon (docs/SPEC.md §11) over two ranks: each orthogonalises the matrices it owns (whole
+// matrices) and sends them to the other; every rank moves the whole momentum. Plain and ZeRO-1 sum
+// alike, so they give the same bits, checkpoints included. Against one process the step's gradient
+// is summed in another order (rounding-size differences), which the orthogonalisation, smooth in
+// its input, carries into rounding-size differences of O: after the first step every hidden
+// matrix agrees with one process's within 1e-3 of Muon's step (η · max(1, rows/cols)^½ ≤ 0.04
+// here, O's entries below 1), far below any matrix left out or sent from the wrong rank (a whole
+// step, ~1e-2).
+TEST_F(Distributed, MuonOverTwoRanksEqualsOneProcess) {
+  const std::string model = "train " + kModel + kConstant + " --optimizer muon";
+  const std::string two = model + " --steps 3 --batch 4 --total-batch-tokens 256 --ckpt-every 1";
+  Result r = xsa(2, two + " --out muon_plain");
+  ASSERT_EQ(r.status, 0) << r.err;
+  r = xsa(2, two + " --zero 1 --out muon_zero");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(losses("muon_zero"), losses("muon_plain"));
+  for (const char* file : {"model.safetensors", "optimizer.safetensors"})
+    EXPECT_TRUE(same_bytes(fs::path("muon_zero/ckpt_000003") / file,
+                           fs::path("muon_plain/ckpt_000003") / file))
+        << file;
+  r = xsa(0, model + " --steps 1 --batch 8 --out muon_one");
+  ASSERT_EQ(r.status, 0) << r.err;
+  auto weights = [](const fs::path& at) {  // the parameters alone (Muon's state is its own)
+    const ModelConfig cfg = load_checkpoint_config(at);
+    test::CheckpointState s{param_layout(cfg), {}, {}, {}};
+    s.params.resize(param_arena_size(s.layout));
+    load_checkpoint_tensors(at, {s.layout, s.params.data()});
+    return s;
+  };
+  const test::CheckpointState one = weights(work_dir() / "muon_one" / ckpt(1)),
+                              both = weights(work_dir() / "muon_plain" / ckpt(1));
+  int matrices = 0;
+  for (const TensorInfo& t : one.layout) {
+    if (!is_hidden_matrix(t.name)) continue;
+    matrices++;
+    for (size_t i = 0; i < t.numel; i++)
+      ASSERT_NEAR(both.params[t.offset + i], one.params[t.offset + i], 1e-3 * 0.04)
+          << t.name << "[" << i << "]";
+  }
+  EXPECT_EQ(matrices, 8);  // 2 layers: c_attn, attn c_proj, c_fc, mlp c_proj
+}
+
 TEST_F(Distributed, OverlappedSumsGiveTheSameBits) {
   // Each layer's sum starts during the backward, in buckets; every element is still added in rank
   // order, so the run is bit-identical to summing after the backward, with accumulation too.

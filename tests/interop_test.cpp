@@ -272,7 +272,7 @@ TEST_F(Interop, ImportExportImportIsExact) {
   EXPECT_EQ(back.params, m.params);
   save_checkpoint(dir / "run", 0, back.cfg, {layout, back.params.data()}, nlohmann::json(), false);
   std::vector<float> loaded(m.params.size());
-  load_checkpoint_tensors(resolve_checkpoint(dir / "run"), layout, loaded.data(), nullptr, nullptr);
+  load_checkpoint_tensors(resolve_checkpoint(dir / "run"), {layout, loaded.data()});
   EXPECT_EQ(loaded, m.params);
   EXPECT_FALSE(fs::exists(resolve_checkpoint(dir / "run") / "trainer.json")) << "weights only";
   // An XSA model travels to Hugging Face's layout and back with its attention; llm.c refuses it.

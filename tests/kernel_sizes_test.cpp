@@ -121,14 +121,17 @@ void check_attention(const AttnCase& s, int D) {
   const double* al = s.gated ? alpha.data() : nullptr;
   Vec y_ref(N * C), lse_ref(s.B * s.H * s.T), z_ref(N * C), dy_ref = dout, dqkv_ref = dqkv0,
                                                             dsink_ref(s.H, 0.0), da_ref(N * s.H);
-  ref::attention_forward(y_ref.data(), lse_ref.data(), qkv.data(), s.B, s.T, C, s.H, sk, s.Hkv);
+  ref::attention_forward(y_ref.data(), lse_ref.data(), qkv.data(),
+                         ref::Heads{s.B, s.T, C, s.H, s.Hkv}, sk);
   if (s.exclusive) {
-    ref::xsa_forward(z_ref.data(), y_ref.data(), qkv.data(), s.B, s.T, C, s.H, al, s.Hkv);
-    ref::xsa_backward(dy_ref.data(), dqkv_ref.data(), dout.data(), y_ref.data(), qkv.data(), s.B,
-                      s.T, C, s.H, al, s.gated ? da_ref.data() : nullptr, s.Hkv);
+    ref::xsa_forward(z_ref.data(), y_ref.data(), qkv.data(), ref::Heads{s.B, s.T, C, s.H, s.Hkv},
+                     al);
+    ref::xsa_backward(dy_ref.data(), dqkv_ref.data(), dout.data(), y_ref.data(), qkv.data(),
+                      ref::Heads{s.B, s.T, C, s.H, s.Hkv}, al, s.gated ? da_ref.data() : nullptr);
   }
-  ref::attention_backward(dqkv_ref.data(), dy_ref.data(), qkv.data(), s.B, s.T, C, s.H, sk,
-                          s.sink ? dsink_ref.data() : nullptr, s.Hkv);
+  ref::attention_backward(dqkv_ref.data(), dy_ref.data(), qkv.data(),
+                          ref::Heads{s.B, s.T, C, s.H, s.Hkv}, sk,
+                          s.sink ? dsink_ref.data() : nullptr);
 
   auto qkvf = cast_vector<float>(qkv), doutf = cast_vector<float>(dout),
        dqkvf = cast_vector<float>(dqkv0), sinkf = cast_vector<float>(sink),
@@ -248,9 +251,10 @@ TEST(KernelSizes, XsaMatchesReference) {
                   (float)(y[n * C + h * D + d] + qkv[ref::qkv_offset(n, 2, h, C, s.H, s.Hkv) + d]);
         const double* al = gated ? alpha.data() : nullptr;
         Vec z_ref(N * C), dy_ref(N * C), dqkv_ref = dqkv0, da_ref(N * s.H);
-        ref::xsa_forward(z_ref.data(), y.data(), qkv.data(), s.B, s.T, C, s.H, al, s.Hkv);
-        ref::xsa_backward(dy_ref.data(), dqkv_ref.data(), dz.data(), y.data(), qkv.data(), s.B, s.T,
-                          C, s.H, al, gated ? da_ref.data() : nullptr, s.Hkv);
+        ref::xsa_forward(z_ref.data(), y.data(), qkv.data(), ref::Heads{s.B, s.T, C, s.H, s.Hkv},
+                         al);
+        ref::xsa_backward(dy_ref.data(), dqkv_ref.data(), dz.data(), y.data(), qkv.data(),
+                          ref::Heads{s.B, s.T, C, s.H, s.Hkv}, al, gated ? da_ref.data() : nullptr);
 
         auto qf = cast_vector<float>(qkv), yf = cast_vector<float>(y), gf = cast_vector<float>(dz),
              af = cast_vector<float>(alpha), dqkvf = cast_vector<float>(dqkv0);
@@ -334,11 +338,11 @@ Outputs whole_sequence(const Sequence& q, bool exclusive, bool gated, bool sink)
                                  .sink = sink ? q.sinkf.data() : nullptr});
   o.y_ref.resize((size_t)S * C), o.z_ref.resize((size_t)S * C);
   Vec lse_ref((size_t)q.H * S);
-  ref::attention_forward(o.y_ref.data(), lse_ref.data(), q.qkv.data(), 1, S, C, q.H,
-                         sink ? q.sink.data() : nullptr, q.Hkv);
+  ref::attention_forward(o.y_ref.data(), lse_ref.data(), q.qkv.data(),
+                         ref::Heads{1, S, C, q.H, q.Hkv}, sink ? q.sink.data() : nullptr);
   if (exclusive)
-    ref::xsa_forward(o.z_ref.data(), o.y_ref.data(), q.qkv.data(), 1, S, C, q.H,
-                     gated ? q.alpha.data() : nullptr, q.Hkv);
+    ref::xsa_forward(o.z_ref.data(), o.y_ref.data(), q.qkv.data(), ref::Heads{1, S, C, q.H, q.Hkv},
+                     gated ? q.alpha.data() : nullptr);
   test::AttentionProblem problem{.B = 1,
                                  .T = S,
                                  .C = C,

@@ -157,8 +157,9 @@ TEST_F(Levels, KernelsWithVectorSumsStayWithinTheirBounds) {
   // The references.
   Vec z_ref((size_t)N * C), dy_ref((size_t)N * C), dqkv_ref = dqkv0, g_ref = logits, loss_ref(N),
                                                    mv_ref(C);
-  ref::xsa_forward(z_ref.data(), y.data(), qkv.data(), B, T, C, H);
-  ref::xsa_backward(dy_ref.data(), dqkv_ref.data(), dz.data(), y.data(), qkv.data(), B, T, C, H);
+  ref::xsa_forward(z_ref.data(), y.data(), qkv.data(), ref::Heads{B, T, C, H});
+  ref::xsa_backward(dy_ref.data(), dqkv_ref.data(), dz.data(), y.data(), qkv.data(),
+                    ref::Heads{B, T, C, H});
   ref::crossentropy_forward_backward(g_ref.data(), loss_ref.data(), targets.data(), N, V, Vp,
                                      1.0 / N);
   ref::matmul_forward(mv_ref.data(), row.data(), w.data(), 1, 384, C);

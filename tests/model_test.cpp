@@ -18,9 +18,12 @@ namespace xsa {
 namespace {
 
 // attn as in --attn; a "gqa:" prefix gives the model one key/value head for its two query heads,
-// a "gpt2:" prefix the GPT-2 architecture (learned positions, linear biases).
+// a "gpt2:" prefix the GPT-2 architecture (learned positions, linear biases), "relu2:" a ReLU² MLP
+// and "cap:" logits soft-capped at 3 (docs/SPEC.md §11).
 ModelConfig small_config(std::string attn) {
   ModelConfig cfg;
+  if (attn.rfind("relu2:", 0) == 0) cfg.mlp = MlpActivation::relu2, attn = attn.substr(6);
+  if (attn.rfind("cap:", 0) == 0) cfg.logit_softcap = 3, attn = attn.substr(4);
   if (attn.rfind("gpt2:", 0) == 0) set_architecture(cfg, "gpt2"), attn = attn.substr(5);
   if (attn.rfind("gqa:", 0) == 0) cfg.n_kv_head = 1, attn = attn.substr(4);
   cfg.vocab_size = 50;  // padded to 64: padded rows must stay out of the loss
@@ -66,7 +69,9 @@ TEST_P(GradCheck, WholeModelGradientMatchesFiniteDifferences) {
     arena.params.data()[i] = keep;
     return loss;
   };
-  const double h = 1e-5;
+  // ReLU² is C¹ but not C² at 0: central differences across its kink err by O(h) rather than
+  // O(h²), so there a smaller step (rounding still ~1e-10 at 1e-6).
+  const double h = cfg.mlp == MlpActivation::relu2 ? 1e-6 : 1e-5;
   for (const TensorInfo& t : arena.layout) {
     double scale = 0;
     for (size_t i = 0; i < t.numel; i++) scale = std::max(scale, std::fabs(grad[t.offset + i]));
@@ -119,7 +124,9 @@ INSTANTIATE_TEST_SUITE_P(
                       // QK-norm: alone, with GQA, on one layer, without RoPE
                       // and with a qkv bias (gpt2), with the rivals
                       "xsa+qk-norm", "gqa:sa+qk-norm,xsa-gated+qk-norm", "sa+qk-norm,xsa",
-                      "gpt2:xsa+qk-norm", "xsa+qk-norm+value-residual+gated-attn"),
+                      "gpt2:xsa+qk-norm", "xsa+qk-norm+value-residual+gated-attn",
+                      // the recipe's MLP and head (docs/SPEC.md §11), alone and together
+                      "relu2:xsa", "cap:sa", "relu2:cap:xsa+qk-norm+gated-attn"),
     [](const auto& info) {
       std::string s = info.param;
       for (char& c : s) c = std::isalnum((unsigned char)c) ? c : '_';

@@ -151,8 +151,9 @@ TEST(LayerNorm, ForwardBackwardMatchReference) {
     Vec y_ref(s.N * s.C), mean_ref(s.N), rstd_ref(s.N), dx_ref = dx0, dw_ref = dw0, db_ref = db0;
     ref::layernorm_forward(y_ref.data(), mean_ref.data(), rstd_ref.data(), x.data(), w.data(),
                            b.data(), s.N, s.C);
-    ref::layernorm_backward(dx_ref.data(), dw_ref.data(), db_ref.data(), dout.data(), x.data(),
-                            w.data(), mean_ref.data(), rstd_ref.data(), s.N, s.C);
+    ref::layernorm_backward(
+        dx_ref.data(), dw_ref.data(), db_ref.data(), dout.data(),
+        {x.data(), w.data(), nullptr, mean_ref.data(), rstd_ref.data(), s.N, s.C});
 
     auto xf = cast_vector<float>(x), wf = cast_vector<float>(w), bf = cast_vector<float>(b),
          doutf = cast_vector<float>(dout);
@@ -185,8 +186,8 @@ TEST(LayerNorm, ReferenceBackwardMatchesFiniteDifferences) {
   };
   Vec y(N * C), m(N), r(N), dx(N * C, 0.0), dw(C, 0.0), db(C, 0.0);
   ref::layernorm_forward(y.data(), m.data(), r.data(), x.data(), w.data(), b.data(), N, C);
-  ref::layernorm_backward(dx.data(), dw.data(), db.data(), probe.data(), x.data(), w.data(),
-                          m.data(), r.data(), N, C);
+  ref::layernorm_backward(dx.data(), dw.data(), db.data(), probe.data(),
+                          {x.data(), w.data(), nullptr, m.data(), r.data(), N, C});
   EXPECT_LE(max_rel_error(dx, numeric_grad([&](const Vec& v) { return loss(v, w, b); }, x)),
             kTolFiniteDiff);
   EXPECT_LE(max_rel_error(dw, numeric_grad([&](const Vec& v) { return loss(x, v, b); }, w)),
@@ -277,13 +278,15 @@ TEST(Attention, ForwardBackwardMatchReference) {
           dqkv0 = random_vector(N * 3 * s.C, 3);
       // Reference: y = attention(qkv), z = xsa(y); backward: dy = xsa_backward(dz), then attention.
       Vec y_ref(N * s.C), lse_ref(s.B * s.H * s.T), z_ref(N * s.C), dy_ref = dout, dqkv_ref = dqkv0;
-      ref::attention_forward(y_ref.data(), lse_ref.data(), qkv.data(), s.B, s.T, s.C, s.H);
+      ref::attention_forward(y_ref.data(), lse_ref.data(), qkv.data(),
+                             ref::Heads{s.B, s.T, s.C, s.H});
       if (exclusive) {
-        ref::xsa_forward(z_ref.data(), y_ref.data(), qkv.data(), s.B, s.T, s.C, s.H);
+        ref::xsa_forward(z_ref.data(), y_ref.data(), qkv.data(), ref::Heads{s.B, s.T, s.C, s.H});
         ref::xsa_backward(dy_ref.data(), dqkv_ref.data(), dout.data(), y_ref.data(), qkv.data(),
-                          s.B, s.T, s.C, s.H);
+                          ref::Heads{s.B, s.T, s.C, s.H});
       }
-      ref::attention_backward(dqkv_ref.data(), dy_ref.data(), qkv.data(), s.B, s.T, s.C, s.H);
+      ref::attention_backward(dqkv_ref.data(), dy_ref.data(), qkv.data(),
+                              ref::Heads{s.B, s.T, s.C, s.H});
 
       // The kernel in float32 and in float64, against the reference.
       const test::AttentionProblem problem{.B = s.B,
@@ -327,16 +330,16 @@ TEST(Attention, GroupedQueryMatchesReference) {
       Vec alpha = random_vector(s.H, 4, 0.5);
       Vec y_ref(N * s.C), lse_ref(s.B * s.H * s.T), z_ref(N * s.C),
           dy_ref = dout, dqkv_ref(N * W, 0.0), dsink_ref(s.H, 0.0), da_ref(N * s.H, 0.0);
-      ref::attention_forward(y_ref.data(), lse_ref.data(), qkv.data(), s.B, s.T, s.C, s.H,
-                             sink.data(), s.Hkv);
+      ref::attention_forward(y_ref.data(), lse_ref.data(), qkv.data(),
+                             ref::Heads{s.B, s.T, s.C, s.H, s.Hkv}, sink.data());
       if (exclusive) {
-        ref::xsa_forward(z_ref.data(), y_ref.data(), qkv.data(), s.B, s.T, s.C, s.H, alpha.data(),
-                         s.Hkv);
+        ref::xsa_forward(z_ref.data(), y_ref.data(), qkv.data(),
+                         ref::Heads{s.B, s.T, s.C, s.H, s.Hkv}, alpha.data());
         ref::xsa_backward(dy_ref.data(), dqkv_ref.data(), dout.data(), y_ref.data(), qkv.data(),
-                          s.B, s.T, s.C, s.H, alpha.data(), da_ref.data(), s.Hkv);
+                          ref::Heads{s.B, s.T, s.C, s.H, s.Hkv}, alpha.data(), da_ref.data());
       }
-      ref::attention_backward(dqkv_ref.data(), dy_ref.data(), qkv.data(), s.B, s.T, s.C, s.H,
-                              sink.data(), dsink_ref.data(), s.Hkv);
+      ref::attention_backward(dqkv_ref.data(), dy_ref.data(), qkv.data(),
+                              ref::Heads{s.B, s.T, s.C, s.H, s.Hkv}, sink.data(), dsink_ref.data());
       // RoPE of the grouped layout: q has H heads, k has Hkv.
       Vec rot_ref = qkv;
       ref::rope_rotate(rot_ref.data(), s.B, s.T, s.C, s.H, 10000.0, +1, s.Hkv);
@@ -412,10 +415,11 @@ TEST(Attention, GroupedQueryEqualsRepeatedValues) {
         mha[n * 3 * C + 2 * C + h * D + d] = gqa[n * W + C + Hkv * D + (h / group) * D + d];
       }
   Vec y_ref(N * C), lse_ref(B * H * T), z_ref(N * C), dy_ref = dout, dmha(N * 3 * C, 0.0);
-  ref::attention_forward(y_ref.data(), lse_ref.data(), mha.data(), B, T, C, H);
-  ref::xsa_forward(z_ref.data(), y_ref.data(), mha.data(), B, T, C, H);
-  ref::xsa_backward(dy_ref.data(), dmha.data(), dout.data(), y_ref.data(), mha.data(), B, T, C, H);
-  ref::attention_backward(dmha.data(), dy_ref.data(), mha.data(), B, T, C, H);
+  ref::attention_forward(y_ref.data(), lse_ref.data(), mha.data(), ref::Heads{B, T, C, H});
+  ref::xsa_forward(z_ref.data(), y_ref.data(), mha.data(), ref::Heads{B, T, C, H});
+  ref::xsa_backward(dy_ref.data(), dmha.data(), dout.data(), y_ref.data(), mha.data(),
+                    ref::Heads{B, T, C, H});
+  ref::attention_backward(dmha.data(), dy_ref.data(), mha.data(), ref::Heads{B, T, C, H});
   Vec dgqa_ref(N * W, 0.0);  // fold the copies back
   for (int n = 0; n < N; n++)
     for (int h = 0; h < H; h++)
@@ -461,16 +465,19 @@ TEST(Attention, GroupedQueryReferenceBackwardMatchesFiniteDifferences) {
   Vec qkv = random_vector(N * W, 1), probe = random_vector(N * C, 2);
   auto loss = [&](const Vec& x) {
     Vec y(N * C), lse(B * H * T), z(N * C);
-    ref::attention_forward(y.data(), lse.data(), x.data(), B, T, C, H, (const double*)nullptr, Hkv);
-    ref::xsa_forward(z.data(), y.data(), x.data(), B, T, C, H, (const double*)nullptr, Hkv);
+    ref::attention_forward(y.data(), lse.data(), x.data(), ref::Heads{B, T, C, H, Hkv},
+                           (const double*)nullptr);
+    ref::xsa_forward(z.data(), y.data(), x.data(), ref::Heads{B, T, C, H, Hkv},
+                     (const double*)nullptr);
     return dot(z, probe);
   };
   Vec y(N * C), lse(B * H * T), dy(N * C), grad(N * W, 0.0);
-  ref::attention_forward(y.data(), lse.data(), qkv.data(), B, T, C, H, (const double*)nullptr, Hkv);
-  ref::xsa_backward(dy.data(), grad.data(), probe.data(), y.data(), qkv.data(), B, T, C, H,
-                    (const double*)nullptr, (double*)nullptr, Hkv);
-  ref::attention_backward(grad.data(), dy.data(), qkv.data(), B, T, C, H, (const double*)nullptr,
-                          (double*)nullptr, Hkv);
+  ref::attention_forward(y.data(), lse.data(), qkv.data(), ref::Heads{B, T, C, H, Hkv},
+                         (const double*)nullptr);
+  ref::xsa_backward(dy.data(), grad.data(), probe.data(), y.data(), qkv.data(),
+                    ref::Heads{B, T, C, H, Hkv}, (const double*)nullptr, (double*)nullptr);
+  ref::attention_backward(grad.data(), dy.data(), qkv.data(), ref::Heads{B, T, C, H, Hkv},
+                          (const double*)nullptr, (double*)nullptr);
   EXPECT_LE(max_rel_error(grad, numeric_grad(loss, qkv)), kTolFiniteDiff);
 }
 
@@ -482,10 +489,10 @@ TEST(Attention, SinkMatchesReference) {
     Vec qkv = random_vector(N * 3 * s.C, 1), dy = random_vector(N * s.C, 2),
         sink = random_vector(s.H, 3);
     Vec y_ref(N * s.C), lse_ref(s.B * s.H * s.T), dqkv_ref(N * 3 * s.C, 0.0), dsink_ref(s.H, 0.0);
-    ref::attention_forward(y_ref.data(), lse_ref.data(), qkv.data(), s.B, s.T, s.C, s.H,
+    ref::attention_forward(y_ref.data(), lse_ref.data(), qkv.data(), ref::Heads{s.B, s.T, s.C, s.H},
                            sink.data());
-    ref::attention_backward(dqkv_ref.data(), dy.data(), qkv.data(), s.B, s.T, s.C, s.H, sink.data(),
-                            dsink_ref.data());
+    ref::attention_backward(dqkv_ref.data(), dy.data(), qkv.data(), ref::Heads{s.B, s.T, s.C, s.H},
+                            sink.data(), dsink_ref.data());
     auto qkvf = cast_vector<float>(qkv), dyf = cast_vector<float>(dy),
          sinkf = cast_vector<float>(sink);
     std::vector<float> yf(N * s.C), lsef(s.B * s.H * s.T), dqkvf(N * 3 * s.C, 0.f),
@@ -526,12 +533,12 @@ TEST(Attention, SinkReferenceBackwardMatchesFiniteDifferences) {
   Vec qkv = random_vector(N * 3 * C, 1), probe = random_vector(N * C, 2), sink = {0.5, -1.0};
   auto loss = [&](const Vec& x, const Vec& b) {
     Vec y(N * C), lse(B * H * T);
-    ref::attention_forward(y.data(), lse.data(), x.data(), B, T, C, H, b.data());
+    ref::attention_forward(y.data(), lse.data(), x.data(), ref::Heads{B, T, C, H}, b.data());
     return dot(y, probe);
   };
   Vec grad(N * 3 * C, 0.0), dsink(H, 0.0);
-  ref::attention_backward(grad.data(), probe.data(), qkv.data(), B, T, C, H, sink.data(),
-                          dsink.data());
+  ref::attention_backward(grad.data(), probe.data(), qkv.data(), ref::Heads{B, T, C, H},
+                          sink.data(), dsink.data());
   EXPECT_LE(max_rel_error(grad, numeric_grad([&](const Vec& v) { return loss(v, sink); }, qkv)),
             kTolFiniteDiff);
   EXPECT_LE(max_rel_error(dsink, numeric_grad([&](const Vec& v) { return loss(qkv, v); }, sink)),
@@ -543,11 +550,11 @@ TEST(Attention, ReferenceBackwardMatchesFiniteDifferences) {
   Vec qkv = random_vector(N * 3 * C, 1), probe = random_vector(N * C, 2);
   auto loss = [&](const Vec& x) {
     Vec y(N * C), lse(B * H * T);
-    ref::attention_forward(y.data(), lse.data(), x.data(), B, T, C, H);
+    ref::attention_forward(y.data(), lse.data(), x.data(), ref::Heads{B, T, C, H});
     return dot(y, probe);
   };
   Vec grad(N * 3 * C, 0.0);
-  ref::attention_backward(grad.data(), probe.data(), qkv.data(), B, T, C, H);
+  ref::attention_backward(grad.data(), probe.data(), qkv.data(), ref::Heads{B, T, C, H});
   EXPECT_LE(max_rel_error(grad, numeric_grad(loss, qkv)), kTolFiniteDiff);
 }
 
@@ -556,7 +563,7 @@ TEST(Attention, StableForLargeScores) {
   const int B = 1, T = 9, C = 8, H = 1, N = B * T;
   Vec qkv = random_vector(N * 3 * C, 5, 30.0);
   Vec y_ref(N * C), lse_ref(T);
-  ref::attention_forward(y_ref.data(), lse_ref.data(), qkv.data(), B, T, C, H);
+  ref::attention_forward(y_ref.data(), lse_ref.data(), qkv.data(), ref::Heads{B, T, C, H});
   auto qkvf = cast_vector<float>(qkv);
   std::vector<float> yf(N * C), lsef(T);
   ops::attention_forward<float>(
@@ -589,9 +596,9 @@ void check_xsa_against_reference(bool gated) {
     Vec dqkv0 = random_vector(N * 3 * s.C, 4), alpha = random_vector(s.H, 5, 0.5);
     const double* a = gated ? alpha.data() : nullptr;
     Vec z_ref(N * s.C), dy_ref(N * s.C), dqkv_ref = dqkv0, da_ref(N * s.H);
-    ref::xsa_forward(z_ref.data(), y.data(), qkv.data(), s.B, s.T, s.C, s.H, a);
-    ref::xsa_backward(dy_ref.data(), dqkv_ref.data(), dz.data(), y.data(), qkv.data(), s.B, s.T,
-                      s.C, s.H, a, gated ? da_ref.data() : nullptr);
+    ref::xsa_forward(z_ref.data(), y.data(), qkv.data(), ref::Heads{s.B, s.T, s.C, s.H}, a);
+    ref::xsa_backward(dy_ref.data(), dqkv_ref.data(), dz.data(), y.data(), qkv.data(),
+                      ref::Heads{s.B, s.T, s.C, s.H}, a, gated ? da_ref.data() : nullptr);
 
     // The same kernels in float32 and in float64, each held to the bounds of its roundoff.
     auto check = [&]<typename Real>(Real, double u) {
@@ -627,11 +634,12 @@ TEST(Xsa, ReferenceBackwardMatchesFiniteDifferences) {
       probe = random_vector(N * C, 3);
   auto loss = [&](const Vec& yy, const Vec& x) {
     Vec z(N * C);
-    ref::xsa_forward(z.data(), yy.data(), x.data(), B, T, C, H);
+    ref::xsa_forward(z.data(), yy.data(), x.data(), ref::Heads{B, T, C, H});
     return dot(z, probe);
   };
   Vec dy(N * C), dqkv(N * 3 * C, 0.0);
-  ref::xsa_backward(dy.data(), dqkv.data(), probe.data(), y.data(), qkv.data(), B, T, C, H);
+  ref::xsa_backward(dy.data(), dqkv.data(), probe.data(), y.data(), qkv.data(),
+                    ref::Heads{B, T, C, H});
   EXPECT_LE(max_rel_error(dy, numeric_grad([&](const Vec& v) { return loss(v, qkv); }, y)),
             kTolFiniteDiff);
   EXPECT_LE(max_rel_error(dqkv, numeric_grad([&](const Vec& v) { return loss(y, v); }, qkv)),
@@ -649,12 +657,12 @@ TEST(Xsa, GatedReferenceBackwardMatchesFiniteDifferences) {
   Vec alpha = {0.3, -0.7};
   auto loss = [&](const Vec& yy, const Vec& x, const Vec& al) {
     Vec z(N * C);
-    ref::xsa_forward(z.data(), yy.data(), x.data(), B, T, C, H, al.data());
+    ref::xsa_forward(z.data(), yy.data(), x.data(), ref::Heads{B, T, C, H}, al.data());
     return dot(z, probe);
   };
   Vec dy(N * C), dqkv(N * 3 * C, 0.0), da(N * H);
-  ref::xsa_backward(dy.data(), dqkv.data(), probe.data(), y.data(), qkv.data(), B, T, C, H,
-                    alpha.data(), da.data());
+  ref::xsa_backward(dy.data(), dqkv.data(), probe.data(), y.data(), qkv.data(),
+                    ref::Heads{B, T, C, H}, alpha.data(), da.data());
   Vec da_sum(H, 0.0);  // ∂L/∂α_h sums over tokens
   for (int n = 0; n < N; n++)
     for (int h = 0; h < H; h++) da_sum[h] += da[n * H + h];
@@ -840,8 +848,8 @@ TEST(AdamW, MatchesReferenceOverSteps) {
     auto gf = cast_vector<float>(g);
     test::adamw_bound_step(bound, p, m, v, g, 3e-3, 0.9, 0.95, 1e-8, 0.1, 0.5, step,
                            kFloatRoundoff);
-    ref::adamw_update(p.data(), g.data(), m.data(), v.data(), n, 3e-3, 0.9, 0.95, 1e-8, 0.1, 0.5,
-                      step);
+    ref::adamw_update(p.data(), g.data(), m.data(), v.data(), n,
+                      ops::AdamWSettings{3e-3, 0.9, 0.95, 1e-8, 0.1, 0.5, step});
     ops::AdamWSettings s{3e-3, 0.9, 0.95, 1e-8, 0.1, 0.5, step};
     ops::adamw_update(pf.data(), gf.data(), mf.data(), vf.data(), n, s);
   }

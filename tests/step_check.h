@@ -29,7 +29,7 @@ inline CheckpointState load_state(const std::filesystem::path& ckpt) {
   size_t n = 0;
   for (const TensorInfo& t : s.layout) n = std::max(n, t.offset + t.numel);
   s.params.resize(n), s.m.resize(n), s.v.resize(n);
-  load_checkpoint_tensors(ckpt, s.layout, s.params.data(), s.m.data(), s.v.data());
+  load_checkpoint_tensors(ckpt, {s.layout, s.params.data(), s.m.data(), s.v.data()});
   return s;
 }
 

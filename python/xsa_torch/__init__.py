@@ -271,13 +271,21 @@ class CausalSelfAttention(nn.Module):
 
 
 class MLP(nn.Module):
-    def __init__(self, n_embd, bias=False):
+    """GELU (tanh approximation), or ReLU² (relu(x)², config "mlp_activation": "relu2",
+    docs/SPEC.md §11)."""
+
+    def __init__(self, n_embd, bias=False, activation="gelu"):
         super().__init__()
+        if activation not in ("gelu", "relu2"):
+            raise ValueError(f"xsa_torch: MLP activation {activation!r} is not gelu or relu2")
+        self.activation = activation
         self.c_fc = nn.Linear(n_embd, 4 * n_embd, bias=bias)
         self.c_proj = nn.Linear(4 * n_embd, n_embd, bias=bias)
 
     def forward(self, x):
-        return self.c_proj(F.gelu(self.c_fc(x), approximate="tanh"))
+        h = self.c_fc(x)
+        h = F.relu(h).square() if self.activation == "relu2" else F.gelu(h, approximate="tanh")
+        return self.c_proj(h)
 
 
 class Block(nn.Module):
@@ -296,7 +304,7 @@ class Block(nn.Module):
             rope=not learned, rope_theta=config["rope_theta"], bias=bias, dropout=0.0,
             qk_norm=qk_norm[layer])
         self.ln_2 = nn.LayerNorm(C)
-        self.mlp = MLP(C, bias)
+        self.mlp = MLP(C, bias, config.get("mlp_activation", "gelu"))
 
     def forward(self, x):
         x = x + self.attn(self.ln_1(x))
@@ -328,7 +336,8 @@ class GPT(nn.Module):
 
     def forward(self, idx, targets=None):
         """Logits [B, T, vocab_size] over the real vocabulary (the padded rows of wte never win),
-        and the mean cross-entropy over targets ≠ −1 when targets are given."""
+        soft-capped where the config says so, and the mean cross-entropy over targets ≠ −1 when
+        targets are given."""
         x = self.transformer.wte(idx)
         if "wpe" in self.transformer:
             x = x + self.transformer.wpe(torch.arange(idx.shape[1], device=idx.device))
@@ -336,6 +345,9 @@ class GPT(nn.Module):
             x = block(x)
         x = self.transformer.ln_f(x)
         logits = F.linear(x, self.transformer.wte.weight[: self.config["vocab_size"]])  # tied head
+        cap = self.config.get("logit_softcap", 0)
+        if cap:  # soft-capping (config version 7, docs/SPEC.md §11): before the loss
+            logits = cap * torch.tanh(logits / cap)
         loss = None
         if targets is not None:
             loss = F.cross_entropy(logits.flatten(0, 1), targets.flatten(), ignore_index=-1)
@@ -390,8 +402,10 @@ def load(run, dtype=torch.float32):
     version = config.get("version", 1)
     rivals = [config["rivals"]] if "rivals" in config else config.get("layer_rivals", [])
     rivals_on = sorted({key for layer in rivals for key, on in layer.items() if on})
-    # 3, 4: XSA's rivals (gated-attn, value-residual, no-self); 5: QK-norm, with or without them.
-    if version > 5 or (version > 2 and rivals_on):
+    # 3, 4: XSA's rivals (gated-attn, value-residual, no-self); 5: QK-norm, with or without them;
+    # 7: the recipe's MLP activation and logit soft-cap (docs/SPEC.md §11). This module computes
+    # QK-norm and the recipe, not the rivals.
+    if version > 7 or (version > 2 and rivals_on):
         raise ValueError(f"{ckpt}: config version {version} (XSA's rivals {rivals_on}) is not "
                          f"computed by this module")
     model = GPT(config)

@@ -56,7 +56,7 @@ std::vector<HeadBias> attention_similarity_bias(Gpt<float>& model, const TokenSt
               double others = 0;  // Σ_{j<t} cos(y_t, v_j) = ŷ_t · Σ_{j<t} v̂_j
               for (int d = 0; d < D; d++) others += (double)y[d] * prefix[d];
               r.cos_y_vj += ny > 0 ? others / ny : 0.0;
-              if (cfg.attention[l].kind != AttnKind::sa) {
+              if (is_exclusive(cfg.attention[l].kind)) {
                 const float* gate = model.params().w.layers[l].xsa_gate;  // gated XSA: α = tanh(w)
                 const double alpha = gate ? std::tanh((double)gate[h]) : 1.0;
                 // z in double: the geometry of the exclusive step, not float rounding (which makes
@@ -91,7 +91,7 @@ std::vector<HeadBias> attention_similarity_bias(Gpt<float>& model, const TokenSt
     for (int h = 0; h < H; h++) {
       HeadBias& r = out[l * H + h];
       const double n = std::max(1.0, n_tokens[l * H + h]);
-      r.layer = l, r.head = h, r.exclusive = cfg.attention[l].kind != AttnKind::sa;
+      r.layer = l, r.head = h, r.exclusive = is_exclusive(cfg.attention[l].kind);
       r.cos_yv /= n, r.self_weight /= n;
       r.cos_zv = r.exclusive ? r.cos_zv / n : NAN;
       r.cos_vv /= std::max(1.0, n_pairs[l * H + h]);

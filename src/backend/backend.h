@@ -11,11 +11,13 @@
 // host — a device backend copies the B·T ids itself. Sizes and layouts as in ops/ops.h.
 #pragma once
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "xsa/backend/kernel_table.h"
@@ -95,7 +97,8 @@ enum class Op : uint8_t {
   reductions,
   adamw,
   rivals,
-  qk_norm
+  qk_norm,
+  muon
 };
 inline const char* to_string(Op op) {
   static const char* const names[] = {"matmul",
@@ -111,7 +114,8 @@ inline const char* to_string(Op op) {
                                       "reductions",
                                       "adamw",
                                       "rivals (gated-attn, value-residual, no-self)",
-                                      "qk-norm"};
+                                      "qk-norm",
+                                      "muon"};
   return names[static_cast<int>(op)];
 }
 
@@ -128,7 +132,8 @@ size_t rope_rows_size(const RopeArgs<Real>& a) {
 
 // The tied classifier on `rows` rows: logits [rows, Vp] (scratch) = inp · wteᵀ, the fused
 // softmax-cross-entropy over the V real columns into losses, and with dloss ≠ 0 its backward:
-// dinp = dlogits · wte, dwte += dlogitsᵀ · inp (= when not accumulate).
+// dinp = dlogits · wte, dwte += dlogitsᵀ · inp (= when not accumulate). With softcap c > 0 the
+// logits are soft-capped first (crossentropy_softcap).
 template <typename Real>
 struct ClassifierArgs {
   Real* logits = nullptr;
@@ -140,6 +145,7 @@ struct ClassifierArgs {
   Real* dwte = nullptr;
   int rows = 0, C = 0, V = 0, Vp = 0;
   Real dloss = 0;
+  Real softcap = 0;
   bool accumulate = false;
 };
 
@@ -274,9 +280,51 @@ template <typename Real>
 void classifier_by_ops(Backend<Real>& backend, const ClassifierArgs<Real>& a) {
   const MatmulShape shape{a.rows, a.C, a.Vp};
   backend.matmul_forward(a.logits, a.inp, a.wte, shape, false);
-  backend.crossentropy_forward_backward(a.logits, a.losses, a.targets, a.rows, a.V, a.Vp, a.dloss);
+  if (a.softcap > Real(0))
+    backend.crossentropy_softcap(a.logits, a.losses, a.targets, a.rows, a.V, a.Vp, a.dloss,
+                                 a.softcap);
+  else
+    backend.crossentropy_forward_backward(a.logits, a.losses, a.targets, a.rows, a.V, a.Vp,
+                                          a.dloss);
   if (a.dloss != Real(0))
     backend.matmul_backward(a.dinp, a.dwte, a.logits, a.inp, a.wte, shape, a.accumulate);
+}
+
+// Muon's Newton–Schulz iteration (docs/SPEC.md §11) through the backend's own products (bf16
+// where its products are): X = U / (‖U‖_F + 1e-7), then kNewtonSchulzSteps times A = X Xᵀ,
+// X ← a X + (b A + c A²) X; a matrix with more rows than columns iterates on Xᵀ X from the right,
+// X ← X (a + b B + c B²), B = XᵀX, which is the transpose's iteration without transposing. A²
+// is A Aᵀ (A is symmetric). Every scratch matrix a product reads as its weight is written between
+// products, so the backend hears of it (weights_changed) and keeps no stale copy.
+template <typename Real>
+void newton_schulz_by_ops(Backend<Real>& be, const ops::NewtonSchulzArgs<Real>& a) {
+  const size_t n = (size_t)a.rows * a.cols;
+  const bool wide = a.rows <= a.cols;
+  const int k = wide ? a.rows : a.cols;
+  const double norm = std::sqrt(be.sum_of_squares(a.x, n));
+  ops::MuonSettings scale;
+  scale.keep = 1 / (norm + 1e-7), scale.step = 0;
+  be.muon_apply(a.x, a.x, n, scale);  // x = x / (‖x‖ + 1e-7)
+  Real* x = a.x;
+  Real* next = a.next;
+  const ops::NewtonSchulzCoefficients coefficients;
+  for (int i = 0; i < ops::kNewtonSchulzSteps; i++) {
+    if (wide)
+      be.matmul_forward(a.gram, x, x, {a.rows, a.cols, a.rows}, false);  // X Xᵀ
+    else
+      be.matmul_backward(nullptr, a.gram, x, x, nullptr, {a.rows, a.cols, a.cols}, false);  // XᵀX
+    be.weights_changed(a.gram, (size_t)k * k);
+    be.matmul_forward(a.gram2, a.gram, a.gram, {k, k, k}, false);
+    be.newton_schulz_poly(a.poly, a.gram, a.gram2, k, coefficients);
+    be.weights_changed(a.poly, (size_t)k * k);
+    if (wide)  // P X: matmul_backward's dinp = dout · W with dout P [rows, rows], W X
+      be.matmul_backward(next, nullptr, a.poly, nullptr, x, {a.rows, a.cols, a.rows}, false);
+    else  // X P = X Pᵀ
+      be.matmul_forward(next, x, a.poly, {a.rows, a.cols, a.cols}, false);
+    std::swap(x, next);
+    be.weights_changed(x, n);
+  }
+  if (x != a.x) be.copy(a.x, x, n);
 }
 
 // Whether p lies in the range [begin, begin + n) given to weights_changed (begin == nullptr: all).

@@ -145,6 +145,10 @@ class CpuBackend : public Backend<Real> {
   void classifier_forward_backward(const ClassifierArgs<Real>& args) override {
     classifier_by_ops(*this, args);
   }
+  // Muon's iteration through this backend's own products (the bf16 backend's, where it is one).
+  void newton_schulz(const ops::NewtonSchulzArgs<Real>& args) override {
+    newton_schulz_by_ops(*this, args);
+  }
 
   void xsa_alpha(Real* alpha, const Real* w, int H) override {
     for (int h = 0; h < H; h++) alpha[h] = std::tanh(w[h]);
@@ -234,7 +238,7 @@ class CpuBf16Backend final : public CpuBackend<float, Kernels> {
       return Base::matmul_backward(dinp, dweight, dout, inp, weight, shape, accumulate);
     const ops::bf16* x = dweight ? as_bf16(inp, (size_t)shape.N * shape.in_dim, inp_) : nullptr;
     ops::matmul_backward_bf16(dinp, dweight, as_bf16(dout, (size_t)shape.N * shape.out_dim, dout_),
-                              x, bf16_weights(weight, shape), shape, accumulate);
+                              x, dinp ? bf16_weights(weight, shape) : nullptr, shape, accumulate);
   }
 
   // The producers of product inputs, rounding as they write.
@@ -268,7 +272,7 @@ class CpuBf16Backend final : public CpuBackend<float, Kernels> {
   // The head with its gradient written in bf16 by the cross-entropy itself (no separate pass over
   // the chunk's logits to convert them for the backward's products).
   void classifier_forward_backward(const ClassifierArgs<float>& a) override {
-    if (a.rows <= 1) return classifier_by_ops(*this, a);
+    if (a.rows <= 1 || a.softcap > 0) return classifier_by_ops(*this, a);
     const MatmulShape shape{a.rows, a.C, a.Vp};
     const ops::bf16* w = bf16_weights(a.wte, shape);
     const ops::bf16* x = as_bf16(a.inp, (size_t)a.rows * a.C, inp_);

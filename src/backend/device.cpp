@@ -18,6 +18,19 @@
 namespace xsa {
 namespace {
 
+// Whether this machine has an NVIDIA GPU at all, asked of the driver's device files: without one
+// the CUDA module (with cuBLAS, cuDNN and NCCL behind it, loaded in about half a second) is not
+// opened, so that everything that asks (every GPU test, --device auto) hears no in milliseconds.
+bool nvidia_device_present(std::string* why) {
+  std::error_code ec;
+  // /dev/dxg: WSL 2's GPU, which CUDA reaches without the /dev/nvidia* files.
+  if (std::getenv("XSA_CUDA_MODULE") || std::filesystem::exists("/dev/nvidiactl", ec) ||
+      std::filesystem::exists("/dev/nvidia0", ec) || std::filesystem::exists("/dev/dxg", ec))
+    return true;
+  if (why) *why = "no NVIDIA GPU on this machine (no /dev/nvidiactl, /dev/nvidia0 or /dev/dxg)";
+  return false;
+}
+
 // The CUDA module, looked for beside the binary or library holding this code (the build folder),
 // then in its ../lib/xsa (an installation); XSA_CUDA_MODULE names it outright.
 struct CudaModule {
@@ -107,6 +120,8 @@ int cuda_ordinal(const std::string& device) {
 }
 
 Backend<float>& cuda_backend(const BackendOptions& options) {
+  std::string none;
+  if (!nvidia_device_present(&none)) fail("--device {}: {}", options.device, none);
   const CudaModule& module = cuda_module();
   if (!module.error.empty()) fail("--device {}: {}", options.device, module.error);
   char why[512] = "";
@@ -151,6 +166,7 @@ void validate_comm_choice(const std::string& comm, const std::string& device) {
 }
 
 bool cuda_available(std::string* why) {
+  if (!nvidia_device_present(why)) return false;
   const CudaModule& module = cuda_module();
   if (!module.error.empty()) {
     if (why) *why = module.error;

@@ -25,7 +25,8 @@ namespace xsa {
 template <typename T>
 constexpr bool kPassesThrough =
     std::is_arithmetic_v<T> || std::is_enum_v<T> || std::is_same_v<T, MatmulShape> ||
-    std::is_same_v<T, ops::AdamWSettings> || std::is_same_v<T, const int32_t*>;
+    std::is_same_v<T, ops::AdamWSettings> || std::is_same_v<T, ops::MuonSettings> ||
+    std::is_same_v<T, ops::NewtonSchulzCoefficients> || std::is_same_v<T, const int32_t*>;
 
 // Every argument as it is.
 struct SameAddresses {

@@ -75,6 +75,11 @@ struct DeviceAddresses {
     a.dq_scale = in(a.dq_scale), a.dk_scale = in(a.dk_scale);
     return a;
   }
+  static ops::NewtonSchulzArgs<float> in(ops::NewtonSchulzArgs<float> a) {
+    a.x = in(a.x), a.next = in(a.next), a.gram = in(a.gram), a.gram2 = in(a.gram2);
+    a.poly = in(a.poly);
+    return a;
+  }
   static ClassifierArgs<float> in(ClassifierArgs<float> a) {
     a.logits = in(a.logits), a.losses = in(a.losses), a.inp = in(a.inp);
     a.wte = in(a.wte), a.dinp = in(a.dinp), a.dwte = in(a.dwte);

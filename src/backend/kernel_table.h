@@ -84,9 +84,21 @@
   /* dinp = gelu'(inp) · dout; dinp may be dout (fp32), or another buffer (bf16). */                 \
   X(gelu, void, gelu_backward, (Tensor<Real> dinp, const Real* inp, const Real* dout, size_t n),      \
     (dinp, inp, dout, n))                                                                             \
+  /* ReLU² (--mlp relu2), fp32: out = relu(x)², dinp = 2 relu(x) · dout (dinp may be dout). */     \
+  P(gelu, void, relu2_forward, (Real * out, const Real* inp, size_t n), (out, inp, n))                \
+  P(gelu, void, relu2_backward, (Real * dinp, const Real* inp, const Real* dout, size_t n),           \
+    (dinp, inp, dout, n))                                                                             \
   P(crossentropy, void, crossentropy_forward_backward,                                                \
     (Real * logits, Real * losses, const int32_t* targets, int N, int V, int Vp, Real dloss),         \
     (logits, losses, targets, N, V, Vp, dloss))                                                       \
+  /* Soft-capping (--logit-softcap): logits' real columns ← cap · tanh(x / cap) in place, and the  \
+     cross-entropy of capped logits with the cap's derivative in its gradient. */                     \
+  P(crossentropy, void, softcap_forward, (Real * logits, int N, int V, int Vp, Real cap),             \
+    (logits, N, V, Vp, cap))                                                                          \
+  P(crossentropy, void, crossentropy_softcap,                                                         \
+    (Real * logits, Real * losses, const int32_t* targets, int N, int V, int Vp, Real dloss,          \
+     Real cap),                                                                                       \
+    (logits, losses, targets, N, V, Vp, dloss, cap))                                                  \
   /* The tied classifier (ClassifierArgs): the product, the fused softmax-cross-entropy and with      \
      dloss ≠ 0 its backward; a backend may fuse them (classifier_by_ops runs them one by one). */   \
   X(classifier, void, classifier_forward_backward, (const ClassifierArgs<Real>& args), (args))        \
@@ -106,8 +118,9 @@
   P(rivals, void, output_gate_backward,                                                               \
     (Real * d_u, Real * d_pre, const Real* d_out, const Real* u, const Real* pre, size_t n),          \
     (d_u, d_pre, d_out, u, pre, n))                                                                   \
-  /* dst row r (dst_stride apart) += the first `width` values of src row r (src_stride apart). */     \
-  P(rivals, void, add_rows,                                                                           \
+  /* dst row r (dst_stride apart) += the first `width` values of src row r (src_stride apart):        \
+     a second contribution to rows another op wrote (value embeddings, the rivals' gradients). */     \
+  P(embedding, void, add_rows,                                                                        \
     (Real * dst, size_t dst_stride, const Real* src, size_t src_stride, int rows, int width),         \
     (dst, dst_stride, src, src_stride, rows, width))                                                  \
   /* The value residual's mixing (ops::ValueMixArgs). */                                              \
@@ -116,6 +129,18 @@
   /* Reductions: in order, in double; the sum of squares thread-count independent. */                 \
   X(reductions, double, sum, (const Real* x, size_t n), (x, n))                                       \
   P(reductions, double, sum_of_squares, (const Real* x, size_t n), (x, n))                            \
+  /* Muon (docs/SPEC.md §11): the momentum, the Newton–Schulz iteration on one matrix (its         \
+     products the backend's own: newton_schulz_by_ops), its polynomial, and the update. */            \
+  P(muon, void, muon_momentum,                                                                        \
+    (Real * m, Real * u, const Real* grad, size_t n, const ops::MuonSettings& s),                     \
+    (m, u, grad, n, s))                                                                               \
+  X(muon, void, newton_schulz, (const ops::NewtonSchulzArgs<Real>& args), (args))                     \
+  P(muon, void, newton_schulz_poly,                                                                   \
+    (Real * poly, const Real* gram, const Real* gram2, int k,                                         \
+     const ops::NewtonSchulzCoefficients& c),                                                         \
+    (poly, gram, gram2, k, c))                                                                        \
+  P(muon, void, muon_apply, (Real * w, const Real* o, size_t n, const ops::MuonSettings& s),          \
+    (w, o, n, s))                                                                                     \
   /* Decoupled AdamW, one tensor. */                                                                  \
   P(adamw, void, adamw_update,                                                                        \
     (Real * param, const Real* grad, Real* m, Real* v, size_t n,                                      \

@@ -32,6 +32,9 @@ struct BenchOptions {
   bool profile = false;
   std::string attn = "xsa";
   int layers = 0, embd = 0, heads = 0;
+  // With --profile: the recipe's options (docs/SPEC.md §11): adamw or muon, gelu or relu2, a cap.
+  std::string optimizer = "adamw", mlp = "gelu";
+  double logit_softcap = 0;
   // --data: the tokenizer and prepare on data_text_mb MB of text, the loader on data_gb GB of
   // shards, instead of the other tables.
   bool data = false;

@@ -40,8 +40,9 @@ double step_flops(const ModelConfig& cfg, int B, int T) {
   return 3.0 * (2.0 * N * matmul + attention);
 }
 
-StepBench::StepBench(const ModelConfig& cfg, int B, int T, Backend<float>& backend)
-    : backend(backend), model(cfg, B, T, GptMode::training, backend), trainer(model) {
+StepBench::StepBench(const ModelConfig& cfg, int B, int T, Backend<float>& backend,
+                     const OptimizerSettings& optimizer)
+    : backend(backend), model(cfg, B, T, GptMode::training, backend), trainer(model, optimizer) {
   model.params().init(cfg, 1);
 }
 

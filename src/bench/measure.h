@@ -55,7 +55,8 @@ struct StepBench {
   Gpt<float> model;
   TrainStep trainer;
   int64_t step = 0;
-  StepBench(const ModelConfig& cfg, int B, int T, Backend<float>& backend);
+  StepBench(const ModelConfig& cfg, int B, int T, Backend<float>& backend,
+            const OptimizerSettings& optimizer = {});
   // forward + backward + clipping + AdamW: the training step itself (to its end on a device that
   // runs asynchronously)
   double time_step(const std::vector<int32_t>& inputs, const std::vector<int32_t>& targets);

@@ -3,6 +3,7 @@
 // family's time, its share of the step, its rate and that rate's share of its roofline come from
 // the step itself: the FMA peak for the products and attention, the machine's measured memory
 // bandwidth for the ops that stream memory. A new entry of the table is timed with no line here.
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <tuple>
@@ -91,6 +92,11 @@ Work work_of(const Args&... args) {
     return {0, f * 7 * arg<4>(args...)};  // param, grad, m, v read; param, m, v written
   } else if constexpr (E == Entry::sum_of_squares || E == Entry::sum) {
     return {0, f * arg<1>(args...)};
+  } else if constexpr (E == Entry::newton_schulz) {
+    // Per step: X Xᵀ and P X (rows · cols · k each) and A² (k³), k the smaller side.
+    const auto& a = arg<0>(args...);
+    const double k = std::min(a.rows, a.cols);
+    return {ops::kNewtonSchulzSteps * 2.0 * (2.0 * a.rows * a.cols * k + k * k * k), 0};
   } else if constexpr (E == Entry::encoder_forward || E == Entry::embedding_add) {
     return {0, f * 2 * arg<3>(args...) * arg<4>(args...)};
   } else {
@@ -132,7 +138,9 @@ class ProfilingBackend final : public ForwardingBackend<float> {
 };
 
 const char* phase_of(const std::string& entry) {
-  if (entry == "adamw_update" || entry == "sum_of_squares" || entry == "sum") return "optimizer";
+  if (entry == "adamw_update" || entry == "sum_of_squares" || entry == "sum" ||
+      entry.rfind("muon_", 0) == 0 || entry.rfind("newton_schulz", 0) == 0)
+    return "optimizer";
   if (entry == "classifier_forward_backward") return "fwd+bwd";
   return entry.find("backward") != std::string::npos ? "backward" : "forward";
 }
@@ -153,22 +161,28 @@ void profile_shape_run(const BenchOptions& o, const BenchShape& s, double fma_pe
                        double bandwidth, json& records) {
   ModelConfig cfg = model_of(s, AttnKind::sa);
   cfg.attention = parse_attention(o.attn, cfg.n_layer, "--attn");
+  set_mlp_activation(cfg, o.mlp);
+  cfg.logit_softcap = o.logit_softcap;
+  OptimizerSettings optimizer;
+  optimizer.muon = o.optimizer == "muon";
   const int N = s.B * s.T;
   std::vector<int32_t> inputs, targets;
   random_batch(cfg, N, inputs, targets);
   ProfilingBackend backend(cpu_backend(o.precision));
-  StepBench bench(cfg, s.B, s.T, backend);
+  StepBench bench(cfg, s.B, s.T, backend, optimizer);
   for (int i = 0; i < std::max(1, o.warmup); i++) bench.time_step(inputs, targets);
   backend.clear();
   double step_seconds = 0;
   for (int i = 0; i < o.steps; i++) step_seconds += bench.time_step(inputs, targets) / 1e3;
   const double per_step = step_seconds / o.steps;
   std::printf(
-      "\n## Profile: `%s` (%d layers × %d, %d heads, T %d, batch %d, --attn %s, %s), %.1f ms per "
-      "step (mean of %d)\n\n| op | phase | calls | ms per step | share | GFLOP/s | GB/s | of "
-      "roofline |\n|---|---|---|---|---|---|---|---|\n",
-      s.name, s.L, s.C, s.H, s.T, s.B, o.attn.c_str(), to_string(o.precision), per_step * 1e3,
-      o.steps);
+      "\n## Profile: `%s` (%d layers × %d, %d heads, T %d, batch %d, --attn %s, %s, %s, MLP %s%s), "
+      "%.1f ms per step (mean of %d)\n\n| op | phase | calls | ms per step | share | GFLOP/s | "
+      "GB/s | of roofline |\n|---|---|---|---|---|---|---|---|\n",
+      s.name, s.L, s.C, s.H, s.T, s.B, o.attn.c_str(), to_string(o.precision), o.optimizer.c_str(),
+      o.mlp.c_str(),
+      o.logit_softcap > 0 ? fmt::format(", soft-cap {:g}", o.logit_softcap).c_str() : "",
+      per_step * 1e3, o.steps);
   double in_ops = 0;
   for (int e = 0; e < (int)Entry::count; e++) {
     const EntryTotals& t = backend.totals[e];

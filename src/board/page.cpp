@@ -59,7 +59,8 @@ std::string board_page(const json* data) {
 json comparison_page_data(const fs::path& dir) {
   return {{"kind", "comparison"},
           {"title", dir.filename().string()},
-          {"comparisons", json::array({comparison_json(dir, dir.filename().string())})}};
+          {"comparisons",
+           json::array({comparison_json(dir, dir.filename().string(), BoardFence(dir))})}};
 }
 
 json sweep_page_data(const fs::path& dir, const std::string& param) {
@@ -73,10 +74,11 @@ json sweep_page_data(const fs::path& dir, const std::string& param) {
     if (it->is_directory(ec) && !it->is_symlink(ec) && fs::exists(it->path() / "report.json", ec))
       configs.push_back(it->path());
   std::sort(configs.begin(), configs.end());
-  json sweep = comparison_json(dir, dir.filename().string());
+  const BoardFence fence(dir);
+  json sweep = comparison_json(dir, dir.filename().string(), fence);
   data["sweep"] = sweep["sweep"];
   for (const fs::path& c : configs)
-    data["comparisons"].push_back(comparison_json(c, c.filename().string()));
+    data["comparisons"].push_back(comparison_json(c, c.filename().string(), fence));
   return data;
 }
 

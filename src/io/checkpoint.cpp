@@ -30,16 +30,25 @@ nlohmann::json parse_json_file(const fs::path& path) {
   }
 }
 
+// Which tensors a file of optimizer state holds under a suffix: AdamW's every tensor but, with
+// Muon, the hidden matrices, whose state is Muon's alone.
+enum class Holder { every, adamw, muon };
+bool holds(Holder h, const TensorInfo& t) {
+  return h == Holder::every || (h == Holder::muon) == is_hidden_matrix(t.name);
+}
+
 std::vector<TensorRef> tensor_refs(const std::vector<TensorInfo>& layout, const float* base,
-                                   const std::string& suffix) {
+                                   const std::string& suffix, Holder h = Holder::every) {
   std::vector<TensorRef> refs;
-  for (const TensorInfo& t : layout) refs.push_back({t.name + suffix, t.shape, base + t.offset});
+  for (const TensorInfo& t : layout)
+    if (holds(h, t)) refs.push_back({t.name + suffix, t.shape, base + t.offset});
   return refs;
 }
 
 void read_tensors(const SafetensorsFile& file, const std::vector<TensorInfo>& layout, float* base,
-                  const std::string& suffix) {
-  for (const TensorInfo& t : layout) file.read(t.name + suffix, t.shape, base + t.offset);
+                  const std::string& suffix, Holder h = Holder::every) {
+  for (const TensorInfo& t : layout)
+    if (holds(h, t)) file.read(t.name + suffix, t.shape, base + t.offset);
 }
 
 }  // namespace
@@ -48,10 +57,12 @@ fs::path save_checkpoint(const fs::path& run_dir, int64_t step, const ModelConfi
                          const ParamArena<float>& arena, const nlohmann::json& trainer_state,
                          bool replace, const std::vector<fs::path>& extra_files) {
   XSA_CHECK(arena.adam_m.size() == arena.params.size(), "saving sharded moments");
-  const HostView<float> params(arena.params), adam_m(arena.adam_m), adam_v(arena.adam_v);
+  const HostView<float> params(arena.params), adam_m(arena.adam_m), adam_v(arena.adam_v),
+      muon_m(arena.muon_m);
   return save_checkpoint(run_dir, step, cfg,
-                         {arena.layout, params.data(), adam_m.data(), adam_v.data()}, trainer_state,
-                         replace, extra_files);
+                         {arena.layout, params.data(), adam_m.data(), adam_v.data(),
+                          arena.muon_m.size() ? muon_m.data() : nullptr},
+                         trainer_state, replace, extra_files);
 }
 
 fs::path save_checkpoint(const fs::path& run_dir, int64_t step, const ModelConfig& cfg,
@@ -60,13 +71,12 @@ fs::path save_checkpoint(const fs::path& run_dir, int64_t step, const ModelConfi
   const std::vector<TensorInfo>& layout = tensors.layout;
   const float *params = tensors.params, *adam_m = tensors.adam_m, *adam_v = tensors.adam_v;
   std::error_code ec;
-  fs::create_directories(run_dir, ec);
-  if (ec) fail("{}: cannot create the run folder: {}", run_dir.string(), ec.message());
+  create_owned_folder(run_dir);
   const fs::path final_dir = run_dir / checkpoint_name(step);
   if (fs::exists(final_dir) && !replace)
     fail("{}: a checkpoint of this step already exists; not overwriting it", final_dir.string());
   const fs::path tmp_dir = run_dir / (".tmp_" + checkpoint_name(step));
-  fs::remove_all(tmp_dir, ec);
+  remove_owned(tmp_dir);
   fs::create_directory(tmp_dir, ec);
   if (ec) fail("{}: cannot create: {}", tmp_dir.string(), ec.message());
 
@@ -77,8 +87,12 @@ fs::path save_checkpoint(const fs::path& run_dir, int64_t step, const ModelConfi
                       encode_safetensors(tensor_refs(layout, params, ""),
                                          {{"format", "pt"}, {"step", std::to_string(step)}}));
     if (adam_m) {
-      std::vector<TensorRef> moments = tensor_refs(layout, adam_m, ".exp_avg");
-      for (TensorRef& r : tensor_refs(layout, adam_v, ".exp_avg_sq")) moments.push_back(r);
+      const Holder adamw = tensors.muon_m ? Holder::adamw : Holder::every;
+      std::vector<TensorRef> moments = tensor_refs(layout, adam_m, ".exp_avg", adamw);
+      for (TensorRef& r : tensor_refs(layout, adam_v, ".exp_avg_sq", adamw)) moments.push_back(r);
+      if (tensors.muon_m)
+        for (TensorRef& r : tensor_refs(layout, tensors.muon_m, ".muon_momentum", Holder::muon))
+          moments.push_back(r);
       write_file_atomic(tmp_dir / "optimizer.safetensors", encode_safetensors(moments));
     }
     if (!trainer_state.is_null())
@@ -93,11 +107,11 @@ fs::path save_checkpoint(const fs::path& run_dir, int64_t step, const ModelConfi
   // Swap into place: an existing checkpoint of the same step (only when replace) moves aside
   // first and is deleted after the new one is in place.
   const fs::path old_dir = run_dir / (".old_" + checkpoint_name(step));
-  if (fs::exists(final_dir)) fs::rename(final_dir, old_dir);
+  if (fs::exists(fs::symlink_status(final_dir))) fs::rename(final_dir, old_dir);
   fs::rename(tmp_dir, final_dir, ec);
   if (ec) fail("{}: cannot move the checkpoint into place: {}", final_dir.string(), ec.message());
   sync_directory(run_dir);
-  fs::remove_all(old_dir, ec);
+  remove_owned(old_dir);
   return final_dir;
 }
 
@@ -143,27 +157,31 @@ void load_checkpoint_weights(const fs::path& ckpt_dir, ParamArena<float>& arena,
   {
     HostView<float> params(arena.params, true);
     if (!with_optimizer) {
-      load_checkpoint_tensors(ckpt_dir, arena.layout, params.data(), nullptr, nullptr);
+      load_checkpoint_tensors(ckpt_dir, {arena.layout, params.data()});
     } else {
       XSA_CHECK(arena.adam_m.size() == arena.params.size(), "loading into sharded moments");
-      HostView<float> adam_m(arena.adam_m, true), adam_v(arena.adam_v, true);
-      load_checkpoint_tensors(ckpt_dir, arena.layout, params.data(), adam_m.data(), adam_v.data());
+      HostView<float> adam_m(arena.adam_m, true), adam_v(arena.adam_v, true),
+          muon_m(arena.muon_m, true);
+      load_checkpoint_tensors(ckpt_dir, {arena.layout, params.data(), adam_m.data(), adam_v.data(),
+                                         arena.muon_m.size() ? muon_m.data() : nullptr});
     }
   }  // written back before the backend hears of it (a device backend copies on close)
   if (arena.params.backend())
     arena.params.backend()->weights_changed(arena.params.data(), arena.params.size());
 }
 
-void load_checkpoint_tensors(const fs::path& ckpt_dir, const std::vector<TensorInfo>& layout,
-                             float* params, float* adam_m, float* adam_v) {
+void load_checkpoint_tensors(const fs::path& ckpt_dir, const CheckpointTarget& target) {
   const fs::path model_path = ckpt_dir / "model.safetensors";
   SafetensorsFile model(model_path.string(), read_file(model_path));
-  read_tensors(model, layout, params, "");
-  if (!adam_m) return;
+  read_tensors(model, target.layout, target.params, "");
+  if (!target.adam_m) return;
   const fs::path opt_path = ckpt_dir / "optimizer.safetensors";
   SafetensorsFile opt(opt_path.string(), read_file(opt_path));
-  read_tensors(opt, layout, adam_m, ".exp_avg");
-  read_tensors(opt, layout, adam_v, ".exp_avg_sq");
+  const Holder adamw = target.muon_m ? Holder::adamw : Holder::every;
+  read_tensors(opt, target.layout, target.adam_m, ".exp_avg", adamw);
+  read_tensors(opt, target.layout, target.adam_v, ".exp_avg_sq", adamw);
+  if (target.muon_m)
+    read_tensors(opt, target.layout, target.muon_m, ".muon_momentum", Holder::muon);
 }
 
 nlohmann::json load_trainer_state(const fs::path& ckpt_dir) {

@@ -28,12 +28,15 @@ fs::path save_checkpoint(const fs::path& run_dir, int64_t step, const ModelConfi
 
 // The same from host memory laid out by `layout`: the parameters and both full moments. Without
 // moments (adam_m null) and trainer state (null) it is a weights-only checkpoint (an imported
-// model): eval, sample, analyze and --init-from read it; it cannot be resumed.
+// model): eval, sample, analyze and --init-from read it; it cannot be resumed. With muon_m (Muon's
+// momentum, --optimizer muon) the hidden matrices' optimizer state is theirs
+// (`<name>.muon_momentum`) and not AdamW's.
 struct CheckpointTensors {
   const std::vector<TensorInfo>& layout;
   const float* params;
   const float* adam_m = nullptr;
   const float* adam_v = nullptr;
+  const float* muon_m = nullptr;
 };
 fs::path save_checkpoint(const fs::path& run_dir, int64_t step, const ModelConfig& cfg,
                          const CheckpointTensors& tensors, const nlohmann::json& trainer_state,
@@ -52,9 +55,16 @@ std::string tokenizer_folder(const fs::path& ckpt_dir, const ModelConfig& cfg,
 // Loads parameters (and, with_optimizer, the AdamW moments) checking every name and shape.
 void load_checkpoint_weights(const fs::path& ckpt_dir, ParamArena<float>& arena,
                              bool with_optimizer);
-// The same into host memory laid out by `layout` (adam_m and adam_v null: parameters only).
-void load_checkpoint_tensors(const fs::path& ckpt_dir, const std::vector<TensorInfo>& layout,
-                             float* params, float* adam_m, float* adam_v);
+// The same into host memory laid out by `layout` (adam_m and adam_v null: parameters only; muon_m
+// not null: the hidden matrices' Muon momentum instead of their AdamW moments).
+struct CheckpointTarget {
+  const std::vector<TensorInfo>& layout;
+  float* params;
+  float* adam_m = nullptr;
+  float* adam_v = nullptr;
+  float* muon_m = nullptr;
+};
+void load_checkpoint_tensors(const fs::path& ckpt_dir, const CheckpointTarget& target);
 nlohmann::json load_trainer_state(const fs::path& ckpt_dir);
 
 // --init-from: the model a run starts from a checkpoint's weights. Its shape, architecture and

@@ -159,6 +159,17 @@ std::string layer_name(int l, const char* name) {
   return fmt::format("transformer.h.{}.{}", l, name);
 }
 
+// What of the modern recipe's MLP and head (docs/SPEC.md §11) GPT-2's code lacks, or empty:
+// "GELU only, and this model's MLP is relu2".
+std::string recipe_refusal(const ModelConfig& cfg) {
+  if (cfg.mlp != MlpActivation::gelu)
+    return fmt::format("GELU only, and this model's MLP is {} (--mlp)", to_string(cfg.mlp));
+  if (cfg.logit_softcap != 0)
+    return fmt::format("no logit soft-cap, and this model caps at {} (--logit-softcap)",
+                       cfg.logit_softcap);
+  return "";
+}
+
 // Why llm.c cannot compute this model, or empty.
 std::string llmc_refusal(const ModelConfig& cfg) {
   if (!cfg.gpt2_architecture())
@@ -169,9 +180,13 @@ std::string llmc_refusal(const ModelConfig& cfg) {
   if (has_rivals(cfg))
     return fmt::format("llm.c has no {} (XSA's rivals, docs/SPEC.md §8)",
                        rivals_string(options_on_any_layer(cfg.attention, cfg.n_layer)));
-  if (options_on_any_layer(cfg.attention, cfg.n_layer).qk_norm) return "llm.c has no QK-norm";
+  if (const std::string options =
+          whole_model_options_string(options_on_any_layer(cfg.attention, cfg.n_layer));
+      !options.empty())
+    return "llm.c has no " + options;
+  if (const std::string recipe = recipe_refusal(cfg); !recipe.empty()) return "llm.c has " + recipe;
   for (int l = 0; l < cfg.n_layer; l++) {
-    if (cfg.attention[l].kind != AttnKind::sa)
+    if (is_exclusive(cfg.attention[l].kind))
       return fmt::format(
           "llm.c computes standard attention, and layer {} is {}: an XSA model would be computed "
           "as a different one",
@@ -363,8 +378,12 @@ void export_hf(const ModelConfig& cfg, const std::vector<TensorInfo>& layout, co
   if (has_rivals(cfg))
     fail("cannot export to Hugging Face GPT-2: it has no {} (XSA's rivals, docs/SPEC.md §8)",
          rivals_string(options_on_any_layer(cfg.attention, cfg.n_layer)));
-  if (options_on_any_layer(cfg.attention, cfg.n_layer).qk_norm)
-    fail("cannot export to Hugging Face GPT-2: it has no QK-norm");
+  if (const std::string options =
+          whole_model_options_string(options_on_any_layer(cfg.attention, cfg.n_layer));
+      !options.empty())
+    fail("cannot export to Hugging Face GPT-2: it has no {}", options);
+  if (const std::string recipe = recipe_refusal(cfg); !recipe.empty())
+    fail("cannot export to Hugging Face GPT-2: it has {}", recipe);
   std::vector<std::vector<float>> transposed;
   std::vector<TensorRef> refs;
   for (const TensorInfo& t : layout) {
@@ -392,11 +411,9 @@ void export_hf(const ModelConfig& cfg, const std::vector<TensorInfo>& layout, co
                  {"eos_token_id", 50256}};
   bool all_sa = true;
   for (int l = 0; l < cfg.n_layer; l++)
-    all_sa &= cfg.attention[l].kind == AttnKind::sa && !cfg.attention[l].sink;
+    all_sa &= !is_exclusive(cfg.attention[l].kind) && !cfg.attention[l].sink;
   if (!all_sa) config["xsa_layer_attn"] = attention_string(cfg);
-  std::error_code ec;
-  fs::create_directories(folder, ec);
-  if (ec) fail("{}: cannot create the folder: {}", folder.string(), ec.message());
+  create_owned_folder(folder);
   write_file_atomic(folder / "model.safetensors", encode_safetensors(refs, {{"format", "pt"}}));
   write_file_atomic(folder / "config.json", config.dump(2) + "\n");
 }

@@ -9,32 +9,30 @@
 
 namespace xsa {
 
-const char* to_string(AttnKind kind) {
-  switch (kind) {
-    case AttnKind::sa:
-      return "sa";
-    case AttnKind::xsa:
-      return "xsa";
-    case AttnKind::xsa_gated:
-      return "xsa-gated";
-    case AttnKind::xsa_gated_one:
-      return "xsa-gated-one";
+std::optional<AttnKind> attention_kind_named(const std::string& name) {
+  for (const AttentionKindRow& row : kAttentionKinds)
+    if (name == row.name) return row.kind;
+  return std::nullopt;
+}
+
+std::string attention_kind_names() {
+  std::string names;
+  for (const AttentionKindRow& row : kAttentionKinds)
+    names += (names.empty() ? "" : ", ") + std::string(row.name);
+  return names;
+}
+
+std::string attention_grammar() {
+  std::string alone, options;
+  for (const AttentionOption& o : kAttentionOptions) {
+    if (o.rival) alone += std::string(", ") + o.name;
+    options += (options.empty() ? "+" : ", +") + std::string(o.name);
   }
-  return "?";
+  return attention_kind_names() + ", xsa-lastN, xsa-firstN, xsa-layers-0.2.5" + alone + "; then " +
+         options + " in any order";
 }
 
 namespace {
-
-constexpr const char* kGrammar =
-    "sa, xsa, xsa-gated, xsa-gated-one, xsa-lastN, xsa-firstN, xsa-layers-0.2.5, gated-attn, "
-    "value-residual, no-self; then +sink, +gated-attn, +value-residual, +no-self, +qk-norm in any "
-    "order";
-
-std::optional<AttnKind> kind_named(const std::string& word) {
-  for (AttnKind k : {AttnKind::sa, AttnKind::xsa, AttnKind::xsa_gated, AttnKind::xsa_gated_one})
-    if (word == to_string(k)) return k;
-  return std::nullopt;
-}
 
 // A whole number in [lo, hi] spelled with digits only, else -1.
 int whole_number(const std::string& s, int lo, int hi) {
@@ -95,7 +93,7 @@ void parse_item(const std::string& item, const Context& c, LayerAttention& layer
       if (word == o.name) return &o;
     return nullptr;
   };
-  if (const auto kind = kind_named(base)) {
+  if (const auto kind = attention_kind_named(base)) {
     layer.kind = *kind;
   } else if (const AttentionOption* o = option_named(base); o && o->rival) {
     layer.*(o->flag) = true;  // a rival alone: on SA
@@ -105,12 +103,14 @@ void parse_item(const std::string& item, const Context& c, LayerAttention& layer
            c.what, c.spec, base);
     layer_selection(base, c, *selection);
   } else {
-    if (base == c.spec) fail("{} {} is not known ({})", c.what, c.spec, kGrammar);
-    fail("{} {}: '{}' is not known ({})", c.what, c.spec, base.empty() ? item : base, kGrammar);
+    if (base == c.spec) fail("{} {} is not known ({})", c.what, c.spec, attention_grammar());
+    fail("{} {}: '{}' is not known ({})", c.what, c.spec, base.empty() ? item : base,
+         attention_grammar());
   }
   for (size_t i = 1; i < words.size(); i++) {
     const AttentionOption* o = option_named(words[i]);
-    if (!o) fail("{} {}: '+{}' is not an option ({})", c.what, c.spec, words[i], kGrammar);
+    if (!o)
+      fail("{} {}: '+{}' is not an option ({})", c.what, c.spec, words[i], attention_grammar());
     if (layer.*(o->flag)) fail("{} {}: '{}' has {} twice", c.what, c.spec, item, o->name);
     layer.*(o->flag) = true;
   }
@@ -138,6 +138,10 @@ std::string with_option_on_every_item(const std::string& spec, const std::string
 }
 
 AttentionLayers parse_attention(const std::string& spec, int n_layer, const std::string& what) {
+  // Every layer's attention lives in a table of kMaxLayers: a model of more is refused here,
+  // before any layer index is used (the grammar may be read before --layers is checked).
+  if (n_layer < 1 || n_layer > kMaxLayers)
+    fail("{} {}: --layers {} must be between 1 and {}", what, spec, n_layer, kMaxLayers);
   const Context c{spec, what, n_layer};
   AttentionLayers layers{};
   const std::vector<std::string> items = split(spec, ',');
@@ -177,6 +181,19 @@ std::string rivals_string(const LayerAttention& options) {
       if (!s.empty()) s += '+';
       s += o.name;
     }
+  return s;
+}
+
+std::string with_whole_model_options(std::string spec, const LayerAttention& options) {
+  for (const AttentionOption& o : kAttentionOptions)
+    if (o.whole_model && options.*o.flag) spec = with_option_on_every_item(spec, o.name);
+  return spec;
+}
+
+std::string whole_model_options_string(const LayerAttention& options) {
+  std::string s;
+  for (const AttentionOption& o : kAttentionOptions)
+    if (o.whole_model && options.*(o.flag)) s += (s.empty() ? "" : ", ") + std::string(o.title);
   return s;
 }
 

@@ -8,13 +8,17 @@ template <typename Real>
 BlockStorage block_storage(const Backend<Real>& be, const BlockRun<Real>& run) {
   const Storage product = be.product_input_storage(run.rows.B * run.rows.T);
   const LayerAttention& attention = run.cfg.attention[run.layer];
-  const bool exclusive = attention.kind != AttnKind::sa;
+  const bool exclusive = is_exclusive(attention.kind);
   const bool rope = run.cfg.positions == Positions::rope;
   BlockStorage s;
-  s.ln1 = s.ln2 = s.fc_gelu = product;
+  // ReLU²'s output and input gradient stay fp32 (its kernels have no bf16 form): the products
+  // convert them as they read them.
+  const bool gelu = run.cfg.mlp == MlpActivation::gelu;
+  s.ln1 = s.ln2 = product;
+  s.fc_gelu = gelu ? product : Storage::fp32;
   // With gated-attn the gate reads z too: it is no longer a product input.
   s.att_z = exclusive && !attention.output_gate ? product : Storage::fp32;
-  s.d_fc_pre = run.W.fc_b ? Storage::fp32 : product;
+  s.d_fc_pre = run.W.fc_b || !gelu ? Storage::fp32 : product;
   s.d_qkv = rope && !run.W.qkv_b && !run.W.q_norm_w ? product : Storage::fp32;
   return s;
 }
@@ -47,7 +51,7 @@ ops::AttentionArgs<Real> attention_args(const BlockRun<Real>& run, Storage z_sto
   const ModelConfig& cfg = run.cfg;
   ops::AttentionArgs<Real> a;
   a.B = run.rows.B, a.T = run.rows.T, a.C = cfg.n_embd, a.H = cfg.n_head, a.Hkv = cfg.kv_heads();
-  a.exclusive = cfg.attention[run.layer].kind != AttnKind::sa;
+  a.exclusive = is_exclusive(cfg.attention[run.layer].kind);
   a.no_self = cfg.attention[run.layer].no_self;
   a.qkv = run.buf.qkv, a.y = run.buf.att_y;
   Real* z = run.buf.att_z ? run.buf.att_z : run.scratch.att_z;  // kept for gated-attn
@@ -158,7 +162,10 @@ void block_forward(Backend<Real>& be, const BlockRun<Real>& run, const Real* x_i
                        {buf.resid_mid, W.ln2_w, W.ln2_b, buf.ln2_mean, buf.ln2_rstd, N, C});
   be.matmul_forward(buf.fc, {buf.ln2, s.ln2}, W.fc_w, {N, C, 4 * C}, false);
   if (W.fc_b) be.bias_forward(buf.fc, W.fc_b, N, 4 * C);
-  be.gelu_forward({buf.fc_gelu, s.fc_gelu}, buf.fc, (size_t)N * 4 * C);
+  if (run.cfg.mlp == MlpActivation::relu2)
+    be.relu2_forward(buf.fc_gelu, buf.fc, (size_t)N * 4 * C);
+  else
+    be.gelu_forward({buf.fc_gelu, s.fc_gelu}, buf.fc, (size_t)N * 4 * C);
   be.matmul_forward_residual(x_out, buf.resid_mid, {buf.fc_gelu, s.fc_gelu}, W.mlp_proj_w,
                              {N, 4 * C, C});
   if (W.mlp_proj_b) be.bias_forward(x_out, W.mlp_proj_b, N, C);
@@ -180,7 +187,10 @@ void mlp_block_backward(Backend<Real>& be, const BlockRun<Real>& run, const Bloc
   // GELU's input gradient: in place, or (bf16) into fc_gelu, read by now.
   const Tensor<Real> d_pre =
       s.d_fc_pre == Storage::fp32 ? Tensor<Real>(g.d_fc) : Tensor<Real>(buf.fc_gelu, s.d_fc_pre);
-  be.gelu_backward(d_pre, buf.fc, g.d_fc, (size_t)N * 4 * C);
+  if (run.cfg.mlp == MlpActivation::relu2)  // in place (fp32: d_pre is d_fc)
+    be.relu2_backward(g.d_fc, buf.fc, g.d_fc, (size_t)N * 4 * C);
+  else
+    be.gelu_backward(d_pre, buf.fc, g.d_fc, (size_t)N * 4 * C);
   be.matmul_backward(g.d_buf, dW.fc_w, d_pre, {buf.ln2, s.ln2}, W.fc_w, {N, C, 4 * C},
                      g.accumulate);
   if (dW.fc_b) be.bias_backward(dW.fc_b, g.d_fc, N, 4 * C);

@@ -84,6 +84,13 @@ Decoder<Real>::Decoder(const ModelConfig& cfg, const Weights<Real>& weights, int
 }
 
 template <typename Real>
+void Decoder<Real>::cap_logits(Real* logits, int rows) const {
+  if (cfg_.logit_softcap > 0)
+    backend_.softcap_forward(logits, rows, cfg_.vocab_size, cfg_.padded_vocab,
+                             Real(cfg_.logit_softcap));
+}
+
+template <typename Real>
 Real* Decoder<Real>::device_out(Real* host_out) const {
   return out_ ? out_ : host_out;
 }
@@ -191,12 +198,14 @@ void Decoder<Real>::head(const Real* features, int rows, Real* logits) const {
   const int C = cfg_.n_embd, Vp = cfg_.padded_vocab;
   if (!out_) {
     backend_.matmul_forward(logits, features, w_.wte, {rows, C, Vp}, false);
+    cap_logits(logits, rows);
     return;
   }
   for (int r0 = 0; r0 < rows; r0 += max_rows_) {  // through the device, max_rows at a time
     const int n = std::min(max_rows_, rows - r0);
     backend_.from_host(x_, features + (size_t)r0 * C, (size_t)n * C);
     backend_.matmul_forward(out_, x_, w_.wte, {n, C, Vp}, false);
+    cap_logits(out_, n);
     backend_.to_host(logits + (size_t)r0 * Vp, out_, (size_t)n * Vp);
   }
 }
@@ -223,12 +232,16 @@ void Decoder<Real>::pass(const int32_t* tokens, int n, const int* pos, int prefi
     const size_t last = (size_t)(n - 1) * C;
     be.layernorm_forward(ln, {x_ + last, w.lnf_w, w.lnf_b, buf_.ln1_mean, buf_.ln1_rstd, 1, C});
     be.matmul_forward(out, ln, w.wte, {1, C, Vp}, false);  // out is last_logits_ (device)
+    cap_logits(out, 1);
     return;
   }
   Real* dev = device_out(out);
   Real* features = what == Output::features ? dev : ln;
   be.layernorm_forward(features, {x_, w.lnf_w, w.lnf_b, buf_.ln1_mean, buf_.ln1_rstd, n, C});
-  if (what == Output::all_logits) be.matmul_forward(dev, features, w.wte, {n, C, Vp}, false);
+  if (what == Output::all_logits) {
+    be.matmul_forward(dev, features, w.wte, {n, C, Vp}, false);
+    cap_logits(dev, n);
+  }
   finish_out(out, (size_t)n * (what == Output::features ? C : Vp));
 }
 

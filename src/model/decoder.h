@@ -66,6 +66,9 @@ class Decoder {
   // backend's memory, else the device buffer out_, copied to the host by finish_out.
   Real* device_out(Real* host_out) const;
   void finish_out(Real* host_out, size_t n) const;
+  // The model's logit soft-cap (--logit-softcap) on `rows` rows of logits in the backend's memory,
+  // before anything reads them: sampling, scoring, the greedy check.
+  void cap_logits(Real* logits, int rows) const;
 
   ModelConfig cfg_;
   const Weights<Real>& w_;

@@ -42,7 +42,7 @@ size_t carve_activations(Activations<Real>& a, Real* base, const ModelConfig& cf
     const int l = (int)(&L - a.layers.data());
     const LayerAttention& attention = cfg.attention[l];
     take_if(attention.output_gate, L.output_gate_pre, N * C);
-    take_if(attention.output_gate && attention.kind != AttnKind::sa, L.att_z, N * C);
+    take_if(attention.output_gate && is_exclusive(attention.kind), L.att_z, N * C);
     take_if(mixes_first_values(cfg.attention, l), L.v_raw, N * Ck);
     take_if(attention.qk_norm && training, L.qk_raw, N * (C + Ck));
     take_if(attention.qk_norm && training, L.qk_rstd, N * (H + cfg.kv_heads()));
@@ -201,6 +201,7 @@ double Gpt<Real>::run_forward(const int32_t* inputs, const int32_t* targets, Rea
     head.dinp = a.d_buf ? a.d_buf + (size_t)r0 * C : nullptr, head.dwte = params_.dw.wte;
     head.rows = rows, head.C = C, head.V = V, head.Vp = Vp;
     head.dloss = dloss, head.accumulate = accumulate || r0 > 0;
+    head.softcap = Real(cfg_.logit_softcap);
     be.classifier_forward_backward(head);
   }
   return be.sum(a.losses, N);  // in order, so the loss does not depend on the thread count
@@ -233,6 +234,9 @@ void Gpt<Real>::logits_row(int n, Real* out) const {
   // Into the logits chunk, which holds nothing between calls, then to the host.
   backend_.matmul_forward(acts_.logits, acts_.lnf + (size_t)n * cfg_.n_embd, params_.w.wte,
                           {1, cfg_.n_embd, cfg_.padded_vocab}, false);
+  if (cfg_.logit_softcap > 0)
+    backend_.softcap_forward(acts_.logits, 1, cfg_.vocab_size, cfg_.padded_vocab,
+                             Real(cfg_.logit_softcap));
   backend_.to_host(out, acts_.logits, cfg_.padded_vocab);
 }
 

@@ -1,6 +1,7 @@
 #include "xsa/model/model_config.h"
 
 #include <algorithm>
+#include <cmath>
 #include <nlohmann/json.hpp>
 
 #include "xsa/model/params.h"
@@ -27,12 +28,21 @@ void ModelConfig::validate() const {
   if (n_kv_head < 0 || n_kv_head > n_head || (n_kv_head > 0 && n_head % n_kv_head != 0))
     fail("--kv-heads {} must divide --heads {} (grouped-query attention)", n_kv_head, n_head);
   if (!(rope_theta > 0)) fail("rope_theta {} must be positive", rope_theta);
-  // Far past any model this engine trains, and small enough that no size computed from them
-  // (4·C² per layer, V_pad·C, T·C) overflows; a config.json cannot ask for an absurd allocation.
-  constexpr int kMostWidth = 1 << 16, kMostRows = 1 << 24;
   if (n_embd > kMostWidth) fail("--embd {} is more than {}", n_embd, kMostWidth);
-  if (padded_vocab > kMostRows) fail("vocabulary {} is more than {}", padded_vocab, kMostRows);
-  if (seq_len > kMostRows) fail("--seq-len {} is more than {}", seq_len, kMostRows);
+  if (padded_vocab > kMostSequence)
+    fail("vocabulary {} is more than {}", padded_vocab, kMostSequence);
+  if (seq_len > kMostSequence) fail("--seq-len {} is more than {}", seq_len, kMostSequence);
+  if (!(logit_softcap >= 0) || !std::isfinite(logit_softcap))
+    fail("--logit-softcap {} must be 0 (off) or positive", logit_softcap);
+}
+
+void set_mlp_activation(ModelConfig& cfg, const std::string& name) {
+  if (name == "gelu")
+    cfg.mlp = MlpActivation::gelu;
+  else if (name == "relu2")
+    cfg.mlp = MlpActivation::relu2;
+  else
+    fail("--mlp {} is not known (gelu, relu2)", name);
 }
 
 const char* architecture_name(const ModelConfig& cfg) {
@@ -70,29 +80,42 @@ bool has_rivals(const ModelConfig& cfg) {
 
 namespace {
 
-// The rivals' flags as config.json writes them: version 3 one object for every layer, versions 4
-// and 5 (5: with QK-norm) one per layer.
-constexpr std::pair<const char*, bool LayerAttention::*> kRivalKeys[] = {
-    {"gated_attn", &LayerAttention::output_gate},
-    {"value_residual", &LayerAttention::value_residual},
-    {"no_self", &LayerAttention::no_self}};
-
+// The rivals' flags as config.json writes them (kAttentionOptions' keys): version 3 one object for
+// every layer, versions 4 and later one per layer.
 nlohmann::json rivals_json(const LayerAttention& layer) {
   nlohmann::json j = nlohmann::json::object();
-  for (const auto& [key, flag] : kRivalKeys) j[key] = layer.*flag;
+  for (const AttentionOption& o : kAttentionOptions)
+    if (o.rival) j[o.key] = layer.*o.flag;
   return j;
 }
 
 void read_rivals(const nlohmann::json& j, LayerAttention& layer, const std::string& where) {
   if (!j.is_object()) fail("{} must be an object", where);
-  for (const auto& [key, flag] : kRivalKeys) {
-    if (!j.contains(key) || !j[key].is_boolean()) fail("{}.{} must be true or false", where, key);
-    layer.*flag = j[key].get<bool>();
+  std::string known;
+  for (const AttentionOption& o : kAttentionOptions) {
+    if (!o.rival) continue;
+    if (!j.contains(o.key) || !j[o.key].is_boolean())
+      fail("{}.{} must be true or false", where, o.key);
+    layer.*o.flag = j[o.key].get<bool>();
+    known += (known.empty() ? "" : ", ") + std::string(o.key);
   }
-  for (const auto& item : j.items())
-    if (item.key() != "gated_attn" && item.key() != "value_residual" && item.key() != "no_self")
-      fail("{}.{} is not known (gated_attn, value_residual, no_self)", where, item.key());
+  for (const auto& item : j.items()) {
+    bool rival = false;
+    for (const AttentionOption& o : kAttentionOptions) rival |= o.rival && item.key() == o.key;
+    if (!rival) fail("{}.{} is not known ({})", where, item.key(), known);
+  }
 }
+
+// The version of config.json that brought the recipe's MLP activation and logit soft-cap.
+constexpr int kRecipeConfigVersion = 7;
+
+// The newest config.json this reader knows: the recipe's, or a later whole-model option's.
+constexpr int newest_config_version() {
+  int newest = kRecipeConfigVersion;
+  for (const AttentionOption& o : kAttentionOptions) newest = std::max(newest, o.config_version);
+  return newest;
+}
+constexpr int kNewestConfigVersion = newest_config_version();
 
 }  // namespace
 
@@ -128,14 +151,20 @@ void to_json(nlohmann::json& j, const ModelConfig& cfg) {
     j["linear_bias"] = cfg.linear_bias;
   }
   // Rivals: version 3 when every layer has the same, version 4 when they differ by layer; readers
-  // that do not know them refuse rather than misread.
-  // QK-norm: version 5, the rivals per layer (as version 4) and "layer_qk_norm".
-  const bool qk_norm = options_on_any_layer(cfg.attention, cfg.n_layer).qk_norm;
-  if (has_rivals(cfg) || qk_norm) {
-    bool uniform = !qk_norm;
+  // that do not know them refuse rather than misread. A whole-model option (QK-norm, value
+  // embeddings) raises the version to its own (kAttentionOptions), with the rivals per layer and
+  // its list "layer_<key>".
+  const LayerAttention any = options_on_any_layer(cfg.attention, cfg.n_layer);
+  // The recipe's MLP and head (docs/SPEC.md §11) raise it to version 7.
+  const bool recipe = cfg.mlp != MlpActivation::gelu || cfg.logit_softcap != 0;
+  int option_version = recipe ? kRecipeConfigVersion : 0;
+  for (const AttentionOption& o : kAttentionOptions)
+    if (o.whole_model && any.*o.flag) option_version = std::max(option_version, o.config_version);
+  if (has_rivals(cfg) || option_version) {
+    bool uniform = !option_version;
     for (int l = 1; l < cfg.n_layer; l++)
       uniform &= rivals_json(cfg.attention[l]) == rivals_json(cfg.attention[0]);
-    j["version"] = qk_norm ? 5 : uniform ? 3 : 4;
+    j["version"] = option_version ? option_version : uniform ? 3 : 4;
     j["positions"] = cfg.positions == Positions::rope ? "rope" : "learned";
     j["linear_bias"] = cfg.linear_bias;
     if (uniform) {
@@ -145,11 +174,16 @@ void to_json(nlohmann::json& j, const ModelConfig& cfg) {
       for (int l = 0; l < cfg.n_layer; l++) layers.push_back(rivals_json(cfg.attention[l]));
       j["layer_rivals"] = layers;
     }
-    if (qk_norm) {
+    for (const AttentionOption& o : kAttentionOptions) {
+      if (!o.whole_model || !(any.*o.flag)) continue;
       std::vector<bool> on;
-      for (int l = 0; l < cfg.n_layer; l++) on.push_back(cfg.attention[l].qk_norm);
-      j["layer_qk_norm"] = on;
+      for (int l = 0; l < cfg.n_layer; l++) on.push_back(cfg.attention[l].*o.flag);
+      j[std::string("layer_") + o.key] = on;
     }
+  }
+  if (recipe) {
+    j["mlp_activation"] = to_string(cfg.mlp);
+    j["logit_softcap"] = cfg.logit_softcap;
   }
 }
 
@@ -167,7 +201,8 @@ ModelConfig model_config_from_json(const nlohmann::json& j, const std::string& s
     fail("{}: 'format' is not \"xsa-gpt\"", source);
   const int version =
       j.contains("version") && j["version"].is_number_integer() ? j["version"].get<int>() : 0;
-  if (version < 1 || version > 5) fail("{}: unsupported version {}", source, version);
+  if (version < 1 || version > kNewestConfigVersion)
+    fail("{}: unsupported version {}", source, version);
   if (version >= 2) {
     const std::string positions = j.contains("positions") && j["positions"].is_string()
                                       ? j["positions"].get<std::string>()
@@ -203,18 +238,16 @@ ModelConfig model_config_from_json(const nlohmann::json& j, const std::string& s
     fail("{}: 'layer_attn' must list one of \"sa\"/\"xsa\" per layer ({} layers)", source,
          cfg.n_layer);
   for (int l = 0; l < cfg.n_layer; l++) {
-    std::string a = attn[l].is_string() ? attn[l].get<std::string>() : "";
-    const char* kinds[] = {"sa", "xsa", "xsa-gated", "xsa-gated-one"};
-    auto known = std::find(std::begin(kinds), std::end(kinds), a);
-    if (known == std::end(kinds))
-      fail("{}: layer_attn[{}] is not one of sa, xsa, xsa-gated, xsa-gated-one", source, l);
-    cfg.attention[l].kind = (AttnKind)(known - std::begin(kinds));
+    const auto kind = attention_kind_named(attn[l].is_string() ? attn[l].get<std::string>() : "");
+    if (!kind) fail("{}: layer_attn[{}] is not one of {}", source, l, attention_kind_names());
+    cfg.attention[l].kind = *kind;
   }
   if (version == 3) {  // one set of rivals for every layer
     LayerAttention rivals;
     read_rivals(j.contains("rivals") ? j["rivals"] : nlohmann::json(), rivals, source + ": rivals");
     for (int l = 0; l < cfg.n_layer; l++)
-      for (const auto& [key, flag] : kRivalKeys) cfg.attention[l].*flag = rivals.*flag;
+      for (const AttentionOption& o : kAttentionOptions)
+        if (o.rival) cfg.attention[l].*o.flag = rivals.*o.flag;
   } else if (version >= 4) {  // one set per layer
     const auto& layers = j.contains("layer_rivals") ? j["layer_rivals"] : nlohmann::json();
     if (!layers.is_array() || (int)layers.size() != cfg.n_layer)
@@ -222,14 +255,32 @@ ModelConfig model_config_from_json(const nlohmann::json& j, const std::string& s
     for (int l = 0; l < cfg.n_layer; l++)
       read_rivals(layers[l], cfg.attention[l], fmt::format("{}: layer_rivals[{}]", source, l));
   }
-  if (version == 5) {  // QK-norm per layer
-    const auto& on = j.contains("layer_qk_norm") ? j["layer_qk_norm"] : nlohmann::json();
+  // The whole-model options per layer: the one that introduced the file's version must be there;
+  // those of earlier versions, where they are.
+  for (const AttentionOption& o : kAttentionOptions) {
+    const std::string key = std::string("layer_") + (o.key ? o.key : "");
+    if (!o.whole_model || version < o.config_version) continue;
+    if (!j.contains(key) && version > o.config_version) continue;
+    const auto& on = j.contains(key) ? j[key] : nlohmann::json();
     if (!on.is_array() || (int)on.size() != cfg.n_layer)
-      fail("{}: 'layer_qk_norm' must list true/false per layer ({} layers)", source, cfg.n_layer);
+      fail("{}: '{}' must list true/false per layer ({} layers)", source, key, cfg.n_layer);
     for (int l = 0; l < cfg.n_layer; l++) {
-      if (!on[l].is_boolean()) fail("{}: layer_qk_norm[{}] is not true or false", source, l);
-      cfg.attention[l].qk_norm = on[l].get<bool>();
+      if (!on[l].is_boolean()) fail("{}: {}[{}] is not true or false", source, key, l);
+      cfg.attention[l].*o.flag = on[l].get<bool>();
     }
+  }
+  if (version >= kRecipeConfigVersion) {  // the recipe's MLP and head
+    if (!j.contains("mlp_activation") || !j["mlp_activation"].is_string())
+      fail("{}: 'mlp_activation' must be \"gelu\" or \"relu2\"", source);
+    try {
+      set_mlp_activation(cfg, j["mlp_activation"].get<std::string>());
+    } catch (const Error& e) {
+      fail("{}: {}", source, e.what());
+    }
+    if (!j.contains("logit_softcap") || !j["logit_softcap"].is_number() ||
+        !(j["logit_softcap"].get<double>() >= 0))
+      fail("{}: 'logit_softcap' must be 0 (off) or a positive number", source);
+    cfg.logit_softcap = j["logit_softcap"].get<double>();
   }
   if (j.contains("layer_sink")) {  // optional: checkpoints without it have no sinks
     const auto& sink = j["layer_sink"];

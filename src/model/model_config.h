@@ -17,6 +17,19 @@ namespace xsa {
 // or a learned table wpe [seq_len, C] added to the token embedding (GPT-2, llm.c).
 enum class Positions : uint8_t { rope, learned };
 
+// The MLP's activation: GELU (tanh approximation; GPT-2, nanoGPT) or ReLU² (relu(x)²: the modern
+// small-model recipe's, docs/SPEC.md §11).
+enum class MlpActivation : uint8_t { gelu, relu2 };
+inline const char* to_string(MlpActivation a) {
+  return a == MlpActivation::relu2 ? "relu2" : "gelu";
+}
+
+// The largest width (and head count) and the largest context or vocabulary a model may have: far
+// past any model this engine trains, small enough that no size computed from them (4·C² per
+// layer, V_pad·C, T·C) overflows, so that no option or config.json asks for an absurd allocation.
+// (The most layers: kMaxLayers, model/attention.h.)
+inline constexpr int kMostWidth = 1 << 16, kMostSequence = 1 << 24;
+
 struct ModelConfig {
   TokenizerKind tokenizer = TokenizerKind::byte;
   int vocab_size = 256;    // V: real tokens
@@ -30,6 +43,8 @@ struct ModelConfig {
   Positions positions = Positions::rope;
   bool linear_bias = false;     // a bias on every linear layer (GPT-2); LayerNorms always have one
   AttentionLayers attention{};  // each layer's attention (model/attention.h); first n_layer used
+  MlpActivation mlp = MlpActivation::gelu;
+  double logit_softcap = 0;  // c > 0: logits ← c·tanh(logits/c) before the loss and sampling
 
   int head_dim() const { return n_embd / n_head; }
   int kv_heads() const { return n_kv_head > 0 ? n_kv_head : n_head; }
@@ -58,6 +73,8 @@ std::string attention_string(const ModelConfig& cfg);
     const ModelConfig& cfg) {
   return attention_string(cfg);
 }
+// --mlp: "gelu" or "relu2"; throws Error for another name.
+void set_mlp_activation(ModelConfig& cfg, const std::string& name);
 // Whether some layer holds one of XSA's rivals.
 bool has_rivals(const ModelConfig& cfg);
 

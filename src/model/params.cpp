@@ -7,6 +7,16 @@
 
 namespace xsa {
 
+bool is_hidden_matrix(const std::string& name) {
+  if (name.rfind("transformer.h.", 0) != 0) return false;
+  for (const char* suffix : {".attn.c_attn.weight", ".attn.c_proj.weight", ".attn.c_gate.weight",
+                             ".mlp.c_fc.weight", ".mlp.c_proj.weight"}) {
+    const size_t n = std::char_traits<char>::length(suffix);
+    if (name.size() > n && name.compare(name.size() - n, n, suffix) == 0) return true;
+  }
+  return false;
+}
+
 std::vector<TensorInfo> param_layout(const ModelConfig& cfg) {
   std::vector<TensorInfo> layout;
   Weights<float> unused;

@@ -88,10 +88,9 @@ void for_each_tensor(const ModelConfig& cfg, Weights<Real>& w, Fn&& fn) {
        L.attn_proj_w);
     bias(p + "attn.c_proj.bias", C, L.attn_proj_b);
     const LayerAttention& attention = cfg.attention[l];
-    if (attention.kind == AttnKind::xsa_gated ||
-        attention.kind == AttnKind::xsa_gated_one)  // no decay
+    if (learns_exclusion(attention.kind))  // XSA's exclusion strength α = tanh(w); no decay
       fn(p + "attn.xsa_gate", std::vector<int64_t>{cfg.n_head}, false,
-         attention.kind == AttnKind::xsa_gated ? Init::zeros : Init::ones, L.xsa_gate);
+         kind_row(attention.kind).exclusion_init_w == 0 ? Init::zeros : Init::ones, L.xsa_gate);
     if (attention.sink)  // a logit joining each softmax with a zero value; no decay
       fn(p + "attn.sink", std::vector<int64_t>{cfg.n_head}, false, Init::zeros, L.sink);
     // The rivals' own tensors (docs/SPEC.md §8), each from its own stream: the twins' shared
@@ -112,6 +111,11 @@ void for_each_tensor(const ModelConfig& cfg, Weights<Real>& w, Fn&& fn) {
   fn("transformer.ln_f.weight", std::vector<int64_t>{C}, false, Init::ones, w.lnf_w);
   fn("transformer.ln_f.bias", std::vector<int64_t>{C}, false, Init::zeros, w.lnf_b);
 }
+
+// Whether Muon updates the tensor (docs/SPEC.md §11): the blocks' hidden matrices, attention's
+// c_attn (each of its q, k and v row blocks a matrix of its own), c_proj and c_gate, the MLP's
+// c_fc and c_proj. Everything else stays with AdamW.
+bool is_hidden_matrix(const std::string& name);
 
 // The table with offsets (aligned for float storage, the same element offsets for any Real).
 std::vector<TensorInfo> param_layout(const ModelConfig& cfg);
@@ -138,6 +142,9 @@ template <typename Real>
 struct ParamArena {
   std::vector<TensorInfo> layout;
   DeviceBuffer<Real> params, grads, adam_m, adam_v;
+  // Muon's momentum (--optimizer muon: allocated by the training step, the whole layout, never
+  // sharded), at the hidden matrices' offsets; empty otherwise.
+  DeviceBuffer<Real> muon_m;
   // The moments hold the elements [moments_begin, moments_begin + adam_m.size()) of the layout:
   // all of them, unless keep_moments sharded them (ZeRO-1).
   size_t moments_begin = 0;

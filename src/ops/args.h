@@ -82,3 +82,37 @@ struct QkNormArgs {
 inline constexpr double kQkNormEps = 1e-6;
 
 }  // namespace xsa::ops
+
+namespace xsa::ops {
+
+// Muon (docs/SPEC.md §11) on one matrix of the parameters, a step's settings: the momentum β, the
+// clipping's factor on the gradient, the decoupled weight decay's factor 1 − ηλ and the update's
+// step η · max(1, rows/cols)^½.
+struct MuonSettings {
+  double momentum = 0.95;
+  double grad_scale = 1;
+  double keep = 1;
+  double step = 0;
+};
+
+// One Newton–Schulz step's polynomial: X ← a X + (b A + c A²) X, A = X Xᵀ (the quintic of
+// Jordan et al., as modded-nanogpt and nanochat run it, 5 steps).
+struct NewtonSchulzCoefficients {
+  double a = 3.4445, b = -4.7750, c = 2.0315;
+};
+inline constexpr int kNewtonSchulzSteps = 5;
+
+// The Newton–Schulz iteration on one matrix x [rows, cols]: U on entry, the orthogonalised O on
+// return. Scratch: next [rows, cols], and gram, gram2, poly [k, k] with k = min(rows, cols) (a
+// matrix with more rows than columns iterates on XᵀX, as its transpose would on X Xᵀ).
+template <typename Real>
+struct NewtonSchulzArgs {
+  Real* x = nullptr;
+  Real* next = nullptr;
+  Real* gram = nullptr;
+  Real* gram2 = nullptr;
+  Real* poly = nullptr;
+  int rows = 0, cols = 0;
+};
+
+}  // namespace xsa::ops

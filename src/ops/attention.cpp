@@ -535,12 +535,24 @@ inline void online_softmax_row(Real* s, int cols, int visible, Real& m, Real* lr
   std::copy(part, part + kSumLanes, lr);
 }
 
+// A query tile's running softmax: per row its maximum m, its kSumLanes partial sums l and its
+// output accumulator acc (D wide).
 template <typename Real>
-void online_softmax_tile(Real* S, int rows, int cols, int i0, int j0, bool no_self, Real* m,
-                         Real* l, Real* acc, int D) {
+struct SoftmaxRows {
+  Real *m, *l, *acc;
+  int D;
+};
+
+// The tile's scores S (rows × cols, from query i0 and key j0) turned into exps in place, each row's
+// running softmax carried on.
+template <typename Real>
+void online_softmax_tile(Real* S, int rows, int cols, int i0, int j0, bool no_self,
+                         const SoftmaxRows<Real>& run) {
+  const int D = run.D;
   for (int r = 0; r < rows; r++) {
     Real* s = S + (size_t)r * kKeyTile;
-    Real *lr = l + (size_t)r * kSumLanes, *acc_r = acc + (size_t)r * D;
+    Real *lr = run.l + (size_t)r * kSumLanes, *acc_r = run.acc + (size_t)r * D;
+    Real* m = run.m;
     const int visible = visible_keys(cols, i0 + r, j0, no_self);
     if (visible == kKeyTile)
       online_softmax_row<true>(s, cols, visible, m[r], lr, acc_r, D);
@@ -583,7 +595,7 @@ void forward_query_tile(const AttentionPlan<Real>& p, const PackedKeysValues<Rea
       tile_product_bf16(rows, cols, D2,
                         {q_words, (size_t)D2, 1, kt_words + j0, (size_t)T, S, kKeyTile}, p.scale,
                         false);
-    online_softmax_tile(S, rows, cols, i0, j0, a.no_self, m, l, acc, D);
+    online_softmax_tile(S, rows, cols, i0, j0, a.no_self, SoftmaxRows<Real>{m, l, acc, D});
     if (!p.bf16) {  // acc += P V
       const Real* V = kt + packed.kt_size + (size_t)j0 * D;
       tile_product(rows, D, cols, {S, kKeyTile, 1, V, (size_t)D, acc, (size_t)D}, Real(1), true);

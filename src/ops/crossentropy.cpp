@@ -241,10 +241,57 @@ void crossentropy_forward_backward_bf16(float* logits, bf16* grad, float* losses
   crossentropy_rows(logits, losses, targets, N, V, Vp, dloss, grad);
 }
 
+// Soft-capping (docs/SPEC.md §11): the real columns become cap · tanh(x / cap), in place.
+template <typename Real>
+void softcap_forward(Real* logits, int N, int V, int Vp, Real cap) {
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; n++) {
+    Real* row = logits + (size_t)n * Vp;
+    for (int j = 0; j < V; j++) row[j] = cap * std::tanh(row[j] / cap);
+  }
+}
+
+// The cross-entropy of soft-capped logits, with the cap's derivative in the gradient: the row is
+// capped in place, the softmax and loss read the capped values c_j, and the gradient is
+// (p_j − [j = target]) · dloss · (1 − (c_j / cap)²). Plain loops (the capped head is the recipe's,
+// not the default's).
+template <typename Real>
+void crossentropy_softcap(Real* logits, Real* losses, const int32_t* targets, int N, int V, int Vp,
+                          Real dloss, Real cap) {
+  softcap_forward(logits, N, V, Vp, cap);
+#pragma omp parallel for schedule(static)
+  for (int n = 0; n < N; n++) {
+    Real* row = logits + (size_t)n * Vp;
+    const int target = targets[n];
+    if (target < 0) {
+      losses[n] = 0;
+      if (dloss != Real(0)) std::fill(row, row + Vp, Real(0));
+      continue;
+    }
+    const Real max_logit = max_of(row, V, row[0]);
+    double sum = 0;  // in order, in double
+    for (int j = 0; j < V; j++) sum += std::exp(double(row[j] - max_logit));
+    losses[n] = Real(std::log(sum) - double(row[target] - max_logit));
+    if (dloss == Real(0)) continue;
+    for (int j = 0; j < V; j++) {
+      const double p = std::exp(double(row[j] - max_logit)) / sum;
+      const double c = double(row[j]) / double(cap);
+      row[j] = Real((p - (j == target ? 1.0 : 0.0)) * double(dloss) * (1 - c * c));
+    }
+    std::fill(row + V, row + Vp, Real(0));
+  }
+}
+
 template void crossentropy_forward_backward<float>(float*, float*, const int32_t*, int, int, int,
                                                    float);
 template void crossentropy_forward_backward<double>(double*, double*, const int32_t*, int, int, int,
                                                     double);
+template void softcap_forward<float>(float*, int, int, int, float);
+template void softcap_forward<double>(double*, int, int, int, double);
+template void crossentropy_softcap<float>(float*, float*, const int32_t*, int, int, int, float,
+                                          float);
+template void crossentropy_softcap<double>(double*, double*, const int32_t*, int, int, int, double,
+                                           double);
 
 }  // namespace xsa::ops::XSA_LEVEL
 XSA_LEVEL_END

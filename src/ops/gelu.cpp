@@ -1,4 +1,6 @@
-// GELU, tanh approximation: 0.5 x (1 + tanh(√(2/π) (x + 0.044715 x³))).
+// The MLP's activations, forward beside backward: GELU, tanh approximation:
+// 0.5 x (1 + tanh(√(2/π) (x + 0.044715 x³))); and ReLU², relu(x)² (docs/SPEC.md §11: the modern
+// small-model recipe's, modded-nanogpt and nanochat).
 #include <algorithm>
 #include <cmath>
 
@@ -86,9 +88,30 @@ void gelu_backward_bf16(bf16* dinp, const float* inp, const float* dout, size_t 
   gelu_backward_elements(dinp, inp, dout, n);
 }
 
-#define XSA_INSTANTIATE(Real)                                   \
-  template void gelu_forward<Real>(Real*, const Real*, size_t); \
-  template void gelu_backward<Real>(Real*, const Real*, const Real*, size_t);
+template <typename Real>
+void relu2_forward(Real* out, const Real* inp, size_t n) {
+#pragma omp parallel for simd schedule(static)
+  for (size_t i = 0; i < n; i++) {
+    const Real x = inp[i] > Real(0) ? inp[i] : Real(0);
+    out[i] = x * x;
+  }
+}
+
+// dinp = 2 relu(x) · dout; dinp may be dout.
+template <typename Real>
+void relu2_backward(Real* dinp, const Real* inp, const Real* dout, size_t n) {
+#pragma omp parallel for simd schedule(static)
+  for (size_t i = 0; i < n; i++) {
+    const Real x = inp[i] > Real(0) ? inp[i] : Real(0);
+    dinp[i] = Real(2) * x * dout[i];
+  }
+}
+
+#define XSA_INSTANTIATE(Real)                                                 \
+  template void gelu_forward<Real>(Real*, const Real*, size_t);               \
+  template void gelu_backward<Real>(Real*, const Real*, const Real*, size_t); \
+  template void relu2_forward<Real>(Real*, const Real*, size_t);              \
+  template void relu2_backward<Real>(Real*, const Real*, const Real*, size_t);
 XSA_INSTANTIATE(float)
 XSA_INSTANTIATE(double)
 

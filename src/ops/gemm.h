@@ -10,15 +10,25 @@
 
 namespace xsa::ops {
 
-inline void gemm(bool trans_a, bool trans_b, int M, int N, int K, float alpha, const float* A,
-                 int lda, const float* B, int ldb, float beta, float* C, int ldc) {
-  cblas_sgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-              trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+// A product's layout: C [M, N] = alpha·op(A)·op(B) + beta·C, row-major, op a transpose where asked,
+// each operand's leading dimension (its row's stride).
+struct GemmShape {
+  bool trans_a = false, trans_b = false;
+  int M = 0, N = 0, K = 0;
+  int lda = 0, ldb = 0, ldc = 0;
+};
+
+inline void gemm(const GemmShape& s, float alpha, const float* A, const float* B, float beta,
+                 float* C) {
+  cblas_sgemm(CblasRowMajor, s.trans_a ? CblasTrans : CblasNoTrans,
+              s.trans_b ? CblasTrans : CblasNoTrans, s.M, s.N, s.K, alpha, A, s.lda, B, s.ldb, beta,
+              C, s.ldc);
 }
-inline void gemm(bool trans_a, bool trans_b, int M, int N, int K, double alpha, const double* A,
-                 int lda, const double* B, int ldb, double beta, double* C, int ldc) {
-  cblas_dgemm(CblasRowMajor, trans_a ? CblasTrans : CblasNoTrans,
-              trans_b ? CblasTrans : CblasNoTrans, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc);
+inline void gemm(const GemmShape& s, double alpha, const double* A, const double* B, double beta,
+                 double* C) {
+  cblas_dgemm(CblasRowMajor, s.trans_a ? CblasTrans : CblasNoTrans,
+              s.trans_b ? CblasTrans : CblasNoTrans, s.M, s.N, s.K, alpha, A, s.lda, B, s.ldb, beta,
+              C, s.ldc);
 }
 
 }  // namespace xsa::ops

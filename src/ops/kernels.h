@@ -126,10 +126,14 @@
   /* The value residual's mixing (ValueMixArgs). */                                                     \
   X(void, value_mix_forward, (const ValueMixArgs<Real>& args), (args))                                  \
   X(void, value_mix_backward, (const ValueMixArgs<Real>& args), (args))                                 \
-  /* ---- gelu.cpp: tanh approximation ---- */                                                          \
+  /* ---- gelu.cpp: the MLP's activations, GELU (tanh approximation) and ReLU² ---- */                 \
   X(void, gelu_forward, (Real * out, const Real* inp, size_t n), (out, inp, n))                         \
   /* dinp = gelu'(inp) · dout (overwrite). */                                                          \
   X(void, gelu_backward, (Real * dinp, const Real* inp, const Real* dout, size_t n),                    \
+    (dinp, inp, dout, n))                                                                               \
+  /* out = relu(x)² (docs/SPEC.md §11); dinp = 2 relu(x) · dout, dinp may be dout. */                \
+  X(void, relu2_forward, (Real * out, const Real* inp, size_t n), (out, inp, n))                        \
+  X(void, relu2_backward, (Real * dinp, const Real* inp, const Real* dout, size_t n),                   \
     (dinp, inp, dout, n))                                                                               \
   /* ---- crossentropy.cpp: fused softmax + cross-entropy over the real vocabulary ---- */              \
   /* logits [N, Vp] with V real columns (padded columns never win). losses [N] = −log */              \
@@ -138,6 +142,26 @@
   X(void, crossentropy_forward_backward,                                                                \
     (Real * logits, Real * losses, const int32_t* targets, int N, int V, int Vp, Real dloss),           \
     (logits, losses, targets, N, V, Vp, dloss))                                                         \
+  /* Soft-capping (docs/SPEC.md §11): the V real columns of logits [N, Vp] become */                   \
+  /* cap · tanh(x / cap) in place (before sampling and scoring). */                                    \
+  X(void, softcap_forward, (Real * logits, int N, int V, int Vp, Real cap),                             \
+    (logits, N, V, Vp, cap))                                                                            \
+  /* crossentropy_forward_backward of the capped logits (capped in place first), the cap's */           \
+  /* derivative (1 − (c/cap)²) in the gradient. */                                                   \
+  X(void, crossentropy_softcap,                                                                         \
+    (Real * logits, Real * losses, const int32_t* targets, int N, int V, int Vp, Real dloss,            \
+     Real cap),                                                                                         \
+    (logits, losses, targets, N, V, Vp, dloss, cap))                                                    \
+  /* ---- muon.cpp: Muon's elementwise steps (docs/SPEC.md §11) ---- */                                \
+  /* m ← β m + (1 − β) g, u = (1 − β) g + β m (Nesterov), g the gradient times grad_scale. */ \
+  X(void, muon_momentum, (Real * m, Real * u, const Real* grad, size_t n, const MuonSettings& s),       \
+    (m, u, grad, n, s))                                                                                 \
+  /* poly [k, k] = b gram + c gram2 + a I: one Newton–Schulz step's matrix. */                        \
+  X(void, newton_schulz_poly,                                                                           \
+    (Real * poly, const Real* gram, const Real* gram2, int k, const NewtonSchulzCoefficients& c),       \
+    (poly, gram, gram2, k, c))                                                                          \
+  /* w = w · keep − step · o (o may be w). */                                                       \
+  X(void, muon_apply, (Real * w, const Real* o, size_t n, const MuonSettings& s), (w, o, n, s))         \
   /* ---- adamw.cpp ---- */                                                                             \
   /* Decoupled AdamW as torch.optim.AdamW: p *= 1 − lr·wd; m, v moments; bias-corrected */           \
   /* update. With bf16_copy (mixed precision's copy of the weights) each updated value is */            \

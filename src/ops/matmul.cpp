@@ -44,8 +44,8 @@ void matmul_forward(Real* out, const Real* inp, const Real* weight, int N, int i
   if constexpr (std::is_same_v<Real, float>)
     if (fp32_product_library() == ProductLibrary::onednn)
       return matmul_forward_onednn(out, inp, weight, N, in_dim, out_dim, accumulate);
-  gemm(false, true, N, out_dim, in_dim, Real(1), inp, in_dim, weight, in_dim,
-       accumulate ? Real(1) : Real(0), out, out_dim);
+  gemm({false, true, N, out_dim, in_dim, in_dim, in_dim, out_dim}, Real(1), inp, weight,
+       accumulate ? Real(1) : Real(0), out);
 }
 
 template <typename Real>
@@ -58,11 +58,11 @@ void matmul_backward(Real* dinp, Real* dweight, const Real* dout, const Real* in
     if (fp32_product_library() == ProductLibrary::onednn)
       return matmul_backward_onednn(dinp, dweight, dout, inp, weight, shape, accumulate);
   if (dinp)
-    gemm(false, false, N, in_dim, out_dim, Real(1), dout, out_dim, weight, in_dim, Real(0), dinp,
-         in_dim);
+    gemm({false, false, N, in_dim, out_dim, out_dim, in_dim, in_dim}, Real(1), dout, weight,
+         Real(0), dinp);
   if (dweight)
-    gemm(true, false, out_dim, in_dim, N, Real(1), dout, out_dim, inp, in_dim,
-         accumulate ? Real(1) : Real(0), dweight, in_dim);
+    gemm({true, false, out_dim, in_dim, N, out_dim, in_dim, in_dim}, Real(1), dout, inp,
+         accumulate ? Real(1) : Real(0), dweight);
 }
 
 template <typename Real>

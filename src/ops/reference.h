@@ -5,11 +5,20 @@
 // references themselves against finite differences.
 #pragma once
 
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <vector>
 
+#include "xsa/ops/ops.h"
+
 namespace xsa::ref {
+
+// The attention's shape: B sequences of T tokens, width C in H query heads (Hkv key/value heads;
+// 0: one per query head).
+struct Heads {
+  int B = 0, T = 0, C = 0, H = 0, Hkv = 0;
+};
 
 template <typename Real>
 void matmul_forward(Real* out, const Real* inp, const Real* weight, int N, int in_dim,
@@ -68,8 +77,10 @@ void layernorm_forward(Real* out, Real* mean, Real* rstd, const Real* inp, const
 
 // Backward through the explicit Jacobian ∂xhat_c/∂x_k = rstd (δ_ck − 1/C − xhat_c xhat_k / C).
 template <typename Real>
-void layernorm_backward(Real* dinp, Real* dweight, Real* dbias, const Real* dout, const Real* inp,
-                        const Real* weight, const Real* mean, const Real* rstd, int N, int C) {
+void layernorm_backward(Real* dinp, Real* dweight, Real* dbias, const Real* dout,
+                        const ops::LayerNormArgs<Real>& a) {
+  const Real *inp = a.inp, *weight = a.weight, *mean = a.mean, *rstd = a.rstd;
+  const int N = a.N, C = a.C;
   std::vector<Real> xhat(C);
   for (int n = 0; n < N; n++) {
     for (int c = 0; c < C; c++) xhat[c] = (inp[n * C + c] - mean[n]) * rstd[n];
@@ -93,6 +104,11 @@ void layernorm_backward(Real* dinp, Real* dweight, Real* dbias, const Real* dout
 // k_scale. Backward through the explicit Jacobian ∂x̂_c/∂x_k = r (δ_ck − x̂_c x̂_k / D), from
 // dout in dqkv's q and k columns (replaced by ∂L/∂x), the forward's input in qkv; the scales'
 // gradients accumulate.
+// QK-norm's rows: N rows of ld values, H query heads then Hkv key heads of D each at their start.
+struct QkRows {
+  int N = 0, ld = 0, H = 0, Hkv = 0, D = 0;
+};
+
 template <typename Real>
 void qk_norm_forward(Real* qkv, const Real* q_scale, const Real* k_scale, int N, int ld, int H,
                      int Hkv, int D) {
@@ -108,8 +124,8 @@ void qk_norm_forward(Real* qkv, const Real* q_scale, const Real* k_scale, int N,
 }
 template <typename Real>
 void qk_norm_backward(Real* dqkv, Real* dq_scale, Real* dk_scale, const Real* qkv,
-                      const Real* q_scale, const Real* k_scale, int N, int ld, int H, int Hkv,
-                      int D) {
+                      const Real* q_scale, const Real* k_scale, const QkRows& rows) {
+  const int N = rows.N, ld = rows.ld, H = rows.H, Hkv = rows.Hkv, D = rows.D;
   std::vector<Real> xhat(D), dx(D);
   for (int n = 0; n < N; n++)
     for (int h = 0; h < H + Hkv; h++) {
@@ -161,8 +177,9 @@ void rope_rotate(Real* qkv, int B, int T, int C, int H, double theta, int sign, 
 // Also returns the row log-sum-exp for comparison with the fast kernel.
 // sink [H] (optional): a logit b_h in every row's softmax whose value vector is zero.
 template <typename Real>
-void attention_forward(Real* y, Real* lse, const Real* qkv, int B, int T, int C, int H,
-                       const Real* sink = nullptr, int Hkv = 0) {
+void attention_forward(Real* y, Real* lse, const Real* qkv, const Heads& s,
+                       const Real* sink = nullptr) {
+  const int B = s.B, T = s.T, C = s.C, H = s.H, Hkv = s.Hkv;
   int D = C / H;
   auto at = [&](int b, int t, int part, int h, int d) {
     return qkv[qkv_offset(b * T + t, part, h, C, H, Hkv) + d];
@@ -193,8 +210,9 @@ void attention_forward(Real* y, Real* lse, const Real* qkv, int B, int T, int C,
 // dQ = dS K / sqrt(D), dK = dSᵀ Q / sqrt(D), dV = Pᵀ dY. dqkv accumulates.
 // With sink, dsink [H] accumulates ∂L/∂b_h = Σ_i p_sink,i (0 − rowsum_i).
 template <typename Real>
-void attention_backward(Real* dqkv, const Real* dy, const Real* qkv, int B, int T, int C, int H,
-                        const Real* sink = nullptr, Real* dsink = nullptr, int Hkv = 0) {
+void attention_backward(Real* dqkv, const Real* dy, const Real* qkv, const Heads& s,
+                        const Real* sink = nullptr, Real* dsink = nullptr) {
+  const int B = s.B, T = s.T, C = s.C, H = s.H, Hkv = s.Hkv;
   int D = C / H;
   auto idx = [&](int b, int t, int part, int h, int d) {
     return qkv_offset(b * T + t, part, h, C, H, Hkv) + d;
@@ -247,8 +265,9 @@ void attention_backward(Real* dqkv, const Real* dy, const Real* qkv, int B, int 
 // XSA written without the unit vector: z = y − α (y·v) v / (v·v), with v·v floored at (1e-6)²;
 // α = 1, or per head from alpha (gated XSA).
 template <typename Real>
-void xsa_forward(Real* z, const Real* y, const Real* qkv, int B, int T, int C, int H,
-                 const Real* alpha = nullptr, int Hkv = 0) {
+void xsa_forward(Real* z, const Real* y, const Real* qkv, const Heads& s,
+                 const Real* alpha = nullptr) {
+  const int B = s.B, T = s.T, C = s.C, H = s.H, Hkv = s.Hkv;
   int D = C / H;
   for (int n = 0; n < B * T; n++)
     for (int h = 0; h < H; h++) {
@@ -269,9 +288,9 @@ void xsa_forward(Real* z, const Real* y, const Real* qkv, int B, int T, int C, i
 //   H])
 // dy overwrites, the v part of dqkv accumulates.
 template <typename Real>
-void xsa_backward(Real* dy, Real* dqkv, const Real* dz, const Real* y, const Real* qkv, int B,
-                  int T, int C, int H, const Real* alpha = nullptr, Real* dalpha = nullptr,
-                  int Hkv = 0) {
+void xsa_backward(Real* dy, Real* dqkv, const Real* dz, const Real* y, const Real* qkv,
+                  const Heads& s, const Real* alpha = nullptr, Real* dalpha = nullptr) {
+  const int B = s.B, T = s.T, C = s.C, H = s.H, Hkv = s.Hkv;
   int D = C / H;
   for (int n = 0; n < B * T; n++)
     for (int h = 0; h < H; h++) {
@@ -336,11 +355,105 @@ void crossentropy_forward_backward(Real* logits, Real* losses, const int32_t* ta
   }
 }
 
+// ReLU²: relu(x)², and its derivative 2 relu(x).
+template <typename Real>
+void relu2_forward(Real* out, const Real* inp, size_t n) {
+  for (size_t i = 0; i < n; i++) out[i] = inp[i] > 0 ? inp[i] * inp[i] : Real(0);
+}
+template <typename Real>
+void relu2_backward(Real* dinp, const Real* inp, const Real* dout, size_t n) {
+  for (size_t i = 0; i < n; i++) dinp[i] = inp[i] > 0 ? 2 * inp[i] * dout[i] : Real(0);
+}
+
+// Soft-capped cross-entropy from the definition: c = cap·tanh(x/cap), the cross-entropy of c, and
+// the chain rule through tanh (∂c/∂x = 1 − tanh²(x/cap)), written from the raw logits.
+template <typename Real>
+void crossentropy_softcap(Real* logits, Real* losses, const int32_t* targets, int N, int V, int Vp,
+                          Real dloss, Real cap) {
+  std::vector<Real> raw(logits, logits + (size_t)N * Vp);
+  for (int n = 0; n < N; n++)
+    for (int j = 0; j < V; j++) logits[n * Vp + j] = cap * std::tanh(raw[n * Vp + j] / cap);
+  crossentropy_forward_backward(logits, losses, targets, N, V, Vp, dloss);
+  if (dloss == 0) return;
+  for (int n = 0; n < N; n++)
+    for (int j = 0; j < V; j++) {
+      const Real t = std::tanh(raw[n * Vp + j] / cap);
+      logits[n * Vp + j] *= 1 - t * t;
+    }
+}
+
+// Muon (docs/SPEC.md §11) on one matrix W [rows, cols], written as the spec reads: momentum,
+// Nesterov, X = U / (‖U‖_F + 1e-7) transposed when it has more rows than columns, five steps of
+// A = X Xᵀ; X ← a X + (b A + c A²) X with explicit matrices, transposed back, then
+// W ← W (1 − ηλ) − η max(1, rows/cols)^½ O. grad_scale: the clipping's factor. Returns O.
+struct MuonStep {
+  double lr = 0.02, weight_decay = 0, momentum = 0.95, grad_scale = 1;
+};
+template <typename Real>
+std::vector<Real> muon_update(Real* w, const Real* grad, Real* m, int rows, int cols,
+                              const MuonStep& step) {
+  const double lr = step.lr, weight_decay = step.weight_decay, momentum = step.momentum,
+               grad_scale = step.grad_scale;
+  const size_t n = (size_t)rows * cols;
+  std::vector<double> u(n);
+  for (size_t i = 0; i < n; i++) {
+    const double g = grad[i] * grad_scale;
+    const double mi = momentum * m[i] + (1 - momentum) * g;
+    m[i] = Real(mi);
+    u[i] = (1 - momentum) * g + momentum * mi;
+  }
+  const bool transposed = rows > cols;
+  const int r = transposed ? cols : rows, c = transposed ? rows : cols;
+  std::vector<double> x(n);
+  double norm = 0;
+  for (double v : u) norm += v * v;
+  norm = std::sqrt(norm);
+  for (int i = 0; i < rows; i++)
+    for (int j = 0; j < cols; j++) {
+      const double v = u[(size_t)i * cols + j] / (norm + 1e-7);
+      if (transposed)
+        x[(size_t)j * c + i] = v;
+      else
+        x[(size_t)i * c + j] = v;
+    }
+  const ops::NewtonSchulzCoefficients k;
+  for (int iteration = 0; iteration < ops::kNewtonSchulzSteps; iteration++) {
+    std::vector<double> A((size_t)r * r, 0.0), A2((size_t)r * r, 0.0), B((size_t)r * r);
+    for (int i = 0; i < r; i++)
+      for (int j = 0; j < r; j++)
+        for (int l = 0; l < c; l++)
+          A[(size_t)i * r + j] += x[(size_t)i * c + l] * x[(size_t)j * c + l];
+    for (int i = 0; i < r; i++)
+      for (int j = 0; j < r; j++)
+        for (int l = 0; l < r; l++)
+          A2[(size_t)i * r + j] += A[(size_t)i * r + l] * A[(size_t)l * r + j];
+    for (size_t i = 0; i < B.size(); i++) B[i] = k.b * A[i] + k.c * A2[i];
+    std::vector<double> next(n);
+    for (int i = 0; i < r; i++)
+      for (int j = 0; j < c; j++) {
+        double s = k.a * x[(size_t)i * c + j];
+        for (int l = 0; l < r; l++) s += B[(size_t)i * r + l] * x[(size_t)l * c + j];
+        next[(size_t)i * c + j] = s;
+      }
+    x = next;
+  }
+  std::vector<Real> o(n);
+  for (int i = 0; i < rows; i++)
+    for (int j = 0; j < cols; j++)
+      o[(size_t)i * cols + j] = Real(transposed ? x[(size_t)j * c + i] : x[(size_t)i * c + j]);
+  const double scale = std::sqrt(std::max(1.0, (double)rows / cols));
+  for (size_t i = 0; i < n; i++)
+    w[i] = Real(w[i] * (1 - lr * weight_decay) - lr * scale * double(o[i]));
+  return o;
+}
+
 // torch.optim.AdamW, step by step as its documentation writes it.
 template <typename Real>
-void adamw_update(Real* param, const Real* grad, Real* m, Real* v, size_t n, double lr,
-                  double beta1, double beta2, double eps, double weight_decay, double grad_scale,
-                  long step) {
+void adamw_update(Real* param, const Real* grad, Real* m, Real* v, size_t n,
+                  const ops::AdamWSettings& s) {
+  const double lr = s.lr, beta1 = s.beta1, beta2 = s.beta2, eps = s.eps,
+               weight_decay = s.weight_decay, grad_scale = s.grad_scale;
+  const int64_t step = s.step;
   for (size_t i = 0; i < n; i++) {
     double g = grad[i] * grad_scale;
     double p = param[i] * (1 - lr * weight_decay);

@@ -5,6 +5,7 @@
 // since most constrain each other (C % H, H % Hkv, even head sizes).
 #pragma once
 
+#include <cmath>
 #include <string_view>
 #include <type_traits>
 
@@ -14,8 +15,8 @@ namespace xsa {
 
 // A model option's roles.
 enum ModelOptionRole : unsigned {
-  kShapeOfWeights = 1,  // fixes the weights' shapes: a checkpoint's value wins, a contradiction is
-                        // refused
+  kShapeOfWeights = 1,  // part of the model a checkpoint fixes (the weights' shapes, the head's
+                        // cap): a checkpoint's value wins, a contradiction is refused
   kContext = 2,         // the context: a run from --init-from may choose its own
 };
 
@@ -24,6 +25,9 @@ struct ModelOption {
   const char* flag;  // command-line flag
   const char* help;
   unsigned roles;
+  // The values it may take, checked where it enters (the command line, --config), before any code
+  // sizes memory by it; ModelConfig::validate holds the same maxima for files.
+  double least = -HUGE_VAL, most = HUGE_VAL;
 };
 
 // Calls fn(option, field) for every shape option of ModelConfig, in one order. Model is
@@ -31,15 +35,26 @@ struct ModelOption {
 template <typename Model, typename Fn>
 void for_each_model_option(Model& m, Fn&& fn) {
   static_assert(std::is_same_v<std::remove_const_t<Model>, ModelConfig>);
-  fn(ModelOption{"n_layer", "--layers", "Transformer blocks (L)", kShapeOfWeights}, m.n_layer);
-  fn(ModelOption{"n_head", "--heads", "Attention heads (H)", kShapeOfWeights}, m.n_head);
+  fn(ModelOption{"n_layer", "--layers", "Transformer blocks (L)", kShapeOfWeights, 1, kMaxLayers},
+     m.n_layer);
+  fn(ModelOption{"n_head", "--heads", "Attention heads (H)", kShapeOfWeights, 1, kMostWidth},
+     m.n_head);
   fn(ModelOption{"n_kv_head", "--kv-heads",
-                 "Key/value heads, grouped-query attention (0: one per head)", kShapeOfWeights},
+                 "Key/value heads, grouped-query attention (0: one per head)", kShapeOfWeights, 0,
+                 kMostWidth},
      m.n_kv_head);
-  fn(ModelOption{"n_embd", "--embd", "Embedding width (C)", kShapeOfWeights}, m.n_embd);
-  fn(ModelOption{"seq_len", "--seq-len", "Context length (T)", kShapeOfWeights | kContext},
+  fn(ModelOption{"n_embd", "--embd", "Embedding width (C)", kShapeOfWeights, 1, kMostWidth},
+     m.n_embd);
+  fn(ModelOption{"seq_len", "--seq-len", "Context length (T)", kShapeOfWeights | kContext, 1,
+                 kMostSequence},
      m.seq_len);
-  fn(ModelOption{"rope_theta", "--rope-theta", "RoPE base", kShapeOfWeights}, m.rope_theta);
+  fn(ModelOption{"rope_theta", "--rope-theta", "RoPE base", kShapeOfWeights, 1e-30, 1e30},
+     m.rope_theta);
+  fn(ModelOption{"logit_softcap", "--logit-softcap",
+                 "Soft-cap the logits at c: c·tanh(logits/c) before the loss and before sampling "
+                 "(Gemma 2, modded-nanogpt; 0: off)",
+                 kShapeOfWeights, 0, 1e6},
+     m.logit_softcap);
 }
 
 // `to`'s options (a ModelConfig or a RunConfig, for_each walking its table) whose flag `given`

@@ -31,6 +31,12 @@ void RunConfig::validate() const {
     fail("--beta1/--beta2 must be in [0, 1)");
   if (!(adam_eps > 0)) fail("--adam-eps {} must be positive", adam_eps);
   if (!(grad_clip >= 0)) fail("--grad-clip {} must be non-negative", grad_clip);
+  if (optimizer != "adamw" && optimizer != "muon")
+    fail("--optimizer {} is not known (adamw, muon)", optimizer);
+  if (!(muon_lr > 0) || !std::isfinite(muon_lr))
+    fail("--muon-lr {} must be a positive number", muon_lr);
+  if (!(muon_momentum >= 0 && muon_momentum < 1))
+    fail("--muon-momentum {} must be in [0, 1)", muon_momentum);
   if (threads < 0) fail("--threads {} must be 0 (every core) or positive", threads);
   if (ckpt_every < 0) fail("--ckpt-every {} must be non-negative", ckpt_every);
   if (val_every < 0) fail("--val-every {} must be non-negative", val_every);
@@ -71,14 +77,29 @@ int RunConfig::batch_for_step_tokens(int64_t tokens, int T, int world, int max_b
   return 1;
 }
 
+namespace {
+
+template <typename Field>
+nlohmann::json option_json(const Field& field) {
+  if constexpr (std::is_same_v<Field, Precision>)
+    return to_string(field);
+  else
+    return field;
+}
+
+}  // namespace
+
 nlohmann::json run_config_to_json(const RunConfig& r, unsigned roles) {
-  nlohmann::json j = nlohmann::json::object();
+  static const RunConfig defaults;
+  nlohmann::json j = nlohmann::json::object(), unset = nlohmann::json::object();
+  for_each_run_option(defaults, [&](const RunOption& o, const auto& field) {
+    if (o.roles & kOmittedAtDefault) unset[o.key] = option_json(field);
+  });
   for_each_run_option(r, [&](const RunOption& o, const auto& field) {
     if ((o.roles & roles) != roles) return;
-    if constexpr (std::is_same_v<std::decay_t<decltype(field)>, Precision>)
-      j[o.key] = to_string(field);
-    else
-      j[o.key] = field;
+    const nlohmann::json value = option_json(field);
+    if ((o.roles & kOmittedAtDefault) && unset[o.key] == value) return;
+    j[o.key] = value;
   });
   if (j.contains("warmup")) j["warmup"] = r.warmup_steps();
   return j;
@@ -91,11 +112,9 @@ void run_config_update_from_json(RunConfig& r, const nlohmann::json& j, const st
     using T = std::decay_t<decltype(field)>;
     if constexpr (std::is_same_v<T, Precision>) {
       const nlohmann::json& v = j[o.key];
-      const auto precision =
-          v.is_string() ? precision_named(v.get<std::string>()) : std::nullopt;
+      const auto precision = v.is_string() ? precision_named(v.get<std::string>()) : std::nullopt;
       if (!precision)
-        fail("{}: run setting {} must be {}, not {}", source, o.key, kPrecisionChoices,
-             v.dump());
+        fail("{}: run setting {} must be {}, not {}", source, o.key, kPrecisionChoices, v.dump());
       field = *precision;
     } else if constexpr (std::is_integral_v<T> && !std::is_same_v<T, bool>) {
       // get<T>() would cast a float (1e40, 2.5) or an integer past T's range: undefined

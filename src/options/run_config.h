@@ -4,6 +4,7 @@
 // new option cannot be forgotten by any of them.
 #pragma once
 
+#include <cmath>
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -40,7 +41,11 @@ struct RunConfig {
   double beta1 = 0.9;
   double beta2 = 0.95;
   double adam_eps = 1e-8;
-  double grad_clip = 1.0;       // global norm; 0 disables
+  double grad_clip = 1.0;  // global norm; 0 disables
+  // adamw, or muon: Muon on the blocks' hidden matrices, AdamW (at lr) on the rest (SPEC §11).
+  std::string optimizer = "adamw";
+  double muon_lr = 0.02;  // Muon's peak rate, on lr's schedule
+  double muon_momentum = 0.95;
   bool skip_bad_steps = false;  // leave out non-finite and outlier updates (BadStepFilter)
   uint64_t seed = 1;
   int threads = 0;          // 0: every core
@@ -51,8 +56,21 @@ struct RunConfig {
   int64_t log_every = 10;  // progress lines when stdout is not a terminal
   bool force = false;      // start over in (or resume into) a folder with later checkpoints
   bool quiet = false;      // no progress output (tests)
+  bool dry_run = false;    // check every option, open the data, build the model(s), then stop
 
   int64_t warmup_steps() const { return warmup >= 0 ? warmup : steps / 20; }
+  bool muon() const { return optimizer == "muon"; }
+  // The rate a comparison tunes and a variant's @RATE names: Muon's with --optimizer muon (AdamW's
+  // moves with it, in the ratio lr / muon_lr given), else the peak lr.
+  double tuned_rate() const { return muon() ? muon_lr : lr; }
+  void set_tuned_rate(double rate) {
+    if (muon()) {
+      lr *= rate / muon_lr;
+      muon_lr = rate;
+    } else {
+      lr = rate;
+    }
+  }
   // Tokens per optimizer step for sequences of T tokens on `world` processes: total_batch_tokens,
   // or one pass of every process (batch × T × world), as `mpirun -np N` users expect.
   int64_t step_tokens(int T, int world) const {
@@ -73,6 +91,8 @@ enum RunOptionRole : unsigned {
   kSaved = 1,   // written to trainer.json and read back on resume
   kResult = 2,  // changes the numbers a run produces: part of a comparison's fingerprint
   kShared = 4,  // declared by the option group train, compare and sweep share (tools/options.cpp)
+  kOmittedAtDefault = 8,  // in JSON only when set otherwise: the files (and the fingerprints) of
+                          // runs that do not use it stay as they were before it existed
 };
 
 struct RunOption {
@@ -80,7 +100,13 @@ struct RunOption {
   const char* flag;  // command-line flag(s) in CLI11's syntax; its first name is the option's
   const char* help;
   unsigned roles;
+  // The values a number may take, checked where it enters (the command line, --config): counts
+  // that size memory or loops have a stated maximum, so no later code meets an absurd one.
+  double least = -HUGE_VAL, most = HUGE_VAL;
 };
+// The largest step count, batch and the like a command takes: far past any run, small enough that
+// no product of them overflows.
+inline constexpr double kMostSteps = 1e12, kMostRows = 1 << 20;
 
 // The table, in four groups (for_each_run_option below walks them in order).
 namespace run_options {
@@ -112,12 +138,12 @@ void data_and_batch(Run& r, Fn& fn) {
   fn(RunOption{"batch", "--batch",
                "Sequences per forward pass on each process (B); the step's size is "
                "--total-batch-tokens",
-               all},
+               all, 1, kMostRows},
      r.batch);
   fn(RunOption{"total_batch_tokens", "--total-batch-tokens",
                "Tokens per optimizer step over all micro-batches and processes (0: --batch × "
                "--seq-len × processes); gradient accumulation makes up the rest",
-               all},
+               all, 0, kMostSteps},
      r.total_batch_tokens);
 }
 
@@ -125,12 +151,14 @@ void data_and_batch(Run& r, Fn& fn) {
 template <typename Run, typename Fn>
 void optimization(Run& r, Fn& fn) {
   constexpr unsigned all = kSaved | kResult | kShared;
-  fn(RunOption{"steps", "--steps", "Optimizer steps (per model)", all}, r.steps);
+  fn(RunOption{"steps", "--steps", "Optimizer steps (per model)", all, 1, kMostSteps}, r.steps);
   fn(RunOption{"lr", "--lr", "Peak learning rate", all}, r.lr);
   fn(RunOption{"min_lr_fraction", "--min-lr-fraction",
                "Final learning rate as a fraction of the peak", all},
      r.min_lr_fraction);
-  fn(RunOption{"warmup", "--warmup", "Linear warm-up steps (-1: 5% of --steps)", all}, r.warmup);
+  fn(RunOption{"warmup", "--warmup", "Linear warm-up steps (-1: 5% of --steps)", all, -1,
+               kMostSteps},
+     r.warmup);
   fn(RunOption{"weight_decay", "--weight-decay", "AdamW decoupled weight decay (2-D weights only)",
                all},
      r.weight_decay);
@@ -138,6 +166,20 @@ void optimization(Run& r, Fn& fn) {
   fn(RunOption{"beta2", "--beta2", "AdamW beta2", all}, r.beta2);
   fn(RunOption{"adam_eps", "--adam-eps", "AdamW epsilon", all}, r.adam_eps);
   fn(RunOption{"grad_clip", "--grad-clip", "Global gradient-norm clip (0: off)", all}, r.grad_clip);
+  fn(RunOption{"optimizer", "--optimizer",
+               "adamw, or muon: Muon (momentum orthogonalised by Newton-Schulz, docs/SPEC.md §11) "
+               "on the blocks' hidden matrices, AdamW at --lr on the embeddings, gains and the "
+               "rest",
+               all | kOmittedAtDefault},
+     r.optimizer);
+  fn(RunOption{"muon_lr", "--muon-lr",
+               "Muon's peak learning rate (on --lr's warm-up and decay); with --tune-lr the rate "
+               "tuned, --lr moving with it",
+               all | kOmittedAtDefault, 1e-12, 1e6},
+     r.muon_lr);
+  fn(RunOption{"muon_momentum", "--muon-momentum", "Muon's (Nesterov) momentum",
+               all | kOmittedAtDefault, 0, 0.999999},
+     r.muon_momentum);
   fn(RunOption{"skip_bad_steps", "--skip-bad-steps,!--no-skip-bad-steps",
                "Leave out an update whose loss or gradient norm is not finite or more than 5 sd "
                "above the last 128 steps' (counted in metrics.jsonl) instead of stopping",
@@ -154,7 +196,7 @@ void devices(Run& r, Fn& fn) {
   fn(RunOption{"threads", "--threads",
                "Threads per process (0: OMP_NUM_THREADS, else the cores the process may use, "
                "shared among the ranks on one machine)",
-               kSaved | kShared},
+               kSaved | kShared, 0, 4096},
      r.threads);
   fn(RunOption{"precision", "--precision",
                "fp32, or bf16: matrix products in bf16 with fp32 accumulation, master weights, "
@@ -188,7 +230,7 @@ void devices(Run& r, Fn& fn) {
      r.overlap);
   fn(RunOption{"zero", "--zero",
                "ZeRO stage under mpirun: 1 shards the AdamW moments across ranks (0: off)",
-               kSaved | kShared},
+               kSaved | kShared, 0, 1},
      r.zero);
   fn(RunOption{"comm", "--comm",
                "Under mpirun with --device cuda: nccl sums the gradients on the GPUs, mpi "
@@ -203,23 +245,30 @@ template <typename Run, typename Fn>
 void run_control(Run& r, Fn& fn) {
   constexpr unsigned all = kSaved | kResult | kShared;
   fn(RunOption{"ckpt_every", "--ckpt-every", "Steps between checkpoints (0: only at the end)",
-               kSaved},
+               kSaved, 0, kMostSteps},
      r.ckpt_every);
   fn(RunOption{"val_every", "--val-every", "Steps between validation passes (0: only at the end)",
-               all},
+               all, 0, kMostSteps},
      r.val_every);
   fn(RunOption{"val_batches", "--val-batches",
-               "Batches of the step's size (--total-batch-tokens) per validation pass", all},
+               "Batches of the step's size (--total-batch-tokens) per validation pass", all, 0,
+               kMostRows},
      r.val_batches);
   fn(RunOption{"val_fraction", "--val-fraction",
                "Share of a text file held out (its tail) for validation", all},
      r.val_fraction);
   fn(RunOption{"log_every", "--log-every",
-               "Steps between progress lines when output is not a terminal", kSaved | kShared},
+               "Steps between progress lines when output is not a terminal", kSaved | kShared, 1,
+               kMostSteps},
      r.log_every);
   fn(RunOption{"force", "--force", "Start over, or replace what the output folder holds", 0},
      r.force);
   fn(RunOption{"quiet", "--quiet", "No progress output", kShared}, r.quiet);
+  fn(RunOption{"dry_run", "--dry-run",
+               "Check every option, open the data and build the model and its optimizer, say "
+               "what would run, then stop before the first step: nothing is written",
+               kShared},
+     r.dry_run);
 }
 
 }  // namespace run_options

@@ -75,11 +75,27 @@ struct RulesOut {
 };
 RulesOut rules_out(const PairedDifferences& d);
 
+// One seed's final score of a variant, and its difference to the baseline's arm of that seed.
+struct SeedFigure {
+  uint64_t seed = 0;
+  double val_loss = NAN, delta = NAN;
+};
+
+// One validation point of a variant's curves over the seeds: the step, the mean (and sd) of its
+// validation loss, of its difference to the baseline, and of its arms' training time there.
+struct CurveStat {
+  int64_t step = 0;
+  double mean = NAN, sd = NAN, delta_mean = NAN, delta_sd = NAN, seconds_mean = NAN;
+};
+
 struct VariantSummary {
   std::string variant;
   int n_seeds = 0;
   double lr = 0;  // its peak learning rate (its own, after --tune-lr)
   double train_loss_mean = 0, val_loss_mean = 0, val_loss_sd = 0;
+  double ms_per_step_mean = NAN, tokens_per_s_mean = NAN;  // its arms' medians, averaged
+  std::vector<SeedFigure> per_seed;
+  std::vector<CurveStat> curve;  // at every validation point of its first seed's curve
   double delta_vs_sa_mean = 0, delta_vs_sa_sd = 0, p_value = 0;  // NaN where undefined
   // The same differences to SA, paired by seed: the 95 % t-interval, d_z, and the t, Wilcoxon and
   // sign tests' p; p_value Holm-corrected across the comparison's variants.
@@ -110,7 +126,8 @@ struct VariantSummary {
   // quarter. Over the seeds, its mean with the 95 % t-interval (drift). Moving when that interval
   // excludes 0: the verdict then says "still moving" and calls no difference.
   PairedDifferences drift;
-  int drift_points = 0;  // validation points in the last quarter
+  int drift_points = 0;                 // validation points in the last quarter
+  std::vector<CurveStat> last_quarter;  // the curve's points there (their mean Δ)
   Settled settled = Settled::not_judged;
   int slow_steps = 0;  // steps over kSlowStep times their arm's median, over the seeds
   std::string verdict;
@@ -147,6 +164,9 @@ struct LrTuning {
 struct CompareResult {
   std::vector<ArmResult> arms;
   std::vector<VariantSummary> summary;
+  nlohmann::json report;  // report.json's contents, once written (null before)
+  // Where the baseline's arms end, mean over seeds: their steps and training seconds.
+  double baseline_end_step = NAN, baseline_end_seconds = NAN;
   std::string report_dir;
   double val_bytes_per_token = NAN;  // of the validation windows (CompareReport's)
   LrTuning tuning;                   // --tune-lr's, when it ran
@@ -202,8 +222,42 @@ inline constexpr const char* kTimingNote =
     "vs SA: the median over interleaved steps of the arm's step time over SA's, minus 1; it "
     "cancels the machine's drift, which the ratio of the ms/step column keeps. No timing figure "
     "sums wall-clock: a pause or a neighbour moves none of them.\n";
-// Writes report.md, report.json and the plots into `out`; returns the text of report.md.
-std::string write_compare_report(const std::filesystem::path& out, const CompareReport& r,
-                                 const CompareResult& result);
+// ---- The report: a list of fields (report_json.cpp), of sections (report_markdown.cpp) and of
+// charts (report_plots.cpp) ----
+
+// Where a summary field goes: report.json's summary records, sweep.json's rows.
+enum SummaryWhere : unsigned { kInReport = 1, kInSweep = 2 };
+// A field of a variant's summary: its JSON name, its unit, how it is computed, where it goes.
+struct SummaryFieldInfo {
+  const char* name;
+  const char* unit;
+  const char* how;
+  unsigned where;
+};
+std::vector<SummaryFieldInfo> summary_fields();
+// One variant's record of the fields that go `where` (baseline: the first variant; bytes per
+// token: for bits per byte).
+nlohmann::json summary_record(const VariantSummary& s, bool baseline, double bytes_per_token,
+                              const std::optional<SequentialDesign>& design, unsigned where);
+// report.json, whole (its "fields" list the summary records' names, units and how).
+nlohmann::json compare_report_json(const CompareReport& r, const CompareResult& result);
+// report.md: every section in turn, over the charts' files.
+std::string compare_report_markdown(const CompareReport& r, const CompareResult& result,
+                                    const std::vector<std::string>& plots);
+// The charts (SVG, and PNG where rsvg-convert is), their files in report.md's order.
+std::vector<std::string> write_compare_plots(const std::filesystem::path& out,
+                                             const CompareReport& r, const CompareResult& result);
+
+// Writes the charts, report.md and report.json into `out`; returns the text and the JSON (what
+// report.html shows is built from these, not read back).
+struct WrittenReport {
+  std::string markdown;
+  nlohmann::json json;
+};
+WrittenReport write_compare_report(const std::filesystem::path& out, const CompareReport& r,
+                                   const CompareResult& result);
+// A comparison as xsa board's page shows it (board/runs_index.h's comparison_json, from memory:
+// each seed's curves and report.json), for report.html.
+nlohmann::json comparison_page_json(const std::string& id, const CompareResult& result);
 
 }  // namespace xsa

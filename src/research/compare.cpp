@@ -142,6 +142,8 @@ CompareResult run_comparison(const CompareConfig& requested) {
   std::unique_ptr<FolderLock> lock;
   const auto lock_out = [&] {
     std::error_code ec;
+    if (run.dry_run) return;  // writes nothing, not even a lock
+    if (root) refuse_symlink(run.out);
     if (root && !lock && fs::is_directory(run.out, ec))
       lock = std::make_unique<FolderLock>(fs::path(run.out) / ".lock", run.out);
   };
@@ -151,14 +153,37 @@ CompareResult run_comparison(const CompareConfig& requested) {
                     {{"train_tokens", s.data.train.size()}, {"val_tokens", s.data.val.size()}});
   const fs::path out = run.out;
   if (!run.quiet) print_header(cfg, s);
+  if (run.dry_run) {  // every arm's model built once, nothing written
+    for (const Variant& v : s.variants)
+      Gpt<float>(variant_model(s.model, v), run.batch, s.model.seq_len, GptMode::training,
+                 variant_backend(run, v));
+    // With Muon the rate is Muon's, AdamW's moving with it (RunConfig::tuned_rate).
+    const std::string rate_name =
+        run.muon() ? fmt::format("Muon's peak lr (AdamW's x {:g})", run.lr / run.muon_lr)
+                   : std::string("peak lr");
+    if (!run.quiet)  // what would run, resolved (scripts/readme_pin.sh pins the demo's)
+      std::printf(
+          "dry run: %s | %d layers x %d (%d heads), context %d, %s, %lld steps, %s, validation "
+          "every %lld steps on %d batch(es), %d seed(s) from %llu; nothing written\n",
+          fmt::format("{}", fmt::join(cfg.variants, ", ")).c_str(), s.model.n_layer, s.model.n_embd,
+          s.model.n_head, s.model.seq_len,
+          fmt::format("{} tokens a step ({} rows x {} accumulation)", s.shape.tokens(),
+                      s.shape.batch, s.shape.accumulation)
+              .c_str(),
+          (long long)run.steps,
+          cfg.tune_lrs.empty() ? fmt::format("{} {:g}", rate_name, run.tuned_rate()).c_str()
+                               : fmt::format("{} tuned over {:g} ({} tuning seed(s))", rate_name,
+                                             fmt::join(cfg.tune_lrs, ", "), cfg.tune_seeds)
+                                     .c_str(),
+          (long long)run.val_every, run.val_batches, cfg.seeds, (unsigned long long)run.seed);
+    return CompareResult{};
+  }
   const std::vector<double> peak = measure_peaks(cfg, s);
 
   CompareResult result;
   result.report_dir = out.string();
   agree_on(comm, [&] {
-    std::error_code ec;
-    if (root) fs::create_directories(out, ec);
-    if (ec) fail("{}: cannot create the report folder: {}", out.string(), ec.message());
+    if (root && !run.dry_run) create_owned_folder(out, "report folder");
     lock_out();
   });
   // Per variant: ms / ms(SA), step by step.
@@ -202,17 +227,23 @@ CompareResult run_comparison(const CompareConfig& requested) {
   const int seeds_run = (int)arms_of(result, cfg.variants[0]).size();
   if (design && seeds_note.empty())
     seeds_note = auto_seeds_verdict(cfg, *design, result, seeds_run, looks);
-  result.summary = summarize(result, s, cfg, overhead, looks);
+  summarize(result, s, cfg, overhead, looks);
   if (!root) return result;  // the report is rank 0's
 
   if (!run.quiet && !seeds_note.empty()) std::printf("%s\n", seeds_note.c_str());
   const CompareReport report =
       make_report(cfg, s, result, seeds_run, peak, validation_seconds, seeds_note, design);
   result.val_bytes_per_token = s.val_bytes_per_token, result.tuning = cfg.tuned;
-  std::string md = write_compare_report(out, report, result);
+  const WrittenReport written = write_compare_report(out, report, result);
+  result.report = written.json;
   if (!s.suite.files.empty()) append_suite_report(out, s, suite_names, suite_results, run.quiet);
-  if (!cfg.tuning) write_report_html(out, comparison_page_data(out));
-  if (!run.quiet && !cfg.tuning) print_report_summary(md, out);
+  if (!cfg.tuning)  // from the figures in memory, not report.json read back
+    write_report_html(
+        out,
+        {{"kind", "comparison"},
+         {"title", out.filename().string()},
+         {"comparisons", json::array({comparison_page_json(out.filename().string(), result)})}});
+  if (!run.quiet && !cfg.tuning) print_report_summary(written.markdown, out);
   return result;
 }
 
@@ -236,7 +267,7 @@ void tune_at_rate(const CompareConfig& cfg, double lr, const LrTuning& t,
   CompareConfig sub = cfg;
   sub.tune_lrs.clear(), sub.variant_lrs.clear(), sub.variants.clear();
   for (size_t k : which) sub.variants.push_back(cfg.variants[k]);
-  sub.run.lr = lr;
+  sub.run.set_tuned_rate(lr);  // with Muon: Muon's, AdamW's in the ratio given
   sub.run.seed = t.seeds[0];
   sub.seeds = cfg.tune_seeds, sub.seeds_auto = false;
   sub.tuning = true;
@@ -361,9 +392,10 @@ void check_tuned_report(const CompareConfig& cfg) {
 }
 
 CompareResult compare(const CompareConfig& requested) {
-  if (requested.tune_lrs.empty()) {
+  if (requested.tune_lrs.empty() || requested.run.dry_run) {
     CompareConfig cfg = requested;  // variants at their own @RATE
-    if (cfg.variant_lrs.empty()) cfg.variant_lrs = variant_rates(parse_variants(cfg), cfg.run.lr);
+    if (cfg.variant_lrs.empty())
+      cfg.variant_lrs = variant_rates(parse_variants(cfg), cfg.run.tuned_rate());
     return run_comparison(cfg);
   }
   if (requested.tune_seeds < 1) fail("--tune-seeds {} must be at least 1", requested.tune_seeds);
@@ -374,7 +406,7 @@ CompareResult compare(const CompareConfig& requested) {
   CompareConfig confirm = requested;
   confirm.tuned = tune_rates(requested);
   confirm.variant_lrs = confirm.tuned.chosen;
-  confirm.run.lr = confirm.tuned.chosen[0];  // SA's: the run's schedule is SA's own
+  confirm.run.set_tuned_rate(confirm.tuned.chosen[0]);  // SA's: the run's schedule is SA's own
   return run_comparison(confirm);
 }
 

@@ -49,8 +49,9 @@ struct CompareConfig {
   ModelConfig model;  // the shape; attention comes from each variant
   RunConfig run;      // data, optimizer, schedule; run.out is the report folder
   std::vector<std::string> variants = {"sa", "xsa"};
-  bool qk_norm = false;  // --qk-norm: QK-norm in every variant (their names stay as given)
-  int seeds = 1;         // seeds run.seed, run.seed + 1, ...
+  // --qk-norm, --value-embed: whole-model options in every variant (their names stay as given).
+  LayerAttention whole_model;
+  int seeds = 1;  // seeds run.seed, run.seed + 1, ...
   // --seeds auto: `seeds` is the cap; after each seed from the third on, stop once every variant's
   // answer is clear (seed_answer).
   bool seeds_auto = false;

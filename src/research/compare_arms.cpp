@@ -7,6 +7,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <set>
 #include <span>
 #include <string_view>
 
@@ -48,15 +49,8 @@ uint64_t fnv1a(const void* data, size_t bytes, uint64_t h) {
 
 // Every arm of a seed lives in memory at once: refuse a run that cannot fit.
 void check_memory(const Setup& s, int B, int T) {
-  const ModelConfig m = variant_model(s.model, s.variants.back());
-  const double need =
-      (double)s.variants.size() * Gpt<float>::memory_bytes(m, B, T) + s.data.train.size() * 2.0;
-  const double available = available_memory_bytes();
-  if (available > 0 && need > 0.9 * available)
-    fail(
-        "{} arms of this model need about {:.1f} GB at --batch {} and --seq-len {}, but {:.1f} GB "
-        "are available; use fewer variants, a smaller model or batch",
-        s.variants.size(), need / 1e9, B, T, available / 1e9);
+  check_fits_in_memory(variant_model(s.model, s.variants.back()), B, T, (int)s.variants.size(),
+                       s.data.train.size() * 2.0);
 }
 
 // Every rank prepares its own copy (its data); rank 0 alone checks and clears the report folder.
@@ -74,7 +68,7 @@ void prepare(const CompareConfig& cfg, Comm& comm, Setup& s) {
     for (const Variant& v : s.variants)
       s.init_weights->check(param_layout(variant_model(cfg.model, v)));
   }
-  if (comm.is_root() && run.force)  // start over: finished seeds of an interrupted run go too
+  if (comm.is_root() && run.force && !run.dry_run)  // start over: finished seeds go too
     for (int k = 0; k < 1000; k++) fs::remove(out / fmt::format("seed-{}.json", run.seed + k), ec);
 
   // --precision bf16 (or @bf16) where the CPU cannot: said before anything runs.
@@ -99,7 +93,8 @@ void prepare(const CompareConfig& cfg, Comm& comm, Setup& s) {
                 {"final_score", {{"windows", "every one"}, {"score_tokens", cfg.score_tokens}}}};
   if (!cfg.variant_lrs.empty()) s.identity["variant_lrs"] = cfg.variant_lrs;
   if (cfg.tuning) s.identity["tuning"] = true;
-  if (cfg.qk_norm) s.identity["qk_norm"] = true;  // not in the variants' names
+  for (const AttentionOption& o : kAttentionOptions)  // not in the variants' names
+    if (o.whole_model && cfg.whole_model.*o.flag) s.identity[o.key] = true;
   // A vocabulary retrained under the same folder name makes another comparison.
   if (s.data.tokenizer == TokenizerKind::spm)
     s.identity["vocabulary_checksum"] = SpmTokenizer(s.data.vocab_dir).checksum();
@@ -184,17 +179,18 @@ std::vector<Arm> make_arms(const CompareConfig& cfg, const Setup& s, uint64_t se
     a.loader = std::make_unique<BatchLoader>(s.data.train, s.shape.rows_per_process(), T,
                                              cfg.run.shuffle, seed, s.comm->rank(), s.comm->size());
     a.result.variant = s.variants[k].name, a.result.seed = seed;
-    a.result.lr = cfg.variant_lrs.empty() ? cfg.run.lr : cfg.variant_lrs[k];
-    // Over the tensors every variant has (a gated variant's extra gates start at zero, as SA;
-    // the rivals' W_g and λ and QK-norm's scales are theirs alone).
+    a.result.lr = cfg.variant_lrs.empty() ? cfg.run.tuned_rate() : cfg.variant_lrs[k];
+    // Over the tensors every variant has: the same model's with plain SA on every layer (a
+    // variant's own, XSA's gates, sinks, the rivals' and the whole-model options' tensors, start
+    // their own way).
+    ModelConfig plain = m;
+    plain.attention = AttentionLayers{};
+    std::set<std::string> shared;
+    for (const TensorInfo& t : param_layout(plain)) shared.insert(t.name);
     a.result.init_hash = kFnvBasis;
     const HostView<float> weights(a.model->params().params);
     for (const TensorInfo& t : a.model->params().layout)
-      if (t.name.find("xsa_gate") == std::string::npos &&
-          t.name.find("attn.sink") == std::string::npos &&
-          t.name.find("attn.c_gate") == std::string::npos &&
-          t.name.find("attn.value_lambda") == std::string::npos &&
-          t.name.find("_norm.weight") == std::string::npos)
+      if (shared.count(t.name))
         a.result.init_hash =
             fnv1a(weights.data() + t.offset, t.numel * sizeof(float), a.result.init_hash);
     a.result.batches_hash = kFnvBasis;
@@ -300,9 +296,7 @@ class CompareObserver : public RunObserver {
   // follows the arms as they train); a seed started again starts its records over.
   std::unique_ptr<MetricsLog> open_arm_log(const std::string& variant) const {
     const fs::path dir = arm_folder(cfg_.run.out, variant, seed_);
-    std::error_code ec;
-    fs::create_directories(dir, ec);
-    if (ec) fail("{}: cannot create the arm's folder: {}", dir.string(), ec.message());
+    create_owned_folder(dir);
     write_file_atomic(dir / "metrics.jsonl", "");
     write_run_description(dir, {{"command", "compare"}, {"variant", variant}, {"seed", seed_}},
                           cfg_.run.steps, s_.data);
@@ -339,7 +333,8 @@ double train_arms(const CompareConfig& cfg, const Setup& s, std::vector<Arm>& ar
                   clock_type::time_point start) {
   TrainingRun training(cfg.run, s.shape, *s.comm, s.data.val, s.val_batches);
   for (Arm& a : arms)
-    training.add_arm({a.step.get(), a.loader.get(), a.result.lr / cfg.run.lr, &a.stopped});
+    training.add_arm(
+        {a.step.get(), a.loader.get(), a.result.lr / cfg.run.tuned_rate(), &a.stopped});
   CompareObserver observer(cfg, s, arms, seed, seed_index, overhead, start);
   training.add_observer(&observer);
   training.run({0, /*validate_first=*/true, /*rotate=*/true});

@@ -42,12 +42,21 @@ void apply_compare_preset(const std::string& name, ModelConfig& model, RunConfig
     // Best against best: each variant at its own rate from this grid (extended at an edge), on
     // a tuning seed of its own, before the 3 confirmation seeds (--lr or --tune-lr given: not).
     cfg.tune_lrs = {2e-3, 4e-3, 8e-3}, cfg.tune_seeds = 1;
+  } else if (name == "recipe") {
+    // The demo in the modern small-model recipe (docs/SPEC.md §11: modded-nanogpt's, nanochat's):
+    // Muon on the hidden matrices (AdamW on the rest at a tenth of Muon's rate), ReLU², logits
+    // soft-capped at 15, QK-norm in every variant. Tuned on Muon's rate, AdamW's moving with it.
+    apply_compare_preset("demo", model, run, cfg);
+    run.optimizer = "muon", run.muon_lr = 0.02, run.lr = 2e-3;
+    model.mlp = MlpActivation::relu2, model.logit_softcap = 15;
+    cfg.whole_model.qk_norm = true;
+    cfg.tune_lrs = {0.01, 0.02, 0.04};
   } else if (name == "tiny") {  // seconds: for trying the tool
     model.n_layer = 2, model.n_head = 4, model.n_embd = 64, model.seq_len = 64;
     run.batch = 8, run.steps = 60, run.lr = 3e-3, run.val_every = 20, run.val_batches = 4;
     cfg.seeds = 2;
   } else {
-    fail("--preset {} is not known (demo, tiny)", name);
+    fail("--preset {} is not known (demo, recipe, tiny)", name);
   }
 }
 
@@ -66,6 +75,19 @@ ModelConfig variant_model(const ModelConfig& base, const Variant& v) {
   return m;
 }
 
+namespace {
+
+// "--qk-norm --value-embed": the whole-model flags that gave `options`.
+std::string whole_model_flags(const LayerAttention& options) {
+  std::string flags;
+  for (const AttentionOption& o : kAttentionOptions)
+    if (o.whole_model && options.*o.flag)
+      flags += (flags.empty() ? "--" : " --") + std::string(o.name);
+  return flags;
+}
+
+}  // namespace
+
 std::vector<Variant> parse_variants(const CompareConfig& cfg) {
   if (cfg.variants.empty()) fail("--variants: name at least the baseline (sa)");
   std::vector<Variant> variants;
@@ -73,8 +95,9 @@ std::vector<Variant> parse_variants(const CompareConfig& cfg) {
     for (const Variant& seen : variants)
       if (seen.name == v) fail("--variants lists {} twice", v);
     variants.push_back(parse_variant(v, cfg.model.n_layer));
-    if (cfg.qk_norm)  // every variant's, as the run's precision
-      for (LayerAttention& layer : variants.back().attention) layer.qk_norm = true;
+    for (const AttentionOption& o : kAttentionOptions)  // every variant's, as the run's precision
+      if (o.whole_model && cfg.whole_model.*o.flag)
+        for (LayerAttention& layer : variants.back().attention) layer.*o.flag = true;
     if (variants.back().precision == cfg.run.precision)
       fail("--variants {}: the run's --precision is already {}, so it would be a copy of its twin",
            v, to_string(cfg.run.precision));
@@ -83,12 +106,26 @@ std::vector<Variant> parse_variants(const CompareConfig& cfg) {
           "--variants {}: --tune-lr chooses each variant's rate; give a rate with @ or tune, not "
           "both",
           v);
+    // One model spelled two ways (its options in another order, or +qk-norm beside --qk-norm)
+    // would be compared with itself.
+    const Variant& added = variants.back();
+    for (size_t k = 0; k + 1 < variants.size(); k++) {
+      const Variant& seen = variants[k];
+      bool same = seen.precision == added.precision && seen.lr == added.lr;
+      for (int l = 0; l < cfg.model.n_layer && same; l++)
+        same = seen.attention[l] == added.attention[l];
+      if (same)
+        fail("--variants {} and {} are the same model{}; list it once", seen.name, v,
+             cfg.whole_model != LayerAttention{}
+                 ? " (" + whole_model_flags(cfg.whole_model) + " gives it to every variant)"
+                 : "");
+    }
   }
   // The baseline is the first variant, however it is spelled; every other is compared with it. (A
   // tuning comparison beyond the grid's edge runs only the variants chosen there.)
   const Variant& baseline = variants[0];
   for (int l = 0; l < cfg.model.n_layer && !cfg.tuning; l++)
-    if (baseline.attention[l].kind != AttnKind::sa)
+    if (is_exclusive(baseline.attention[l].kind))
       fail(
           "--variants {}: the first variant is the baseline every other is compared with and "
           "must be standard attention (sa, sa+qk-norm, sa@2e-3, ...)",

@@ -98,10 +98,10 @@ std::string auto_seeds_verdict(const CompareConfig& cfg, const SequentialDesign&
                                const CompareResult& result, int done,
                                std::vector<SequentialLook>& looks);
 // Differences to SA paired by seed: intervals, effect sizes and tests, Holm across the variants;
-// a verdict that never calls a single seed a win.
-std::vector<VariantSummary> summarize(const CompareResult& result, const Setup& s,
-                                      const CompareConfig& cfg,
-                                      const std::vector<std::vector<double>>& overhead,
-                                      const std::vector<SequentialLook>& looks);
+// a verdict that never calls a single seed a win; every figure the report shows (its means, each
+// seed's, the curves), so that the report only lays them out. Fills result.summary.
+void summarize(CompareResult& result, const Setup& s, const CompareConfig& cfg,
+               const std::vector<std::vector<double>>& overhead,
+               const std::vector<SequentialLook>& looks);
 
 }  // namespace xsa::comparison

@@ -60,6 +60,32 @@ double slope(const std::vector<double>& x, const std::vector<double>& y) {
   return sxx > 0 ? sxy / sxx : NAN;
 }
 
+// The variant's curves over the seeds, point by point (CurveStat): the mean and sd of its
+// validation loss, of its difference to the baseline's arm of the same seed, and its training
+// time, at each point every seed's arm has.
+std::vector<CurveStat> curve_stats(const std::vector<const ArmResult*>& mine,
+                                   const std::vector<const ArmResult*>& sa) {
+  std::vector<CurveStat> out;
+  if (mine.empty()) return out;
+  for (size_t p = 0; p < mine[0]->val_curve.size(); p++) {
+    std::vector<double> loss, delta, seconds;
+    for (size_t i = 0; i < mine.size(); i++) {
+      if (p >= mine[i]->val_curve.size()) continue;
+      loss.push_back(mine[i]->val_curve[p].second);
+      if (i < sa.size() && p < sa[i]->val_curve.size())
+        delta.push_back(mine[i]->val_curve[p].second - sa[i]->val_curve[p].second);
+      if (p < mine[i]->val_seconds.size()) seconds.push_back(mine[i]->val_seconds[p]);
+    }
+    CurveStat c;
+    c.step = mine[0]->val_curve[p].first;
+    c.mean = mean(loss), c.sd = loss.size() > 1 ? sample_sd(loss) : NAN;
+    c.delta_mean = mean(delta), c.delta_sd = delta.size() > 1 ? sample_sd(delta) : NAN;
+    c.seconds_mean = mean(seconds);
+    out.push_back(c);
+  }
+  return out;
+}
+
 // Settledness (VariantSummary::drift): per seed, Δ's slope over the last quarter's validation
 // points times a quarter of the run; their mean and interval over the seeds.
 void judge_settledness(const std::vector<const ArmResult*>& mine,
@@ -76,6 +102,8 @@ void judge_settledness(const std::vector<const ArmResult*>& mine,
     drifts.push_back(slope(x, y) * (double)steps / 4);
   }
   sm.drift = describe_paired(drifts);
+  for (const CurveStat& c : sm.curve)
+    if ((double)c.step >= from) sm.last_quarter.push_back(c);
   if (sm.drift_points < kSettledPoints || drifts.size() < 2 || !std::isfinite(sm.drift.ci_low))
     sm.settled = Settled::not_judged;
   else
@@ -111,24 +139,27 @@ std::string auto_seeds_verdict(const CompareConfig& cfg, const SequentialDesign&
 
 // Differences to SA paired by seed: intervals, effect sizes and tests, Holm across the variants;
 // a verdict that never calls a single seed a win.
-std::vector<VariantSummary> summarize(const CompareResult& result, const Setup& s,
-                                      const CompareConfig& cfg,
-                                      const std::vector<std::vector<double>>& overhead,
-                                      const std::vector<SequentialLook>& looks) {
+void summarize(CompareResult& result, const Setup& s, const CompareConfig& cfg,
+               const std::vector<std::vector<double>>& overhead,
+               const std::vector<SequentialLook>& looks) {
   std::vector<VariantSummary> out;
   const std::string& baseline = s.variants[0].name;
   const auto sa_arms = arms_of(result, baseline);
   for (size_t k = 0; k < s.variants.size(); k++) {
     VariantSummary sm;
     sm.variant = s.variants[k].name;
-    sm.lr = cfg.variant_lrs.empty() ? cfg.run.lr : cfg.variant_lrs[k];
+    sm.lr = cfg.variant_lrs.empty() ? cfg.run.tuned_rate() : cfg.variant_lrs[k];
     const auto mine = arms_of(result, sm.variant);
-    std::vector<double> val, train, delta;
+    std::vector<double> val, train, delta, ms, tokens;
     for (size_t i = 0; i < mine.size(); i++) {
       val.push_back(mine[i]->val_loss), train.push_back(mine[i]->train_loss);
       delta.push_back(mine[i]->val_loss - sa_arms[i]->val_loss);
+      ms.push_back(mine[i]->ms_per_step), tokens.push_back(mine[i]->tokens_per_s);
+      sm.per_seed.push_back({mine[i]->seed, mine[i]->val_loss, delta.back()});
       sm.slow_steps += mine[i]->slow_steps;
     }
+    sm.ms_per_step_mean = mean(ms), sm.tokens_per_s_mean = mean(tokens);
+    sm.curve = curve_stats(mine, sa_arms);
     sm.n_seeds = (int)mine.size();
     sm.train_loss_mean = mean(train), sm.val_loss_mean = mean(val), sm.val_loss_sd = sample_sd(val);
     for (size_t e = 0; e < s.evals.size(); e++) {
@@ -199,6 +230,13 @@ std::vector<VariantSummary> summarize(const CompareResult& result, const Setup& 
     }
     out.push_back(sm);
   }
+  // Where the baseline's arms end (the equal-loss race's finish).
+  std::vector<double> end_steps, end_seconds;
+  for (const ArmResult* a : sa_arms) {
+    const std::vector<CurvePoint> c = curve_of(*a);
+    if (!c.empty()) end_steps.push_back(c.back().step), end_seconds.push_back(c.back().seconds);
+  }
+  result.baseline_end_step = mean(end_steps), result.baseline_end_seconds = mean(end_seconds);
   // Holm across the variants tested against SA; the verdict is the corrected test's, or with
   // --seeds auto the sequential test's; either calls no difference while Δ is still moving.
   std::vector<double> raw;
@@ -226,7 +264,7 @@ std::vector<VariantSummary> summarize(const CompareResult& result, const Setup& 
     else
       sm.verdict = "no difference beyond the seed-to-seed spread";
   }
-  return out;
+  result.summary = std::move(out);
 }
 
 }  // namespace comparison

@@ -39,6 +39,8 @@ constexpr SweepOption kSweepOptions[] = {
     {"batch", true, [](CompareConfig& c, double v) { c.run.batch = (int)v; }},
     {"warmup", true, [](CompareConfig& c, double v) { c.run.warmup = (int64_t)v; }},
     {"weight-decay", false, [](CompareConfig& c, double v) { c.run.weight_decay = v; }},
+    {"muon-lr", false, [](CompareConfig& c, double v) { c.run.muon_lr = v; }},
+    {"logit-softcap", false, [](CompareConfig& c, double v) { c.model.logit_softcap = v; }},
 };
 constexpr const char* kPrecision = "precision";
 
@@ -187,36 +189,20 @@ bool plot_evenly(const std::string& param, const std::vector<std::string>& value
   return lo > 0 && hi / lo >= 8;
 }
 
-// One variant at one value, as a row of sweep.json.
+// One variant at one value, as a row of sweep.json: the swept value, the summary fields that go to
+// sweep.json (report/compare_report.h's one list), and the sweep's own: its Holm across every
+// test, SA's similarity bias beside the variant's, the report, the step.
 json sweep_row(const std::string& param, const json& value, const CompareResult& result,
                const VariantSummary& s, const CompareConfig& cfg, double p_holm_sweep) {
-  const double bpt = result.val_bytes_per_token;
-  return {{param, value},
-          {"variant", s.variant},
-          {"lr", s.lr},
-          {"delta_vs_sa_mean", finite_or_null(s.delta_vs_sa_mean)},
-          {"delta_vs_sa_sd", finite_or_null(s.delta_vs_sa_sd)},
-          {"delta_ci95", {finite_or_null(s.delta.ci_low), finite_or_null(s.delta.ci_high)}},
-          {"delta_bpb_mean", finite_or_null(bits_per_byte(s.delta.mean, bpt))},
-          {"delta_bpb_ci95",
-           {finite_or_null(bits_per_byte(s.delta.ci_low, bpt)),
-            finite_or_null(bits_per_byte(s.delta.ci_high, bpt))}},
-          {"d_z", finite_or_null(s.delta.d_z)},
-          {"p_value", finite_or_null(s.p_value)},
-          {"p_holm_sweep", finite_or_null(p_holm_sweep)},
-          {"p_wilcoxon", finite_or_null(s.delta.p_wilcoxon)},
-          {"report", result.report_dir},
-          {"overhead_vs_sa", s.overhead_vs_sa},
-          {"equal_loss_reached", s.equal_loss.reached},
-          {"step_speedup", finite_or_null(s.equal_loss.step_speedup)},
-          {"time_speedup", finite_or_null(s.equal_loss.time_speedup)},
-          {"mean_curve_step_speedup", finite_or_null(s.equal_loss.mean_curve_step_speedup)},
-          {"mean_curve_time_speedup", finite_or_null(s.equal_loss.mean_curve_time_speedup)},
-          {"delta_at_sa_time_mean", finite_or_null(s.equal_loss.delta_at_sa_time_mean)},
-          {"cos_yv_mean", finite_or_null(s.cos_yv_mean)},
-          {"sa_cos_yv_mean", finite_or_null(result.summary[0].cos_yv_mean)},
-          {"batch", cfg.run.batch},
-          {"tokens_per_step", cfg.run.step_tokens(cfg.model.seq_len, world_comm().size())}};
+  json row = {{param, value}};
+  row.update(summary_record(s, &s == &result.summary[0], result.val_bytes_per_token, std::nullopt,
+                            kInSweep));
+  row["p_holm_sweep"] = finite_or_null(p_holm_sweep);
+  row["report"] = result.report_dir;
+  row["sa_cos_yv_mean"] = finite_or_null(result.summary[0].cos_yv_mean);
+  row["batch"] = cfg.run.batch;
+  row["tokens_per_step"] = cfg.run.step_tokens(cfg.model.seq_len, world_comm().size());
+  return row;
 }
 
 // sweep.md, sweep.json and the Δ plot: Δ validation loss vs SA (mean and its 95 % interval over
@@ -289,7 +275,16 @@ void write_sweep_report(const CompareConfig& base, const std::string& param,
   md += fmt::format("\nEach value's full report: `{}-<value>/report.md`.\n", param);
   write_file_atomic(out / "sweep.md", md);
   write_file_atomic(out / "sweep.json", rows.dump(2) + "\n");
-  write_report_html(out, sweep_page_data(out, param));
+  // report.html from the results in memory: the sweep's chart, then each value's comparison.
+  json page = {{"kind", "sweep"},
+               {"title", out.filename().string()},
+               {"param", param},
+               {"sweep", rows},
+               {"comparisons", json::array()}};
+  for (size_t i = 0; i < results.size(); i++)
+    page["comparisons"].push_back(
+        comparison_page_json(fs::path(configs[i].run.out).filename().string(), results[i]));
+  write_report_html(out, page);
   if (!base.run.quiet)
     std::printf("\n%s\nsweep report: %s (and report.html)\n", md.c_str(),
                 (out / "sweep.md").string().c_str());
@@ -305,6 +300,7 @@ void sweep(const CompareConfig& base, const std::string& param,
   if (tokens_per_step < 0) fail("--tokens-per-step {} must be positive", tokens_per_step);
   if (param == "lr" && !base.tune_lrs.empty())
     fail("--param lr and --tune-lr do not combine: --tune-lr picks each variant's rate itself");
+  if (world_comm().is_root()) refuse_symlink(base.run.out);  // its folder holds every value's
   const std::vector<CompareConfig> configs = sweep_configs(base, param, values, tokens_per_step);
   // Under mpirun each value's comparison is data-parallel; rank 0 writes the reports.
   const bool root = world_comm().is_root();

@@ -22,9 +22,15 @@ void add_bench_command(CLI::App& root) {
   cmd->add_option("--arch", o->arch,
                   "xsa (RoPE, no linear biases) or gpt2 (learned positions, linear biases)")
       ->capture_default_str();
-  cmd->add_option("--steps", o->steps, "Timed steps per arm")->capture_default_str();
-  cmd->add_option("--warmup", o->warmup, "Warm-up steps per arm")->capture_default_str();
-  cmd->add_option("--threads", o->threads, "Threads (0: every core)")->capture_default_str();
+  cmd->add_option("--steps", o->steps, "Timed steps per arm")
+      ->capture_default_str()
+      ->check(within(1, 1e6));
+  cmd->add_option("--warmup", o->warmup, "Warm-up steps per arm")
+      ->capture_default_str()
+      ->check(within(0, 1e6));
+  cmd->add_option("--threads", o->threads, "Threads (0: every core)")
+      ->capture_default_str()
+      ->check(within(0, 4096));
   cmd->add_option("--attn-T", o->attn_T, "Sequence lengths of the attention-alone table")
       ->delimiter(',');
   cmd->add_option("--attn-D", o->attn_D, "Head sizes of the CPU's attention-alone table (8 heads)")
@@ -39,17 +45,33 @@ void add_bench_command(CLI::App& root) {
                 "small, gpt2), its share, rate and share of its roofline (docs/performance.md)");
   cmd->add_option("--attn", o->attn, "With --profile: the attention (as xsa train's --attn)")
       ->capture_default_str();
-  cmd->add_option("--layers", o->layers, "With --profile: layers (0: the model's)");
-  cmd->add_option("--embd", o->embd, "With --profile: width (0: the model's)");
-  cmd->add_option("--heads", o->heads, "With --profile: heads (0: the model's)");
+  cmd->add_option("--optimizer", o->optimizer,
+                  "With --profile: adamw or muon (Muon on the hidden matrices: its share of the "
+                  "step)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"adamw", "muon"}));
+  cmd->add_option("--mlp", o->mlp, "With --profile: the MLP's activation, gelu or relu2")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"gelu", "relu2"}));
+  cmd->add_option("--logit-softcap", o->logit_softcap,
+                  "With --profile: the logits' soft-cap (0: off)")
+      ->check(within(0, 1e6));
+  cmd->add_option("--layers", o->layers, "With --profile: layers (0: the model's)")
+      ->check(within(0, kMaxLayers));
+  cmd->add_option("--embd", o->embd, "With --profile: width (0: the model's)")
+      ->check(within(0, kMostWidth));
+  cmd->add_option("--heads", o->heads, "With --profile: heads (0: the model's)")
+      ->check(within(0, kMostWidth));
   cmd->add_flag("--data", o->data,
                 "Instead of the tables: the tokenizer and prepare (1 thread and all), and the "
                 "loader's shuffled windows from GB of shards against the training of --model "
                 "(gpt2 unless named) at T 1024");
   cmd->add_option("--data-text-mb", o->data_text_mb, "With --data: MB of text to tokenize")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(within(1, 1 << 20));
   cmd->add_option("--data-gb", o->data_gb, "With --data: GB of shards the loader reads")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(within(0.001, 1 << 20));
   cmd->add_flag("--no-steps", o->no_steps, "Skip the training-step table");
   cmd->add_flag("--no-attention", o->no_attention, "Skip the attention-alone table");
   cmd->add_flag("--decode", o->decode,

@@ -21,28 +21,33 @@ void add_compare_options(CLI::App* cmd, CompareArgs& a) {
   add_model_options(cmd, m);
   cmd->get_option("--data")->required();
   cmd->add_option("--preset", a.preset,
-                  "demo (the README's main job, ~8 min on 2 cores) or tiny; options given win");
-  cmd->add_option(
-         "--variants", a.variants,
-         "sa first, then any of: xsa, xsa-gated, xsa-gated-one, xsa-lastN, xsa-firstN, "
-         "xsa-layers-0.2.5, and XSA's rivals gated-attn, value-residual, no-self; each "
-         "optionally +sink, +gated-attn, +value-residual, +no-self, +qk-norm (xsa+gated-attn), "
-         "@bf16 or @fp32")
+                  "demo (the README's main job, ~7 min on 2 cores), recipe (the demo with Muon, "
+                  "ReLU², logit soft-cap 15 and QK-norm) or tiny; options given win");
+  cmd->add_option("--variants", a.variants,
+                  "The baseline first (standard attention: sa, sa+qk-norm, ...), then any of: " +
+                      attention_grammar() +
+                      " (xsa+gated-attn); each optionally @bf16 or @fp32, @RATE (xsa@4e-3)")
       ->capture_default_str();
-  cmd->add_flag("--qk-norm", a.cfg.qk_norm,
-                "QK-norm in every variant, SA included, as --precision is every variant's: RMSNorm "
-                "of q and k per head before RoPE (one variant alone: its +qk-norm)");
+  for (const AttentionOption& o : kAttentionOptions)
+    if (o.whole_model)
+      cmd->add_flag(std::string("--") + o.name, a.cfg.whole_model.*o.flag,
+                    fmt::format("{} in every variant, the baseline included, as --precision is "
+                                "every variant's (one variant alone: its +{})",
+                                o.title, o.name));
   cmd->add_option("--seeds", a.seeds,
                   "Repeats with seeds --seed, --seed+1, ...; auto: a group-sequential test that "
                   "looks after 3, 4, ... --max-seeds seeds and stops once every variant differs "
                   "from SA or cannot (O'Brien-Fleming spending, 5 % false positives in all)")
       ->capture_default_str();
-  cmd->add_option("--max-seeds", a.max_seeds, "The cap of --seeds auto")->capture_default_str();
+  cmd->add_option("--max-seeds", a.max_seeds, "The cap of --seeds auto")
+      ->capture_default_str()
+      ->check(within(1, 100));
   cmd->add_option("--tune-lr", a.tune_lr,
                   "LR1,LR2,...: train every variant at each peak lr on tuning seeds first, then "
                   "compare each at its best on fresh seeds (tuning in OUT/tune/)");
   cmd->add_option("--tune-seeds", a.cfg.tune_seeds, "Seeds per rate of --tune-lr")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(within(1, 1000));
   cmd->add_option("--eval-suite", a.cfg.eval_suite,
                   "A folder of the paper's eight task files (as xsa eval --suite paper --dir): "
                   "every arm is scored at the end and the table joins the report");
@@ -62,7 +67,8 @@ void add_compare_options(CLI::App* cmd, CompareArgs& a) {
                   "The final score of each arm, the figure the table and its tests use: every "
                   "window of the validation split and of each --eval-data set, or of a set larger "
                   "than this many tokens an even sample of whole windows (0: every window)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(within(0, 1e12));
   add_run_option(cmd, r, "out", "Report folder");
   add_run_option(cmd, r, "force", "Replace a report in --out");
 }
@@ -79,6 +85,10 @@ CompareConfig compare_config_of(const CLI::App* cmd, const CompareArgs& a) {
     take_options_not_given(
         cfg.run, preset.run, [](auto& r, auto&& fn) { for_each_run_option(r, fn); }, given);
     if (!given("--seeds")) cfg.seeds = preset.seeds;
+    if (!given("--mlp")) cfg.model.mlp = preset.model.mlp;
+    for (const AttentionOption& o : kAttentionOptions)
+      if (o.whole_model && !given(std::string("--") + o.name))
+        cfg.whole_model.*o.flag = preset.whole_model.*o.flag;
     // The preset's tuning grid, unless a rate is given: --lr (one rate for every variant),
     // --tune-lr (another grid) or a variant's own @RATE.
     bool own_rate = false;
@@ -86,7 +96,7 @@ CompareConfig compare_config_of(const CLI::App* cmd, const CompareArgs& a) {
       const std::vector<std::string> parts = split(v, '@');
       for (size_t i = 1; i < parts.size(); i++) own_rate |= !precision_named(parts[i]);
     }
-    if (!given("--lr") && !given("--tune-lr") && !own_rate) {
+    if (!given("--lr") && !given("--muon-lr") && !given("--tune-lr") && !own_rate) {
       cfg.tune_lrs = preset.tune_lrs;
       if (!given("--tune-seeds")) cfg.tune_seeds = preset.tune_seeds;
     }

@@ -38,6 +38,11 @@ void add_info_command(CLI::App& root) {
           world, world == 1 ? "" : "es", run.value("zero", 0) == 1 && world > 1 ? ", ZeRO-1" : "",
           (long long)step_tokens, run.value("batch", 0), state.value("accumulation_steps", 1),
           world);
+      if (run.value("optimizer", std::string("adamw")) == "muon")
+        std::printf(
+            "optimizer:   muon (peak lr %g, momentum %g) on the hidden matrices, adamw "
+            "(peak lr %g) on the rest\n",
+            run.value("muon_lr", 0.02), run.value("muon_momentum", 0.95), run.value("lr", 0.0));
     } else {
       std::printf("step:        (no trainer.json: weights only)\n");
     }
@@ -49,6 +54,8 @@ void add_info_command(CLI::App& root) {
         "layers:      %d\nheads:       %d (head dim %d)\nembd:        %d\nseq_len:     %d\n",
         cfg.n_layer, cfg.n_head, cfg.head_dim(), cfg.n_embd, cfg.seq_len);
     if (cfg.positions == Positions::rope) std::printf("rope_theta:  %g\n", cfg.rope_theta);
+    if (cfg.mlp != MlpActivation::gelu) std::printf("mlp:         %s\n", to_string(cfg.mlp));
+    if (cfg.logit_softcap > 0) std::printf("logit cap:   %g\n", cfg.logit_softcap);
     std::printf("parameters:  %lld\n", (long long)parameter_count(cfg));
     // The run's last losses, from metrics.jsonl beside the checkpoints.
     std::ifstream metrics(ckpt.parent_path() / "metrics.jsonl");

@@ -92,7 +92,7 @@ void add_export_command(CLI::App& root) {
           ckpt.string());
     const std::vector<TensorInfo> layout = param_layout(cfg);
     std::vector<float> params(param_arena_size(layout));
-    load_checkpoint_tensors(ckpt, layout, params.data(), nullptr, nullptr);
+    load_checkpoint_tensors(ckpt, {layout, params.data()});
     if (a->format == "hf")
       export_hf(cfg, layout, params.data(), dest);
     else

@@ -19,7 +19,7 @@ void add_sweep_command(CLI::App& root) {
   add_compare_options(cmd, *a);
   cmd->add_option("--param", *param,
                   "NAME=V1,V2,...: seq-len, lr, embd, layers, heads, kv-heads, steps, batch, "
-                  "warmup, weight-decay, precision (fp32,bf16)")
+                  "warmup, weight-decay, muon-lr, logit-softcap, precision (fp32,bf16)")
       ->required();
   cmd->add_option("--tokens-per-step", *tokens_per_step,
                   "Hold every step at this many tokens for every value: each value's --batch "

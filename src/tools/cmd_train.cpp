@@ -4,6 +4,7 @@
 #include <cstdio>
 #include <memory>
 #include <string_view>
+#include <type_traits>
 
 #include "xsa/io/checkpoint.h"
 #include "xsa/tools/commands.h"
@@ -18,7 +19,7 @@ struct TrainArgs {
   ModelConfig model;
   RunConfig run;
   std::string attn = "xsa";
-  bool qk_norm = false;
+  LayerAttention whole_model;  // --qk-norm, --value-embed: options on every item of --attn
   std::string resume;
 };
 
@@ -41,6 +42,9 @@ void check_shape_agrees(const CLI::App& cmd, const ModelConfig& model, const Mod
   if (cmd.count("--arch") && std::string(architecture_name(model)) != architecture_name(stored))
     fail("--arch {} contradicts the checkpoint {} ({})", architecture_name(model),
          (ckpt / "config.json").string(), architecture_name(stored));
+  if (cmd.count("--mlp") && model.mlp != stored.mlp)
+    fail("--mlp {} contradicts the checkpoint {} ({})", to_string(model.mlp),
+         (ckpt / "config.json").string(), to_string(stored.mlp));
 }
 
 // The tokenizer a checkpoint was trained with, as --tokenizer names it: an spm vocabulary is the
@@ -71,17 +75,15 @@ void add_train_command(CLI::App& root) {
 
   add_training_options(cmd, r);
   add_model_options(cmd, m);
-  cmd->add_option(
-         "--attn", a->attn,
-         "Attention: sa, xsa, xsa-gated, xsa-gated-one, xsa-lastN, xsa-firstN, "
-         "xsa-layers-0.2.5, or XSA's rivals alone (gated-attn, value-residual, no-self); then "
-         "options in any order: +sink, +gated-attn, +value-residual, +no-self, +qk-norm "
-         "(xsa+gated-attn); "
-         "or one item per layer (sa,sa,xsa+no-self,xsa+no-self)")
+  cmd->add_option("--attn", a->attn,
+                  "Attention: " + attention_grammar() +
+                      " (xsa+gated-attn); or one item per layer (sa,sa,xsa+no-self,xsa+no-self)")
       ->capture_default_str();
-  cmd->add_flag("--qk-norm", a->qk_norm,
-                "QK-norm on every layer: RMSNorm of each q and k head before RoPE with a learned "
-                "scale per head dimension (= +qk-norm on each item of --attn)");
+  for (const AttentionOption& o : kAttentionOptions)
+    if (o.whole_model)
+      cmd->add_flag(
+          std::string("--") + o.name, a->whole_model.*o.flag,
+          fmt::format("{} on every layer (= +{} on each item of --attn)", o.title, o.name));
   add_run_option(cmd, r, "ckpt_every");
   add_run_option(cmd, r, "skip_bad_steps");
   add_run_option(cmd, r, "out", "Run folder: checkpoints and metrics.jsonl");
@@ -93,7 +95,7 @@ void add_train_command(CLI::App& root) {
     catch_stop_signals();  // Ctrl-C or SIGTERM: checkpoint at this step, then exit
     ModelConfig model = a->model;
     RunConfig run = a->run;
-    const std::string attn = a->qk_norm ? with_option_on_every_item(a->attn, "qk-norm") : a->attn;
+    const std::string attn = with_whole_model_options(a->attn, a->whole_model);
     if (a->resume.empty()) {
       if (!run.tokenizer.empty()) parse_run_tokenizer(run.tokenizer);  // reject a bad name first
       set_attention(model, attn);
@@ -111,11 +113,11 @@ void add_train_command(CLI::App& root) {
     if (cmd->count("--tokenizer") && parse_run_tokenizer(run.tokenizer).kind != stored.tokenizer)
       fail("--tokenizer {} contradicts the checkpoint {} ({})", run.tokenizer,
            (ckpt / "config.json").string(), to_string(stored.tokenizer));
-    if (cmd->count("--attn") || a->qk_norm) {
+    if (cmd->count("--attn") || a->whole_model != LayerAttention{}) {
       ModelConfig wanted = stored;
-      set_attention(wanted, cmd->count("--attn")
-                                ? attn
-                                : with_option_on_every_item(attention_string(stored), "qk-norm"));
+      set_attention(wanted, cmd->count("--attn") ? attn
+                                                 : with_whole_model_options(
+                                                       attention_string(stored), a->whole_model));
       if (attention_string(wanted) != attention_string(stored))
         fail("--attn {} contradicts the checkpoint {} ({})", attention_string(wanted),
              (ckpt / "config.json").string(), attention_string(stored));
@@ -126,11 +128,21 @@ void add_train_command(CLI::App& root) {
     if (cmd->count("--seed") && stored_run.contains("seed") && stored_run["seed"] != run.seed)
       fail("--seed {} contradicts the checkpoint {} (seed {})", run.seed, state_path,
            stored_run["seed"].dump());
-    // Run options given again override the stored ones (the table maps flags to keys).
+    // The optimizer's state in the checkpoint is one optimizer's: another cannot continue it.
+    const std::string stored_optimizer = stored_run.value("optimizer", std::string("adamw"));
+    if (cmd->count("--optimizer") && run.optimizer != stored_optimizer)
+      fail("--optimizer {} contradicts the checkpoint {} ({}): its optimizer state is {}'s",
+           run.optimizer, state_path, stored_optimizer, stored_optimizer);
+    // Run options given again override the stored ones (the table maps flags to keys), a value
+    // given that equals the default too (the JSON leaves some of those out).
     const nlohmann::json given = run_config_to_json(run);
-    for_each_run_option(run, [&](const RunOption& o, const auto&) {
-      if (option_given(*cmd, o.flag) && std::string_view(o.key) != "out" && given.contains(o.key))
+    for_each_run_option(run, [&](const RunOption& o, const auto& field) {
+      if (!option_given(*cmd, o.flag) || std::string_view(o.key) == "out" || !(o.roles & kSaved))
+        return;
+      if (given.contains(o.key))
         stored_run[o.key] = given[o.key];
+      else if constexpr (!std::is_same_v<std::decay_t<decltype(field)>, Precision>)
+        stored_run[o.key] = field;
     });
     RunConfig resumed;
     run_config_update_from_json(resumed, stored_run, state_path);

@@ -1,23 +1,53 @@
 // The model and training options that train, compare and sweep share, each from its table
 // (options/model_options.h, options/run_config.h), bound straight to ModelConfig and RunConfig.
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <string>
 #include <type_traits>
 
 #include "xsa/tools/commands.h"
 #include "xsa/util/error.h"
+#include "xsa/util/fmt.h"
 
 namespace xsa::cli {
 
+CLI::Validator within(double least, double most) {
+  return CLI::Validator(
+      [least, most](std::string& input) -> std::string {
+        char* end = nullptr;
+        const double v = std::strtod(input.c_str(), &end);
+        if (end == input.c_str() || *end != '\0') return "";  // not a number: the conversion says
+        if (v >= least && v <= most) return "";
+        return fmt::format("{} is outside [{}, {}]", input, least, most);
+      },
+      fmt::format("in [{}, {}]", least, most), "within");
+}
+
+namespace {
+
+// A table option with its limits (ModelOption, RunOption: least and most) checked as it is read.
+template <typename Option>
+CLI::Option* limited(CLI::Option* option, const Option& o) {
+  if (std::isfinite(o.least) || std::isfinite(o.most)) option->check(within(o.least, o.most));
+  return option;
+}
+
+}  // namespace
+
 void add_model_options(CLI::App* cmd, ModelConfig& m) {
   for_each_model_option(m, [&](const ModelOption& o, auto& field) {
-    cmd->add_option(o.flag, field, o.help)->capture_default_str();
+    limited(cmd->add_option(o.flag, field, o.help)->capture_default_str(), o);
   });
   cmd->add_option_function<std::string>(
       "--arch", [&m](const std::string& name) { set_architecture(m, name); },
       "xsa (RoPE, no linear biases; the default) or gpt2 (learned positions, a bias on every "
       "linear layer, as GPT-2 and llm.c)");
+  cmd->add_option_function<std::string>(
+         "--mlp", [&m](const std::string& name) { set_mlp_activation(m, name); },
+         "The MLP's activation: gelu (tanh approximation, GPT-2's) or relu2 (relu(x)², "
+         "modded-nanogpt's and nanochat's)")
+      ->default_str("gelu");
 }
 
 void add_precision_option(CLI::App* cmd, Precision& precision, const std::string& help,
@@ -35,15 +65,16 @@ void add_precision_option(CLI::App* cmd, Precision& precision, const std::string
 
 namespace {
 
-// One run option on the command line: a flag, the precision by its name, or a value.
+// One run option on the command line: a flag, the precision by its name, or a value (a number
+// within the option's limits).
 template <typename Field>
-void add_run_field(CLI::App* cmd, const std::string& flag, Field& field, const std::string& help) {
+void add_run_field(CLI::App* cmd, const RunOption& o, Field& field, const std::string& help) {
   if constexpr (std::is_same_v<Field, bool>)
-    cmd->add_flag(flag, field, help);
+    cmd->add_flag(o.flag, field, help);
   else if constexpr (std::is_same_v<Field, Precision>)
-    add_precision_option(cmd, field, help, flag);
+    add_precision_option(cmd, field, help, o.flag);
   else
-    cmd->add_option(flag, field, help)->capture_default_str();
+    limited(cmd->add_option(o.flag, field, help)->capture_default_str(), o);
 }
 
 }  // namespace
@@ -54,7 +85,7 @@ void add_training_options(CLI::App* cmd, RunConfig& r) {
       "--config",
       "Read options from a TOML/INI file (key = value, e.g. layers = 4); the command line wins");
   for_each_run_option(r, [&](const RunOption& o, auto& field) {
-    if (o.roles & kShared) add_run_field(cmd, o.flag, field, o.help);
+    if (o.roles & kShared) add_run_field(cmd, o, field, o.help);
   });
 }
 
@@ -63,7 +94,7 @@ void add_run_option(CLI::App* cmd, RunConfig& r, const std::string& key, const s
   for_each_run_option(r, [&](const RunOption& o, auto& field) {
     if (o.key != key) return;
     found = true;
-    add_run_field(cmd, o.flag, field, help.empty() ? o.help : help);
+    add_run_field(cmd, o, field, help.empty() ? o.help : help);
   });
   XSA_CHECK(found, "no run option {}", key);
 }

@@ -27,6 +27,50 @@ TrainStep::TrainStep(Gpt<float>& model, const OptimizerSettings& settings, Paral
   const size_t n = arena.params.size();
   owned_ = zero1_ ? comm_->my_shard(n) : ShardRange{0, n};
   if (zero1_) arena.keep_moments(owned_.begin, owned_.end);
+  if (settings_.muon) {
+    // Each hidden matrix (c_attn as its q, k and v row blocks) with a rank to orthogonalise it:
+    // the largest first, each to the rank with the least work so far (rows · cols · min of the
+    // two, the iteration's products), so the ranks share the products and every rank knows who
+    // does what.
+    const ModelConfig& cfg = model_.config();
+    const int C = cfg.n_embd, Ck = cfg.kv_heads() * cfg.head_dim();
+    for (const TensorInfo& t : arena.layout) {
+      if (!is_hidden_matrix(t.name)) continue;
+      const int rows = (int)t.shape[0], cols = (int)t.shape[1];
+      if (t.name.find(".attn.c_attn.") != std::string::npos) {
+        size_t at = t.offset;
+        for (int part : {C, Ck, Ck}) {
+          muon_matrices_.push_back({at, part, cols, 0});
+          at += (size_t)part * cols;
+        }
+      } else {
+        muon_matrices_.push_back({t.offset, rows, cols, 0});
+      }
+    }
+    std::vector<size_t> order(muon_matrices_.size());
+    for (size_t i = 0; i < order.size(); i++) order[i] = i;
+    auto work = [&](size_t i) {
+      const MuonMatrix& m = muon_matrices_[i];
+      return (double)m.rows * m.cols * std::min(m.rows, m.cols);
+    };
+    std::stable_sort(order.begin(), order.end(),
+                     [&](size_t a, size_t b) { return work(a) > work(b); });
+    std::vector<double> load(comm_->size(), 0.0);
+    size_t most = 0, most_k = 0;
+    for (size_t i : order) {
+      const int r = (int)(std::min_element(load.begin(), load.end()) - load.begin());
+      muon_matrices_[i].owner = r, load[r] += work(i);
+      const MuonMatrix& m = muon_matrices_[i];
+      most = std::max(most, (size_t)m.rows * m.cols);
+      most_k = std::max(most_k, (size_t)std::min(m.rows, m.cols));
+    }
+    // u and next [rows, cols], gram, gram2 and poly [k, k]; each part 64-byte aligned.
+    const size_t part = align_elements<float>(most),
+                 square = align_elements<float>(most_k * most_k);
+    muon_scratch_ =
+        DeviceBuffer<float>(model_.backend(), 2 * part + 3 * square, MemoryUse::optimizer);
+    arena.muon_m = DeviceBuffer<float>(model_.backend(), n, MemoryUse::optimizer);
+  }
   const int L = model_.config().n_layer;
   layer_grads_.assign(L, ShardRange{n, 0});
   for (const TensorInfo& t : arena.layout) {
@@ -67,7 +111,9 @@ StepResult TrainStep::run(const int32_t* inputs, const int32_t* targets, double 
     comm.finish_all_reduces();
   } else if (comm.size() > 1) {
     comm.reduce_scatter(grads, n);
-    if (!zero1_) comm.all_gather(grads, n);
+    // Muon's owners read their matrices' whole gradients, and every rank keeps Muon's momentum
+    // whole: the sums go to every rank even under ZeRO-1.
+    if (!zero1_ || settings_.muon) comm.all_gather(grads, n);
   }
   r.loss = comm.sum(loss);
   // The norm's square as the sum of the ranks' shards in rank order, whether or not this rank
@@ -97,6 +143,7 @@ StepResult TrainStep::run(const int32_t* inputs, const int32_t* targets, double 
   if (settings_.grad_clip > 0 && r.grad_norm > settings_.grad_clip)
     adam.grad_scale = settings_.grad_clip / r.grad_norm;
   for (const TensorInfo& t : arena.layout) {
+    if (settings_.muon && is_hidden_matrix(t.name)) continue;  // Muon's (below)
     const size_t begin = std::max(t.offset, owned_.begin);
     const size_t end = std::min(t.offset + t.numel, owned_.end);
     if (begin >= end) continue;
@@ -106,8 +153,50 @@ StepResult TrainStep::run(const int32_t* inputs, const int32_t* targets, double 
                     arena.adam_v.data() + moment, end - begin, adam);
   }
   if (zero1_) comm.all_gather(arena.params.data(), n);
+  if (settings_.muon) muon_update(lr, adam.grad_scale);
   be.weights_changed(arena.params.data(), arena.params.size());
   return r;
+}
+
+// Muon (docs/SPEC.md §11) on every hidden matrix: each rank moves the momentum of all of them (an
+// elementwise step: the same bits on every rank, so every rank holds it whole for checkpoints),
+// the matrix's owner orthogonalises it and updates it, and sends it to the other ranks.
+void TrainStep::muon_update(double lr, double grad_scale) {
+  ParamArena<float>& arena = model_.params();
+  Backend<float>& be = model_.backend();
+  const double eta =
+      settings_.peak_lr > 0 ? settings_.muon_lr * lr / settings_.peak_lr : settings_.muon_lr;
+  size_t most = 0, most_k = 0;
+  for (const MuonMatrix& m : muon_matrices_) {
+    most = std::max(most, (size_t)m.rows * m.cols);
+    most_k = std::max(most_k, (size_t)std::min(m.rows, m.cols));
+  }
+  const size_t part = align_elements<float>(most), square = align_elements<float>(most_k * most_k);
+  float* scratch = muon_scratch_.data();
+  ops::NewtonSchulzArgs<float> ns;
+  ns.x = scratch, ns.next = scratch + part;
+  ns.gram = scratch + 2 * part, ns.gram2 = ns.gram + square, ns.poly = ns.gram2 + square;
+  for (const MuonMatrix& m : muon_matrices_) {
+    const size_t count = (size_t)m.rows * m.cols;
+    ops::MuonSettings s;
+    s.momentum = settings_.muon_momentum, s.grad_scale = grad_scale;
+    be.muon_momentum(arena.muon_m.data() + m.offset, ns.x, arena.grads.data() + m.offset, count, s);
+    if (m.owner != comm_->rank()) continue;
+    ns.rows = m.rows, ns.cols = m.cols;
+    be.newton_schulz(ns);
+    s.keep = 1 - eta * settings_.weight_decay;
+    s.step = eta * std::sqrt(std::max(1.0, (double)m.rows / m.cols));
+    be.muon_apply(arena.params.data() + m.offset, ns.x, count, s);
+  }
+  if (comm_->size() == 1) return;
+  for (const MuonMatrix& m : muon_matrices_) {
+    const size_t count = (size_t)m.rows * m.cols;
+    float* values = arena.params.data() + m.offset;
+    if (device_comm_)
+      device_comm_->broadcast_device(values, count, m.owner);
+    else
+      comm_->broadcast(values, count * sizeof(float), m.owner);
+  }
 }
 
 namespace {

@@ -1,8 +1,9 @@
 // The training step: the one place weights change. Forward and backward over the step's
 // micro-batches (gradient accumulation), the gradient sum over the processes of a data-parallel
-// run (dist/comm.h; nothing in one process), global-norm gradient clipping and the AdamW update,
-// with the moments sharded across processes under ZeRO-1. xsa train, xsa compare and xsa bench all
-// step through it.
+// run (dist/comm.h; nothing in one process), global-norm gradient clipping and the update: AdamW,
+// with the moments sharded across processes under ZeRO-1, and with --optimizer muon, Muon on the
+// blocks' hidden matrices (docs/SPEC.md §11). xsa train, xsa compare and xsa bench all step
+// through it.
 #pragma once
 
 #include <cstdint>
@@ -17,13 +18,17 @@
 
 namespace xsa {
 
-// AdamW and clipping; the learning rate comes per step (the schedule).
+// AdamW, Muon and clipping; the learning rate comes per step (the schedule).
 struct OptimizerSettings {
   double beta1 = 0.9;
   double beta2 = 0.95;
   double eps = 1e-8;
   double weight_decay = 0.1;  // on 2-D matrices only
   double grad_clip = 1.0;     // global norm; 0 disables
+  // Muon on the hidden matrices (is_hidden_matrix), at muon_lr · lr / peak_lr: the AdamW rate's
+  // schedule (and a comparison arm's scale) applied to Muon's peak.
+  bool muon = false;
+  double muon_lr = 0.02, muon_momentum = 0.95, peak_lr = 0;
 };
 
 struct StepResult {
@@ -105,6 +110,17 @@ class TrainStep {
   ShardRange owned_;
   std::vector<ShardRange> layer_grads_;  // each layer's parameters in the arena
   BadStepFilter* filter_ = nullptr;
+
+  // Muon: one matrix it updates (a row block of c_attn, or a whole hidden matrix) at `offset` in
+  // the arena, the rank that orthogonalises it, and the scratch of the iteration.
+  struct MuonMatrix {
+    size_t offset;
+    int rows, cols;
+    int owner;
+  };
+  std::vector<MuonMatrix> muon_matrices_;
+  DeviceBuffer<float> muon_scratch_;
+  void muon_update(double lr, double grad_scale);
 };
 
 }  // namespace xsa

@@ -35,7 +35,10 @@ std::vector<fs::path> vocabulary_files(const Dataset& data) {
 }
 
 OptimizerSettings optimizer_settings(const RunConfig& run) {
-  return {run.beta1, run.beta2, run.adam_eps, run.weight_decay, run.grad_clip};
+  OptimizerSettings s{run.beta1, run.beta2, run.adam_eps, run.weight_decay, run.grad_clip};
+  s.muon = run.muon(), s.muon_lr = run.muon_lr, s.muon_momentum = run.muon_momentum;
+  s.peak_lr = run.lr;
+  return s;
 }
 
 namespace {
@@ -71,6 +74,39 @@ void truncate_metrics(const fs::path& path, int64_t step) {
   write_file_atomic(path, kept);
 }
 
+// The training data's identity by content (TokenStream::contents), as trainer.json records it.
+nlohmann::json content_json(const TokenStream& train) {
+  nlohmann::json parts = nlohmann::json::array();
+  for (const TokenStream::Content& c : train.contents())
+    parts.push_back(
+        {{"source", c.source}, {"tokens", c.tokens}, {"xxh3", fmt::format("{:016x}", c.xxh3)}});
+  return parts;
+}
+
+// Resuming on other data is refused, however alike its size: each part's tokens against the
+// run's record of them, the first that differs named. (A checkpoint written before the record
+// was kept has its token count checked alone.)
+void check_same_content(const TokenStream& train, const nlohmann::json& state,
+                        const fs::path& ckpt) {
+  const nlohmann::json recorded = state.value("/data/train_content"_json_pointer, nlohmann::json());
+  if (!recorded.is_array()) return;
+  const nlohmann::json now = content_json(train);
+  if (recorded.size() != now.size())
+    fail(
+        "{}: {} part(s) of training data, but the checkpoint {} was trained on {}; resume needs "
+        "the same data",
+        state.value("/data/source"_json_pointer, std::string("?")), now.size(), ckpt.string(),
+        recorded.size());
+  for (size_t i = 0; i < now.size(); i++)
+    if (!recorded[i].is_object() || recorded[i].value("tokens", (uint64_t)0) != now[i]["tokens"] ||
+        recorded[i].value("xxh3", std::string()) != now[i]["xxh3"])
+      fail(
+          "{}: not the data the checkpoint {} was trained on (its tokens' XXH3 is {}, the run "
+          "recorded {}); resume needs the same data",
+          now[i]["source"].get<std::string>(), ckpt.string(), now[i]["xxh3"].get<std::string>(),
+          recorded[i].is_object() ? recorded[i].value("xxh3", std::string("?")) : "?");
+}
+
 // What a run starts from: a fresh folder, or a checkpoint and its trainer state.
 struct RunStart {
   fs::path run_dir, resume_ckpt;
@@ -88,9 +124,7 @@ RunStart open_run_folder(const RunConfig& run, const Dataset& data,
     start.run_dir = start.resume_ckpt.parent_path();
   }
   // Before the folder's contents are looked at, so two runs cannot both find it free.
-  std::error_code ec;
-  fs::create_directories(start.run_dir, ec);
-  if (ec) fail("{}: cannot create the run folder: {}", start.run_dir.string(), ec.message());
+  create_owned_folder(start.run_dir);
   start.lock = std::make_unique<FolderLock>(start.run_dir / ".lock", start.run_dir);
   if (!resume_from.empty()) {
     start.state = load_trainer_state(start.resume_ckpt);
@@ -107,21 +141,20 @@ RunStart open_run_folder(const RunConfig& run, const Dataset& data,
           "the same data",
           run.data, data.train.size(), tokens,
           start.state.value("/data/source"_json_pointer, std::string("?")));
+    check_same_content(data.train, start.state, start.resume_ckpt);
   } else if (auto existing = latest_checkpoint(start.run_dir)) {
     if (!run.force)
       fail("{}: already holds a run ({}); use --resume {} to continue it, or --force to start over",
            start.run_dir.string(), existing->filename().string(), start.run_dir.string());
-    for (const fs::path& p : list_checkpoints(start.run_dir)) fs::remove_all(p);
-    fs::remove(start.run_dir / "metrics.jsonl");
+    for (const fs::path& p : list_checkpoints(start.run_dir)) remove_owned(p);
+    remove_owned(start.run_dir / "metrics.jsonl");
   }
   return start;
 }
 
 // Creates the run folder and its metrics.jsonl as the run at `step` continues it; returns its path.
 fs::path prepare_metrics(const RunStart& start, int64_t step) {
-  std::error_code ec;
-  fs::create_directories(start.run_dir, ec);
-  if (ec) fail("{}: cannot create the run folder: {}", start.run_dir.string(), ec.message());
+  create_owned_folder(start.run_dir);
   const fs::path path = start.run_dir / "metrics.jsonl";
   if (!start.resume_ckpt.empty())
     truncate_metrics(path, step);
@@ -156,8 +189,8 @@ void print_header(const ModelConfig& m, const RunConfig& run, const Dataset& dat
   std::printf(
       "xsa train: %s attention, %d layers, %d heads, %d embd, seq %d, %s tokenizer, %lld params, "
       "%s\n",
-      attention_string(m).c_str(), m.n_layer, m.n_head, m.n_embd, m.seq_len,
-      to_string(m.tokenizer), (long long)parameter_count(m),
+      attention_string(m).c_str(), m.n_layer, m.n_head, m.n_embd, m.seq_len, to_string(m.tokenizer),
+      (long long)parameter_count(m),
       run.precision == Precision::bf16 ? "bf16 products (fp32 master weights)" : "fp32");
   std::printf("%s\n", describe_step(shape, run, threads).c_str());
   {  // where it runs (the CPU's kernel level and product libraries), and why auto chose the CPU
@@ -228,6 +261,7 @@ nlohmann::json trainer_state(const RunConfig& run, const Dataset& data, const St
       {"data",
        {{"source", run.data},
         {"train_tokens", data.train.size()},
+        {"train_content", content_json(data.train)},
         {"val_tokens", data.val.size()},
         {"val_windows", kValWindows}}},
       {"run", run_config_to_json(run)}};
@@ -278,8 +312,9 @@ void load_training_state(Comm& comm, const fs::path& ckpt, ParamArena<float>& ar
     if (!comm.is_root()) return;
     if (!sharded) return load_checkpoint_weights(ckpt, arena, /*with_optimizer=*/true);
     full_m.resize(n), full_v.resize(n);
-    HostView<float> params(arena.params, /*write_back=*/true);
-    load_checkpoint_tensors(ckpt, arena.layout, params.data(), full_m.data(), full_v.data());
+    HostView<float> params(arena.params, /*write_back=*/true), muon_m(arena.muon_m, true);
+    load_checkpoint_tensors(ckpt, {arena.layout, params.data(), full_m.data(), full_v.data(),
+                                   arena.muon_m.size() ? muon_m.data() : nullptr});
   });
   if (comm.size() == 1) return;
   be.weights_changed(arena.params.data(), arena.params.size());
@@ -293,6 +328,7 @@ void load_training_state(Comm& comm, const fs::path& ckpt, ParamArena<float>& ar
   };
   Comm& shards = on_host ? comm : staged;  // `mine` is device memory
   broadcast(arena.params.data());
+  if (arena.muon_m.size()) broadcast(arena.muon_m.data());  // Muon's momentum: whole on every rank
   if (sharded) {
     shards.scatter_shards(full_m.data(), arena.adam_m.data(), n);
     shards.scatter_shards(full_v.data(), arena.adam_v.data(), n);
@@ -319,10 +355,11 @@ fs::path save_training_state(Comm& comm, const fs::path& run_dir, int64_t step,
   gather.gather_shards(arena.adam_m.data(), full_m.data(), n);
   gather.gather_shards(arena.adam_v.data(), full_v.data(), n);
   if (!comm.is_root()) return {};
-  const HostView<float> params(arena.params);
+  const HostView<float> params(arena.params), muon_m(arena.muon_m);
   return save_checkpoint(run_dir, step, cfg,
-                         {arena.layout, params.data(), full_m.data(), full_v.data()}, state,
-                         replace, extra_files);
+                         {arena.layout, params.data(), full_m.data(), full_v.data(),
+                          arena.muon_m.size() ? muon_m.data() : nullptr},
+                         state, replace, extra_files);
 }
 
 namespace {
@@ -530,7 +567,22 @@ TrainResult train(const ModelConfig& requested_model, const RunConfig& requested
   check_ranks_agree(comm,
                     {{"train_tokens", in.data.train.size()}, {"val_tokens", in.data.val.size()}});
   Backend<float>* backend = nullptr;
-  agree_on(comm, [&] { backend = &backend_for(run); });
+  agree_on(comm, [&] {
+    backend = &backend_for(run);
+    check_fits_in_memory(in.model, run.batch, in.model.seq_len, 1, in.data.train.size() * 2.0);
+  });
+  if (run.dry_run) {  // the model and its optimizer built, nothing written
+    const int T = in.model.seq_len;
+    Gpt<float> model(in.model, run.batch, T, GptMode::training, *backend);
+    TrainStep trainer(model, optimizer_settings(run),
+                      {&comm, run.zero == 1, run.overlap, run.comm});
+    if (root && !run.quiet)
+      std::printf("dry run: %lld parameters, %s; %s; would train %lld steps into %s\n",
+                  (long long)parameter_count(in.model), attention_string(in.model).c_str(),
+                  describe_step(in.shape, run, in.threads).c_str(), (long long)run.steps,
+                  run.out.c_str());
+    return {};
+  }
   RunStart start = open_run_folder_on_every_rank(comm, run, in.data, resume_from);
 
   const int T = in.model.seq_len;

@@ -301,6 +301,15 @@ class LoadCheckpoint(unittest.TestCase):
         self.assertGreater((attn.k_norm.weight - attn.q_norm.weight).abs().max().item(), 0.01)
 
 
+    def test_recipe(self):  # ReLU² and logits soft-capped at 5, trained with Muon (version 7)
+        # A cap of 5 on logits that a high rate pushes past it, so that a missing or misplaced cap
+        # (after the loss, or not at all) would move the loss by far more than the bound.
+        model = self.check_run("recipe", "--attn", "xsa", "--mlp", "relu2", "--logit-softcap", "5",
+                               "--optimizer", "muon", "--lr", "0.05", "--warmup", "0")
+        self.assertEqual(model.transformer.h[0].mlp.activation, "relu2")
+        self.assertEqual(model.config["logit_softcap"], 5)
+
+
 class QkNormModule(unittest.TestCase):
     def test_matches_math_written_here(self):
         """The module's QK-norm (before RoPE) against RMSNorm and RoPE written out here per head

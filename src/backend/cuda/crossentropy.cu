@@ -69,9 +69,19 @@ __device__ SoftmaxStats block_merge(SoftmaxStats s) {
   return total;
 }
 
+// A logit as the loss reads it: soft-capped where cap > 0 (ops::softcap_forward).
+__device__ __forceinline__ float capped(float x, float cap) {
+  return cap > 0.0f ? cap * tanhf(x / cap) : x;
+}
+
+__global__ void softcap_kernel(float* logits, int V, int Vp, float cap) {
+  float* row = logits + (size_t)blockIdx.x * Vp;
+  for (int j = threadIdx.x; j < V; j += blockDim.x) row[j] = capped(row[j], cap);
+}
+
 __global__ void __launch_bounds__(kThreads)
     crossentropy_kernel(float* logits, float* losses, const int32_t* targets, int V, int Vp,
-                        float dloss, bf16_bits* dlogits_bf16) {
+                        float dloss, bf16_bits* dlogits_bf16, float cap) {
   const size_t n = blockIdx.x;
   float* row = logits + n * Vp;
   bf16_bits* grad_bf16 = dlogits_bf16 ? dlogits_bf16 + n * Vp : nullptr;
@@ -91,14 +101,14 @@ __global__ void __launch_bounds__(kThreads)
   const bool vectorized = reinterpret_cast<uintptr_t>(row) % 16 == 0;
   const int quad_stride = 4 * blockDim.x;
   // Read before block_merge's barrier: after it, pass 2 may overwrite the row in place.
-  const float target_logit = threadIdx.x == 0 ? row[target] : 0.0f;
+  const float target_logit = threadIdx.x == 0 ? capped(row[target], cap) : 0.0f;
 
   SoftmaxStats s{-INFINITY, 0.0f};
   for (int col = 4 * threadIdx.x; col < V; col += quad_stride) {
     float v[4];
     load_quad(v, row, col, V, vectorized);
     for (int k = 0; k < 4; k++)
-      if (col + k < V) add_logit(s, v[k]);
+      if (col + k < V) add_logit(s, capped(v[k], cap));
   }
   s = block_merge(s);
   if (threadIdx.x == 0) losses[n] = logf(s.sum) - (target_logit - s.max);
@@ -114,7 +124,9 @@ __global__ void __launch_bounds__(kThreads)
     for (int k = 0; k < 4; k++) {
       const int j = col + k;
       // __fmul_rn: no fused multiply-add with the − dloss, so the rounding is the CPU's.
-      grad[k] = j < V ? __fmul_rn(expf(v[k] - s.max), scale) - (j == target ? dloss : 0.0f) : 0.0f;
+      const float x = j < V ? capped(v[k], cap) : 0.0f;
+      grad[k] = j < V ? __fmul_rn(expf(x - s.max), scale) - (j == target ? dloss : 0.0f) : 0.0f;
+      if (cap > 0.0f && j < V) grad[k] *= 1.0f - (x / cap) * (x / cap);  // the cap's derivative
     }
     if (grad_bf16)
       store_quad(grad_bf16, grad, col, Vp, grad_vectorized);
@@ -128,7 +140,12 @@ __global__ void __launch_bounds__(kThreads)
 void crossentropy_forward_backward(const CrossEntropyArgs& a, cudaStream_t stream) {
   if (a.N <= 0) return;
   crossentropy_kernel<<<a.N, kThreads, 0, stream>>>(a.logits, a.losses, a.targets, a.V, a.Vp,
-                                                    a.dloss, a.dlogits_bf16);
+                                                    a.dloss, a.dlogits_bf16, a.softcap);
+}
+
+void softcap_forward(float* logits, int N, int V, int Vp, float cap, cudaStream_t stream) {
+  if (N <= 0) return;
+  softcap_kernel<<<N, kThreads, 0, stream>>>(logits, V, Vp, cap);
 }
 
 }  // namespace xsa::cuda

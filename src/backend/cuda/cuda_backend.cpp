@@ -368,10 +368,23 @@ class CudaBackend final : public Backend<float> {
         {logits, losses, upload(targets, N, targets_), N, V, Vp, dloss, nullptr}, stream_);
     XSA_LAUNCHED("crossentropy_forward_backward", "N {} V {} Vp {}", N, V, Vp);
   }
+  void crossentropy_softcap(float* logits, float* losses, const int32_t* targets, int N, int V,
+                            int Vp, float dloss, float cap) override {
+    if (N <= 0) return;
+    cuda::CrossEntropyArgs args{logits, losses, upload(targets, N, targets_), N, V, Vp,
+                                dloss,  nullptr};
+    args.softcap = cap;
+    cuda::crossentropy_forward_backward(args, stream_);
+    XSA_LAUNCHED("crossentropy_softcap", "N {} V {} Vp {} cap {}", N, V, Vp, cap);
+  }
+  void softcap_forward(float* logits, int N, int V, int Vp, float cap) override {
+    cuda::softcap_forward(logits, N, V, Vp, cap, stream_);
+    XSA_LAUNCHED("softcap_forward", "N {} V {} cap {}", N, V, cap);
+  }
   // With bf16 products the cross-entropy writes its gradient in bf16 for the backward's products
   // (no separate conversion pass over the rows × Vp logits).
   void classifier_forward_backward(const ClassifierArgs<float>& a) override {
-    if (!bf16() || a.dloss == 0.0f) return classifier_by_ops(*this, a);
+    if (!bf16() || a.dloss == 0.0f || a.softcap > 0.0f) return classifier_by_ops(*this, a);
     if (a.rows <= 0) return;
     const MatmulShape shape{a.rows, a.C, a.Vp};
     const Operand x = activation_operand(a.inp, (size_t)a.rows * a.C, act_a_);  // both products
@@ -400,15 +413,18 @@ class CudaBackend final : public Backend<float> {
     XSA_LAUNCHED("sink_backward", "B {} H {}", B, H);
   }
 
+  void add_rows(float* dst, size_t dst_stride, const float* src, size_t src_stride, int rows,
+                int width) override {
+    cuda::add_rows(dst, dst_stride, src, src_stride, rows, width, stream_);
+    XSA_LAUNCHED("add_rows", "rows {} width {}", rows, width);
+  }
+
   // ---- XSA's rivals: refused (supports() says no) ----
   void output_gate_forward(float*, const float*, const float*, size_t) override {
     refuse_unsupported(*this, Op::rivals, Storage::fp32);
   }
   void output_gate_backward(float*, float*, const float*, const float*, const float*,
                             size_t) override {
-    refuse_unsupported(*this, Op::rivals, Storage::fp32);
-  }
-  void add_rows(float*, size_t, const float*, size_t, int, int) override {
     refuse_unsupported(*this, Op::rivals, Storage::fp32);
   }
   void value_mix_forward(const ops::ValueMixArgs<float>&) override {
@@ -437,6 +453,36 @@ class CudaBackend final : public Backend<float> {
                     const ops::AdamWSettings& settings) override {
     cuda::adamw_update(param, grad, m, v, n, settings, stream_);
     XSA_LAUNCHED("adamw_update", "n {}", n);
+  }
+
+  // ---- Muon: the elementwise steps here, the iteration's products cuBLAS's (bf16 where the
+  // backend's products are) ----
+  void muon_momentum(float* m, float* u, const float* grad, size_t n,
+                     const ops::MuonSettings& s) override {
+    cuda::muon_momentum(m, u, grad, n, s, stream_);
+    XSA_LAUNCHED("muon_momentum", "n {}", n);
+  }
+  void newton_schulz(const ops::NewtonSchulzArgs<float>& args) override {
+    newton_schulz_by_ops(*this, args);
+  }
+  void newton_schulz_poly(float* poly, const float* gram, const float* gram2, int k,
+                          const ops::NewtonSchulzCoefficients& c) override {
+    cuda::newton_schulz_poly(poly, gram, gram2, k, c, stream_);
+    XSA_LAUNCHED("newton_schulz_poly", "k {}", k);
+  }
+  void muon_apply(float* w, const float* o, size_t n, const ops::MuonSettings& s) override {
+    cuda::muon_apply(w, o, n, s, stream_);
+    XSA_LAUNCHED("muon_apply", "n {}", n);
+  }
+
+  // ---- ReLU² (fp32) ----
+  void relu2_forward(float* out, const float* inp, size_t n) override {
+    cuda::relu2_forward(out, inp, n, stream_);
+    XSA_LAUNCHED("relu2_forward", "n {}", n);
+  }
+  void relu2_backward(float* dinp, const float* inp, const float* dout, size_t n) override {
+    cuda::relu2_backward(dinp, inp, dout, n, stream_);
+    XSA_LAUNCHED("relu2_backward", "n {}", n);
   }
 
  private:

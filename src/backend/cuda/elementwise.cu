@@ -38,6 +38,15 @@ __global__ void embedding_forward_kernel(float* out, const int32_t* index, const
   }
 }
 
+// dst row r += src row r, `width` values (rows dst_stride and src_stride apart): one block per
+// row, threads across its columns, one rounding each as ops::add_rows.
+__global__ void add_rows_kernel(float* dst, size_t dst_stride, const float* src, size_t src_stride,
+                                int width) {
+  float* d = dst + (size_t)blockIdx.x * dst_stride;
+  const float* s = src + (size_t)blockIdx.x * src_stride;
+  for (int c = threadIdx.x; c < width; c += blockDim.x) d[c] += s[c];
+}
+
 // One block per group (a table row): each column adds its rows in the order given, starting from
 // the table's gradient — the same additions, in the same order, as ops::encoder_backward.
 __global__ void embedding_backward_kernel(float* dtable, const float* dout, const int32_t* rows,
@@ -150,6 +159,45 @@ __global__ void gelu_backward_kernel(float* dinp, const float* inp, const float*
     dinp[i] = gelu_grad(inp[i], dout[i]);
 }
 
+// ---- ReLU² (ops/gelu.cpp) ----
+
+__global__ void relu2_forward_kernel(float* out, const float* inp, size_t n) {
+  for (size_t i = global_thread(); i < n; i += grid_threads()) {
+    const float x = fmaxf(inp[i], 0.0f);
+    out[i] = x * x;
+  }
+}
+
+__global__ void relu2_backward_kernel(float* dinp, const float* inp, const float* dout, size_t n) {
+  for (size_t i = global_thread(); i < n; i += grid_threads())
+    dinp[i] = 2.0f * fmaxf(inp[i], 0.0f) * dout[i];
+}
+
+// ---- Muon's elementwise steps (ops/muon.cpp): each element as the CPU computes it ----
+
+__global__ void muon_momentum_kernel(float* m, float* u, const float* grad, size_t n, float beta,
+                                     float rest, float scale) {
+  for (size_t i = global_thread(); i < n; i += grid_threads()) {
+    const float g = __fmul_rn(grad[i], scale);
+    m[i] = __fadd_rn(__fmul_rn(beta, m[i]), __fmul_rn(rest, g));
+    u[i] = __fadd_rn(__fmul_rn(rest, g), __fmul_rn(beta, m[i]));
+  }
+}
+
+__global__ void newton_schulz_poly_kernel(float* poly, const float* gram, const float* gram2, int k,
+                                          float a, float b, float c) {
+  const size_t n = (size_t)k * k;
+  for (size_t i = global_thread(); i < n; i += grid_threads()) {
+    const float diagonal = i / k == i % k ? a : 0.0f;
+    poly[i] = __fadd_rn(__fadd_rn(__fmul_rn(b, gram[i]), __fmul_rn(c, gram2[i])), diagonal);
+  }
+}
+
+__global__ void muon_apply_kernel(float* w, const float* o, size_t n, float keep, float step) {
+  for (size_t i = global_thread(); i < n; i += grid_threads())
+    w[i] = __fsub_rn(__fmul_rn(w[i], keep), __fmul_rn(step, o[i]));
+}
+
 // ---- RoPE, rotate-half pairing over the whole head (ops/rope.cpp) ----
 
 // One thread per rotated pair (j, j + D/2) of one (token, head); q's H heads then k's Hkv heads
@@ -235,7 +283,7 @@ __global__ void xsa_alpha_kernel(float* alpha, const float* w, int H) {
 
 // One block per head: thread t sums rows t, t + blockDim, … in double, then a fixed tree.
 __global__ void xsa_alpha_backward_kernel(float* dw, const float* dalpha, const float* alpha, int N,
-                                     int H) {
+                                          int H) {
   __shared__ double warp_sums[kThreads / 32];
   const int h = blockIdx.x;
   double sum = 0;
@@ -277,6 +325,12 @@ void embedding_forward(float* out, const int32_t* index, const float* table, int
 void gather_rows(float* dst, const float* table, const int32_t* index, int n, int width,
                  cudaStream_t stream) {
   embedding_forward(dst, index, table, n, width, false, stream);
+}
+
+void add_rows(float* dst, size_t dst_stride, const float* src, size_t src_stride, int rows,
+              int width, cudaStream_t stream) {
+  if (rows <= 0 || width <= 0) return;
+  add_rows_kernel<<<rows, kRowThreads, 0, stream>>>(dst, dst_stride, src, src_stride, width);
 }
 
 void embedding_backward(float* dtable, const float* dout, const int32_t* rows,
@@ -327,6 +381,39 @@ void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n,
                          stream>>>(dinp, inp, dout, n, vectorized);
 }
 
+void relu2_forward(float* out, const float* inp, size_t n, cudaStream_t stream) {
+  if (n == 0) return;
+  relu2_forward_kernel<<<grid_stride_blocks(n, kThreads), kThreads, 0, stream>>>(out, inp, n);
+}
+
+void relu2_backward(float* dinp, const float* inp, const float* dout, size_t n,
+                    cudaStream_t stream) {
+  if (n == 0) return;
+  relu2_backward_kernel<<<grid_stride_blocks(n, kThreads), kThreads, 0, stream>>>(dinp, inp, dout,
+                                                                                  n);
+}
+
+void muon_momentum(float* m, float* u, const float* grad, size_t n, const ops::MuonSettings& s,
+                   cudaStream_t stream) {
+  if (n == 0) return;
+  muon_momentum_kernel<<<grid_stride_blocks(n, kThreads), kThreads, 0, stream>>>(
+      m, u, grad, n, (float)s.momentum, (float)(1 - s.momentum), (float)s.grad_scale);
+}
+
+void newton_schulz_poly(float* poly, const float* gram, const float* gram2, int k,
+                        const ops::NewtonSchulzCoefficients& c, cudaStream_t stream) {
+  if (k <= 0) return;
+  newton_schulz_poly_kernel<<<grid_stride_blocks((size_t)k * k, kThreads), kThreads, 0, stream>>>(
+      poly, gram, gram2, k, (float)c.a, (float)c.b, (float)c.c);
+}
+
+void muon_apply(float* w, const float* o, size_t n, const ops::MuonSettings& s,
+                cudaStream_t stream) {
+  if (n == 0) return;
+  muon_apply_kernel<<<grid_stride_blocks(n, kThreads), kThreads, 0, stream>>>(
+      w, o, n, (float)s.keep, (float)s.step);
+}
+
 void rope_forward(float* qkv, const ops::RopeArgs<float>& args, cudaStream_t stream) {
   rope(qkv, args, 1.0f, stream);
 }
@@ -363,7 +450,7 @@ void xsa_alpha(float* alpha, const float* w, int H, cudaStream_t stream) {
 }
 
 void xsa_alpha_backward(float* dw, const float* dalpha, const float* alpha, int N, int H,
-                   cudaStream_t stream) {
+                        cudaStream_t stream) {
   if (H <= 0 || N <= 0) return;  // N = 0 adds (1 − α²)·0: nothing
   xsa_alpha_backward_kernel<<<H, kThreads, 0, stream>>>(dw, dalpha, alpha, N, H);
 }

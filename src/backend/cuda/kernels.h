@@ -29,6 +29,9 @@ void gather_rows(float* dst, const float* table, const int32_t* index, int n, in
 // (encoder_forward).
 void embedding_forward(float* out, const int32_t* index, const float* table, int N, int C,
                        bool accumulate, cudaStream_t stream);
+// dst row r (dst_stride apart) += the first `width` values of src row r (src_stride apart).
+void add_rows(float* dst, size_t dst_stride, const float* src, size_t src_stride, int rows,
+              int width, cudaStream_t stream);
 // The deterministic embedding backward: the rows of dout are grouped by the table row they read
 // (built on the host, where the token ids are). Group g adds, in order, the rows
 // rows[starts[g] … starts[g+1]) of dout to dtable[table_row[g]].
@@ -42,6 +45,16 @@ void bias_backward(float* dbias, const float* dout, int N, int D, float* scratch
                    cudaStream_t stream);
 void gelu_forward(float* out, const float* inp, size_t n, cudaStream_t stream);
 void gelu_backward(float* dinp, const float* inp, const float* dout, size_t n, cudaStream_t stream);
+void relu2_forward(float* out, const float* inp, size_t n, cudaStream_t stream);
+void relu2_backward(float* dinp, const float* inp, const float* dout, size_t n,
+                    cudaStream_t stream);
+// Muon's elementwise steps, as ops/muon.cpp.
+void muon_momentum(float* m, float* u, const float* grad, size_t n, const ops::MuonSettings& s,
+                   cudaStream_t stream);
+void newton_schulz_poly(float* poly, const float* gram, const float* gram2, int k,
+                        const ops::NewtonSchulzCoefficients& c, cudaStream_t stream);
+void muon_apply(float* w, const float* o, size_t n, const ops::MuonSettings& s,
+                cudaStream_t stream);
 // The args' cos, sin [T, D/2] made on the host in double, as ops::rope_table.
 void rope_forward(float* qkv, const ops::RopeArgs<float>& args, cudaStream_t stream);
 void rope_backward(float* dqkv, const ops::RopeArgs<float>& args, cudaStream_t stream);
@@ -70,7 +83,8 @@ void layernorm_backward(const LayerNormGrads& grads, const float* dout,
 
 // ---- crossentropy.cu: as ops::crossentropy_forward_backward (targets on the device) ----
 // With dlogits_bf16 non-null (and dloss ≠ 0) the gradient is written there in bf16 and the
-// logits are left as they are.
+// logits are left as they are. With softcap > 0 the real columns are read soft-capped
+// (cap · tanh(x / cap)) and the gradient carries the cap's derivative (ops::crossentropy_softcap).
 struct CrossEntropyArgs {
   float* logits;           // [N, Vp]
   float* losses;           // [N]
@@ -78,7 +92,10 @@ struct CrossEntropyArgs {
   int N, V, Vp;
   float dloss;
   bf16_bits* dlogits_bf16;
+  float softcap = 0;
 };
+// The real columns of logits [N, Vp] soft-capped in place.
+void softcap_forward(float* logits, int N, int V, int Vp, float cap, cudaStream_t stream);
 void crossentropy_forward_backward(const CrossEntropyArgs& args, cudaStream_t stream);
 
 // ---- reduce.cu: sums in double, in a fixed order whatever the launch ----
