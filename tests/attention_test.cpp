@@ -12,7 +12,8 @@ namespace xsa {
 namespace {
 
 // One layer written as kind letter (s sa, x xsa, g xsa-gated, o xsa-gated-one) and option
-// letters (k sink, G gated-attn, V value-residual, N no-self, Q qk-norm), layers separated by
+// letters (k sink, G gated-attn, V value-residual, N no-self, Q qk-norm, E value-embed), layers
+// separated by
 // spaces.
 std::string layers_code(const AttentionLayers& layers, int n_layer) {
   std::string s;
@@ -25,6 +26,7 @@ std::string layers_code(const AttentionLayers& layers, int n_layer) {
     if (a.value_residual) s += 'V';
     if (a.no_self) s += 'N';
     if (a.qk_norm) s += 'Q';
+    if (a.value_embed) s += 'E';
   }
   return s;
 }
@@ -62,6 +64,8 @@ TEST(AttentionGrammar, EverySpecGivesItsLayersAndPrintsBack) {
       {"xsa+qk-norm+sink+no-self", "xkNQ xkNQ xkNQ xkNQ", "xsa+sink+no-self+qk-norm"},
       {"sa,xsa+qk-norm,sa+qk-norm,xsa", "s xQ sQ x", "sa,xsa+qk-norm,sa+qk-norm,xsa"},
       {"xsa-last1+qk-norm", "sQ sQ sQ xQ", "sa+qk-norm,sa+qk-norm,sa+qk-norm,xsa+qk-norm"},
+      {"xsa+value-embed+qk-norm", "xQE xQE xQE xQE", "xsa+qk-norm+value-embed"},
+      {"sa,xsa+value-embed,sa,sa", "s xE s s", "sa,xsa+value-embed,sa,sa"},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.spec);

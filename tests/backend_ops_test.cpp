@@ -704,6 +704,42 @@ void check_muon(Backend<float>& be, Products p, int rows, int cols) {
   EXPECT_TRUE(within(dev.get(Poly), poly_ref, poly_bound, "polynomial"));
 }
 
+// Value embeddings' ops as the block runs them (docs/SPEC.md §10): the tokens' rows of E gathered
+// and added to the v columns [at, at + width) of rows ld apart (one rounding each); backward, those
+// columns' gradients copied out and added into E's rows by token, in row order (the sum's bound).
+void check_value_embed(Backend<float>& be, int N, int V, int width, int ld) {
+  Device dev{be};
+  const int at = ld - width;
+  const Vec qkv = as_float(test::random_vector((size_t)N * ld, 71)),
+            table = as_float(test::random_vector((size_t)V * width, 72)),
+            dqkv = as_float(test::random_vector((size_t)N * ld, 73));
+  std::vector<int32_t> tokens(N);
+  for (int n = 0; n < N; n++) tokens[n] = (n * 11) % V;  // rows seen several times
+  Vec qkv_ref = qkv, qkv_bound((size_t)N * ld, 0.0), dtable_ref = table,
+      magnitude = test::abs_of(table), terms(V, 1.0);
+  for (int r = 0; r < N; r++) {
+    terms[tokens[r]] += 1;
+    for (int c = 0; c < width; c++) {
+      const size_t q = (size_t)r * ld + at + c, e = (size_t)tokens[r] * width + c;
+      qkv_ref[q] += table[e], qkv_bound[q] = kFloatRoundoff * std::fabs(qkv_ref[q]);
+      dtable_ref[e] += dqkv[q], magnitude[e] += std::fabs(dqkv[q]);
+    }
+  }
+  Vec dtable_bound((size_t)V * width);
+  for (int v = 0; v < V; v++)
+    for (int c = 0; c < width; c++)
+      dtable_bound[(size_t)v * width + c] =
+          test::sum_error(terms[v], kFloatRoundoff) * magnitude[(size_t)v * width + c];
+  auto Qkv = dev.put(qkv), Table = dev.put(table), dQkv = dev.put(dqkv), dTable = dev.put(table),
+       Rows = dev.zeros((size_t)N * width);
+  be.gather_rows(Rows.data(), Table.data(), tokens.data(), N, width);
+  be.add_rows(Qkv.data() + at, ld, Rows.data(), width, N, width);
+  EXPECT_TRUE(within(dev.get(Qkv), qkv_ref, qkv_bound, "values with their embeddings"));
+  be.copy_rows(Rows.data(), width, dQkv.data() + at, ld, N, width);
+  be.encoder_backward(dTable.data(), Rows.data(), tokens.data(), N, width);
+  EXPECT_TRUE(within(dev.get(dTable), dtable_ref, dtable_bound, "dE"));
+}
+
 // QK-norm forward and backward on rows [N, ld] of H query and Hkv key heads of D, against float64
 // from the same float inputs (ref::qk_norm_*). Forward: the kernel sums x² in double and rounds
 // rstd once (u), then x·r and ·g round once each: within 4u of |out|. Backward: d̂ = dout ⊙ g and
@@ -1000,6 +1036,8 @@ std::vector<OpCase> op_cases() {
             [](Backend<float>& be) { check_rivals(be, 70, 32, 96); });
   fp32_case("add_rows_N70_W32_ld96", Op::embedding,
             [](Backend<float>& be) { check_add_rows(be, 70, 32, 96); });
+  fp32_case("value_embed_N70_V50_W32_ld96", Op::embedding,
+            [](Backend<float>& be) { check_value_embed(be, 70, 50, 32, 96); });
   fp32_case("relu2_n4099", Op::gelu, [](Backend<float>& be) { check_relu2(be, 4099); });
   fp32_case("softcap_N9_V50_Vp64_cap3", Op::crossentropy,
             [](Backend<float>& be) { check_softcap(be, 9, 50, 64, 3.0f); });

@@ -250,10 +250,50 @@ TEST_F(Cli, TheRecipeTrainsSamplesComparesAndIsRefusedByExports) {
       << r.out;
 }
 
+// Value embeddings (docs/SPEC.md §10) from the command line: train (config.json version 6 with
+// its list), info, sample, compare's --value-embed and +value-embed, and the exports' one-line
+// refusal with nothing written. (Resume: ResumeReproducesTheUninterruptedCurve.)
+TEST_F(Cli, ValueEmbeddingsTrainSampleCompareAndAreRefusedByExports) {
+  // The GPT-2 architecture, so that the exports' refusal is for the value embeddings.
+  Result r = xsa("train --data data.txt --arch gpt2 --attn sa,xsa --value-embed " + kSmall +
+                 " --steps 3 --out run_value_embed");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const nlohmann::json cfg = nlohmann::json::parse(
+      std::ifstream(work_dir() / "run_value_embed/ckpt_000003/config.json"));
+  EXPECT_EQ(cfg["version"], 6);
+  EXPECT_EQ(cfg["layer_value_embed"], nlohmann::json({true, true}));
+  Result info = xsa("info run_value_embed");
+  ASSERT_EQ(info.status, 0) << info.err;
+  EXPECT_NE(info.out.find("attention:   sa+value-embed,xsa+value-embed"), std::string::npos)
+      << info.out;
+  r = xsa("sample --ckpt run_value_embed --prompt 'It was' --max-new-tokens 8 --threads 1");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_FALSE(r.out.empty());
+  r = xsa("export llmc run_value_embed ve.bin");
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("llm.c has no value embeddings"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_FALSE(fs::exists(work_dir() / "ve.bin"));
+  r = xsa("compare --data data.txt --preset tiny --variants sa,xsa,xsa+value-embed --steps 4 "
+          "--val-every 2 --seeds 1 --quiet --out cmp_value_embed");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto report =
+      nlohmann::json::parse(std::ifstream(work_dir() / "cmp_value_embed/report.json"));
+  EXPECT_EQ(report["parameters"]["xsa+value-embed"]["value_embed"], true);
+  EXPECT_FALSE(report["parameters"]["xsa"].contains("value_embed"));
+  r = xsa("compare --data data.txt --preset tiny --variants sa,xsa --value-embed --steps 4 "
+          "--val-every 2 --seeds 1 --quiet --out cmp_value_embed_all");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(read_file(work_dir() / "cmp_value_embed_all/report.md")
+                .find("Every variant has value embeddings"),
+            std::string::npos);
+}
+
 TEST_F(Cli, ResumeReproducesTheUninterruptedCurve) {
   for (const std::string extra :
        {"", " --no-shuffle --beta2 0.99 --adam-eps 1e-6 --grad-clip 0.5 --weight-decay 0.05",
-        " --optimizer muon --muon-lr 0.03 --mlp relu2 --logit-softcap 15 --qk-norm"}) {
+        " --optimizer muon --muon-lr 0.03 --mlp relu2 --logit-softcap 15 --qk-norm",
+        " --value-embed --kv-heads 2"}) {
     SCOPED_TRACE(extra);
     const std::string flags =
         "--data data.txt " + kSmall + " --min-lr-fraction 1 --warmup 0 --val-every 0" + extra;
@@ -589,7 +629,7 @@ TEST_F(Cli, CompareAndAnalyze) {
   EXPECT_EQ(r.err,
             "xsa: error: --variants gated is not known (sa, xsa, xsa-gated, xsa-gated-one, "
             "xsa-lastN, xsa-firstN, xsa-layers-0.2.5, gated-attn, value-residual, no-self; then "
-            "+sink, +gated-attn, +value-residual, +no-self, +qk-norm in any order)\n");
+            "+sink, +gated-attn, +value-residual, +no-self, +qk-norm, +value-embed in any order)\n");
   r = xsa("compare --data data.txt --preset tiny --out cmp --quiet");
   EXPECT_EQ(r.err,
             "xsa: error: cmp: already holds a report of another comparison; pass --force to "

@@ -126,7 +126,11 @@ INSTANTIATE_TEST_SUITE_P(
                       "xsa+qk-norm", "gqa:sa+qk-norm,xsa-gated+qk-norm", "sa+qk-norm,xsa",
                       "gpt2:xsa+qk-norm", "xsa+qk-norm+value-residual+gated-attn",
                       // the recipe's MLP and head (docs/SPEC.md §11), alone and together
-                      "relu2:xsa", "cap:sa", "relu2:cap:xsa+qk-norm+gated-attn"),
+                      "relu2:xsa", "cap:sa", "relu2:cap:xsa+qk-norm+gated-attn",
+                      // value embeddings: alone, with GQA and the value residual (layer 0's v_0
+                      // holds its embedding), on one layer, with a qkv bias (gpt2)
+                      "xsa+value-embed", "gqa:sa+value-embed+value-residual,xsa-gated+value-embed",
+                      "sa,xsa+value-embed", "gpt2:xsa+value-embed+qk-norm"),
     [](const auto& info) {
       std::string s = info.param;
       for (char& c : s) c = std::isalnum((unsigned char)c) ? c : '_';

@@ -82,6 +82,10 @@ double naive_loss(const ModelConfig& cfg, const std::map<std::string, const doub
     const Mat ln1 = layernorm(x, P("ln_1.weight"), P("ln_1.bias"), T, C);
     Mat qkv = linear(ln1, P("attn.c_attn.weight"), T, C, QKV);
     const LayerAttention& a = cfg.attention[l];
+    if (a.value_embed)  // each token's row of E joins its values (before the mix)
+      for (int t = 0; t < T; t++)
+        for (int c = 0; c < Ck; c++)
+          qkv[(size_t)t * QKV + C + Ck + c] += P("attn.value_embed.weight")[in[t] * Ck + c];
     if (a.qk_norm)  // each q and k head: x / √(mean(x²) + 1e-6) ⊙ g, before RoPE
       for (int t = 0; t < T; t++)
         for (int h = 0; h < H + Hk; h++) {
@@ -228,7 +232,11 @@ INSTANTIATE_TEST_SUITE_P(Rivals, RivalForward,
                                            // QK-norm (not a rival), alone, with GQA and rivals,
                                            // on some layers
                                            "xsa+qk-norm", "gqa:sa+qk-norm+sink",
-                                           "sa,xsa+qk-norm+value-residual+gated-attn,sa+qk-norm"),
+                                           "sa,xsa+qk-norm+value-residual+gated-attn,sa+qk-norm",
+                                           // value embeddings, with the value residual, GQA
+                                           "xsa+value-embed",
+                                           "gqa:xsa+value-embed+value-residual+qk-norm",
+                                           "sa+value-embed,xsa,xsa+value-embed+value-residual"),
                          [](const auto& info) {
                            std::string s = info.param;
                            for (char& c : s) c = std::isalnum((unsigned char)c) ? c : '_';
@@ -419,9 +427,45 @@ TEST(Rivals, QkNormConfigJsonIsVersion5) {
   EXPECT_THROW(model_config_from_json(future, "config.json"), Error);
 }
 
+// Value embeddings: version 6 with "layer_value_embed", QK-norm's list beside it where a layer has
+// it, read back equal; a version-6 file without the list is named.
+TEST(Rivals, ValueEmbedConfigJsonIsVersion6) {
+  const ModelConfig cfg = rival_config("sa+value-embed,xsa+qk-norm+value-embed,xsa");
+  const nlohmann::json j = cfg;
+  EXPECT_EQ(j["version"], 6);
+  EXPECT_EQ(j["layer_value_embed"], nlohmann::json({true, true, false}));
+  EXPECT_EQ(j["layer_qk_norm"], nlohmann::json({false, true, false}));
+  const ModelConfig back = model_config_from_json(j, "config.json");
+  for (int l = 0; l < 3; l++) EXPECT_EQ(back.attention[l], cfg.attention[l]) << l;
+  const nlohmann::json alone = rival_config("xsa+value-embed");
+  EXPECT_FALSE(alone.contains("layer_qk_norm"));
+  EXPECT_TRUE(model_config_from_json(alone, "config.json").attention[2].value_embed);
+  nlohmann::json missing = j;
+  missing.erase("layer_value_embed");
+  try {
+    model_config_from_json(missing, "config.json");
+    ADD_FAILURE() << "read a version 6 config without layer_value_embed";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("'layer_value_embed' must list"), std::string::npos)
+        << e.what();
+  }
+  // The table [V, Hkv·D] per layer, zero at the start: the twin starts as its base model.
+  ParamArena<double> arena(rival_config("gqa:xsa+value-embed"), false);
+  arena.init(rival_config("gqa:xsa+value-embed"), 3);
+  int tables = 0;
+  for (const TensorInfo& t : arena.layout)
+    if (t.name.find("attn.value_embed.weight") != std::string::npos) {
+      tables++;
+      EXPECT_EQ(t.shape, (std::vector<int64_t>{40, 8})) << t.name;
+      EXPECT_TRUE(t.decay);
+      for (size_t i = 0; i < t.numel; i++) ASSERT_EQ(arena.params.data()[t.offset + i], 0.0);
+    }
+  EXPECT_EQ(tables, 3);
+}
+
 // Formats that cannot compute a rival (or QK-norm) refuse it rather than export another model.
 TEST(Rivals, ExportsRefuseThem) {
-  for (const char* attn : {"sa+gated-attn", "sa+qk-norm"}) {
+  for (const char* attn : {"sa+gated-attn", "sa+qk-norm", "sa+value-embed"}) {
     SCOPED_TRACE(attn);
     ModelConfig cfg = rival_config(attn);
     set_architecture(cfg, "gpt2");
@@ -439,9 +483,12 @@ TEST(Rivals, ExportsRefuseThem) {
         write(cfg, arena, dir / "out");
         ADD_FAILURE() << "exported a " << attn << " model";
       } catch (const Error& e) {
-        const bool qk = std::string(attn).find("qk-norm") != std::string::npos;
-        EXPECT_NE(std::string(e.what()).find(qk ? "QK-norm" : "gated-attn"), std::string::npos)
-            << e.what();
+        const std::string a = attn, what = e.what();
+        EXPECT_NE(what.find(a == "sa+qk-norm"       ? "QK-norm"
+                            : a == "sa+value-embed" ? "value embeddings"
+                                                    : "gated-attn"),
+                  std::string::npos)
+            << what;
       }
       EXPECT_FALSE(fs::exists(dir / "out"));
     }

@@ -193,13 +193,15 @@ class CausalSelfAttention(nn.Module):
     c_attn then has C + 2·kv_heads·D rows), rope (xsa's RoPE on q and k: rotate-half pairing over
     the whole head, base rope_theta; off by default since nanoGPT adds learned positions),
     qk_norm (QK-norm: RMSNorm of each q and k head before RoPE, modules q_norm and k_norm with a
-    weight [D] each, shared by the heads).
+    weight [D] each, shared by the heads), value_embed (value embeddings: a table
+    value_embed [vocab, kv_heads·D] whose row of each token joins its values; forward then takes
+    the token ids, docs/SPEC.md §10).
     Dropout applies to the output only: the kernel has no dropout on attention probabilities.
     """
 
     def __init__(self, config=None, *, n_embd=None, n_head=None, exclusive=True, gated=False,
                  gate_init=0.0, sink=False, kv_heads=None, rope=False, rope_theta=10000.0,
-                 bias=None, dropout=None, qk_norm=False):
+                 bias=None, dropout=None, qk_norm=False, value_embed=0):
         super().__init__()
         self.n_embd = n_embd if n_embd is not None else config.n_embd
         self.n_head = n_head if n_head is not None else config.n_head
@@ -225,6 +227,8 @@ class CausalSelfAttention(nn.Module):
         self.sink = nn.Parameter(torch.zeros(self.n_head)) if sink else None
         self.q_norm = RMSNorm(self.head_dim) if qk_norm else None
         self.k_norm = RMSNorm(self.head_dim) if qk_norm else None
+        self.value_embed = (nn.Embedding(value_embed, self.n_kv_head * self.head_dim)
+                            if value_embed else None)
         self.resid_dropout = nn.Dropout(self.dropout)
         if self.dropout > 0:
             warnings.warn("xsa_torch: dropout applies to the attention output only, not to the "
@@ -244,9 +248,15 @@ class CausalSelfAttention(nn.Module):
             self._rope_cache = {key: (angle.cos().to(like), angle.sin().to(like))}
         return self._rope_cache[key]
 
-    def forward(self, x):
+    def forward(self, x, idx=None):
         B, T, C = x.shape
         qkv = self.c_attn(x)
+        if self.value_embed is not None:  # each token's row joins its values, before anything
+            if idx is None:
+                raise ValueError("xsa_torch: value embeddings need the token ids (forward(x, idx))")
+            kv_width = self.n_kv_head * self.head_dim
+            qkv = torch.cat((qkv[..., : C + kv_width], qkv[..., C + kv_width:] +
+                             self.value_embed(idx)), dim=-1)
         if self.rope or self.q_norm is not None:  # q and k inside the packed row; v as it is
             kv_width = self.n_kv_head * self.head_dim
             q, k, v = qkv.split([C, kv_width, kv_width], dim=-1)
@@ -294,6 +304,7 @@ class Block(nn.Module):
         C, kind = config["n_embd"], config["layer_attn"][layer]
         sinks = config.get("layer_sink") or [False] * config["n_layer"]
         qk_norm = config.get("layer_qk_norm") or [False] * config["n_layer"]  # version 5
+        value_embed = config.get("layer_value_embed") or [False] * config["n_layer"]  # version 6
         # The GPT-2 architecture (config version 2): learned positions (no RoPE), linear biases.
         learned = config.get("positions", "rope") == "learned"
         bias = bool(config.get("linear_bias", False))
@@ -302,12 +313,12 @@ class Block(nn.Module):
             n_embd=C, n_head=config["n_head"], kv_heads=config.get("n_kv_head") or None,
             exclusive=kind != "sa", gated=kind.startswith("xsa-gated"), sink=sinks[layer],
             rope=not learned, rope_theta=config["rope_theta"], bias=bias, dropout=0.0,
-            qk_norm=qk_norm[layer])
+            qk_norm=qk_norm[layer], value_embed=config["vocab_size"] if value_embed[layer] else 0)
         self.ln_2 = nn.LayerNorm(C)
         self.mlp = MLP(C, bias, config.get("mlp_activation", "gelu"))
 
-    def forward(self, x):
-        x = x + self.attn(self.ln_1(x))
+    def forward(self, x, idx=None):
+        x = x + self.attn(self.ln_1(x), idx)
         return x + self.mlp(self.ln_2(x))
 
 
@@ -342,7 +353,7 @@ class GPT(nn.Module):
         if "wpe" in self.transformer:
             x = x + self.transformer.wpe(torch.arange(idx.shape[1], device=idx.device))
         for block in self.transformer.h:
-            x = block(x)
+            x = block(x, idx)
         x = self.transformer.ln_f(x)
         logits = F.linear(x, self.transformer.wte.weight[: self.config["vocab_size"]])  # tied head
         cap = self.config.get("logit_softcap", 0)
@@ -403,8 +414,8 @@ def load(run, dtype=torch.float32):
     rivals = [config["rivals"]] if "rivals" in config else config.get("layer_rivals", [])
     rivals_on = sorted({key for layer in rivals for key, on in layer.items() if on})
     # 3, 4: XSA's rivals (gated-attn, value-residual, no-self); 5: QK-norm, with or without them;
-    # 7: the recipe's MLP activation and logit soft-cap (docs/SPEC.md §11). This module computes
-    # QK-norm and the recipe, not the rivals.
+    # 6: value embeddings; 7: the recipe's MLP activation and logit soft-cap (docs/SPEC.md §10,
+    # §11). This module computes QK-norm, value embeddings and the recipe, not the rivals.
     if version > 7 or (version > 2 and rivals_on):
         raise ValueError(f"{ckpt}: config version {version} (XSA's rivals {rivals_on}) is not "
                          f"computed by this module")

@@ -51,7 +51,7 @@ static_assert(kAttentionKinds[3].kind == AttnKind::xsa_gated_one, "kAttentionKin
 inline constexpr int kMaxLayers = 256;
 
 // One layer's attention: its kind and the options on top of it, combinable in the order
-// values projected → values mixed → attention (sink, no-self) → XSA →
+// values projected → value embedding added → values mixed → attention (sink, no-self) → XSA →
 // output gate → W_o. Three are XSA's rivals (docs/SPEC.md §8):
 //   output_gate (gated-attn): y ⊙ σ(x W_g) before W_o (Qiu et al.), W_g [C, C], initialised as W_q.
 //   value_residual: the layer attends to v' = λ v + (1 − λ) v_0, the first layer's values
@@ -60,6 +60,8 @@ inline constexpr int kMaxLayers = 256;
 // And options of the whole model, not rivals (commonly combined with XSA):
 //   qk_norm: RMSNorm of each q and k head before RoPE, with a learned scale per head dimension
 //     for the queries and one for the keys (modded-nanogpt, OLMo 2, Gemma 3; ops/args.h).
+//   value_embed: a table E [V, Hkv·D] per layer whose row of each token is added to the token's
+//     values (docs/SPEC.md §10; modded-nanogpt, nanochat), zero at the start.
 struct LayerAttention {
   AttnKind kind = AttnKind::sa;
   bool sink = false;  // a learned attention-sink logit per head
@@ -67,6 +69,7 @@ struct LayerAttention {
   bool value_residual = false;
   bool no_self = false;
   bool qk_norm = false;
+  bool value_embed = false;
   bool operator==(const LayerAttention&) const = default;
   bool has_rivals() const { return output_gate || value_residual || no_self; }
 };
@@ -94,7 +97,9 @@ inline constexpr AttentionOption kAttentionOptions[] = {
      "the value residual"},
     {"no-self", &LayerAttention::no_self, true, false, "no_self", 3, "no-self attention"},
     {"qk-norm", &LayerAttention::qk_norm, false, true, "qk_norm", 5,
-     "QK-norm (RMSNorm of q and k per head before RoPE)"}};
+     "QK-norm (RMSNorm of q and k per head before RoPE)"},
+    {"value-embed", &LayerAttention::value_embed, false, true, "value_embed", 6,
+     "value embeddings (a table per layer added to the values)"}};
 
 // The titles of the whole-model options `options` holds ("QK-norm (...), value embeddings
 // (...)"), "" when none.

@@ -116,6 +116,10 @@ void attention_block_forward(Backend<Real>& be, const BlockRun<Real>& run, const
   const int Ck = run.cfg.kv_heads() * run.cfg.head_dim();
   be.matmul_forward(buf.qkv, {buf.ln1, s.ln1}, W.qkv_w, {N, C, QKV}, false);
   if (W.qkv_b) be.bias_forward(buf.qkv, W.qkv_b, N, QKV);
+  if (W.value_embed) {  // each token's row of E joins its values, before they are mixed or cached
+    be.gather_rows(run.scratch.value_embed_rows, W.value_embed, run.rows.tokens, N, Ck);
+    be.add_rows(buf.qkv + C + Ck, QKV, run.scratch.value_embed_rows, Ck, N, Ck);
+  }
   if (W.q_norm_w) be.qk_norm_forward(qk_norm_args(run));
   if (run.cfg.positions == Positions::rope) be.rope_forward(buf.qkv, rope_args(run));
   // Values mixed before the attention (and the cache) sees them.
@@ -265,6 +269,11 @@ void block_backward(Backend<Real>& be, const BlockRun<Real>& run, const Real* x_
   if (W.sink) be.sink_backward(dW.sink, run.scratch.sink_dlogit, B, H);
   if (alpha) be.xsa_alpha_backward(dW.xsa_gate, run.scratch.xsa_dalpha, alpha, N, H);
   value_residual_backward(be, run, g);
+  if (W.value_embed) {  // ∂L/∂E[t] += ∂L/∂v of every row of token t (after the mix's backward)
+    const int Ck = run.cfg.kv_heads() * run.cfg.head_dim();
+    be.copy_rows(run.scratch.value_embed_rows, Ck, g.d_qkv + C + Ck, QKV, N, Ck);
+    be.encoder_backward(dW.value_embed, run.scratch.value_embed_rows, run.rows.tokens, N, Ck);
+  }
   // RoPE's backward: in place, or (bf16) into d_fc, free by now.
   const Tensor<Real> d_rotated =
       s.d_qkv == Storage::fp32 ? Tensor<Real>(g.d_qkv) : Tensor<Real>(g.d_fc, s.d_qkv);

@@ -51,6 +51,8 @@ struct BlockScratch {
   Real* d_output_gated = nullptr;  // [N, C] backward: ∂L/∂(W_o's input), then ∂L/∂output_gate_pre
   Real* v_first = nullptr;         // [N, Hkv·D] value-residual: the first layer's values
   Real* d_v_first = nullptr;  // [N, Hkv·D] backward: the later layers' gradient of v_first
+  // value-embed: the rows' table rows (forward), then their value gradients (backward).
+  Real* value_embed_rows = nullptr;  // [N, Hkv·D]
 };
 
 // Refuses, in one line, a model whose rivals of XSA the backend does not run.
@@ -58,12 +60,14 @@ template <typename Real>
 void check_backend_runs(const ModelConfig& cfg, const Backend<Real>& backend);
 
 // The rows' rotary tables: cos, sin [T, D/2], row (b, t) at t. The decoder gathers each new row's
-// position into a table of its own with B = 1.
+// position into a table of its own with B = 1. tokens: the rows' token ids (host), which value
+// embeddings look up.
 template <typename Real>
 struct RowShape {
   int B, T;
   const Real* rope_cos;
   const Real* rope_sin;
+  const int32_t* tokens;
 };
 
 // The decoder's key/value cache of one layer: slots [capacity, Hkv·D]; the rows write theirs at

@@ -12,7 +12,8 @@ namespace {
 struct DecoderLayout {
   std::vector<size_t> k_cache, v_cache;
   size_t x, ln, mean, rstd, qkv, y, z, lse, fc, fc_gelu, cos, sin, alpha, rope_cos, rope_sin,
-      output_gate_pre, att_output_gated, kept_z, v_first, v_raw, last_logits, out, total;
+      output_gate_pre, att_output_gated, kept_z, v_first, v_raw, value_embed_rows, last_logits, out,
+      total;
 };
 
 template <typename Real>
@@ -40,6 +41,8 @@ DecoderLayout decoder_layout(const ModelConfig& cfg, int capacity, int rows, boo
   take(v.output_gate_pre, gated ? rows * C : 0), take(v.att_output_gated, gated ? rows * C : 0);
   take(v.kept_z, gated ? rows * C : 0);
   take(v.v_first, mixed ? rows * kv : 0), take(v.v_raw, mixed ? rows * kv : 0);
+  const bool value_embed = options_on_any_layer(cfg.attention, cfg.n_layer).value_embed;
+  take(v.value_embed_rows, value_embed ? rows * kv : 0);
   take(v.last_logits, cfg.padded_vocab);
   take(v.out, staging ? rows * std::max(C, (size_t)cfg.padded_vocab) : 0);
   v.total = offset;
@@ -75,6 +78,8 @@ Decoder<Real>::Decoder(const ModelConfig& cfg, const Weights<Real>& weights, int
   }
   if (any_layer_mixes_values(cfg_.attention, cfg_.n_layer))
     scratch_.v_first = base + v.v_first, buf_.v_raw = base + v.v_raw;
+  if (options_on_any_layer(cfg_.attention, cfg_.n_layer).value_embed)
+    scratch_.value_embed_rows = base + v.value_embed_rows;
   cos_ = base + v.cos, sin_ = base + v.sin;
   rope_cos_ = base + v.rope_cos, rope_sin_ = base + v.rope_sin;
   last_logits_ = base + v.last_logits;
@@ -220,7 +225,7 @@ void Decoder<Real>::pass(const int32_t* tokens, int n, const int* pos, int prefi
   be.gather_rows(sin_, rope_sin_, pos, n, half);
   be.encoder_forward(x_, tokens, w.wte, n, C);
   if (w.wpe) be.embedding_add(x_, pos, w.wpe, n, C);
-  const RowShape<Real> rows{1, n, cos_, sin_};
+  const RowShape<Real> rows{1, n, cos_, sin_, tokens};
   for (int l = 0; l < cfg_.n_layer; l++) {
     // This pass's rows write their keys and values from slot length_ on.
     LayerCache<Real> cache = cache_[l];

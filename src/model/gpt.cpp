@@ -57,6 +57,7 @@ size_t carve_activations(Activations<Real>& a, Real* base, const ModelConfig& cf
   take_if(any.output_gate && training, s.d_output_gated, N * C);
   take_if(mixes, s.v_first, N * Ck);
   take_if(mixes && training, s.d_v_first, N * Ck);
+  take_if(any.value_embed, s.value_embed_rows, N * Ck);
   take(a.logits, (size_t)head_rows * cfg.padded_vocab);
   a.d_resid = a.d_buf = a.d_qkv = a.d_fc = nullptr;
   if (training) {
@@ -179,7 +180,7 @@ double Gpt<Real>::run_forward(const int32_t* inputs, const int32_t* targets, Rea
 
   be.encoder_forward(a.resid[0], inputs, w.wte, N, C);
   if (w.wpe) be.embedding_add(a.resid[0], positions_.data(), w.wpe, N, C);
-  const RowShape<Real> rows{B, T, a.rope_cos, a.rope_sin};
+  const RowShape<Real> rows{B, T, a.rope_cos, a.rope_sin, inputs};
   for (int l = 0; l < cfg_.n_layer; l++)
     block_forward(be, {cfg_, l, w.layers[l], a.layers[l], a.scratch, rows}, a.resid[l],
                   a.resid[l + 1]);
@@ -218,7 +219,7 @@ void Gpt<Real>::backward(const int32_t* inputs, bool accumulate) {
   be.fill_zero(a.d_resid, (size_t)N * C);
   be.layernorm_backward(a.d_resid, dw.lnf_w, dw.lnf_b, a.d_buf,
                         {a.resid[cfg_.n_layer], w.lnf_w, w.lnf_b, a.lnf_mean, a.lnf_rstd, N, C});
-  const RowShape<Real> rows{B_, T_, a.rope_cos, a.rope_sin};
+  const RowShape<Real> rows{B_, T_, a.rope_cos, a.rope_sin, inputs};
   for (int l = cfg_.n_layer - 1; l >= 0; l--) {
     block_backward(be, {cfg_, l, w.layers[l], a.layers[l], a.scratch, rows}, a.resid[l],
                    {dw.layers[l], a.d_resid, a.d_buf, a.d_qkv, a.d_fc, accumulate});

@@ -39,6 +39,7 @@ struct LayerWeights {
   Real* value_lambda = nullptr;  // [1] value-residual, layers ≥ 1: λ, v' = λ v + (1 − λ) v_0
   Real* q_norm_w = nullptr;      // [D] qk-norm only: the queries' RMSNorm scale g_q
   Real* k_norm_w = nullptr;      // [D] qk-norm only: the keys' g_k
+  Real* value_embed = nullptr;   // [V, Hkv·D] value-embed only: E, added to each token's values
   Real* ln2_w = nullptr;         // [C]
   Real* ln2_b = nullptr;         // [C]
   Real* fc_w = nullptr;          // [4C, C]
@@ -98,6 +99,12 @@ void for_each_tensor(const ModelConfig& cfg, Weights<Real>& w, Fn&& fn) {
     // decay.
     if (attention.output_gate)
       fn(p + "attn.c_gate.weight", std::vector<int64_t>{C, C}, true, Init::normal, L.output_gate_w);
+    // Value embeddings (docs/SPEC.md §10): zero at the start, so a twin equals its base model;
+    // decayed as the token embedding is.
+    if (attention.value_embed)
+      fn(p + "attn.value_embed.weight",
+         std::vector<int64_t>{cfg.vocab_size, (int64_t)cfg.kv_heads() * cfg.head_dim()}, true,
+         Init::zeros, L.value_embed);
     if (mixes_first_values(cfg.attention, l))
       fn(p + "attn.value_lambda", std::vector<int64_t>{1}, false, Init::half, L.value_lambda);
     fn(p + "ln_2.weight", std::vector<int64_t>{C}, false, Init::ones, L.ln2_w);

@@ -310,6 +310,16 @@ class LoadCheckpoint(unittest.TestCase):
         self.assertEqual(model.config["logit_softcap"], 5)
 
 
+    def test_value_embed(self):  # value embeddings (config version 6) with grouped keys
+        # A high rate, so that the tables (zero at the start) have grown in 5 steps: a table added
+        # to the wrong columns, or after the attention, would show.
+        model = self.check_run("value_embed", "--attn", "xsa", "--value-embed", "--kv-heads", "2",
+                               "--lr", "0.05", "--warmup", "0")
+        table = model.transformer.h[0].attn.value_embed.weight
+        self.assertEqual(tuple(table.shape), (256, 2 * model.transformer.h[0].attn.head_dim))
+        self.assertGreater(table.abs().max().item(), 0.01)
+
+
 class QkNormModule(unittest.TestCase):
     def test_matches_math_written_here(self):
         """The module's QK-norm (before RoPE) against RMSNorm and RoPE written out here per head
