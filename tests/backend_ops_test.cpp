@@ -26,6 +26,7 @@
 #include "xsa/backend/backend.h"
 #include "xsa/backend/device.h"
 #include "xsa/backend/forwarding_backend.h"
+#include "xsa/backend/generated/entry_list.h"
 #include "xsa/ops/bf16.h"
 #include "xsa/ops/reference.h"
 #include "xsa/util/fmt.h"
@@ -1145,7 +1146,7 @@ TEST(BackendOps, RefusesAStorageItDoesNotTake) {
   }
 }
 
-// The coverage of the table: every entry of the kernel table (backend/kernel_table.h) is called by
+// The coverage of the table: every entry of the kernel table (src/ops/op_list.txt) is called by
 // some case, with its family as the case's (so the GPU's other forms run it too). A new entry
 // without a case fails here, naming it.
 class RecordingBackend final : public ForwardingBackend<float> {
@@ -1168,10 +1169,9 @@ TEST(BackendOps, EveryEntryOfTheKernelTableHasACase) {
     recorder.case_family = c.family;
     c.check(recorder, Products::fp32, c.storage);
   }
-#define XSA_ENTRY_NAME(family, ret, name, params, args) #name,
-  for (const char* entry : {XSA_KERNEL_TABLE(XSA_ENTRY_NAME)})
-    EXPECT_TRUE(recorder.called.count(entry)) << entry << ": no case of backend_ops_test calls it";
-#undef XSA_ENTRY_NAME
+  for (const KernelEntryInfo& entry : kKernelEntries)
+    EXPECT_TRUE(recorder.called.count(entry.name))
+        << entry.name << ": no case of backend_ops_test calls it";
 }
 
 // Every case on every backend, and the GPU's other forms on the cases of their family.

@@ -113,6 +113,30 @@ TEST(Recipe, TheQuinticLeavesEverySingularValueInItsBand) {
   }
 }
 
+// A batch of matrices of one shape (the CPU runs them side by side, each product on one thread)
+// gives what each gives alone (products on every thread), to the products' rounding: within 1e-5
+// of the largest entry, far below the iteration's own error (1e-3, above).
+TEST(Recipe, ABatchOrthogonalisesEachMatrixAsAlone) {
+  Backend<float>& be = cpu_backend<float>();
+  const int rows = 24, cols = 72, count = 3;
+  const size_t n = (size_t)rows * cols, kk = (size_t)rows * rows;
+  const std::vector<double> g = test::random_vector(n * count, 23);
+  auto buffer = [&](size_t size) { return DeviceBuffer<float>(be, size, MemoryUse::activations); };
+  DeviceBuffer<float> x = buffer(n * count), next = buffer(n * count), gram = buffer(kk * count),
+                      gram2 = buffer(kk * count), poly = buffer(kk * count);
+  for (size_t i = 0; i < n * count; i++) x.data()[i] = (float)g[i];
+  be.newton_schulz(
+      {x.data(), next.data(), gram.data(), gram2.data(), poly.data(), rows, cols, count});
+  for (int b = 0; b < count; b++) {
+    DeviceBuffer<float> one = buffer(n), one_next = buffer(n), one_gram = buffer(kk),
+                        one_gram2 = buffer(kk), one_poly = buffer(kk);
+    for (size_t i = 0; i < n; i++) one.data()[i] = (float)g[b * n + i];
+    be.newton_schulz({one.data(), one_next.data(), one_gram.data(), one_gram2.data(),
+                      one_poly.data(), rows, cols});
+    EXPECT_LT(test::max_rel_error(x.data() + b * n, one.data(), n), 1e-5) << b;
+  }
+}
+
 // One Muon step of a small model (grouped-query c_attn, so its q, k and v blocks differ in shape;
 // gated-attn's c_gate on one layer; tall c_fc and wide c_proj), from the same weights and batch:
 // every hidden matrix as ref::muon_update computes it from the step's gradient, clipped as the

@@ -20,7 +20,7 @@
 #include <utility>
 #include <vector>
 
-#include "xsa/backend/kernel_table.h"
+#include "xsa/backend/generated/op_families.h"
 #include "xsa/ops/ops.h"
 #include "xsa/util/error.h"
 #include "xsa/util/precision.h"
@@ -82,46 +82,19 @@ class DeviceCollectives {
 using ops::Storage;
 using ops::Tensor;
 
-// The op families of the kernel table, for supports() and refusals.
-enum class Op : uint8_t {
-  matmul,
-  bias,
-  embedding,
-  layernorm,
-  rope,
-  attention,
-  gelu,
-  crossentropy,
-  classifier,
-  xsa_alpha_and_sinks,
-  reductions,
-  adamw,
-  rivals,
-  qk_norm,
-  muon
-};
-inline const char* to_string(Op op) {
-  static const char* const names[] = {"matmul",
-                                      "bias",
-                                      "embedding",
-                                      "layernorm",
-                                      "rope",
-                                      "attention",
-                                      "gelu",
-                                      "cross-entropy",
-                                      "classifier",
-                                      "XSA's alpha and the sinks",
-                                      "reductions",
-                                      "adamw",
-                                      "rivals (gated-attn, value-residual, no-self)",
-                                      "qk-norm",
-                                      "muon"};
-  return names[static_cast<int>(op)];
-}
-
+// The argument structs of the table's entries (ops/args.h, ops/attention.h), as its list names
+// them.
+using ops::AdamWSettings;
+using ops::AttentionArgs;
+using ops::KvCache;
 using ops::LayerNormArgs;
 using ops::MatmulShape;
+using ops::MuonSettings;
+using ops::NewtonSchulzArgs;
+using ops::NewtonSchulzCoefficients;
+using ops::QkNormArgs;
 using ops::RopeArgs;
+using ops::ValueMixArgs;
 
 // The floats of the qkv rows RoPE rotates.
 template <typename Real>
@@ -236,9 +209,9 @@ class Backend {
   // dst [n, width] = table rows index[0 … n) (host indices).
   virtual void gather_rows(Real* dst, const Real* table, const int* index, int n, int width) = 0;
 
-  // ---- the kernel table: one entry per op and direction (kernel_table.h lists and documents
-  // them) ----
-  // Which storage each op family takes here (kernel_table.h: precision is data); an op given one
+  // ---- the kernel table: one entry per op and direction, from the one list of ops
+  // (src/ops/op_list.txt, which documents them; scripts/generate_ops.py) ----
+  // Which storage each op family takes here (precision is data); an op given one
   // it does not take refuses in one line (refuse_unsupported).
   virtual bool supports(Op op, Storage storage) const = 0;
   // The storage this backend's products read best for `rows` rows: what the activation plan
@@ -246,7 +219,7 @@ class Backend {
   // stay fp32, bound by reading the weights).
   virtual Storage product_input_storage(int rows) const = 0;
 
-  XSA_KERNEL_TABLE(XSA_DECLARE_KERNEL)
+#include "xsa/backend/generated/backend_entries.h"
 
   // ---- what the kernels keep ----
   // The weights in [begin, begin + n) changed outside the ops above (an optimizer step, weights
@@ -254,7 +227,9 @@ class Backend {
   // those of other weights (another model in the same process: `compare`'s arms, `bench`'s SA and
   // XSA). begin == nullptr: every weight.
   virtual void weights_changed(const Real* begin, size_t n) = 0;
-  void weights_changed() { weights_changed(nullptr, 0); }
+  void weights_changed() {
+    weights_changed(nullptr, 0);
+  }
 };
 
 // The refusal of an op given a storage the backend does not take (its supports() says no): one
@@ -291,13 +266,19 @@ void classifier_by_ops(Backend<Real>& backend, const ClassifierArgs<Real>& a) {
 }
 
 // Muon's Newton–Schulz iteration (docs/SPEC.md §11) through the backend's own products (bf16
-// where its products are): X = U / (‖U‖_F + 1e-7), then kNewtonSchulzSteps times A = X Xᵀ,
-// X ← a X + (b A + c A²) X; a matrix with more rows than columns iterates on Xᵀ X from the right,
-// X ← X (a + b B + c B²), B = XᵀX, which is the transpose's iteration without transposing. A²
-// is A Aᵀ (A is symmetric). Every scratch matrix a product reads as its weight is written between
-// products, so the backend hears of it (weights_changed) and keeps no stale copy.
+// where its products are), the batch's matrices one after the other: X = U / (‖U‖_F + 1e-7), then
+// kNewtonSchulzSteps times A = X Xᵀ, X ← a X + (b A + c A²) X; a matrix with more rows than columns
+// iterates on Xᵀ X from the right, X ← X (a + b B + c B²), B = XᵀX, which is the transpose's
+// iteration without transposing. A² is A Aᵀ (A is symmetric). Every scratch matrix a product reads
+// as its weight is written between products, so the backend hears of it (weights_changed) and keeps
+// no stale copy.
 template <typename Real>
-void newton_schulz_by_ops(Backend<Real>& be, const ops::NewtonSchulzArgs<Real>& a) {
+void newton_schulz_by_ops(Backend<Real>& be, const ops::NewtonSchulzArgs<Real>& batch) {
+  if (batch.count > 1) {
+    for (int i = 0; i < batch.count; i++) newton_schulz_by_ops(be, batch.one(i));
+    return;
+  }
+  const ops::NewtonSchulzArgs<Real>& a = batch;
   const size_t n = (size_t)a.rows * a.cols;
   const bool wide = a.rows <= a.cols;
   const int k = wide ? a.rows : a.cols;

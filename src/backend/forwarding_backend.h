@@ -1,9 +1,9 @@
-// A backend that hands every call to another (its inner backend), written once from the kernel
-// table (kernel_table.h): a wrapper overrides only what it changes. The isolated device
-// (isolated_backend.cpp) moves every device address back to the inner backend's; the tests'
-// one-thread-products backend pins the products to one thread; the op-test table's recording
-// backend notes which entries a row calls. A new op in the table reaches all of them with no line
-// written here.
+// A backend that hands every call to another (its inner backend), its table's entries generated
+// from the one list of ops (src/ops/op_list.txt): a wrapper overrides only what it changes. The
+// isolated device (isolated_backend.cpp) moves every device address back to the inner backend's;
+// the tests' one-thread-products backend pins the products to one thread; the op-test table's
+// recording backend notes which entries a row calls. A new op in the table reaches all of them with
+// no line written here.
 //
 // `Addresses` maps each argument to the inner backend's: SameAddresses passes everything through;
 // a policy that moves addresses (the isolated device's) defines in(x) for each pointer and each
@@ -79,13 +79,8 @@ class ForwardingBackend : public Backend<Real> {
     inner_.weights_changed(Addresses::in(begin), n);
   }
 
-#define XSA_FORWARD_KERNEL(family, ret, name, params, args) \
-  ret name params override {                                \
-    entering(Op::family, #name);                            \
-    return forward(&Backend<Real>::name, XSA_UNPAREN args); \
-  }
-  XSA_KERNEL_TABLE(XSA_FORWARD_KERNEL)
-#undef XSA_FORWARD_KERNEL
+  // Every entry of the table (generated from src/ops/op_list.txt by scripts/generate_ops.py).
+#include "xsa/backend/generated/forwarding_entries.h"
 
  protected:
   // Called before each kernel entry is handed on (the recording backend notes it).
@@ -94,10 +89,6 @@ class ForwardingBackend : public Backend<Real> {
   }
 
  private:
-  template <typename Ret, typename... Params, typename... Args>
-  Ret forward(Ret (Backend<Real>::*entry)(Params...), Args&&... args) {
-    return (inner_.*entry)(Addresses::in(std::forward<Args>(args))...);
-  }
   Backend<Real>& inner_;
 };
 

@@ -1,5 +1,5 @@
 // xsa bench --profile: where a training step's time goes. The model's step runs on a backend that
-// times every entry of the kernel table (backend/kernel_table.h) as it hands it on, so each op
+// times every entry of the kernel table (src/ops/op_list.txt) as it hands it on, so each op
 // family's time, its share of the step, its rate and that rate's share of its roofline come from
 // the step itself: the FMA peak for the products and attention, the machine's measured memory
 // bandwidth for the ops that stream memory. A new entry of the table is timed with no line here.
@@ -9,6 +9,7 @@
 #include <tuple>
 
 #include "xsa/backend/forwarding_backend.h"
+#include "xsa/backend/generated/entry_list.h"
 #include "xsa/bench/measure.h"
 #include "xsa/model/attention.h"
 #include "xsa/util/error.h"
@@ -18,17 +19,7 @@
 namespace xsa::bench {
 namespace {
 
-enum class Entry : int {
-#define XSA_PROFILE_ENUM(family, ret, name, params, args) name,
-  XSA_KERNEL_TABLE(XSA_PROFILE_ENUM)
-#undef XSA_PROFILE_ENUM
-      count
-};
-constexpr const char* kEntryNames[] = {
-#define XSA_PROFILE_NAME(family, ret, name, params, args) #name,
-    XSA_KERNEL_TABLE(XSA_PROFILE_NAME)
-#undef XSA_PROFILE_NAME
-};
+using Entry = KernelEntry;  // every entry of the table (backend/generated/entry_list.h)
 
 // What an entry's call does: FLOPs of its products (0 where it has none) and bytes it must move
 // at least (each array read or written once; 0 where no model of it is written, and then no rate
@@ -118,13 +109,8 @@ class ProfilingBackend final : public ForwardingBackend<float> {
   std::array<EntryTotals, (size_t)Entry::count> totals{};
   void clear() { totals = {}; }
 
-#define XSA_PROFILE_KERNEL(family, ret, name, params, args)                                   \
-  ret name params override {                                                                  \
-    const Timing timing(totals[(size_t)Entry::name], work_of<Entry::name>(XSA_UNPAREN args)); \
-    return ForwardingBackend<float>::name args;                                               \
-  }
-  XSA_KERNEL_TABLE(XSA_PROFILE_KERNEL)
-#undef XSA_PROFILE_KERNEL
+  // Every entry of the table, timed (generated from src/ops/op_list.txt).
+#include "xsa/bench/generated/profiling_entries.h"
 
  private:
   struct Timing {
@@ -192,7 +178,7 @@ void profile_shape_run(const BenchOptions& o, const BenchShape& s, double fma_pe
     const double gflops = t.flops / t.seconds / 1e9, gbs = t.bytes / t.seconds / 1e9;
     // Products and attention against the FMA peak; streaming ops against the bandwidth.
     const double roofline = t.flops > 0 ? gflops / fma_peak : t.bytes > 0 ? gbs / bandwidth : 0;
-    const std::string name = kEntryNames[e];
+    const std::string name = kKernelEntries[e].name;
     std::printf("| %s | %s | %ld | %.2f | %.1f %% | %s | %s | %s |\n", name.c_str(), phase_of(name),
                 t.calls / o.steps, seconds * 1e3, 100 * share,
                 t.flops > 0 ? fmt::format("{:.0f}", gflops).c_str() : "",

@@ -102,9 +102,10 @@ struct NewtonSchulzCoefficients {
 };
 inline constexpr int kNewtonSchulzSteps = 5;
 
-// The Newton–Schulz iteration on one matrix x [rows, cols]: U on entry, the orthogonalised O on
-// return. Scratch: next [rows, cols], and gram, gram2, poly [k, k] with k = min(rows, cols) (a
-// matrix with more rows than columns iterates on XᵀX, as its transpose would on X Xᵀ).
+// The Newton–Schulz iteration on `count` matrices of one shape, x [count, rows, cols]: U on entry,
+// the orthogonalised O on return, each matrix on its own. Scratch: next [count, rows, cols], and
+// gram, gram2, poly [count, k, k] with k = min(rows, cols) (a matrix with more rows than columns
+// iterates on XᵀX, as its transpose would on X Xᵀ). A backend may run the matrices side by side.
 template <typename Real>
 struct NewtonSchulzArgs {
   Real* x = nullptr;
@@ -113,6 +114,20 @@ struct NewtonSchulzArgs {
   Real* gram2 = nullptr;
   Real* poly = nullptr;
   int rows = 0, cols = 0;
+  int count = 1;
+  size_t size() const { return (size_t)rows * cols; }
+  size_t gram_size() const {
+    const size_t k = rows < cols ? rows : cols;
+    return k * k;
+  }
+  // The i-th matrix alone.
+  NewtonSchulzArgs one(int i) const {
+    NewtonSchulzArgs a = *this;
+    a.x += i * size(), a.next += i * size();
+    a.gram += i * gram_size(), a.gram2 += i * gram_size(), a.poly += i * gram_size();
+    a.count = 1;
+    return a;
+  }
 };
 
 }  // namespace xsa::ops

@@ -62,6 +62,6 @@ struct KvCache {
 }  // namespace xsa::ops
 
 // The attention kernels themselves (attention_forward, attention_backward,
-// attention_forward_cached) are declared with the others in ops/kernels.h, through ops/ops.h:
-// included last here, so that either header may come first.
+// attention_forward_cached) are declared with the others from src/ops/op_list.txt, through
+// ops/ops.h: included last here, so that either header may come first.
 #include "xsa/ops/ops.h"

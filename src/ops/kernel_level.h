@@ -34,5 +34,5 @@
 #define XSA_LEVEL_END
 #endif
 
-// The level's own declarations (ops/ops.h, from ops/kernels.h), so that a kernel calling another
-// unqualified (attention calls xsa_forward) calls the same level's directly.
+// The level's own declarations (ops/ops.h, from src/ops/op_list.txt), so that a kernel calling
+// another unqualified (attention calls xsa_forward) calls the same level's directly.

@@ -21,7 +21,7 @@ enum class ProductLibrary { blas, onednn };
 ProductLibrary fp32_product_library();
 // One line for run headers and benchmarks: which library runs which products, and its kernels.
 std::string products_summary();
-// matmul_forward and matmul_backward (ops/kernels.h) in fp32 through oneDNN, with the same
+// matmul_forward and matmul_backward (src/ops/op_list.txt) in fp32 through oneDNN, with the same
 // blocks per thread as the bf16 products.
 void matmul_forward_onednn(float* out, const float* inp, const float* weight, int N, int in_dim,
                            int out_dim, bool accumulate);

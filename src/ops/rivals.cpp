@@ -1,5 +1,5 @@
 // XSA's rivals outside the attention (docs/SPEC.md §8): gated-attn's output gate and the value
-// residual's mixing, forward beside backward (declared in ops/kernels.h). Elementwise and
+// residual's mixing, forward beside backward (listed in src/ops/op_list.txt). Elementwise and
 // memory-bound: plain loops, summed in a fixed order.
 #include <cmath>
 

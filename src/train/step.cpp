@@ -64,11 +64,26 @@ TrainStep::TrainStep(Gpt<float>& model, const OptimizerSettings& settings, Paral
       most = std::max(most, (size_t)m.rows * m.cols);
       most_k = std::max(most_k, (size_t)std::min(m.rows, m.cols));
     }
-    // u and next [rows, cols], gram, gram2 and poly [k, k]; each part 64-byte aligned.
-    const size_t part = align_elements<float>(most),
-                 square = align_elements<float>(most_k * most_k);
-    muon_scratch_ =
-        DeviceBuffer<float>(model_.backend(), 2 * part + 3 * square, MemoryUse::optimizer);
+    // This rank's matrices in batches of one shape (up to kMuonBatch, the largest shapes first),
+    // which a backend may orthogonalise side by side.
+    for (size_t i : order) {
+      const MuonMatrix& m = muon_matrices_[i];
+      if (m.owner != comm_->rank()) continue;
+      bool joined = false;
+      for (std::vector<size_t>& batch : muon_batches_) {
+        const MuonMatrix& first = muon_matrices_[batch[0]];
+        if (first.rows == m.rows && first.cols == m.cols && batch.size() < kMuonBatch) {
+          batch.push_back(i), joined = true;
+          break;
+        }
+      }
+      if (!joined) muon_batches_.push_back({i});
+    }
+    // x and next [kMuonBatch, rows, cols], gram, gram2 and poly [kMuonBatch, k, k] for the
+    // largest shape; each part 64-byte aligned.
+    muon_part_ = align_elements<float>(most), muon_square_ = align_elements<float>(most_k * most_k);
+    muon_scratch_ = DeviceBuffer<float>(
+        model_.backend(), kMuonBatch * (2 * muon_part_ + 3 * muon_square_), MemoryUse::optimizer);
     arena.muon_m = DeviceBuffer<float>(model_.backend(), n, MemoryUse::optimizer);
   }
   const int L = model_.config().n_layer;
@@ -166,27 +181,32 @@ void TrainStep::muon_update(double lr, double grad_scale) {
   Backend<float>& be = model_.backend();
   const double eta =
       settings_.peak_lr > 0 ? settings_.muon_lr * lr / settings_.peak_lr : settings_.muon_lr;
-  size_t most = 0, most_k = 0;
-  for (const MuonMatrix& m : muon_matrices_) {
-    most = std::max(most, (size_t)m.rows * m.cols);
-    most_k = std::max(most_k, (size_t)std::min(m.rows, m.cols));
-  }
-  const size_t part = align_elements<float>(most), square = align_elements<float>(most_k * most_k);
+  ops::MuonSettings s;
+  s.momentum = settings_.muon_momentum, s.grad_scale = grad_scale;
   float* scratch = muon_scratch_.data();
-  ops::NewtonSchulzArgs<float> ns;
-  ns.x = scratch, ns.next = scratch + part;
-  ns.gram = scratch + 2 * part, ns.gram2 = ns.gram + square, ns.poly = ns.gram2 + square;
-  for (const MuonMatrix& m : muon_matrices_) {
-    const size_t count = (size_t)m.rows * m.cols;
-    ops::MuonSettings s;
-    s.momentum = settings_.muon_momentum, s.grad_scale = grad_scale;
-    be.muon_momentum(arena.muon_m.data() + m.offset, ns.x, arena.grads.data() + m.offset, count, s);
-    if (m.owner != comm_->rank()) continue;
-    ns.rows = m.rows, ns.cols = m.cols;
+  for (const MuonMatrix& m : muon_matrices_)  // the others' momentum (their u is not needed here)
+    if (m.owner != comm_->rank())
+      be.muon_momentum(arena.muon_m.data() + m.offset, scratch, arena.grads.data() + m.offset,
+                       (size_t)m.rows * m.cols, s);
+  for (const std::vector<size_t>& batch : muon_batches_) {
+    const MuonMatrix& first = muon_matrices_[batch[0]];
+    ops::NewtonSchulzArgs<float> ns;
+    ns.rows = first.rows, ns.cols = first.cols, ns.count = (int)batch.size();
+    ns.x = scratch, ns.next = ns.x + kMuonBatch * muon_part_;
+    ns.gram = ns.next + kMuonBatch * muon_part_;
+    ns.gram2 = ns.gram + kMuonBatch * muon_square_, ns.poly = ns.gram2 + kMuonBatch * muon_square_;
+    const size_t n = ns.size();
+    for (size_t i = 0; i < batch.size(); i++) {
+      const MuonMatrix& m = muon_matrices_[batch[i]];
+      be.muon_momentum(arena.muon_m.data() + m.offset, ns.x + i * n, arena.grads.data() + m.offset,
+                       n, s);
+    }
     be.newton_schulz(ns);
-    s.keep = 1 - eta * settings_.weight_decay;
-    s.step = eta * std::sqrt(std::max(1.0, (double)m.rows / m.cols));
-    be.muon_apply(arena.params.data() + m.offset, ns.x, count, s);
+    ops::MuonSettings update;
+    update.keep = 1 - eta * settings_.weight_decay;
+    update.step = eta * std::sqrt(std::max(1.0, (double)first.rows / first.cols));
+    for (size_t i = 0; i < batch.size(); i++)
+      be.muon_apply(arena.params.data() + muon_matrices_[batch[i]].offset, ns.x + i * n, n, update);
   }
   if (comm_->size() == 1) return;
   for (const MuonMatrix& m : muon_matrices_) {

@@ -119,6 +119,10 @@ class TrainStep {
     int owner;
   };
   std::vector<MuonMatrix> muon_matrices_;
+  // This rank's matrices in batches of one shape, indices into muon_matrices_.
+  static constexpr size_t kMuonBatch = 4;
+  std::vector<std::vector<size_t>> muon_batches_;
+  size_t muon_part_ = 0, muon_square_ = 0;  // the scratch's per-matrix strides
   DeviceBuffer<float> muon_scratch_;
   void muon_update(double lr, double grad_scale);
 };
