@@ -17,13 +17,15 @@
 #   bash scripts/study.sh confirm      # the confirmation at T 4 096 (docs/study.md): 20 seeds of
 #                                      # SA and XSA at 2e-3 and 4e-3, about 4 hours; resumable, and
 #                                      # --seeds N runs its first N seeds (the same seeds either way)
+#   bash scripts/study.sh recipe       # docs/comparing.md's answer in the recipe: the pilots
+#   bash scripts/study.sh recipe-confirm --seeds N   # then its confirmation
 # The byte and spm parts ran on 2026-12-05/06 with the binary of that day, whose final losses read
 # --eval-batches windows; today's compare scores every window (--score-tokens), so rerunning them
 # gives other final figures than docs/study.md's (git checkout 0b84c5a for that binary).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 part=all
-case "${1:-}" in byte | spm | confirm) part=$1; shift ;; esac
+case "${1:-}" in byte | spm | confirm | recipe | recipe-confirm) part=$1; shift ;; esac
 bash scripts/build.sh
 bash scripts/get_data.sh
 prepared() { [ -f "$1/meta.json" ] && [ -f "$1/long/meta.json" ]; }
@@ -45,6 +47,31 @@ if [ "$part" = confirm ]; then
     --steps 480 --val-every 40 --val-batches 8 --lr 2e-3 \
     --variants sa@2e-3,sa@4e-3,xsa@4e-3,xsa@2e-3 --seed 101 --seeds 20 \
     --eval-data data/default-byte/long --score-tokens 0 --out runs/confirm-4096 "$@"
+  exit 0
+fi
+if [ "$part" = recipe ]; then
+  # docs/comparing.md, "The answer in the recipe": the pilots, each recipe's rates tuned on one
+  # tuning seed and then 3 seeds from 201 (which size the confirmation).
+  for preset in recipe demo; do
+    run compare --data data/default-byte --preset $preset --variants sa,xsa,xsa-gated --seed 201 \
+      --eval-data data/default-byte/long --out runs/$preset-pilot "$@"
+  done
+  exit 0
+fi
+if [ "$part" = recipe-confirm ]; then
+  # Then each recipe's confirmation: every variant at the rate its pilot chose, over the seeds the
+  # pilots' power asks for (--seeds N, required), from 301.
+  for preset in recipe demo; do
+    rates=$(python3 - runs/$preset-pilot/report.json <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+t = r["lr_tuning"]
+print(",".join(f"{v}@{lr:g}" for v, lr in zip(r["variants"], t["chosen"])))
+PY
+)
+    run compare --data data/default-byte --preset $preset --variants "$rates" --seed 301 \
+      --eval-data data/default-byte/long --out runs/$preset-confirm "$@"
+  done
   exit 0
 fi
 if [ "$part" != spm ]; then

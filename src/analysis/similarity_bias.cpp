@@ -57,8 +57,9 @@ std::vector<HeadBias> attention_similarity_bias(Gpt<float>& model, const TokenSt
               for (int d = 0; d < D; d++) others += (double)y[d] * prefix[d];
               r.cos_y_vj += ny > 0 ? others / ny : 0.0;
               if (is_exclusive(cfg.attention[l].kind)) {
-                const float* gate = model.params().w.layers[l].xsa_gate;  // gated XSA: α = tanh(w)
-                const double alpha = gate ? std::tanh((double)gate[h]) : 1.0;
+                // xsa-gated's exclusion strength α = tanh(w), else 1
+                const float* exclusion_w = model.params().w.layers[l].xsa_gate;
+                const double alpha = exclusion_w ? std::tanh((double)exclusion_w[h]) : 1.0;
                 // z in double: the geometry of the exclusive step, not float rounding (which makes
                 // |cos| large where z itself is at rounding level, i.e. y ∥ v).
                 double yv = 0, vv = 0, zv = 0, zz = 0;

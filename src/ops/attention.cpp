@@ -411,7 +411,7 @@ void check_args(const AttentionArgs<Real>& a, bool backward) {
   XSA_CHECK(a.Hkv >= 0 && (a.Hkv == 0 || a.H % a.Hkv == 0), "{} kv heads for {} heads", a.Hkv, a.H);
   XSA_CHECK(a.qkv && a.y, "attention needs qkv and y");
   XSA_CHECK(!a.exclusive || a.z.data || backward, "XSA attention needs z");
-  XSA_CHECK(!a.alpha || a.exclusive, "a gate (alpha) without XSA");
+  XSA_CHECK(!a.alpha || a.exclusive, "an exclusion strength (alpha) without XSA");
   if (backward) {
     XSA_CHECK(a.dqkv && a.d_out && a.lse, "attention backward needs dqkv, d_out and lse");
     XSA_CHECK(!a.alpha || a.dalpha, "gated XSA backward needs dalpha");

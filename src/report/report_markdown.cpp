@@ -28,16 +28,16 @@ std::string parameters_note(const CompareReport& r) {
         " The rivals' own tensors: gated-attn's W_g (C² per layer), value-residual's λ (one "
         "per layer after the first).\n";
   }
-  std::vector<std::string> gated, mixed;
+  std::vector<std::string> output_gated, mixed;
   for (size_t k = 0; k < r.rivals.size() && k < r.variants.size(); k++) {
-    if (r.rivals[k].output_gate) gated.push_back(r.variants[k]);
+    if (r.rivals[k].output_gate) output_gated.push_back(r.variants[k]);
     if (r.rivals[k].value_residual) mixed.push_back(r.variants[k]);
   }
-  if (!gated.empty())
+  if (!output_gated.empty())
     note += fmt::format(
         "\n{} start(s) from SA's shared weights but not as SA's function: the gate σ(x W_g) is "
         "about 0.5 at step 0, halving the attention's output.\n",
-        fmt::join(gated, ", "));
+        fmt::join(output_gated, ", "));
   if (!mixed.empty())
     note += fmt::format(
         "\n{} start(s) from SA's shared weights but not as SA's function: λ = 0.5 gives each "

@@ -24,7 +24,7 @@ std::string attention_shape(const ops::AttentionArgs<float>& a) {
   return "B " + std::to_string(a.B) + " T " + std::to_string(a.T) + " C " + std::to_string(a.C) +
          " H " + std::to_string(a.H) + " Hkv " + std::to_string(Hkv) + " D " +
          std::to_string(a.H > 0 ? a.C / a.H : 0) + (a.exclusive ? ", xsa" : ", sa") +
-         (a.sink ? ", sinks" : "") + (a.alpha ? ", gated" : "");
+         (a.sink ? ", sinks" : "") + (a.alpha ? ", learned exclusion (xsa-gated)" : "");
 }
 
 void launch_failed(const char* kernel, const std::string& shape, cudaError_t status) {
