@@ -22,6 +22,8 @@ class Op:
         self.kernel = None  # (ret, params, float_only)
         self.entry = None  # (family, how, ret, params)
         self.checked = []  # a checked entry's tensors inside its argument structs ("args.z")
+        self.member = None  # (ret, params, const, default): a backend member that is no kernel
+        self.host = set()  # a member's parameters in host memory (@host)
         self.group = None
 
 
@@ -77,13 +79,22 @@ def parse():
                 op.entry = (m.group(1), m.group(2), m.group(4), m.group(5))
                 op.checked = [e.strip() for e in m.group(3).split(",")] if m.group(3) else []
                 continue
+            m = re.fullmatch(r"member( const)?( default)?: ([\w:*<> ]+?) \((.*)\)", text)
+            if m:
+                params = split_params(m.group(4))
+                op.host = {arg_name(p.replace("@host", "")) for p in params if p.endswith("@host")}
+                op.member = (m.group(3), ", ".join(p.replace("@host", "").strip() for p in params),
+                             bool(m.group(1)), bool(m.group(2)))
+                continue
             fail(n, f"not understood: '{text}'")
     names = [o.name for o in ops]
     for o in ops:
         if names.count(o.name) > 1:
             sys.exit(f"{LIST}: op {o.name} listed twice")
-        if not o.kernel and not o.entry:
-            sys.exit(f"{LIST}: op {o.name} has neither a kernel nor an entry")
+        if not o.kernel and not o.entry and not o.member:
+            sys.exit(f"{LIST}: op {o.name} has neither a kernel, an entry nor a member")
+        if o.member and o.entry:
+            sys.exit(f"{LIST}: {o.name}: a member is not an entry of the kernel table")
     return families, ops
 
 
@@ -247,9 +258,22 @@ def entry_ops(ops):
     return [o for o in ops if o.entry]
 
 
+def member_ops(ops):
+    return [o for o in ops if o.member]
+
+
 def backend_entries(ops):
-    out = BANNER + ("//\n// Inside class Backend (backend.h): one pure virtual entry per op and direction, so that the\n"
-                    "// compiler lists what a new backend lacks.\n")
+    out = BANNER + ("//\n// Inside class Backend (backend.h): the device and its memory, then one pure virtual entry per\n"
+                    "// op and direction, so that the compiler lists what a new backend lacks.\n")
+    out += "\n  // ---- the device and its memory ----\n"
+    for o in member_ops(ops):
+        ret, params, const, default = o.member
+        if default:
+            continue
+        out += "\n" + comment_lines(o.comment, "  ")
+        out += signature(ret, o.name, params, "  ", prefix="virtual ",
+                         suffix=(" const" if const else "") + " = 0;") + "\n"
+    out += "\n  // ---- the kernel table: one entry per op and direction ----\n"
     for o in entry_ops(ops):
         family, how, ret, params = o.entry
         out += "\n" + comment_lines(o.comment, "  ")
@@ -258,8 +282,17 @@ def backend_entries(ops):
 
 
 def forwarding_entries(ops):
-    out = BANNER + ("//\n// Inside class ForwardingBackend (forwarding_backend.h): each entry tells entering() which one it\n"
-                    "// is, then hands the call to the inner backend, every argument moved by the address policy.\n")
+    out = BANNER + ("//\n// Inside class ForwardingBackend (forwarding_backend.h): each member and entry hands the call to\n"
+                    "// the inner backend, every device address moved by the address policy; each entry first tells\n"
+                    "// entering() which one it is.\n")
+    for o in member_ops(ops):
+        ret, params, const, default = o.member
+        args = ", ".join(arg_name(p) if arg_name(p) in o.host else f"Addresses::in({arg_name(p)})"
+                         for p in split_params(params))
+        out += "\n" + signature(ret, o.name, params, "  ",
+                                suffix=(" const" if const else "") + " override {") + "\n"
+        out += wrap_call("return ", f"inner_.{o.name}({args});", "    ")
+        out += "  }\n"
     for o in entry_ops(ops):
         family, how, ret, params = o.entry
         args = ", ".join(f"Addresses::in({arg_name(p)})" for p in split_params(params))

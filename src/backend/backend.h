@@ -173,16 +173,8 @@ template <typename Real>
 class Backend {
  public:
   virtual ~Backend() = default;
-  virtual Device device() const = 0;
-  // Whether host code may dereference this backend's pointers (the CPU: yes).
-  virtual bool host_addressable() const = 0;
   // One line for logs and benchmarks: the device and how it computes.
   virtual std::string describe() const { return to_string(device()); }
-  // The device memory free and in all, where the backend knows them (a GPU), for fitting a run
-  // before it starts.
-  virtual bool memory_info(size_t* free_bytes, size_t* total_bytes) = 0;
-  // The device's dense peak rates where known (a GPU), for model FLOPs utilisation.
-  virtual PeakFlops peak_flops() const = 0;
   // Collectives on this device's memory among the ranks of `job` (every rank calls it at the same
   // point: it sends a bootstrap id through job.broadcast_from_root), or null with `why` where the
   // device has none (the CPU: the host communicator sums host memory itself).
@@ -192,44 +184,12 @@ class Backend {
     if (why) *why = "the " + describe() + " backend has no collectives of its own";
     return nullptr;
   }
-  // Waits for the work queued so far (a device that runs asynchronously); timing needs it.
-  virtual void synchronize() = 0;
+  // Every weight changed (weights_changed below, begin == nullptr).
+  void weights_changed() { weights_changed(nullptr, 0); }
 
-  // ---- memory ----
-  // Zeroed. Throws std::bad_alloc, or (a GPU) Error with the memory needed and free.
-  virtual Real* allocate(size_t n, MemoryUse use) = 0;
-  virtual void release(Real* p, size_t n) = 0;
-  virtual void fill_zero(Real* p, size_t n) = 0;
-  virtual void copy(Real* dst, const Real* src, size_t n) = 0;        // device → device
-  virtual void to_host(Real* host, const Real* src, size_t n) = 0;    // device → host
-  virtual void from_host(Real* dst, const Real* host, size_t n) = 0;  // host → device
-  // dst[r·dst_stride …] = src[r·src_stride …], `width` elements of each of `rows` rows.
-  virtual void copy_rows(Real* dst, size_t dst_stride, const Real* src, size_t src_stride, int rows,
-                         int width) = 0;
-  // dst [n, width] = table rows index[0 … n) (host indices).
-  virtual void gather_rows(Real* dst, const Real* table, const int* index, int n, int width) = 0;
-
-  // ---- the kernel table: one entry per op and direction, from the one list of ops
-  // (src/ops/op_list.txt, which documents them; scripts/generate_ops.py) ----
-  // Which storage each op family takes here (precision is data); an op given one
-  // it does not take refuses in one line (refuse_unsupported).
-  virtual bool supports(Op op, Storage storage) const = 0;
-  // The storage this backend's products read best for `rows` rows: what the activation plan
-  // gives product inputs (the bf16 backend: bf16 for more than one row; a decoded row's products
-  // stay fp32, bound by reading the weights).
-  virtual Storage product_input_storage(int rows) const = 0;
-
+  // The device and its memory, then the kernel table: one entry per op and direction, all from
+  // the one list of ops (src/ops/op_list.txt, which documents them; scripts/generate_ops.py).
 #include "xsa/backend/generated/backend_entries.h"
-
-  // ---- what the kernels keep ----
-  // The weights in [begin, begin + n) changed outside the ops above (an optimizer step, weights
-  // loaded or gathered): a backend that keeps derived copies of them (bf16) drops those, and keeps
-  // those of other weights (another model in the same process: `compare`'s arms, `bench`'s SA and
-  // XSA). begin == nullptr: every weight.
-  virtual void weights_changed(const Real* begin, size_t n) = 0;
-  void weights_changed() {
-    weights_changed(nullptr, 0);
-  }
 };
 
 // The refusal of an op given a storage the backend does not take (its supports() says no): one

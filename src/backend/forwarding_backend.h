@@ -42,44 +42,8 @@ class ForwardingBackend : public Backend<Real> {
   explicit ForwardingBackend(Backend<Real>& inner) : inner_(inner) {}
   Backend<Real>& inner() const { return inner_; }
 
-  Device device() const override { return inner_.device(); }
-  bool host_addressable() const override { return inner_.host_addressable(); }
-  std::string describe() const override { return inner_.describe(); }
-  bool memory_info(size_t* free_bytes, size_t* total_bytes) override {
-    return inner_.memory_info(free_bytes, total_bytes);
-  }
-  PeakFlops peak_flops() const override { return inner_.peak_flops(); }
-  void synchronize() override { inner_.synchronize(); }
-
-  Real* allocate(size_t n, MemoryUse use) override { return inner_.allocate(n, use); }
-  void release(Real* p, size_t n) override { inner_.release(Addresses::in(p), n); }
-  void fill_zero(Real* p, size_t n) override { inner_.fill_zero(Addresses::in(p), n); }
-  void copy(Real* dst, const Real* src, size_t n) override {
-    inner_.copy(Addresses::in(dst), Addresses::in(src), n);
-  }
-  void to_host(Real* host, const Real* src, size_t n) override {
-    inner_.to_host(host, Addresses::in(src), n);
-  }
-  void from_host(Real* dst, const Real* host, size_t n) override {
-    inner_.from_host(Addresses::in(dst), host, n);
-  }
-  void copy_rows(Real* dst, size_t dst_stride, const Real* src, size_t src_stride, int rows,
-                 int width) override {
-    inner_.copy_rows(Addresses::in(dst), dst_stride, Addresses::in(src), src_stride, rows, width);
-  }
-  void gather_rows(Real* dst, const Real* table, const int* index, int n, int width) override {
-    inner_.gather_rows(Addresses::in(dst), Addresses::in(table), index, n, width);
-  }
-
-  bool supports(Op op, Storage storage) const override { return inner_.supports(op, storage); }
-  Storage product_input_storage(int rows) const override {
-    return inner_.product_input_storage(rows);
-  }
-  void weights_changed(const Real* begin, size_t n) override {
-    inner_.weights_changed(Addresses::in(begin), n);
-  }
-
-  // Every entry of the table (generated from src/ops/op_list.txt by scripts/generate_ops.py).
+  // Every member and entry of the table (generated from src/ops/op_list.txt by
+  // scripts/generate_ops.py).
 #include "xsa/backend/generated/forwarding_entries.h"
 
  protected:

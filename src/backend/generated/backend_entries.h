@@ -2,8 +2,65 @@
 // edit the list, not this file, and run the script again.
 // clang-format off
 //
-// Inside class Backend (backend.h): one pure virtual entry per op and direction, so that the
-// compiler lists what a new backend lacks.
+// Inside class Backend (backend.h): the device and its memory, then one pure virtual entry per
+// op and direction, so that the compiler lists what a new backend lacks.
+
+  // ---- the device and its memory ----
+
+  virtual Device device() const = 0;
+
+  // Whether host code may dereference this backend's pointers (the CPU: yes).
+  virtual bool host_addressable() const = 0;
+
+  // The device memory free and in all, where the backend knows them (a GPU), for fitting a run
+  // before it starts.
+  virtual bool memory_info(size_t* free_bytes, size_t* total_bytes) = 0;
+
+  // The device's dense peak rates where known (a GPU), for model FLOPs utilisation.
+  virtual PeakFlops peak_flops() const = 0;
+
+  // Waits for the work queued so far (a device that runs asynchronously); timing needs it.
+  virtual void synchronize() = 0;
+
+  // Zeroed. Throws std::bad_alloc, or (a GPU) Error with the memory needed and free.
+  virtual Real* allocate(size_t n, MemoryUse use) = 0;
+
+  virtual void release(Real* p, size_t n) = 0;
+
+  virtual void fill_zero(Real* p, size_t n) = 0;
+
+  // device → device
+  virtual void copy(Real* dst, const Real* src, size_t n) = 0;
+
+  // device → host
+  virtual void to_host(Real* host, const Real* src, size_t n) = 0;
+
+  // host → device
+  virtual void from_host(Real* dst, const Real* host, size_t n) = 0;
+
+  // dst [n, width] = table rows index[0 … n) (host indices).
+  virtual void gather_rows(Real* dst, const Real* table, const int* index, int n, int width) = 0;
+
+  // Which storage each op family takes here (precision is data); an op given one it does not
+  // take refuses in one line (refuse_unsupported).
+  virtual bool supports(Op op, Storage storage) const = 0;
+
+  // The storage this backend's products read best for `rows` rows: what the activation plan
+  // gives product inputs (the bf16 backend: bf16 for more than one row; a decoded row's products
+  // stay fp32, bound by reading the weights).
+  virtual Storage product_input_storage(int rows) const = 0;
+
+  // The weights in [begin, begin + n) changed outside the ops (an optimizer step, weights loaded
+  // or gathered): a backend that keeps derived copies of them (bf16) drops those, and keeps those
+  // of other weights (another model in the same process: `compare`'s arms, `bench`'s SA and
+  // XSA). begin == nullptr: every weight.
+  virtual void weights_changed(const Real* begin, size_t n) = 0;
+
+  // dst row r (dst_stride apart) = the first `width` values of src row r (src_stride apart).
+  virtual void copy_rows(Real* dst, size_t dst_stride, const Real* src, size_t src_stride, int rows,
+                         int width) = 0;
+
+  // ---- the kernel table: one entry per op and direction ----
 
   // out [N, out_dim] = inp [N, in_dim] · weightᵀ; with accumulate, out += instead of =.
   virtual void matmul_forward(Real* out, Tensor<const Real> inp, const Real* weight,

@@ -2,8 +2,80 @@
 // edit the list, not this file, and run the script again.
 // clang-format off
 //
-// Inside class ForwardingBackend (forwarding_backend.h): each entry tells entering() which one it
-// is, then hands the call to the inner backend, every argument moved by the address policy.
+// Inside class ForwardingBackend (forwarding_backend.h): each member and entry hands the call to
+// the inner backend, every device address moved by the address policy; each entry first tells
+// entering() which one it is.
+
+  Device device() const override {
+    return inner_.device();
+  }
+
+  bool host_addressable() const override {
+    return inner_.host_addressable();
+  }
+
+  std::string describe() const override {
+    return inner_.describe();
+  }
+
+  bool memory_info(size_t* free_bytes, size_t* total_bytes) override {
+    return inner_.memory_info(free_bytes, total_bytes);
+  }
+
+  PeakFlops peak_flops() const override {
+    return inner_.peak_flops();
+  }
+
+  void synchronize() override {
+    return inner_.synchronize();
+  }
+
+  Real* allocate(size_t n, MemoryUse use) override {
+    return inner_.allocate(Addresses::in(n), Addresses::in(use));
+  }
+
+  void release(Real* p, size_t n) override {
+    return inner_.release(Addresses::in(p), Addresses::in(n));
+  }
+
+  void fill_zero(Real* p, size_t n) override {
+    return inner_.fill_zero(Addresses::in(p), Addresses::in(n));
+  }
+
+  void copy(Real* dst, const Real* src, size_t n) override {
+    return inner_.copy(Addresses::in(dst), Addresses::in(src), Addresses::in(n));
+  }
+
+  void to_host(Real* host, const Real* src, size_t n) override {
+    return inner_.to_host(host, Addresses::in(src), Addresses::in(n));
+  }
+
+  void from_host(Real* dst, const Real* host, size_t n) override {
+    return inner_.from_host(Addresses::in(dst), host, Addresses::in(n));
+  }
+
+  void gather_rows(Real* dst, const Real* table, const int* index, int n, int width) override {
+    return inner_.gather_rows(Addresses::in(dst), Addresses::in(table), index, Addresses::in(n),
+                              Addresses::in(width));
+  }
+
+  bool supports(Op op, Storage storage) const override {
+    return inner_.supports(Addresses::in(op), Addresses::in(storage));
+  }
+
+  Storage product_input_storage(int rows) const override {
+    return inner_.product_input_storage(Addresses::in(rows));
+  }
+
+  void weights_changed(const Real* begin, size_t n) override {
+    return inner_.weights_changed(Addresses::in(begin), Addresses::in(n));
+  }
+
+  void copy_rows(Real* dst, size_t dst_stride, const Real* src, size_t src_stride, int rows,
+                 int width) override {
+    return inner_.copy_rows(Addresses::in(dst), Addresses::in(dst_stride), Addresses::in(src),
+                            Addresses::in(src_stride), Addresses::in(rows), Addresses::in(width));
+  }
 
   void matmul_forward(Real* out, Tensor<const Real> inp, const Real* weight, MatmulShape shape,
                       bool accumulate) override {
