@@ -43,6 +43,15 @@ if [ "$part" = confirm ]; then
   # The plan (docs/study.md, "The confirmation at T = 4 096"): the T 4 096 part's model and step,
   # SA and XSA each at 2e-3 and 4e-3 (SA's and XSA's tuned rates), 20 fresh seeds (101-120),
   # every window of the validation split and of the long documents scored at the end.
+  # Each finished seed's record is kept in the tree (docs/study-data/confirm-4096, a few hundred
+  # KB in all; runs/ is not) and put back before the comparison starts, which takes a seed whose
+  # record carries the same identity instead of training it: the study continues on another
+  # machine or a fresh clone. Commit the folder after each part.
+  kept=docs/study-data/confirm-4096
+  mkdir -p runs/confirm-4096 $kept
+  for f in $kept/seed-*.json; do [ -e "$f" ] && cp -n "$f" runs/confirm-4096/; done
+  keep() { cp runs/confirm-4096/seed-*.json $kept/ 2>/dev/null || true; }
+  trap keep EXIT
   run compare --data data/default-byte --seq-len 4096 --batch 1 --layers 4 --heads 4 --embd 128 \
     --steps 480 --val-every 40 --val-batches 8 --lr 2e-3 \
     --variants sa@2e-3,sa@4e-3,xsa@4e-3,xsa@2e-3 --seed 101 --seeds 20 \
