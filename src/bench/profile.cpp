@@ -84,10 +84,11 @@ Work work_of(const Args&... args) {
   } else if constexpr (E == Entry::sum_of_squares || E == Entry::sum) {
     return {0, f * arg<1>(args...)};
   } else if constexpr (E == Entry::newton_schulz) {
-    // Per step: X Xᵀ and P X (rows · cols · k each) and A² (k³), k the smaller side.
+    // Per step and matrix of the batch: X Xᵀ and P X (rows · cols · k each) and A² (k³), k the
+    // smaller side.
     const auto& a = arg<0>(args...);
     const double k = std::min(a.rows, a.cols);
-    return {ops::kNewtonSchulzSteps * 2.0 * (2.0 * a.rows * a.cols * k + k * k * k), 0};
+    return {a.count * ops::kNewtonSchulzSteps * 2.0 * (2.0 * a.rows * a.cols * k + k * k * k), 0};
   } else if constexpr (E == Entry::encoder_forward || E == Entry::embedding_add) {
     return {0, f * 2 * arg<3>(args...) * arg<4>(args...)};
   } else {
