@@ -22,6 +22,7 @@ class Op:
         self.kernel = None  # (ret, params, float_only)
         self.entry = None  # (family, how, ret, params)
         self.checked = []  # a checked entry's tensors inside its argument structs ("args.z")
+        self.cuda = None  # "launch" or "refuses": the CUDA entry generated; None: written there
         self.member = None  # (ret, params, const, default): a backend member that is no kernel
         self.host = set()  # a member's parameters in host memory (@host)
         self.group = None
@@ -69,14 +70,15 @@ def parse():
             if m:
                 op.kernel = (m.group(2), m.group(3), bool(m.group(1)))
                 continue
-            m = re.fullmatch(r"entry (\w+) (plain|checked|own)(?:\[([\w., ]+)\])?: (\w+) \((.*)\)",
-                             text)
+            m = re.fullmatch(r"entry (\w+) (plain|checked|own)(?:\[([\w., ]+)\])?"
+                             r"(?: cuda-(launch|refuses))?: (\w+) \((.*)\)", text)
             if m:
                 if m.group(1) not in [f for f, _ in families]:
                     fail(n, f"family {m.group(1)} is not declared")
                 if m.group(3) and m.group(2) != "checked":
                     fail(n, "only a checked entry names the tensors it checks")
-                op.entry = (m.group(1), m.group(2), m.group(4), m.group(5))
+                op.entry = (m.group(1), m.group(2), m.group(5), m.group(6))
+                op.cuda = m.group(4)
                 op.checked = [e.strip() for e in m.group(3).split(",")] if m.group(3) else []
                 continue
             m = re.fullmatch(r"member( const)?( default)?: ([\w:*<> ]+?) \((.*)\)", text)
@@ -335,6 +337,45 @@ def cpu_entries(ops):
     return out
 
 
+def cuda_entries(ops):
+    """The CUDA backend's entries marked cuda-launch (each Tensor's storage checked, the launcher
+    cuda::NAME with the entry's arguments and the stream, the launch logged with its sizes) and
+    cuda-refuses (refused in one line until a GPU has run a kernel for it)."""
+    out = BANNER + ("//\n// Inside class CudaBackend (cuda/cuda_backend.cpp): the entries the list marks cuda-launch\n"
+                    "// (the launcher of the same name on the backend's stream, then the launch logged) and\n"
+                    "// cuda-refuses (supports() says no). The others are written there.\n")
+    for o in entry_ops(ops):
+        family, how, ret, params = o.entry
+        if not o.cuda:
+            continue
+        params_f = re.sub(r"\bReal\b", "float", params_without_defaults(params))
+        pieces = split_params(params_f)
+        if o.cuda == "refuses":  # the parameters unnamed: none is read
+            unnamed = ", ".join(re.sub(r"\s*\b\w+$", "", p) for p in pieces)
+            out += "\n" + signature(ret, o.name, unnamed, "  ", suffix=" override {") + "\n"
+            out += f"    refuse_unsupported(*this, Op::{family}, Storage::fp32);\n  }}\n"
+            continue
+        out += "\n" + signature(ret, o.name, params_f, "  ", suffix=" override {") + "\n"
+        body, args, sizes = "", [], []
+        for expr in o.checked:
+            body += f"    refuse_unsupported(*this, Op::{family}, {expr}.storage);\n"
+        for p in pieces:
+            name = arg_name(p)
+            if p.startswith("Tensor<"):
+                body += f"    refuse_unsupported(*this, Op::{family}, {name}.storage);\n"
+                args.append(f"{name}.data")
+            else:
+                args.append(name)
+                if re.fullmatch(r"(int|size_t|int64_t) \w+", p):
+                    sizes.append(name)
+        body += wrap_call("", f"cuda::{o.name}({', '.join(args + ['stream_'])});", "    ")
+        fmt = " ".join(f"{n} {{}}" for n in sizes)
+        body += wrap_call("", f"XSA_LAUNCHED(\"{o.name}\", \"{fmt}\"{''.join(', ' + n for n in sizes)});",
+                          "    ")
+        out += body + "  }\n"
+    return out
+
+
 def entry_list(ops):
     entries = entry_ops(ops)
     ids = "".join(f"  {o.name},\n" for o in entries)
@@ -371,6 +412,7 @@ def outputs():
         "src/backend/generated/backend_entries.h": backend_entries(ops),
         "src/backend/generated/forwarding_entries.h": forwarding_entries(ops),
         "src/backend/generated/cpu_entries.h": cpu_entries(ops),
+        "src/backend/generated/cuda_entries.h": cuda_entries(ops),
         "src/backend/generated/entry_list.h": entry_list(ops),
         "src/bench/generated/profiling_entries.h": profiling_entries(ops),
     }

@@ -313,16 +313,6 @@ class CudaBackend final : public Backend<float> {
     XSA_LAUNCHED("rope_backward", "B {} T {} C {} H {} Hkv {}", args.B, args.T, args.C, args.H,
                  args.Hkv);
   }
-  void gelu_forward(Tensor<float> out, const float* inp, size_t n) override {
-    refuse_unsupported(*this, Op::gelu, out.storage);
-    cuda::gelu_forward(out.data, inp, n, stream_);
-    XSA_LAUNCHED("gelu_forward", "n {}", n);
-  }
-  void gelu_backward(Tensor<float> dinp, const float* inp, const float* dout, size_t n) override {
-    refuse_unsupported(*this, Op::gelu, dinp.storage);
-    cuda::gelu_backward(dinp.data, inp, dout, n, stream_);
-    XSA_LAUNCHED("gelu_backward", "n {}", n);
-  }
 
   // ---- attention ----
   void attention_forward(const ops::AttentionArgs<float>& args) override {
@@ -398,50 +388,6 @@ class CudaBackend final : public Backend<float> {
     backward(a.dinp, a.dwte, Operand{dlogits, true}, x, a.wte, shape, a.accumulate);
   }
 
-  // ---- gates and sinks ----
-  void xsa_alpha(float* alpha, const float* w, int H) override {
-    cuda::xsa_alpha(alpha, w, H, stream_);
-    XSA_LAUNCHED("xsa_alpha", "H {}", H);
-  }
-  void xsa_alpha_backward(float* dw, const float* dalpha, const float* alpha, int N,
-                          int H) override {
-    cuda::xsa_alpha_backward(dw, dalpha, alpha, N, H, stream_);
-    XSA_LAUNCHED("xsa_alpha_backward", "N {} H {}", N, H);
-  }
-  void sink_backward(float* dsink, const float* dlogit, int B, int H) override {
-    cuda::sink_backward(dsink, dlogit, B, H, stream_);
-    XSA_LAUNCHED("sink_backward", "B {} H {}", B, H);
-  }
-
-  void add_rows(float* dst, size_t dst_stride, const float* src, size_t src_stride, int rows,
-                int width) override {
-    cuda::add_rows(dst, dst_stride, src, src_stride, rows, width, stream_);
-    XSA_LAUNCHED("add_rows", "rows {} width {}", rows, width);
-  }
-
-  // ---- XSA's rivals: refused (supports() says no) ----
-  void output_gate_forward(float*, const float*, const float*, size_t) override {
-    refuse_unsupported(*this, Op::rivals, Storage::fp32);
-  }
-  void output_gate_backward(float*, float*, const float*, const float*, const float*,
-                            size_t) override {
-    refuse_unsupported(*this, Op::rivals, Storage::fp32);
-  }
-  void value_mix_forward(const ops::ValueMixArgs<float>&) override {
-    refuse_unsupported(*this, Op::rivals, Storage::fp32);
-  }
-  void value_mix_backward(const ops::ValueMixArgs<float>&) override {
-    refuse_unsupported(*this, Op::rivals, Storage::fp32);
-  }
-
-  // QK-norm: refused until a GPU has run it (supports() says no).
-  void qk_norm_forward(const ops::QkNormArgs<float>&) override {
-    refuse_unsupported(*this, Op::qk_norm, Storage::fp32);
-  }
-  void qk_norm_backward(const ops::QkNormArgs<float>&) override {
-    refuse_unsupported(*this, Op::qk_norm, Storage::fp32);
-  }
-
   // ---- reductions and the optimizer ----
   double sum(const float* x, size_t n) override { return reduce(x, n, false); }
   double sum_of_squares(const float* x, size_t n) override { return reduce(x, n, true); }
@@ -449,41 +395,17 @@ class CudaBackend final : public Backend<float> {
     for (auto& [weight, copy] : weights_)
       if (in_changed_range(weight, begin, n)) copy.fresh = false;
   }
-  void adamw_update(float* param, const float* grad, float* m, float* v, size_t n,
-                    const ops::AdamWSettings& settings) override {
-    cuda::adamw_update(param, grad, m, v, n, settings, stream_);
-    XSA_LAUNCHED("adamw_update", "n {}", n);
-  }
-
-  // ---- Muon: the elementwise steps here, the iteration's products cuBLAS's (bf16 where the
-  // backend's products are) ----
-  void muon_momentum(float* m, float* u, const float* grad, size_t n,
-                     const ops::MuonSettings& s) override {
-    cuda::muon_momentum(m, u, grad, n, s, stream_);
-    XSA_LAUNCHED("muon_momentum", "n {}", n);
-  }
+  // Muon's iteration: its products cuBLAS's (bf16 where the backend's products are), its
+  // elementwise steps among the generated entries below.
   void newton_schulz(const ops::NewtonSchulzArgs<float>& args) override {
     newton_schulz_by_ops(*this, args);
   }
-  void newton_schulz_poly(float* poly, const float* gram, const float* gram2, int k,
-                          const ops::NewtonSchulzCoefficients& c) override {
-    cuda::newton_schulz_poly(poly, gram, gram2, k, c, stream_);
-    XSA_LAUNCHED("newton_schulz_poly", "k {}", k);
-  }
-  void muon_apply(float* w, const float* o, size_t n, const ops::MuonSettings& s) override {
-    cuda::muon_apply(w, o, n, s, stream_);
-    XSA_LAUNCHED("muon_apply", "n {}", n);
-  }
 
-  // ---- ReLU² (fp32) ----
-  void relu2_forward(float* out, const float* inp, size_t n) override {
-    cuda::relu2_forward(out, inp, n, stream_);
-    XSA_LAUNCHED("relu2_forward", "n {}", n);
-  }
-  void relu2_backward(float* dinp, const float* inp, const float* dout, size_t n) override {
-    cuda::relu2_backward(dinp, inp, dout, n, stream_);
-    XSA_LAUNCHED("relu2_backward", "n {}", n);
-  }
+  // The entries the list of ops launches or refuses as they are (src/ops/op_list.txt's
+  // cuda-launch and cuda-refuses rows: GELU, ReLU², the gates and sinks, add_rows, AdamW, Muon's
+  // elementwise steps; XSA's rivals and QK-norm refused until a GPU has run them), generated by
+  // scripts/generate_ops.py.
+#include "xsa/backend/generated/cuda_entries.h"
 
  private:
   static constexpr size_t kLtWorkspace = 32 << 20;  // cuBLASLt's, as llm.c gives it
@@ -679,7 +601,9 @@ class CudaBackend final : public Backend<float> {
   };
 
   // bf16 products (and attention tiles) with fp32 accumulation.
-  bool bf16() const { return options_.precision == Precision::bf16; }
+  bool bf16() const {
+    return options_.precision == Precision::bf16;
+  }
   CudaOptions options_;
   cudaDeviceProp props_{};
   cudaStream_t stream_ = nullptr;
