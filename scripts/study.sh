@@ -43,8 +43,8 @@ if [ "$part" = confirm ]; then
   # The plan (docs/study.md, "The confirmation at T = 4 096"): the T 4 096 part's model and step,
   # SA and XSA each at 2e-3 and 4e-3 (SA's and XSA's tuned rates), 20 fresh seeds (101-120),
   # every window of the validation split and of the long documents scored at the end.
-  # Each finished seed's record is kept in the tree (docs/study-data/confirm-4096, a few hundred
-  # KB in all; runs/ is not) and put back before the comparison starts, which takes a seed whose
+  # Each finished seed's record is kept in the tree (docs/study-data/confirm-4096, about 45 KB a
+  # seed; runs/ is not) and put back before the comparison starts, which takes a seed whose
   # record carries the same identity instead of training it: the study continues on another
   # machine or a fresh clone. Commit the folder after each part.
   kept=docs/study-data/confirm-4096
