@@ -187,14 +187,10 @@ void to_json(nlohmann::json& j, const ModelConfig& cfg) {
   }
 }
 
-ModelConfig model_config_from_json(const nlohmann::json& j, const std::string& source) {
-  ModelConfig cfg;
-  auto get_int = [&](const char* key) -> int {
-    // An integer past int's range would be cut to a wrong size by get<int>().
-    if (!j.contains(key) || !j[key].is_number_integer() || j[key] < INT32_MIN || j[key] > INT32_MAX)
-      fail("{}: '{}' is missing or not an integer", source, key);
-    return j[key].get<int>();
-  };
+namespace {
+
+// The file's version, checked: what every later part of the reader depends on.
+int config_version(const nlohmann::json& j, const std::string& source) {
   if (!j.is_object()) fail("{}: not a JSON object", source);
   // Types checked before value(): its type_error would name no file.
   if (!j.contains("format") || j["format"] != "xsa-gpt")
@@ -203,6 +199,18 @@ ModelConfig model_config_from_json(const nlohmann::json& j, const std::string& s
       j.contains("version") && j["version"].is_number_integer() ? j["version"].get<int>() : 0;
   if (version < 1 || version > kNewestConfigVersion)
     fail("{}: unsupported version {}", source, version);
+  return version;
+}
+
+// The model's shape (positions, tokenizer, sizes), validated as a whole.
+void read_model_shape(const nlohmann::json& j, int version, const std::string& source,
+                      ModelConfig& cfg) {
+  auto get_int = [&](const char* key) -> int {
+    // An integer past int's range would be cut to a wrong size by get<int>().
+    if (!j.contains(key) || !j[key].is_number_integer() || j[key] < INT32_MIN || j[key] > INT32_MAX)
+      fail("{}: '{}' is missing or not an integer", source, key);
+    return j[key].get<int>();
+  };
   if (version >= 2) {
     const std::string positions = j.contains("positions") && j["positions"].is_string()
                                       ? j["positions"].get<std::string>()
@@ -233,6 +241,12 @@ ModelConfig model_config_from_json(const nlohmann::json& j, const std::string& s
   } catch (const Error& e) {
     fail("{}: {}", source, e.what());
   }
+}
+
+// Each layer's attention: its kind, its rivals (one set, version 3; per layer, 4 on), the
+// whole-model options' per-layer lists and the sinks.
+void read_layer_attention(const nlohmann::json& j, int version, const std::string& source,
+                          ModelConfig& cfg) {
   const auto& attn = j.contains("layer_attn") ? j["layer_attn"] : nlohmann::json();
   if (!attn.is_array() || (int)attn.size() != cfg.n_layer)
     fail("{}: 'layer_attn' must list one of \"sa\"/\"xsa\" per layer ({} layers)", source,
@@ -269,6 +283,20 @@ ModelConfig model_config_from_json(const nlohmann::json& j, const std::string& s
       cfg.attention[l].*o.flag = on[l].get<bool>();
     }
   }
+  if (j.contains("layer_sink")) {  // optional: checkpoints without it have no sinks
+    const auto& sink = j["layer_sink"];
+    if (!sink.is_array() || (int)sink.size() != cfg.n_layer)
+      fail("{}: 'layer_sink' must list true/false per layer ({} layers)", source, cfg.n_layer);
+    for (int l = 0; l < cfg.n_layer; l++) {
+      if (!sink[l].is_boolean()) fail("{}: layer_sink[{}] is not true or false", source, l);
+      cfg.attention[l].sink = sink[l].get<bool>();
+    }
+  }
+}
+
+// The recipe's MLP and head (docs/SPEC.md §11), from the version that introduced them.
+void read_recipe(const nlohmann::json& j, int version, const std::string& source,
+                 ModelConfig& cfg) {
   if (version >= kRecipeConfigVersion) {  // the recipe's MLP and head
     if (!j.contains("mlp_activation") || !j["mlp_activation"].is_string())
       fail("{}: 'mlp_activation' must be \"gelu\" or \"relu2\"", source);
@@ -282,15 +310,16 @@ ModelConfig model_config_from_json(const nlohmann::json& j, const std::string& s
       fail("{}: 'logit_softcap' must be 0 (off) or a positive number", source);
     cfg.logit_softcap = j["logit_softcap"].get<double>();
   }
-  if (j.contains("layer_sink")) {  // optional: checkpoints without it have no sinks
-    const auto& sink = j["layer_sink"];
-    if (!sink.is_array() || (int)sink.size() != cfg.n_layer)
-      fail("{}: 'layer_sink' must list true/false per layer ({} layers)", source, cfg.n_layer);
-    for (int l = 0; l < cfg.n_layer; l++) {
-      if (!sink[l].is_boolean()) fail("{}: layer_sink[{}] is not true or false", source, l);
-      cfg.attention[l].sink = sink[l].get<bool>();
-    }
-  }
+}
+
+}  // namespace
+
+ModelConfig model_config_from_json(const nlohmann::json& j, const std::string& source) {
+  ModelConfig cfg;
+  const int version = config_version(j, source);
+  read_model_shape(j, version, source, cfg);
+  read_layer_attention(j, version, source, cfg);
+  read_recipe(j, version, source, cfg);
   return cfg;
 }
 

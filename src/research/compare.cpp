@@ -120,6 +120,112 @@ void append_suite_report(const fs::path& out, const Setup& s, const std::vector<
   if (!quiet) std::printf("%s\n", md.c_str());
 }
 
+namespace {
+
+// What a dry run would run, resolved (scripts/readme_pin.sh pins the demo's line).
+void print_dry_run(const CompareConfig& cfg, const Setup& s) {
+  const RunConfig& run = cfg.run;
+  // With Muon the rate is Muon's, AdamW's moving with it (RunConfig::tuned_rate).
+  const std::string rate_name =
+      run.muon() ? fmt::format("Muon's peak lr (AdamW's x {:g})", run.lr / run.muon_lr)
+                 : std::string("peak lr");
+  std::printf(
+      "dry run: %s | %d layers x %d (%d heads), context %d, %s, %lld steps, %s, validation "
+      "every %lld steps on %d batch(es), %d seed(s) from %llu; nothing written\n",
+      fmt::format("{}", fmt::join(cfg.variants, ", ")).c_str(), s.model.n_layer, s.model.n_embd,
+      s.model.n_head, s.model.seq_len,
+      fmt::format("{} tokens a step ({} rows x {} accumulation)", s.shape.tokens(), s.shape.batch,
+                  s.shape.accumulation)
+          .c_str(),
+      (long long)run.steps,
+      cfg.tune_lrs.empty() ? fmt::format("{} {:g}", rate_name, run.tuned_rate()).c_str()
+                           : fmt::format("{} tuned over {:g} ({} tuning seed(s))", rate_name,
+                                         fmt::join(cfg.tune_lrs, ", "), cfg.tune_seeds)
+                                 .c_str(),
+      (long long)run.val_every, run.val_batches, cfg.seeds, (unsigned long long)run.seed);
+}
+
+// What the loop over the seeds gathers for the summary and the report.
+struct SeedLoop {
+  std::vector<std::vector<double>> overhead;  // per variant: ms / ms(SA), step by step
+  std::vector<std::string> suite_names;       // an arm per row of the suite's table
+  std::vector<std::vector<TaskResult>> suite_results;
+  double validation_seconds = 0;  // every seed's, this run's and those taken from seed files
+  std::string seeds_note;
+  std::optional<SequentialDesign> design;  // --seeds auto's, fixed before the first seed
+  std::vector<SequentialLook> looks;       // its answers so far, per variant
+  int seeds_run = 0;
+};
+
+// Every seed's arms, trained or taken from its finished seed file, until --seeds auto's design
+// has every answer or the seeds run out.
+void run_seeds(const CompareConfig& cfg, Setup& s, const std::vector<double>& peak,
+               CompareResult& result, SeedLoop& loop) {
+  const RunConfig& run = cfg.run;
+  const fs::path out = run.out;
+  const bool root = s.comm->is_root();
+  auto& [overhead, suite_names, suite_results, validation_seconds, seeds_note, design, looks,
+         seeds_run] = loop;
+  overhead.resize(s.variants.size());
+  const auto start = clock_type::now();
+  if (cfg.seeds_auto) design = auto_seeds_design((int)s.variants.size(), cfg.seeds);
+  for (int k = 0; k < cfg.seeds && seeds_note.empty(); k++) {
+    if (k > 0 && design) {  // a look after the seeds so far: is every answer final?
+      seeds_note = auto_seeds_verdict(cfg, *design, result, k, looks);
+      if (!seeds_note.empty()) break;
+    }
+    const uint64_t seed = run.seed + k;
+    const fs::path seed_file = out / fmt::format("seed-{}.json", seed);
+    if (take_finished_seed(seed_file, s, run, result, overhead, validation_seconds)) {
+      if (root && !s.suite.files.empty())  // its arms' saved final weights take the suite
+        for (const Variant& v : s.variants) {
+          suite_names.push_back(fmt::format("{} seed {}", v.name, seed));
+          suite_results.push_back(score_suite_from_checkpoint(s, arm_folder(out, v.name, seed),
+                                                              variant_backend(run, v)));
+        }
+      continue;
+    }
+    const size_t first_overhead = overhead.size() > 1 ? overhead[1].size() : 0;
+    std::vector<Arm> arms = make_arms(cfg, s, seed);
+    const double validated = train_arms(cfg, s, arms, seed, k, overhead, start);
+    validation_seconds += validated;
+    finish_arms(cfg, s, arms, peak);
+    for (const Arm& a : arms) result.arms.push_back(a.result);
+    for (const Arm& a : arms)
+      if (!a.suite.empty())
+        suite_names.push_back(fmt::format("{} seed {}", a.variant.name, seed)),
+            suite_results.push_back(a.suite);
+    if (root) save_finished_seed(seed_file, s, arms, overhead, first_overhead, validated);
+  }
+  seeds_run = (int)arms_of(result, cfg.variants[0]).size();
+  if (design && seeds_note.empty())
+    seeds_note = auto_seeds_verdict(cfg, *design, result, seeds_run, looks);
+}
+
+// report.md, report.json, the plots, the suite's table and report.html (rank 0's).
+void write_reports(const CompareConfig& cfg, const Setup& s, CompareResult& result,
+                   const std::vector<double>& peak, const SeedLoop& loop) {
+  const RunConfig& run = cfg.run;
+  const fs::path out = run.out;
+  if (!run.quiet && !loop.seeds_note.empty()) std::printf("%s\n", loop.seeds_note.c_str());
+  const CompareReport report = make_report(cfg, s, result, loop.seeds_run, peak,
+                                           loop.validation_seconds, loop.seeds_note, loop.design);
+  result.val_bytes_per_token = s.val_bytes_per_token, result.tuning = cfg.tuned;
+  const WrittenReport written = write_compare_report(out, report, result);
+  result.report = written.json;
+  if (!s.suite.files.empty())
+    append_suite_report(out, s, loop.suite_names, loop.suite_results, run.quiet);
+  if (!cfg.tuning)  // from the figures in memory, not report.json read back
+    write_report_html(
+        out,
+        {{"kind", "comparison"},
+         {"title", out.filename().string()},
+         {"comparisons", json::array({comparison_page_json(out.filename().string(), result)})}});
+  if (!run.quiet && !cfg.tuning) print_report_summary(written.markdown, out);
+}
+
+}  // namespace
+
 // One comparison: every variant at its rate (cfg.variant_lrs, else run.lr) over the seeds.
 CompareResult run_comparison(const CompareConfig& requested) {
   Comm& comm = world_comm();
@@ -157,25 +263,7 @@ CompareResult run_comparison(const CompareConfig& requested) {
     for (const Variant& v : s.variants)
       Gpt<float>(variant_model(s.model, v), run.batch, s.model.seq_len, GptMode::training,
                  variant_backend(run, v));
-    // With Muon the rate is Muon's, AdamW's moving with it (RunConfig::tuned_rate).
-    const std::string rate_name =
-        run.muon() ? fmt::format("Muon's peak lr (AdamW's x {:g})", run.lr / run.muon_lr)
-                   : std::string("peak lr");
-    if (!run.quiet)  // what would run, resolved (scripts/readme_pin.sh pins the demo's)
-      std::printf(
-          "dry run: %s | %d layers x %d (%d heads), context %d, %s, %lld steps, %s, validation "
-          "every %lld steps on %d batch(es), %d seed(s) from %llu; nothing written\n",
-          fmt::format("{}", fmt::join(cfg.variants, ", ")).c_str(), s.model.n_layer, s.model.n_embd,
-          s.model.n_head, s.model.seq_len,
-          fmt::format("{} tokens a step ({} rows x {} accumulation)", s.shape.tokens(),
-                      s.shape.batch, s.shape.accumulation)
-              .c_str(),
-          (long long)run.steps,
-          cfg.tune_lrs.empty() ? fmt::format("{} {:g}", rate_name, run.tuned_rate()).c_str()
-                               : fmt::format("{} tuned over {:g} ({} tuning seed(s))", rate_name,
-                                             fmt::join(cfg.tune_lrs, ", "), cfg.tune_seeds)
-                                     .c_str(),
-          (long long)run.val_every, run.val_batches, cfg.seeds, (unsigned long long)run.seed);
+    if (!run.quiet) print_dry_run(cfg, s);
     return CompareResult{};
   }
   const std::vector<double> peak = measure_peaks(cfg, s);
@@ -186,64 +274,11 @@ CompareResult run_comparison(const CompareConfig& requested) {
     if (root && !run.dry_run) create_owned_folder(out, "report folder");
     lock_out();
   });
-  // Per variant: ms / ms(SA), step by step.
-  std::vector<std::vector<double>> overhead(s.variants.size());
-  std::vector<std::string> suite_names;  // an arm per row of the suite's table
-  std::vector<std::vector<TaskResult>> suite_results;
-  const auto start = clock_type::now();
-  double validation_seconds = 0;  // every seed's, this run's and those taken from seed files
-  std::string seeds_note;
-  std::optional<SequentialDesign> design;  // --seeds auto's, fixed before the first seed
-  std::vector<SequentialLook> looks;       // its answers so far, per variant
-  if (cfg.seeds_auto) design = auto_seeds_design((int)s.variants.size(), cfg.seeds);
-  for (int k = 0; k < cfg.seeds && seeds_note.empty(); k++) {
-    if (k > 0 && design) {  // a look after the seeds so far: is every answer final?
-      seeds_note = auto_seeds_verdict(cfg, *design, result, k, looks);
-      if (!seeds_note.empty()) break;
-    }
-    const uint64_t seed = run.seed + k;
-    const fs::path seed_file = out / fmt::format("seed-{}.json", seed);
-    if (take_finished_seed(seed_file, s, run, result, overhead, validation_seconds)) {
-      if (root && !s.suite.files.empty())  // its arms' saved final weights take the suite
-        for (const Variant& v : s.variants) {
-          suite_names.push_back(fmt::format("{} seed {}", v.name, seed));
-          suite_results.push_back(score_suite_from_checkpoint(s, arm_folder(out, v.name, seed),
-                                                              variant_backend(run, v)));
-        }
-      continue;
-    }
-    const size_t first_overhead = overhead.size() > 1 ? overhead[1].size() : 0;
-    std::vector<Arm> arms = make_arms(cfg, s, seed);
-    const double validated = train_arms(cfg, s, arms, seed, k, overhead, start);
-    validation_seconds += validated;
-    finish_arms(cfg, s, arms, peak);
-    for (const Arm& a : arms) result.arms.push_back(a.result);
-    for (const Arm& a : arms)
-      if (!a.suite.empty())
-        suite_names.push_back(fmt::format("{} seed {}", a.variant.name, seed)),
-            suite_results.push_back(a.suite);
-    if (root) save_finished_seed(seed_file, s, arms, overhead, first_overhead, validated);
-  }
-  const int seeds_run = (int)arms_of(result, cfg.variants[0]).size();
-  if (design && seeds_note.empty())
-    seeds_note = auto_seeds_verdict(cfg, *design, result, seeds_run, looks);
-  summarize(result, s, cfg, overhead, looks);
+  SeedLoop loop;
+  run_seeds(cfg, s, peak, result, loop);
+  summarize(result, s, cfg, loop.overhead, loop.looks);
   if (!root) return result;  // the report is rank 0's
-
-  if (!run.quiet && !seeds_note.empty()) std::printf("%s\n", seeds_note.c_str());
-  const CompareReport report =
-      make_report(cfg, s, result, seeds_run, peak, validation_seconds, seeds_note, design);
-  result.val_bytes_per_token = s.val_bytes_per_token, result.tuning = cfg.tuned;
-  const WrittenReport written = write_compare_report(out, report, result);
-  result.report = written.json;
-  if (!s.suite.files.empty()) append_suite_report(out, s, suite_names, suite_results, run.quiet);
-  if (!cfg.tuning)  // from the figures in memory, not report.json read back
-    write_report_html(
-        out,
-        {{"kind", "comparison"},
-         {"title", out.filename().string()},
-         {"comparisons", json::array({comparison_page_json(out.filename().string(), result)})}});
-  if (!run.quiet && !cfg.tuning) print_report_summary(written.markdown, out);
+  write_reports(cfg, s, result, peak, loop);
   return result;
 }
 

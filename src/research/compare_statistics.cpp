@@ -137,6 +137,74 @@ std::string auto_seeds_verdict(const CompareConfig& cfg, const SequentialDesign&
                      answers);
 }
 
+namespace {
+
+// Loss by position: per set and bucket, over the seeds whose arms have it, and (for a variant
+// other than the baseline) the context contrast.
+void position_stats(const std::vector<const ArmResult*>& mine,
+                    const std::vector<const ArmResult*>& sa_arms, size_t k, VariantSummary& sm) {
+  const size_t sets = mine.empty() ? 0 : mine[0]->position_loss.size();
+  for (size_t set = 0; set < sets; set++) {
+    const size_t buckets = mine[0]->position_loss[set].size();
+    std::vector<double> means;
+    std::vector<PairedDifferences> deltas;
+    for (size_t b = 0; b < buckets; b++) {
+      std::vector<double> loss, d;
+      for (size_t i = 0; i < mine.size(); i++) {
+        const auto &mp = mine[i]->position_loss, &sp = sa_arms[i]->position_loss;
+        if (set >= mp.size() || set >= sp.size() || b >= mp[set].size() || b >= sp[set].size())
+          continue;
+        loss.push_back(mp[set][b]), d.push_back(mp[set][b] - sp[set][b]);
+      }
+      means.push_back(mean(loss)), deltas.push_back(describe_paired(d));
+    }
+    sm.position_loss_mean.push_back(means), sm.position_delta.push_back(deltas);
+    // The context contrast: per seed, (last bucket − positions 1–64) of the variant minus the
+    // same of the baseline; below 0 where the variant gains more late in the window.
+    if (buckets >= 3 && k > 0) {
+      std::vector<double> c;
+      for (size_t i = 0; i < mine.size(); i++) {
+        const auto &mp = mine[i]->position_loss, &sp = sa_arms[i]->position_loss;
+        if (set >= sp.size() || mp[set].size() != buckets || sp[set].size() != buckets) continue;
+        c.push_back(late_minus_early(mp[set]) - late_minus_early(sp[set]));
+      }
+      sm.context_contrast.push_back(describe_paired(c));
+    }
+  }
+}
+
+// Holm across the variants tested against SA; the verdict is the corrected test's, or with
+// --seeds auto the sequential test's; either calls no difference while Δ is still moving.
+void give_verdicts(std::vector<VariantSummary>& out, const CompareConfig& cfg) {
+  std::vector<double> raw;
+  for (size_t k = 1; k < out.size(); k++) raw.push_back(out[k].p_value);
+  const std::vector<double> holm = holm_adjusted(raw);
+  for (size_t k = 1; k < out.size(); k++) {
+    VariantSummary& sm = out[k];
+    sm.p_holm = holm[k - 1];
+    const char* direction = sm.delta_vs_sa_mean < 0 ? "lower" : "higher";
+    if (sm.n_seeds < 2)
+      sm.verdict = "one seed: no spread to judge a difference";
+    else if (!std::isfinite(sm.delta_vs_sa_mean))
+      sm.verdict = "no figure: an arm diverged";
+    else if (sm.settled == Settled::moving)
+      sm.verdict = fmt::format(
+          "still moving (Δ {:+.4f} [{:+.4f}, {:+.4f}] over the last quarter): train longer",
+          sm.drift.mean, sm.drift.ci_low, sm.drift.ci_high);
+    else if (cfg.seeds_auto)
+      sm.verdict = sm.sequential.answer == SequentialAnswer::differs
+                       ? fmt::format("{} val loss than SA (sequential test)", direction)
+                       : "no difference found by the sequential test";
+    else if (sm.p_holm < 0.05)
+      sm.verdict =
+          fmt::format("{} val loss than SA ({}p < 0.05)", direction, out.size() > 2 ? "Holm " : "");
+    else
+      sm.verdict = "no difference beyond the seed-to-seed spread";
+  }
+}
+
+}  // namespace
+
 // Differences to SA paired by seed: intervals, effect sizes and tests, Holm across the variants;
 // a verdict that never calls a single seed a win.
 void summarize(CompareResult& result, const Setup& s, const CompareConfig& cfg,
@@ -170,35 +238,7 @@ void summarize(CompareResult& result, const Setup& s, const CompareConfig& cfg,
       sm.eval_loss_mean.push_back(mean(el)), sm.eval_delta_vs_sa_mean.push_back(mean(ed));
       sm.eval_delta.push_back(describe_paired(ed));
     }
-    // Loss by position: per set and bucket, over the seeds whose arms have it.
-    const size_t sets = mine.empty() ? 0 : mine[0]->position_loss.size();
-    for (size_t set = 0; set < sets; set++) {
-      const size_t buckets = mine[0]->position_loss[set].size();
-      std::vector<double> means;
-      std::vector<PairedDifferences> deltas;
-      for (size_t b = 0; b < buckets; b++) {
-        std::vector<double> loss, d;
-        for (size_t i = 0; i < mine.size(); i++) {
-          const auto &mp = mine[i]->position_loss, &sp = sa_arms[i]->position_loss;
-          if (set >= mp.size() || set >= sp.size() || b >= mp[set].size() || b >= sp[set].size())
-            continue;
-          loss.push_back(mp[set][b]), d.push_back(mp[set][b] - sp[set][b]);
-        }
-        means.push_back(mean(loss)), deltas.push_back(describe_paired(d));
-      }
-      sm.position_loss_mean.push_back(means), sm.position_delta.push_back(deltas);
-      // The context contrast: per seed, (last bucket − positions 1–64) of the variant minus the
-      // same of the baseline; below 0 where the variant gains more late in the window.
-      if (buckets >= 3 && k > 0) {
-        std::vector<double> c;
-        for (size_t i = 0; i < mine.size(); i++) {
-          const auto &mp = mine[i]->position_loss, &sp = sa_arms[i]->position_loss;
-          if (set >= sp.size() || mp[set].size() != buckets || sp[set].size() != buckets) continue;
-          c.push_back(late_minus_early(mp[set]) - late_minus_early(sp[set]));
-        }
-        sm.context_contrast.push_back(describe_paired(c));
-      }
-    }
+    position_stats(mine, sa_arms, k, sm);
     const Variant& v = s.variants[k];
     if (v.precision)  // its twin: the same model at the same rate in the run's precision
       if (const Variant* twin = find_variant(s.variants, v.model_name, std::nullopt, v.lr))
@@ -237,33 +277,7 @@ void summarize(CompareResult& result, const Setup& s, const CompareConfig& cfg,
     if (!c.empty()) end_steps.push_back(c.back().step), end_seconds.push_back(c.back().seconds);
   }
   result.baseline_end_step = mean(end_steps), result.baseline_end_seconds = mean(end_seconds);
-  // Holm across the variants tested against SA; the verdict is the corrected test's, or with
-  // --seeds auto the sequential test's; either calls no difference while Δ is still moving.
-  std::vector<double> raw;
-  for (size_t k = 1; k < out.size(); k++) raw.push_back(out[k].p_value);
-  const std::vector<double> holm = holm_adjusted(raw);
-  for (size_t k = 1; k < out.size(); k++) {
-    VariantSummary& sm = out[k];
-    sm.p_holm = holm[k - 1];
-    const char* direction = sm.delta_vs_sa_mean < 0 ? "lower" : "higher";
-    if (sm.n_seeds < 2)
-      sm.verdict = "one seed: no spread to judge a difference";
-    else if (!std::isfinite(sm.delta_vs_sa_mean))
-      sm.verdict = "no figure: an arm diverged";
-    else if (sm.settled == Settled::moving)
-      sm.verdict = fmt::format(
-          "still moving (Δ {:+.4f} [{:+.4f}, {:+.4f}] over the last quarter): train longer",
-          sm.drift.mean, sm.drift.ci_low, sm.drift.ci_high);
-    else if (cfg.seeds_auto)
-      sm.verdict = sm.sequential.answer == SequentialAnswer::differs
-                       ? fmt::format("{} val loss than SA (sequential test)", direction)
-                       : "no difference found by the sequential test";
-    else if (sm.p_holm < 0.05)
-      sm.verdict =
-          fmt::format("{} val loss than SA ({}p < 0.05)", direction, out.size() > 2 ? "Holm " : "");
-    else
-      sm.verdict = "no difference beyond the seed-to-seed spread";
-  }
+  give_verdicts(out, cfg);
   result.summary = std::move(out);
 }
 

@@ -8,12 +8,12 @@
 
 namespace xsa::cli {
 
-void add_bench_command(CLI::App& root) {
-  auto* cmd = root.add_subcommand("bench",
-                                  "Measure training-step, attention and (--decode) decoding speed, "
-                                  "SA vs XSA, and the GEMM ceiling");
-  auto o = std::make_shared<bench::BenchOptions>();
-  auto child = std::make_shared<bool>(false);
+namespace {
+
+using BenchOptionsPtr = std::shared_ptr<bench::BenchOptions>;
+
+// The model, the steps and the tables' own options.
+void add_table_options(CLI::App* cmd, const BenchOptionsPtr& o) {
   cmd->add_option(
          "--model,--config", o->config,
          "tiny, demo, small, gpt2 or all (docs/SPEC.md §4; demo: the main job's model); --config "
@@ -40,6 +40,14 @@ void add_bench_command(CLI::App& root) {
       "--gemm", o->gemm,
       "Also print the GEMM ceiling per shape (bf16 with --precision bf16) and the effect of "
       "the BLAS kernel choice");
+  cmd->add_flag("--no-steps", o->no_steps, "Skip the training-step table");
+  cmd->add_flag("--no-attention", o->no_attention, "Skip the attention-alone table");
+  cmd->add_flag("--decode", o->decode,
+                "Also time decoding with the key/value cache against recomputing the sequence");
+}
+
+// --profile and the profiled model's options.
+void add_profile_options(CLI::App* cmd, const BenchOptionsPtr& o) {
   cmd->add_flag("--profile", o->profile,
                 "Instead of the tables: each op's time in a training step of --model (demo, tiny, "
                 "small, gpt2), its share, rate and share of its roofline (docs/performance.md)");
@@ -62,6 +70,10 @@ void add_bench_command(CLI::App& root) {
       ->check(within(0, kMostWidth));
   cmd->add_option("--heads", o->heads, "With --profile: heads (0: the model's)")
       ->check(within(0, kMostWidth));
+}
+
+// --data: the tokenizer, prepare and the loader.
+void add_data_options(CLI::App* cmd, const BenchOptionsPtr& o) {
   cmd->add_flag("--data", o->data,
                 "Instead of the tables: the tokenizer and prepare (1 thread and all), and the "
                 "loader's shuffled windows from GB of shards against the training of --model "
@@ -72,10 +84,10 @@ void add_bench_command(CLI::App& root) {
   cmd->add_option("--data-gb", o->data_gb, "With --data: GB of shards the loader reads")
       ->capture_default_str()
       ->check(within(0.001, 1 << 20));
-  cmd->add_flag("--no-steps", o->no_steps, "Skip the training-step table");
-  cmd->add_flag("--no-attention", o->no_attention, "Skip the attention-alone table");
-  cmd->add_flag("--decode", o->decode,
-                "Also time decoding with the key/value cache against recomputing the sequence");
+}
+
+// The precision, the device and the step's shape there, and where the rows go.
+void add_device_and_output_options(CLI::App* cmd, const BenchOptionsPtr& o) {
   add_precision_option(cmd, o->precision,
                        "fp32, or bf16: the step table and its GEMM ceiling with bf16 products");
   cmd->add_option("--device", o->device,
@@ -101,6 +113,20 @@ void add_bench_command(CLI::App& root) {
   cmd->add_option("--json", o->json_path,
                   "Write one JSON record per row (a JSON array) to this file");
   cmd->add_option("--csv", o->csv_path, "Write the rows as CSV to this file");
+}
+
+}  // namespace
+
+void add_bench_command(CLI::App& root) {
+  auto* cmd = root.add_subcommand("bench",
+                                  "Measure training-step, attention and (--decode) decoding speed, "
+                                  "SA vs XSA, and the GEMM ceiling");
+  auto o = std::make_shared<bench::BenchOptions>();
+  auto child = std::make_shared<bool>(false);
+  add_table_options(cmd, o);
+  add_profile_options(cmd, o);
+  add_data_options(cmd, o);
+  add_device_and_output_options(cmd, o);
   cmd->add_flag("--gemm-child", *child)->group("");  // internal: prints the `small` ceiling alone
   cmd->callback([o, child, cmd] {
     o->attn_T_given = cmd->count("--attn-T") > 0;
