@@ -246,6 +246,9 @@ void newton_schulz_by_ops(Backend<Real>& be, const ops::NewtonSchulzArgs<Real>& 
   ops::MuonSettings scale;
   scale.keep = 1 / (norm + 1e-7), scale.step = 0;
   be.muon_apply(a.x, a.x, n, scale);  // x = x / (‖x‖ + 1e-7)
+  // x is read as a product's weight below: a backend that keeps converted copies of weights (bf16)
+  // must not use one made from what this memory held before (the previous matrix or step).
+  be.weights_changed(a.x, n);
   Real* x = a.x;
   Real* next = a.next;
   const ops::NewtonSchulzCoefficients coefficients;
