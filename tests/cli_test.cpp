@@ -250,6 +250,17 @@ TEST_F(Cli, TheRecipeTrainsSamplesComparesAndIsRefusedByExports) {
       << r.out;
 }
 
+// Muon with bf16 products (each matrix's iteration reads its scratch through bf16 copies): the
+// run ends with finite losses, which `train` checks at every step (it stops on NaN, exit 1). It
+// became NaN at step 2 when a copy outlived what its memory held.
+TEST_F(Cli, MuonTrainsInBf16) {
+  if (!bf16_products_available(nullptr)) GTEST_SKIP() << "no bf16 products on this CPU";
+  const Result r = xsa("train --data data.txt --optimizer muon --precision bf16 " + kSmall +
+                       " --steps 6 --out run_muon16");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(fs::exists(work_dir() / "run_muon16/ckpt_000006/model.safetensors"));
+}
+
 // Value embeddings (docs/SPEC.md §10) from the command line: train (config.json version 6 with
 // its list), info, sample, compare's --value-embed and +value-embed, and the exports' one-line
 // refusal with nothing written. (Resume: ResumeReproducesTheUninterruptedCurve.)

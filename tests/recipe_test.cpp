@@ -138,39 +138,54 @@ TEST(Recipe, ABatchOrthogonalisesEachMatrixAsAlone) {
 }
 
 // The bf16 backend (--precision bf16) converts each product's weight once and keeps the copy
-// until weights_changed(); the iteration reads its own scratch as weights, so two matrices
+// until weights_changed(); the iteration reads its own scratch as weights, so matrices
 // orthogonalised in turn in the same memory (the batches of one step, or one matrix step after
-// step) must each be read afresh. Each result finite, its singular values in the quintic's band,
-// and against the float64 reference within 0.1 of the largest entry: bf16 products round every
-// input to 8 bits (2⁻⁹ relative) and the quintic amplifies small singular directions (slope 3.4
-// near 0), so no tight bound follows; these 8 seeds gave 0.026-0.041 on 2026-12-07. A stale copy
-// gives NaN or the previous matrix's O, off by its whole size. (Training with --optimizer muon
-// --precision bf16 became NaN at its second step through this.)
+// step) must each be read afresh, alone (products on every thread) and in a batch (one matrix per
+// thread, each thread with its own copies). Wide and tall, 4 rounds each: every result finite,
+// its singular values in the quintic's band, and against the float64 reference within 0.1 of the
+// largest entry: bf16 products round every input to 8 bits (2⁻⁹ relative) and the quintic
+// amplifies small singular directions (slope 3.4 near 0), so no tight bound follows; 8 matrices
+// alone gave 0.026-0.041 on 2026-12-07. A stale copy gives NaN or the previous matrix's O, off by
+// its whole size. (Training with --optimizer muon --precision bf16 became NaN at its second step
+// through this.)
 TEST(Recipe, TheBf16IterationReadsEachMatrixAfresh) {
   std::string why;
   if (!bf16_products_available(&why)) GTEST_SKIP() << why;
   Backend<float>& be = cpu_backend(Precision::bf16);
-  const int rows = 24, cols = 72;
-  const size_t n = (size_t)rows * cols, kk = (size_t)rows * rows;
-  auto buffer = [&](size_t size) { return DeviceBuffer<float>(be, size, MemoryUse::activations); };
-  DeviceBuffer<float> x = buffer(n), next = buffer(n), gram = buffer(kk), gram2 = buffer(kk),
-                      poly = buffer(kk);
-  for (const uint64_t seed : {31, 37, 41, 43, 47, 53, 59, 61}) {
-    SCOPED_TRACE(seed);
-    const std::vector<double> g = test::random_vector(n, seed);
-    std::vector<double> w(n, 0.0), m(n, 0.0);
-    ref::MuonStep step;
-    step.momentum = 0;  // U = G
-    const std::vector<double> o = ref::muon_update(w.data(), g.data(), m.data(), rows, cols, step);
-    for (size_t i = 0; i < n; i++) x.data()[i] = (float)g[i];
-    be.newton_schulz({x.data(), next.data(), gram.data(), gram2.data(), poly.data(), rows, cols});
-    const std::vector<double> of(x.data(), x.data() + n);
-    ASSERT_EQ(std::count_if(of.begin(), of.end(), [](double v) { return std::isfinite(v); }),
-              (long)n);  // (max_rel_error passes over a NaN)
-    EXPECT_LT(test::max_rel_error(of, o), 0.1);
-    const auto [largest, smallest] = singular_extremes(of, rows, cols);
-    EXPECT_GT(smallest, 0.5);
-    EXPECT_LT(largest, 1.5);
+  const int most = 3;
+  uint64_t seed = 31;
+  for (const auto [rows, cols] : {std::pair{24, 72}, std::pair{72, 24}}) {
+    const size_t n = (size_t)rows * cols, kk = (size_t)std::min(rows, cols) * std::min(rows, cols);
+    auto buffer = [&](size_t size) {
+      return DeviceBuffer<float>(be, size, MemoryUse::activations);
+    };
+    DeviceBuffer<float> x = buffer(most * n), next = buffer(most * n), gram = buffer(most * kk),
+                        gram2 = buffer(most * kk), poly = buffer(most * kk);
+    for (const int count : {1, most})
+      for (int round = 0; round < 4; round++) {
+        std::vector<std::vector<double>> o(count);
+        for (int b = 0; b < count; b++, seed++) {
+          const std::vector<double> g = test::random_vector(n, seed);
+          std::vector<double> w(n, 0.0), m(n, 0.0);
+          ref::MuonStep step;
+          step.momentum = 0;  // U = G
+          o[b] = ref::muon_update(w.data(), g.data(), m.data(), rows, cols, step);
+          for (size_t i = 0; i < n; i++) x.data()[b * n + i] = (float)g[i];
+        }
+        be.newton_schulz(
+            {x.data(), next.data(), gram.data(), gram2.data(), poly.data(), rows, cols, count});
+        for (int b = 0; b < count; b++) {
+          SCOPED_TRACE(testing::Message() << rows << "x" << cols << ", " << count
+                                          << " at once, round " << round << ", matrix " << b);
+          const std::vector<double> of(x.data() + b * n, x.data() + (b + 1) * n);
+          ASSERT_EQ(std::count_if(of.begin(), of.end(), [](double v) { return std::isfinite(v); }),
+                    (long)n);  // (max_rel_error passes over a NaN)
+          EXPECT_LT(test::max_rel_error(of, o[b]), 0.1);
+          const auto [largest, smallest] = singular_extremes(of, rows, cols);
+          EXPECT_GT(smallest, 0.5);
+          EXPECT_LT(largest, 1.5);
+        }
+      }
   }
 }
 

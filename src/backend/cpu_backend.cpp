@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <memory>
 #include <unordered_map>
 #include <vector>
 
@@ -164,14 +165,22 @@ class CpuBf16Backend final : public CpuBackend<float, Kernels> {
     Kernels::adamw_update(param, grad, m, v, n, settings, it->second.data.data());
     it->second.updated = true;
   }
-  // The bf16 copies of the iteration's matrices live in one map: its matrices one at a time.
+  // A batch's matrices side by side, one per thread, as the fp32 backend runs them (its products
+  // then run on that thread alone): each thread through a helper of its own, since the bf16 copies
+  // and conversion buffers belong to one backend. One by one through this backend, the products
+  // of small matrices on two threads made the demo's iteration slower in bf16 than in fp32.
   void newton_schulz(const ops::NewtonSchulzArgs<float>& args) override {
-    newton_schulz_by_ops(*this, args);
+    if (args.count <= 1) return newton_schulz_by_ops(*this, args);
+    while ((int)helpers_.size() < omp_get_max_threads())
+      helpers_.push_back(std::make_unique<CpuBf16Backend>());
+#pragma omp parallel for schedule(static)
+    for (int i = 0; i < args.count; i++)
+      newton_schulz_by_ops(*helpers_[omp_get_thread_num()], args.one(i));
   }
   // Memory handed back may come again as other weights: its copies go with it.
   void release(float* p, size_t n) override {
-    for (auto it = weights_.begin(); it != weights_.end();)
-      it = it->first >= p && it->first < p + n ? weights_.erase(it) : std::next(it);
+    forget_copies(p, n);
+    for (auto& helper : helpers_) helper->forget_copies(p, n);
     Base::release(p, n);
   }
 
@@ -281,9 +290,14 @@ class CpuBf16Backend final : public CpuBackend<float, Kernels> {
     bool fresh = false;
     bool updated = false;  // written by adamw_update since the last weights_changed()
   };
+  void forget_copies(const float* p, size_t n) {
+    for (auto it = weights_.begin(); it != weights_.end();)
+      it = it->first >= p && it->first < p + n ? weights_.erase(it) : std::next(it);
+  }
   std::unordered_map<const float*, WeightCopy> weights_;
-  std::vector<ops::bf16> inp_, dout_;  // activations converted per call
-  std::vector<ops::bf16> dlogits_;     // the classifier's gradient, written by the cross-entropy
+  std::vector<std::unique_ptr<CpuBf16Backend>> helpers_;  // newton_schulz's, one per thread
+  std::vector<ops::bf16> inp_, dout_;                     // activations converted per call
+  std::vector<ops::bf16> dlogits_;  // the classifier's gradient, written by the cross-entropy
 };
 
 }  // namespace
