@@ -40,7 +40,9 @@ template <typename A, typename B>
 double max_rel_error(const A* a, const B* b, size_t n) {
   double diff = 0, scale = 0;
   for (size_t i = 0; i < n; i++) {
-    diff = std::max(diff, std::fabs((double)a[i] - (double)b[i]));
+    const double d = std::fabs((double)a[i] - (double)b[i]);
+    if (std::isnan(d)) return INFINITY;  // std::max would pass over it: a NaN is no match
+    diff = std::max(diff, d);
     scale = std::max(scale, std::fabs((double)b[i]));
   }
   return scale > 0 ? diff / scale : diff;
