@@ -20,7 +20,8 @@ A comment right before a block tells the test more (`<!-- doc-test: ... -->`):
   output measured: REASON a dated measurement (its numbers are the record of a run)
 A plain block without one of the last four fails the test: shown output is checked or says why not.
 
-Usage: docs_test.py SOURCE_DIR BUILD_DIR
+Usage: docs_test.py SOURCE_DIR BUILD_DIR   (DOCS_TEST_PAGE=training.md: that page alone; ctest runs
+each page as a test of its own, Docs.CommandsRunAsShown.<page>)
 """
 import glob
 import os
@@ -150,15 +151,22 @@ def trailing_comment(cmd):
 def check_page(page, source, build, env, report):
     failures = []
     root = tempfile.mkdtemp(prefix="xsa-docs-")
+    made = []
+
+    def in_root(cmd):  # the fixtures are made before the page's first command (most pages run none)
+        if not made:
+            make_fixtures(root, source, build, env)
+            made.append(True)
+        return run(cmd, root, env)
+
     try:
-        make_fixtures(root, source, build, env)
         last_out = ""
         name = os.path.relpath(page, source)
         for lang, body, directives, line in blocks_of(page):
             where = f"{name}:{line}"
             for d in directives:
                 if d.startswith("setup:"):
-                    r = run(d[6:].strip(), root, env)
+                    r = in_root(d[6:].strip())
                     if r.returncode:
                         failures.append(f"{where}: setup `{d[6:].strip()}` failed: "
                                         f"{r.stderr.strip()[-400:]}")
@@ -179,7 +187,7 @@ def check_page(page, source, build, env, report):
                     if n in skipped:
                         continue
                     t0 = time.monotonic()
-                    r = run(cmd, root, env)
+                    r = in_root(cmd)
                     report.append(f"ran {where} ({time.monotonic() - t0:.1f} s): {cmd[:100]}")
                     if r.returncode:
                         failures.append(f"{where}: `{cmd}` exited {r.returncode}: "
@@ -201,7 +209,7 @@ def check_page(page, source, build, env, report):
                 header = [d for d in kinds if d.startswith("output header")]
                 if header:
                     m = re.match(r"output header (\d+) of:\s*(.*)", header[0], re.S)
-                    r = run(m.group(2), root, env)
+                    r = in_root(m.group(2))
                     want = shown[:int(m.group(1))]
                     printed = [x.rstrip() for x in r.stdout.split("\n")]
                     found = any(printed[k:k + len(want)] == want for k in range(len(printed)))
@@ -231,6 +239,9 @@ def main():
     only = os.environ.get("DOCS_TEST_PAGE")
     if only:
         pages = [p for p in pages if os.path.basename(p) == only]
+        if not pages:
+            print(f"docs_test: DOCS_TEST_PAGE={only}: no such page in README.md or docs/")
+            return 1
     failures, report = [], []
     for page in pages:
         failures += check_page(page, source, build, env, report)

@@ -112,6 +112,10 @@ CompareConfig compare_config_of(const CLI::App* cmd, const CompareArgs& a) {
   if (smoke_test()) cfg.seeds = std::min(cfg.seeds, cfg.seeds_auto ? kFirstLook : 2);
   // The arms' shape is the checkpoint's; each variant sets its attention.
   if (!cfg.run.init_from.empty()) cfg.model = init_from_model(*cmd, cfg.model, cfg.run);
+  if (smoke_test()) {  // the final scores too: at most 2 batches of windows a set
+    const int64_t cap = 2 * (int64_t)cfg.run.batch * cfg.model.seq_len;
+    cfg.score_tokens = cfg.score_tokens > 0 ? std::min(cfg.score_tokens, cap) : cap;
+  }
   return cfg;
 }
 

@@ -38,7 +38,7 @@ ModelConfig init_from_model(const CLI::App& cmd, const ModelConfig& requested, R
 // XSA_SMOKE_TEST=1: every command at the smallest size that still runs it whole, so that the
 // documentation's commands can all be run as written (tests/docs_test.py): training at most 3 steps
 // of at most 4 rows per process (a comparison or sweep at most 2 seeds; --total-batch-tokens
-// dropped), validation and evaluation at most 2 batches and 8
+// dropped), validation, a comparison's final scores and evaluation at most 2 batches and 8
 // examples per task, sampling at most 16 tokens, bench the tiny configuration for one step and
 // attention at T 256. Each cap applies only where the command asks for more.
 bool smoke_test();
