@@ -516,6 +516,48 @@ TEST(Compare, TwinsAreTwinsAndTheReportHoldsItsFields) {
   fs::remove_all(dir);
 }
 
+// How sure a tuning's choices are, on planted losses of 3 tuning seeds: the runner-up is the rate
+// with the next lowest mean that never diverged, its margin the paired differences' mean with the
+// t-interval computed here from a table of t (t(0.975, 2) = 4.302653).
+TEST(Compare, TuningMarginIsTheRunnerUpOverTheChoicePairedBySeed) {
+  LrTuning t;
+  t.lrs = {1e-3, 2e-3, 4e-3};
+  t.seeds = {1001, 1002, 1003};
+  t.seed_val_loss = {{{2.30, 2.20, 2.40}, {2.10, 2.12, 2.05}, {2.12, 2.08, 2.14}},
+                     {{2.50, 2.60, 2.55}, {2.30, 2.35, 2.32}, {NAN, NAN, NAN}},
+                     {{NAN, NAN, NAN}, {2.40, 2.41, 2.42}, {NAN, NAN, NAN}}};
+  for (const auto& per_rate : t.seed_val_loss) {
+    t.val_loss.emplace_back();
+    for (const auto& seeds : per_rate)
+      t.val_loss.back().push_back((seeds[0] + seeds[1] + seeds[2]) / 3);
+  }
+  t.chosen = {2e-3, 2e-3, 2e-3};
+  comparison::measure_tuning_margins(t);
+  ASSERT_EQ(t.runner_up.size(), 3u);
+  EXPECT_EQ(t.runner_up[0], 4e-3);
+  EXPECT_EQ(t.runner_up[1], 1e-3) << "4e-3 diverged: never the runner-up";
+  EXPECT_TRUE(std::isnan(t.runner_up[2])) << "no other rate without divergence";
+  EXPECT_EQ(t.margin[2].n, 0);
+  const double tcrit = 4.302653;
+  const std::vector<std::vector<double>> d = {{0.02, -0.04, 0.09}, {0.20, 0.25, 0.23}};
+  for (size_t k = 0; k < 2; k++) {
+    const double m = (d[k][0] + d[k][1] + d[k][2]) / 3;
+    double ss = 0;
+    for (double x : d[k]) ss += (x - m) * (x - m);
+    const double half = tcrit * std::sqrt(ss / 2) / std::sqrt(3.0);
+    EXPECT_EQ(t.margin[k].n, 3);
+    EXPECT_NEAR(t.margin[k].mean, m, 1e-12) << k;
+    EXPECT_NEAR(t.margin[k].ci_low, m - half, 1e-6) << k;
+    EXPECT_NEAR(t.margin[k].ci_high, m + half, 1e-6) << k;
+  }
+  EXPECT_NE(tuning_margin_text(t, 0).find("over 3 tuning seeds: not told apart"), std::string::npos)
+      << tuning_margin_text(t, 0);
+  EXPECT_NE(tuning_margin_text(t, 1).find("ahead of 0.001 by 0.2267 ["), std::string::npos)
+      << tuning_margin_text(t, 1);
+  EXPECT_NE(tuning_margin_text(t, 1).find(": told apart)"), std::string::npos);
+  EXPECT_EQ(tuning_margin_text(t, 2), "");
+}
+
 // --tune-lr: a planted best rate. Of 1e-4 (too small to move in 12 steps), 1e-2 and 1e30 (which
 // turns the weights into infinities at once), every variant must get 1e-2; the diverged rate is
 // reported, never chosen; the comparison then runs at the chosen rates on fresh seeds; and an
@@ -548,6 +590,25 @@ TEST(Compare, TuningPicksEachVariantsRateAndResumes) {
   const std::string md = read_file(dir / "report/report.md");
   EXPECT_NE(md.find("## Learning rates"), std::string::npos);
   EXPECT_NE(md.find("diverged (1 of 1 seeds)"), std::string::npos);
+  // How sure each choice is: the runner-up is 1e-4 (1e30 diverged), its margin the one tuning
+  // seed's loss difference, with no interval.
+  for (size_t k = 0; k < 2; k++) {
+    EXPECT_EQ(r.tuning.runner_up[k], 1e-4) << k;
+    EXPECT_EQ(r.tuning.margin[k].n, 1) << k;
+    EXPECT_DOUBLE_EQ(r.tuning.margin[k].mean,
+                     r.tuning.seed_val_loss[k][0][0] - r.tuning.seed_val_loss[k][1][0])
+        << k;
+    EXPECT_EQ(r.tuning.seed_val_loss[k][1][0], r.tuning.val_loss[k][1]) << k;
+    EXPECT_TRUE(std::isnan(r.tuning.seed_val_loss[k][2][0])) << "diverged: no loss";
+    EXPECT_TRUE(std::isnan(r.tuning.margin[k].ci_low)) << k;
+  }
+  EXPECT_NE(md.find("**How sure each choice is.**"), std::string::npos);
+  EXPECT_NE(md.find("| sa | 0.01 | 0.0001 | +"), std::string::npos) << md;
+  EXPECT_NE(md.find("not measured (one seed)"), std::string::npos);
+  EXPECT_EQ(report["lr_tuning"]["runner_up"], nlohmann::json({1e-4, 1e-4}));
+  EXPECT_EQ(report["lr_tuning"]["margin"][0]["n"], 1);
+  EXPECT_TRUE(report["lr_tuning"]["margin"][0]["ci_low"].is_null());
+  EXPECT_TRUE(report["lr_tuning"]["seed_val_loss"][0][2][0].is_null());
   // Interrupted during the tuning: one rate's comparison and the confirmation not finished.
   for (const char* f :
        {"tune/lr-0.01/seed-1001.json", "tune/lr-0.01/report.json", "seed-2.json", "report.json"})

@@ -156,10 +156,22 @@ struct LrTuning {
   std::vector<std::vector<double>>
       val_loss;  // [variant][lr]: mean over the tuning seeds (NaN: diverged)
   std::vector<std::vector<int>> diverged;  // [variant][lr]: tuning seeds that diverged
-  std::vector<double> chosen;              // per variant
-  std::string folder;                      // the tuning comparisons: <folder>/lr-<lr>/
+  std::vector<std::vector<std::vector<double>>>
+      seed_val_loss;           // [variant][lr][tuning seed] (NaN: diverged, or the rate not run)
+  std::vector<double> chosen;  // per variant
+  // How sure each choice is (measure_tuning_margins): per variant, the runner-up (the rate with
+  // the next lowest mean loss that never diverged; NaN when there is none) and its loss minus the
+  // chosen rate's, paired by tuning seed (one seed: a mean and no interval).
+  std::vector<double> runner_up;
+  std::vector<PairedDifferences> margin;
+  std::string folder;  // the tuning comparisons: <folder>/lr-<lr>/
   bool empty() const { return lrs.empty(); }
 };
+
+// Variant k's margin over its runner-up in words, for the console and the report:
+// " (ahead of 0.004 by 0.0123 [-0.0041, +0.0287] over 3 tuning seeds: not told apart)"; empty
+// without a runner-up.
+std::string tuning_margin_text(const LrTuning& t, size_t k);
 
 struct CompareResult {
   std::vector<ArmResult> arms;

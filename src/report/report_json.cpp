@@ -162,6 +162,13 @@ json bias_to_json(const CompareReport& r) {
 // --tune-lr's rates and losses (null without it).
 json tuning_to_json(const CompareReport& r) {
   if (r.tuning.empty()) return nullptr;
+  json seed_losses = json::array(), margins = json::array();
+  for (const auto& per_rate : r.tuning.seed_val_loss) seed_losses.push_back(nan_to_null(per_rate));
+  for (const PairedDifferences& m : r.tuning.margin)
+    margins.push_back({{"n", m.n},
+                       {"mean", nan_to_null(m.mean)},
+                       {"ci_low", nan_to_null(m.ci_low)},
+                       {"ci_high", nan_to_null(m.ci_high)}});
   return {{"grid", r.tuning.grid},
           {"lrs", r.tuning.lrs},
           {"extended_down", r.tuning.extended_down},
@@ -169,7 +176,10 @@ json tuning_to_json(const CompareReport& r) {
           {"seeds", r.tuning.seeds},
           {"val_loss", nan_to_null(r.tuning.val_loss)},
           {"diverged_seeds", r.tuning.diverged},
+          {"seed_val_loss", seed_losses},
           {"chosen", r.tuning.chosen},
+          {"runner_up", nan_to_null(r.tuning.runner_up)},
+          {"margin", margins},
           {"folder", r.tuning.folder}};
 }
 

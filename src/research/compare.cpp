@@ -295,10 +295,11 @@ double rounded_rate(double lr) {
 
 // One rate of --tune-lr: the variants `which` (indices into cfg.variants) on the tuning seeds, a
 // comparison of its own (resumable like any); per variant the mean validation loss (NaN when a
-// tuning seed diverged or the variant was not run) and the diverged seeds.
+// tuning seed diverged or the variant was not run), each tuning seed's (NaN: diverged) and the
+// diverged seeds.
 void tune_at_rate(const CompareConfig& cfg, double lr, const LrTuning& t,
                   const std::vector<size_t>& which, std::vector<double>& loss,
-                  std::vector<int>& diverged) {
+                  std::vector<std::vector<double>>& seed_loss, std::vector<int>& diverged) {
   CompareConfig sub = cfg;
   sub.tune_lrs.clear(), sub.variant_lrs.clear(), sub.variants.clear();
   for (size_t k : which) sub.variants.push_back(cfg.variants[k]);
@@ -316,12 +317,16 @@ void tune_at_rate(const CompareConfig& cfg, double lr, const LrTuning& t,
   const CompareResult r = run_comparison(sub);
   const size_t V = cfg.variants.size();
   loss.assign(V, NAN), diverged.assign(V, 0);
+  seed_loss.assign(V, std::vector<double>(t.seeds.size(), NAN));
   std::string line;
   for (size_t k : which) {
     std::vector<double> losses;
     for (const ArmResult* a : arms_of(r, cfg.variants[k])) {
+      const bool failed = a->diverged_at > 0 || !std::isfinite(a->val_loss);
       losses.push_back(a->val_loss);
-      diverged[k] += a->diverged_at > 0 || !std::isfinite(a->val_loss);
+      diverged[k] += failed;
+      for (size_t j = 0; j < t.seeds.size(); j++)
+        if (t.seeds[j] == a->seed && !failed) seed_loss[k][j] = a->val_loss;
     }
     loss[k] = diverged[k] ? NAN : mean(losses);
     line += fmt::format("{}{} {}", line.empty() ? "" : ", ", cfg.variants[k],
@@ -352,15 +357,17 @@ LrTuning tune_rates(const CompareConfig& cfg) {
   t.folder = (fs::path(cfg.run.out) / "tune").string();
   for (int i = 0; i < cfg.tune_seeds; i++) t.seeds.push_back(cfg.run.seed + kTuningSeedOffset + i);
   const size_t V = cfg.variants.size();
-  t.val_loss.assign(V, {}), t.diverged.assign(V, {});
+  t.val_loss.assign(V, {}), t.diverged.assign(V, {}), t.seed_val_loss.assign(V, {});
   const bool root = world_comm().is_root();
   // Rates run so far, in t.lrs's order (rising): each rate's results go in at its place.
   auto run_rate = [&](size_t at, const std::vector<size_t>& which) {
     std::vector<double> loss;
+    std::vector<std::vector<double>> seed_loss;
     std::vector<int> diverged;
-    tune_at_rate(cfg, t.lrs[at], t, which, loss, diverged);
+    tune_at_rate(cfg, t.lrs[at], t, which, loss, seed_loss, diverged);
     for (size_t k = 0; k < V; k++) {
       t.val_loss[k].insert(t.val_loss[k].begin() + at, loss[k]);
+      t.seed_val_loss[k].insert(t.seed_val_loss[k].begin() + at, seed_loss[k]);
       t.diverged[k].insert(t.diverged[k].begin() + at, diverged[k]);
     }
   };
@@ -395,10 +402,12 @@ LrTuning tune_rates(const CompareConfig& cfg) {
            fmt::join(t.lrs, ", "));
     t.chosen.push_back(t.lrs[best[k]]);
   }
+  measure_tuning_margins(t);
   if (!cfg.run.quiet && root) {
     std::string chosen;
     for (size_t k = 0; k < V; k++)
-      chosen += fmt::format("{}{} {:g}", k ? ", " : "", cfg.variants[k], t.chosen[k]);
+      chosen += fmt::format("{}{} {:g}{}", k ? ", " : "", cfg.variants[k], t.chosen[k],
+                            tuning_margin_text(t, k));
     std::printf("\n== tuned: %s; the comparison runs on fresh seeds at these rates\n",
                 chosen.c_str());
   }

@@ -92,6 +92,9 @@ std::vector<TaskResult> score_suite_from_checkpoint(const Setup& s, const fs::pa
                                                     Backend<float>& backend);
 
 // ---- the statistics (compare_statistics.cpp) ----
+// --tune-lr's chosen rates: each one's runner-up and margin over it (LrTuning::margin), from the
+// tuning seeds' losses.
+void measure_tuning_margins(LrTuning& t);
 // --seeds auto after `done` seeds: the note for the report once it stops (seeds_stop_here), else
 // empty.
 std::string auto_seeds_verdict(const CompareConfig& cfg, const SequentialDesign& design,

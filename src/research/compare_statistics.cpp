@@ -35,6 +35,30 @@ PairedDelta paired_delta(const CompareResult& result, const std::string& name,
   return d;
 }
 
+}  // namespace
+
+void measure_tuning_margins(LrTuning& t) {
+  const size_t V = t.chosen.size();
+  t.runner_up.assign(V, NAN), t.margin.assign(V, PairedDifferences{});
+  for (size_t k = 0; k < V; k++) {
+    size_t chosen = t.lrs.size(), second = t.lrs.size();
+    for (size_t i = 0; i < t.lrs.size(); i++)
+      if (t.lrs[i] == t.chosen[k]) chosen = i;
+    for (size_t i = 0; i < t.lrs.size(); i++)
+      if (i != chosen && std::isfinite(t.val_loss[k][i]) &&
+          (second == t.lrs.size() || t.val_loss[k][i] < t.val_loss[k][second]))
+        second = i;
+    if (chosen == t.lrs.size() || second == t.lrs.size()) continue;
+    t.runner_up[k] = t.lrs[second];
+    std::vector<double> d;  // the runner-up's loss minus the chosen one's, seed by seed
+    for (size_t j = 0; j < t.seeds.size(); j++)
+      d.push_back(t.seed_val_loss[k][second][j] - t.seed_val_loss[k][chosen][j]);
+    t.margin[k] = describe_paired(d);
+  }
+}
+
+namespace {
+
 // Each seed's validation loss of `variant` minus the baseline's.
 std::vector<double> deltas_vs_baseline(const CompareResult& result, const std::string& variant,
                                        const std::string& baseline) {
