@@ -607,7 +607,7 @@ TEST(Compare, TuningPicksEachVariantsRateAndResumes) {
   EXPECT_NE(md.find("not measured (one seed)"), std::string::npos);
   EXPECT_EQ(report["lr_tuning"]["runner_up"], nlohmann::json({1e-4, 1e-4}));
   EXPECT_EQ(report["lr_tuning"]["margin"][0]["n"], 1);
-  EXPECT_TRUE(report["lr_tuning"]["margin"][0]["ci_low"].is_null());
+  EXPECT_TRUE(report["lr_tuning"]["margin"][0]["ci95"][0].is_null());
   EXPECT_TRUE(report["lr_tuning"]["seed_val_loss"][0][2][0].is_null());
   // Interrupted during the tuning: one rate's comparison and the confirmation not finished.
   for (const char* f :

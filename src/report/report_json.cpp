@@ -167,8 +167,8 @@ json tuning_to_json(const CompareReport& r) {
   for (const PairedDifferences& m : r.tuning.margin)
     margins.push_back({{"n", m.n},
                        {"mean", nan_to_null(m.mean)},
-                       {"ci_low", nan_to_null(m.ci_low)},
-                       {"ci_high", nan_to_null(m.ci_high)}});
+                       {"sd", nan_to_null(m.sd)},
+                       {"ci95", {nan_to_null(m.ci_low), nan_to_null(m.ci_high)}}});
   return {{"grid", r.tuning.grid},
           {"lrs", r.tuning.lrs},
           {"extended_down", r.tuning.extended_down},

@@ -446,9 +446,12 @@ std::string seeds_section(const ReportInputs& in) {
 std::string tuning_margin_text(const LrTuning& t, size_t k) {
   if (k >= t.margin.size() || !std::isfinite(t.runner_up[k])) return "";
   const PairedDifferences& m = t.margin[k];
-  if (m.n < 2 || !std::isfinite(m.ci_low))
+  if (m.n < 2)
     return fmt::format(" (ahead of {:g} by {:.4f} on one tuning seed: how sure is not measured)",
                        t.runner_up[k], m.mean);
+  if (!std::isfinite(m.ci_low))  // a tuning seed without a loss at one of the two rates
+    return fmt::format(" (ahead of {:g} by {} over {} tuning seeds, no interval)", t.runner_up[k],
+                       fmt_or_dash("{:.4f}", m.mean), m.n);
   return fmt::format(" (ahead of {:g} by {:.4f} [{:+.4f}, {:+.4f}] over {} tuning seeds: {})",
                      t.runner_up[k], m.mean, m.ci_low, m.ci_high, m.n,
                      m.ci_low > 0 ? "told apart" : "not told apart");
@@ -503,9 +506,11 @@ std::string tuning_section(const ReportInputs& in) {
   md += fmt::format(
       "\n**How sure each choice is.** The runner-up rate's final validation loss minus the "
       "chosen one's, paired by tuning seed (each seed starts every rate from the same weights on "
-      "the same batches), with its 95 % t-interval over the tuning seeds: above 0 on average by "
-      "construction; an interval that reaches 0 says that other tuning seeds could have chosen "
-      "the runner-up. {}\n\n| variant | chosen | runner-up | runner-up − chosen [95 % CI] | "
+      "the same batches), with its 95 % t-interval over the tuning seeds: at least 0 on average by "
+      "construction (a tie goes to the lower rate); an interval that reaches 0 says that other "
+      "tuning seeds could have chosen the runner-up. The margin is measured on the seeds that made "
+      "the choice, so it leans towards the choice: *yes* is optimistic, *no* is not. {}\n\n| "
+      "variant | chosen | runner-up | runner-up − chosen [95 % CI] | "
       "tuning seeds | told apart? |\n|---|---|---|---|---|---|\n",
       t.seeds.size() > 1
           ? "It describes the choice; it is no test of the comparison above."
@@ -524,9 +529,10 @@ std::string tuning_section(const ReportInputs& in) {
     md += fmt::format(
         "| {} | {:g} | {:g} | {} | {} | {} |\n", r.variants[k], t.chosen[k], t.runner_up[k],
         interval ? fmt::format("{:+.4f} [{:+.4f}, {:+.4f}]", m.mean, m.ci_low, m.ci_high)
-                 : fmt::format("{:+.4f}", m.mean),
+                 : fmt_or_dash("{:+.4f}", m.mean),
         m.n,
-        !interval      ? "not measured (one seed)"
+        m.n < 2        ? "not measured (one seed)"
+        : !interval    ? "no interval (a seed without a loss)"
         : m.ci_low > 0 ? "yes"
                        : "no");
   }
