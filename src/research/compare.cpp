@@ -335,15 +335,13 @@ void tune_at_rate(const CompareConfig& cfg, double lr, const LrTuning& t,
   if (speak) std::printf("   lr %g: final validation loss %s\n", lr, line.c_str());
 }
 
-// Each variant's best rate (the lowest loss; ties: the lower rate), or lrs.size() when it diverged
-// at every rate.
+// Each variant's best rate (rates_by_loss's first), or lrs.size() when it diverged at every rate.
 std::vector<size_t> best_rates(const LrTuning& t) {
   std::vector<size_t> best(t.val_loss.size(), t.lrs.size());
-  for (size_t k = 0; k < t.val_loss.size(); k++)
-    for (size_t i = 0; i < t.lrs.size(); i++)
-      if (std::isfinite(t.val_loss[k][i]) &&
-          (best[k] == t.lrs.size() || t.val_loss[k][i] < t.val_loss[k][best[k]]))
-        best[k] = i;
+  for (size_t k = 0; k < t.val_loss.size(); k++) {
+    const std::vector<size_t> ranked = rates_by_loss(t, k);
+    if (!ranked.empty()) best[k] = ranked[0];
+  }
   return best;
 }
 

@@ -92,6 +92,9 @@ std::vector<TaskResult> score_suite_from_checkpoint(const Setup& s, const fs::pa
                                                     Backend<float>& backend);
 
 // ---- the statistics (compare_statistics.cpp) ----
+// --tune-lr: variant k's rates that never diverged (indices into t.lrs), lowest mean loss first;
+// ties: the lower rate. The first is the one chosen, the second the runner-up.
+std::vector<size_t> rates_by_loss(const LrTuning& t, size_t k);
 // --tune-lr's chosen rates: each one's runner-up and margin over it (LrTuning::margin), from the
 // tuning seeds' losses.
 void measure_tuning_margins(LrTuning& t);

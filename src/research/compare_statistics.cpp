@@ -37,18 +37,22 @@ PairedDelta paired_delta(const CompareResult& result, const std::string& name,
 
 }  // namespace
 
+std::vector<size_t> rates_by_loss(const LrTuning& t, size_t k) {
+  std::vector<size_t> ranked;
+  for (size_t i = 0; i < t.lrs.size(); i++)
+    if (std::isfinite(t.val_loss[k][i])) ranked.push_back(i);
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [&](size_t a, size_t b) { return t.val_loss[k][a] < t.val_loss[k][b]; });
+  return ranked;
+}
+
 void measure_tuning_margins(LrTuning& t) {
   const size_t V = t.chosen.size();
   t.runner_up.assign(V, NAN), t.margin.assign(V, PairedDifferences{});
   for (size_t k = 0; k < V; k++) {
-    size_t chosen = t.lrs.size(), second = t.lrs.size();
-    for (size_t i = 0; i < t.lrs.size(); i++)
-      if (t.lrs[i] == t.chosen[k]) chosen = i;
-    for (size_t i = 0; i < t.lrs.size(); i++)
-      if (i != chosen && std::isfinite(t.val_loss[k][i]) &&
-          (second == t.lrs.size() || t.val_loss[k][i] < t.val_loss[k][second]))
-        second = i;
-    if (chosen == t.lrs.size() || second == t.lrs.size()) continue;
+    const std::vector<size_t> ranked = rates_by_loss(t, k);
+    if (ranked.size() < 2) continue;
+    const size_t chosen = ranked[0], second = ranked[1];
     t.runner_up[k] = t.lrs[second];
     std::vector<double> d;  // the runner-up's loss minus the chosen one's, seed by seed
     for (size_t j = 0; j < t.seeds.size(); j++)
